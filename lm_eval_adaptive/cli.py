@@ -90,6 +90,12 @@ def cmd_calibrate(args) -> int:
         table = load_any_table(args.table, metric=args.metric)
     else:
         raise InputError("give a response TABLE or --samples PATH... (harness --log_samples output)")
+    if args.exclude_models:
+        names = [str(m) for m in table.models]
+        unknown = [m for m in args.exclude_models if m not in names]
+        if unknown:
+            raise InputError(f"--exclude-models: not in the table: {', '.join(unknown)}", path=table.source)
+        table = table.select_models([m for m in names if m not in args.exclude_models])
     bank = calibrate(table, scaling=args.scaling, method=args.method, drop_negative=not args.keep_negative,
                      atlas_filters=args.atlas_filters, likelihood=args.likelihood,
                      task=args.task, metric=args.metric or table.metric)
@@ -228,6 +234,8 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
                    help="also drop items with SD<1%%, mean>95%% or point-biserial<0.1")
     c.add_argument("--keep-negative", action="store_true",
                    help="keep items whose scores correlate negatively with ability")
+    c.add_argument("--exclude-models", nargs="+", default=None, metavar="MODEL",
+                   help="leave these models out of the calibration (e.g. the ones about to be ranked)")
     common_model(c)
     c.set_defaults(func=cmd_calibrate)
 
@@ -261,6 +269,10 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
         sub.add_parser("run", add_help=False,
                        help="lm-eval run, plus --adaptive: generate and score only the documents "
                             "the CAT picks (see `lm-eval-adaptive run --help`)")
+
+    from .rank import add_rank_parser
+
+    add_rank_parser(sub)
 
     from .replay import add_arguments as add_replay_arguments
 

@@ -614,7 +614,7 @@ def _ask_for(ranker, model: str, item: int):
     if req is not None and req.model == model and req.item == item:
         return req
     if req is not None:
-        del ranker.pending[req.model]
+        del ranker.pending[(req.model, req.item)]
         e = ranker.examinees[req.model]
         pos = e.selector.rank[req.item]
         if e.mask[pos]:

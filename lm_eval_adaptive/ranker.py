@@ -32,7 +32,7 @@ from .selection import MaxInfoSelector
 
 __all__ = ["AdaptiveRanker", "Request", "RankingResult", "pairwise_matrix", "tie_groups"]
 
-STOP_REASONS = ("settled", "budget", "max_items", "bank_exhausted")
+STOP_REASONS = ("settled", "budget", "max_items", "bank_exhausted", "failed")
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,7 @@ class RankingResult:
     budget: float | None
     total_cost: float
     item_log: dict = field(default_factory=dict)  # model -> list of (item_id, scaled score)
+    failed: dict = field(default_factory=dict)  # model -> why it was dropped (not ranked)
 
     @property
     def total_items(self) -> int:
@@ -109,6 +110,7 @@ class RankingResult:
             "budget_usd": self.budget,
             "total_cost_usd": self.total_cost,
             "total_items": self.total_items,
+            "failed": dict(self.failed),
         }
 
 
@@ -137,6 +139,9 @@ class AdaptiveRanker:
         1 for strict maximum information; > 1 for randomesque selection.
     exclude:
         Per model, bank items never to give it (e.g. it has no recorded answer).
+    max_in_flight:
+        Requests one model may have in flight at once (1: each item is chosen after the
+        previous score; k > 1: the k most informative unseen items at the current θ̂).
     """
 
     def __init__(self, bank: ItemBank, models: Sequence[str], *,
@@ -145,7 +150,8 @@ class AdaptiveRanker:
                  confidence: float = 0.95, n_init: int = 10, n_max: int | None = None,
                  budget: float | None = None, top_k: int = 1, seed: int | None = None,
                  selector: MaxInfoSelector | None = None,
-                 exclude: Mapping[str, np.ndarray] | None = None, reserve_mean_cost: bool = True):
+                 exclude: Mapping[str, np.ndarray] | None = None, reserve_mean_cost: bool = True,
+                 max_in_flight: int = 1):
         models = [str(m) for m in models]
         if len(models) < 2:
             raise ValueError("ranking needs at least 2 models")
@@ -189,7 +195,11 @@ class AdaptiveRanker:
         for m, items in (exclude or {}).items():
             self.examinees[m].exclude(items)
         self._next: dict[str, int | None] = {m: None for m in models}
-        self.pending: dict[str, Request] = {}
+        if int(max_in_flight) < 1:
+            raise ValueError("max_in_flight must be >= 1")
+        self.max_in_flight = int(max_in_flight)
+        self.pending: dict[tuple[str, int], Request] = {}  # (model, item) -> request in flight
+        self.failed: dict[str, str] = {}
         self.stopped_because: str | None = None
         self.reserve_mean_cost = bool(reserve_mean_cost)
         self._mean_cost = {m: (float(np.mean(costs[m])) if costs[m] is not None else 0.0) for m in models}
@@ -206,6 +216,15 @@ class AdaptiveRanker:
     @property
     def reserved(self) -> float:
         return float(sum(r.cost for r in self.pending.values()))
+
+    def in_flight(self, m: str) -> int:
+        """Requests of model ``m`` in flight."""
+        return sum(1 for (pm, _) in self.pending if pm == m)
+
+    @property
+    def active(self) -> list[str]:
+        """The models still ranked (not failed)."""
+        return [m for m in self.models if m not in self.failed]
 
     def _peek(self, m: str) -> int:
         """The model's next item (cached until its posterior changes)."""
@@ -236,38 +255,43 @@ class AdaptiveRanker:
                       cost=e.cost_of(item), phase=phase)
         e.reserve(item)
         self._next[m] = None
-        self.pending[m] = req
+        self.pending[(m, req.item)] = req
         return req
 
     def _order(self):
-        th = np.array([self.examinees[m].theta for m in self.models])
-        se = np.array([self.examinees[m].se for m in self.models])
+        models = self.active
+        th = np.array([self.examinees[m].theta for m in models])
+        se = np.array([self.examinees[m].se for m in models])
         order = np.argsort(-th, kind="stable")
         d = th[order[:-1]] - th[order[1:]]
         s = np.sqrt(se[order[:-1]] ** 2 + se[order[1:]] ** 2)
         p = ndtr(d / s)
-        return order, p, se
+        return models, order, p, se
 
     # --------------------------------------------------------------- ask/tell
     def ask(self) -> Request | None:
         """The next administration, or None (finished, or waiting for pending scores)."""
         if self.finished:
             return None
+        active = self.active
+        if len(active) < 2:
+            self._stop_if_idle("failed")
+            return None
         # 1. warm-up, round robin: fewest items first (a model with no unseen item left is done)
         n_warm = min(self.n_init, self.n_max)
-        warm = [m for m in self.models if self.examinees[m].n < n_warm and m not in self.pending
-                and self._peek(m) >= 0]
+        warm = [m for m in active if self.examinees[m].n + self.in_flight(m) < n_warm
+                and self.in_flight(m) < self.max_in_flight and self._peek(m) >= 0]
         if warm:
-            m = min(warm, key=lambda x: self.examinees[x].n)
+            m = min(warm, key=lambda x: self.examinees[x].n + self.in_flight(x))
             item = self._peek(m)
             if not self._affordable(m, item):
                 self._stop_if_idle("budget")
                 return None
             return self._request(m, item, "warmup")
-        if any(self.examinees[m].n < n_warm for m in self.pending):
+        if any(self.examinees[m].n < n_warm for (m, _) in self.pending):
             return None  # warm-up items still in flight
         # 2. adaptive phase
-        order, p, se = self._order()
+        models, order, p, se = self._order()
         unsettled = np.flatnonzero(~(p > self.upper))
         if unsettled.size == 0:
             self._stop_if_idle("settled")
@@ -275,22 +299,23 @@ class AdaptiveRanker:
         cand = np.unique(np.concatenate([order[unsettled], order[unsettled + 1]]))
         best, best_val, blocked = None, -np.inf, set()
         for j in cand:
-            m = self.models[j]
+            m = models[j]
             e = self.examinees[m]
-            if m in self.pending:
+            k = self.in_flight(m)
+            if k >= self.max_in_flight:
                 blocked.add("pending")
                 continue
-            if e.n >= self.n_max:
-                blocked.add("max_items")
+            if e.n + k >= self.n_max:
+                blocked.add("pending" if k else "max_items")
                 continue
             item = self._peek(m)
             if item < 0:
-                blocked.add("bank_exhausted")
+                blocked.add("pending" if k else "bank_exhausted")
                 continue
             if not self._affordable(m, item):
                 blocked.add("budget")
                 continue
-            val = se[j] ** 2 / ((e.n + 1) * self.relative_costs[m])
+            val = se[j] ** 2 / ((e.n + k + 1) * self.relative_costs[m])
             if val > best_val:
                 best, best_val = m, val
         if best is None:
@@ -309,16 +334,39 @@ class AdaptiveRanker:
 
         ``cost`` is the real charge when it differs from the reserved estimate.
         """
-        if self.pending.get(request.model) != request:
+        key = (request.model, request.item)
+        if self.pending.get(key) != request:
             raise ValueError(f"no pending request {request}")
-        del self.pending[request.model]
+        del self.pending[key]
         self.examinees[request.model].record(request.item, float(y), cost=cost)
         self._next[request.model] = None
 
     def cancel(self, request: Request) -> None:
-        """Give up a pending request (e.g. the model failed); its item stays unused."""
-        if self.pending.get(request.model) == request:
-            del self.pending[request.model]
+        """Give up a pending request (e.g. the call failed for good); its item stays unused."""
+        key = (request.model, request.item)
+        if self.pending.get(key) == request:
+            del self.pending[key]
+
+    def release(self, request: Request) -> None:
+        """Take back a pending request that was never made: its item may be asked again."""
+        key = (request.model, request.item)
+        if self.pending.get(key) != request:
+            raise ValueError(f"no pending request {request}")
+        del self.pending[key]
+        e = self.examinees[request.model]
+        pos = e.selector.rank[request.item]
+        if e.mask[pos]:
+            e.mask[pos] = False
+            e.n_masked -= 1
+        self._next[request.model] = None
+
+    def fail(self, model: str, why: str) -> None:
+        """Drop ``model`` from the ranking (it keeps failing); its requests in flight are cancelled."""
+        if model not in self.examinees:
+            raise ValueError(f"unknown model {model!r}")
+        self.failed[model] = str(why)
+        for key in [k for k in self.pending if k[0] == model]:
+            del self.pending[key]
 
     def run(self, score: Callable[[str, int], float]) -> RankingResult:
         """Drive to the end with ``score(model, bank_item_index) -> scaled score``."""
@@ -328,10 +376,11 @@ class AdaptiveRanker:
 
     # ----------------------------------------------------------------- result
     def result(self) -> RankingResult:
-        th = np.array([self.examinees[m].theta for m in self.models])
-        se = np.array([self.examinees[m].se for m in self.models])
+        models = self.active
+        th = np.array([self.examinees[m].theta for m in models])
+        se = np.array([self.examinees[m].se for m in models])
         order = np.argsort(-th, kind="stable")
-        ranking = [self.models[i] for i in order]
+        ranking = [models[i] for i in order]
         P = pairwise_matrix(th[order], se[order])
         lower = 1 - self.upper
         ties = [(ranking[i], ranking[j]) for i in range(len(ranking)) for j in range(i + 1, len(ranking))
@@ -339,15 +388,17 @@ class AdaptiveRanker:
         adj = [float(P[i, i + 1]) for i in range(len(ranking) - 1)]
         groups = tie_groups(ranking, [p > self.upper for p in adj])
         ex = self.examinees
+        every = ranking + [m for m in self.models if m in self.failed]
         return RankingResult(
             ranking=ranking,
-            theta={m: ex[m].theta for m in ranking},
-            se={m: ex[m].se for m in ranking},
-            items={m: ex[m].n for m in ranking},
-            cost={m: ex[m].spent for m in ranking},
+            theta={m: ex[m].theta for m in every},
+            se={m: ex[m].se for m in every},
+            items={m: ex[m].n for m in every},
+            cost={m: ex[m].spent for m in every},
             pairwise=P, ties=ties, tie_groups=groups, adjacent_confidence=adj,
             stopped_because=self.stopped_because or "running",
             confidence=self.confidence, budget=self.budget, total_cost=self.spent,
             item_log={m: [(str(self.bank.item_ids[i]), s) for i, s in zip(ex[m].items, ex[m].scores)]
-                      for m in ranking},
+                      for m in every},
+            failed=dict(self.failed),
         )

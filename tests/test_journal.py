@@ -398,8 +398,10 @@ def examinee_state(ranker, drop_pending=False):
     out = {}
     for m, e in ranker.examinees.items():
         mask = e.mask.copy()
-        if drop_pending and m in ranker.pending:
-            mask[e.selector.rank[ranker.pending[m].item]] = False
+        if drop_pending:
+            for (pm, item) in ranker.pending:
+                if pm == m:
+                    mask[e.selector.rank[item]] = False
         out[m] = (list(e.items), list(e.scores), e.theta, e.se, e.spent, list(e.info_at_selection),
                   mask.tobytes(), int(mask.sum()))
     return out

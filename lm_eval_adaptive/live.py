@@ -1,0 +1,332 @@
+"""Drive the adaptive ranker live: every model in flight at once, a hard dollar cap, a crash-safe journal.
+
+:class:`LiveRun` knows nothing of the harness or of HTTP: it is given, per model, a
+*caller* — ``caller(item_id) -> ItemScore`` (the harness task wrapper in production, any
+function in simulation) — and an upper cost estimate per item, and it drives an
+:class:`~lm_eval_adaptive.ranker.AdaptiveRanker` to the end:
+
+1. ``ranker.ask()`` gives the next (model, item); the call's UPPER cost is reserved in the
+   :class:`~lm_eval_adaptive.budget.BudgetLedger` (refused → the request is released and the
+   run waits for calls in flight; none in flight → the run stops on the budget), a
+   ``request`` record is journaled, and the call goes to a worker thread.
+2. A worker makes the call, retrying 429s, timeouts, dropped connections and 5xx with
+   exponential backoff and full jitter (:class:`RetryPolicy`).
+3. Back on the driver thread a success is settled in the ledger at the cost of the usage the
+   provider returned, appended to the journal (fsynced) and only then told to the ranker:
+   a score counts once it is on disk. A call that failed for good is released (nothing
+   charged), journaled as a ``failure`` and its item given up for that model; a model
+   whose calls fail ``max_failures`` times in a row is dropped and reported as failed
+   while the others finish.
+4. Ctrl-C (KeyboardInterrupt) stops asking, waits for the calls in flight (their results are
+   journaled: they were paid for), writes a ``stop`` record and returns the partial result.
+
+Resume (:meth:`LiveRun.resume_from`): score and failure records are replayed into a fresh
+ranker without calling anything, their costs enter the ledger as known charges, and calls
+that were in flight when the process died (a ``request`` record with no outcome) are not
+made again: their items are given up for that model and their reserved upper estimate is
+counted as spent (the provider may have billed them).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import logging
+import math
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+import numpy as np
+
+from .budget import BudgetLedger
+from .journal import Journal, redact
+from .ranker import AdaptiveRanker, Request
+
+__all__ = ["LiveRun", "RetryPolicy", "is_retryable", "ModelFailed"]
+
+log = logging.getLogger("lm_eval_adaptive")
+
+
+class ModelFailed(RuntimeError):
+    """A call failed for good (retries exhausted, or an error no retry can fix)."""
+
+
+_RETRY_STATUS = {408, 409, 425, 429}
+
+
+def _status_of(exc: BaseException) -> int | None:
+    for obj in (exc, getattr(exc, "response", None)):
+        for name in ("status_code", "status", "http_status"):
+            v = getattr(obj, name, None)
+            if isinstance(v, int):
+                return v
+    return None
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """429, 408/409/425, any 5xx, timeouts and connection errors: worth another attempt."""
+    status = _status_of(exc)
+    if status is not None:
+        return status in _RETRY_STATUS or status >= 500
+    names = {c.__name__ for c in type(exc).__mro__}
+    if names & {"Timeout", "TimeoutError", "APITimeoutError", "ReadTimeout", "ConnectTimeout",
+                "ConnectionError", "APIConnectionError", "ServerDisconnectedError", "RemoteDisconnected",
+                "ChunkedEncodingError", "ProtocolError", "ServiceUnavailableError", "InternalServerError",
+                "RateLimitError", "BadGatewayError", "ConnectionResetError", "IncompleteRead"}:
+        return True
+    text = str(exc).lower()
+    return any(s in text for s in ("connection aborted", "connection reset", "remote end closed",
+                                   "server disconnected", "timed out", "rate limit"))
+
+
+@dataclass
+class RetryPolicy:
+    """Exponential backoff with full jitter: attempt k waits uniform(0, min(cap, base·2^k)) seconds."""
+
+    max_attempts: int = 6
+    base_s: float = 0.5
+    cap_s: float = 30.0
+    rng: random.Random = field(default_factory=random.Random)
+
+    def __post_init__(self):
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+        if not (self.base_s >= 0 and self.cap_s >= 0):
+            raise ValueError("backoff times must be >= 0")
+
+    def delay(self, attempt: int) -> float:
+        return self.rng.uniform(0.0, min(self.cap_s, self.base_s * 2.0 ** attempt))
+
+
+@dataclass
+class _Outcome:
+    request: Request
+    key: tuple
+    score: object = None  # ItemScore
+    error: BaseException | None = None
+    attempts: int = 0
+    seconds: float = 0.0
+
+
+class LiveRun:
+    """One live ranking run (see module docstring).
+
+    Parameters
+    ----------
+    ranker: the engine, built with per-model ``item_costs`` (bank estimates for planning),
+        the budget and ``max_in_flight``.
+    callers: model → ``caller(item_id) -> ItemScore`` (with ``.raw`` and ``.usage``).
+    upper_cost: ``upper_cost(model, item_id) -> USD`` no call for that item can exceed.
+    actual_cost: ``actual_cost(model, ItemScore) -> USD`` from the provider's usage.
+    scale: ``scale(bank_index, raw) -> scaled score in [0, 1]``.
+    ledger: the hard cap (shared by every thread).
+    journal: where every request, score, failure and stop goes (None: not journaled).
+    """
+
+    def __init__(self, ranker: AdaptiveRanker, callers: Mapping[str, Callable], *,
+                 upper_cost: Callable[[str, str], float], actual_cost: Callable[[str, object], float],
+                 scale: Callable[[int, float], float], ledger: BudgetLedger, journal: Journal | None = None,
+                 retry: RetryPolicy | None = None, max_failures: int = 3,
+                 on_progress: Callable[["LiveRun"], None] | None = None, secrets=()):
+        missing = [m for m in ranker.models if m not in callers]
+        if missing:
+            raise ValueError(f"no caller for model(s) {missing}")
+        self.ranker = ranker
+        self.callers = dict(callers)
+        self.upper_cost = upper_cost
+        self.actual_cost = actual_cost
+        self.scale = scale
+        self.ledger = ledger
+        self.journal = journal
+        self.retry = retry or RetryPolicy()
+        self.max_failures = int(max_failures)
+        self.on_progress = on_progress
+        self.secrets = list(secrets)
+        self.raw: dict[str, dict[int, float]] = {m: {} for m in ranker.models}
+        self.failures: dict[str, int] = {m: 0 for m in ranker.models}  # consecutive
+        self.failed_calls: dict[str, int] = {m: 0 for m in ranker.models}
+        self.attempts = 0
+        self.retries = 0
+        self.lost_in_flight: list[tuple[str, str, float]] = []
+        self.interrupted = False
+        self._stop = threading.Event()
+        self._reserved_of: dict[tuple, float] = {}
+
+    # ------------------------------------------------------------------ resume
+    def resume_from(self, journal: Journal) -> dict:
+        """Replay ``journal`` (of an earlier process of this run) into the fresh ranker."""
+        stats = journal.replay_into(self.ranker)
+        bank = self.ranker.bank
+        for rec in journal.records("score"):
+            i = int(bank.index_of([rec["item_id"]])[0])
+            self.raw[rec["model"]][i] = float(rec["raw"])
+        for key, usd in journal.costs():
+            self.ledger.charge_known(key, usd)
+        done = {(r["model"], r["item_id"]) for r in journal.records() if r.get("type") in ("score", "failure")}
+        lost = []
+        for n, rec in enumerate(journal.records(), start=1):
+            if rec.get("type") != "request" or (rec["model"], rec["item_id"]) in done:
+                continue
+            m, item_id, usd = rec["model"], rec["item_id"], float(rec.get("reserved_usd") or 0.0)
+            i = int(bank.index_of([item_id])[0])
+            e = self.ranker.examinees[m]
+            e.exclude([i])  # never asked again: the provider may have answered (and billed) it
+            e.spent += usd
+            self.ledger.charge_known(f"lost:{m}:{item_id}", usd)
+            lost.append((m, item_id, usd))
+            self.ranker._next[m] = None
+        self.lost_in_flight = lost
+        return {"scores": stats.scores, "failures": stats.failures, "lost_in_flight": len(lost),
+                "spent_usd": self.ledger.spent}
+
+    # --------------------------------------------------------------------- run
+    def _journal(self, record: dict) -> None:
+        if self.journal is not None:
+            self.journal.append(record)
+
+    def _call(self, req: Request, key: tuple) -> _Outcome:
+        out = _Outcome(request=req, key=key)
+        t0 = time.monotonic()
+        caller = self.callers[req.model]
+        for attempt in range(self.retry.max_attempts):
+            if self._stop.is_set() and attempt > 0:
+                out.error = ModelFailed("interrupted before a retry")
+                break
+            out.attempts = attempt + 1
+            try:
+                out.score = caller(req.item_id)
+                out.error = None
+                break
+            except Exception as e:  # noqa: BLE001 - classified below
+                out.error = e
+                if not is_retryable(e) or attempt + 1 == self.retry.max_attempts:
+                    break
+                wait = self.retry.delay(attempt)
+                log.info("%s, item %s: %s; retry %d in %.2fs", req.model, req.item_id,
+                         redact(f"{type(e).__name__}: {e}", self.secrets)[:300], attempt + 1, wait)
+                if self._stop.wait(wait):
+                    out.error = ModelFailed("interrupted before a retry")
+                    break
+        out.seconds = time.monotonic() - t0
+        return out
+
+    def _dispatch(self, pool, futures) -> bool:
+        """Ask the ranker for everything it wants now; False when the budget refused a call."""
+        r = self.ranker
+        while not self._stop.is_set() and (req := r.ask()) is not None:
+            key = (req.model, req.item_id)
+            est = float(self.upper_cost(req.model, req.item_id))
+            if not self.ledger.reserve(key, est):
+                r.release(req)
+                return False
+            self._reserved_of[key] = est
+            try:
+                self._journal({"type": "request", "model": req.model, "item_id": req.item_id,
+                               "phase": req.phase, "reserved_usd": est})
+            except BaseException:
+                self.ledger.release(key)
+                r.release(req)
+                raise
+            futures[pool.submit(self._call, req, key)] = key
+        return True
+
+    def _finish(self, out: _Outcome) -> None:
+        r, req, m = self.ranker, out.request, out.request.model
+        self.attempts += out.attempts
+        self.retries += max(0, out.attempts - 1)
+        if out.error is None:
+            try:
+                cost = float(self.actual_cost(m, out.score))
+            except (ValueError, TypeError) as e:  # no usage reported: charge the reservation
+                log.warning("%s, item %s: %s; charged its reserved upper estimate", m, req.item_id, e)
+                cost = self._reserved_of[out.key]
+            raw = float(out.score.raw)
+            scaled = float(self.scale(req.item, raw))
+            self.ledger.settle(out.key, cost)
+            self._journal({"type": "score", "model": m, "item_id": req.item_id, "raw": raw, "scaled": scaled,
+                           "cost_usd": cost, "usage": list(out.score.usage or []), "attempts": out.attempts,
+                           "seconds": round(out.seconds, 4)})
+            if r.pending.get((m, req.item)) == req:
+                r.tell(req, scaled, cost=cost)
+            else:  # the model was dropped meanwhile: paid for and journaled, not ranked
+                r.examinees[m].spent += cost
+            self.raw[m][req.item] = raw
+            self.failures[m] = 0
+        else:
+            self.ledger.release(out.key)
+            why = redact(f"{type(out.error).__name__}: {out.error}", self.secrets)[:500]
+            self._journal({"type": "failure", "model": m, "item_id": req.item_id, "error": why,
+                           "attempts": out.attempts, "cost_usd": None})
+            self.failed_calls[m] += 1
+            interrupted = isinstance(out.error, ModelFailed) and self._stop.is_set()
+            if interrupted:
+                r.cancel(req)
+            else:
+                r.cancel(req)
+                self.failures[m] += 1
+                log.warning("%s, item %s failed after %d attempt(s): %s", m, req.item_id, out.attempts, why)
+                if self.failures[m] >= self.max_failures and m not in r.failed:
+                    r.fail(m, why)
+                    self._journal({"type": "model_failed", "model": m, "error": why})
+                    log.error("%s: %d calls in a row failed; dropped from the ranking (%s)", m,
+                              self.failures[m], why)
+        self._reserved_of.pop(out.key, None)
+
+    def run(self, *, workers: int | None = None) -> None:
+        """Run to the end (or Ctrl-C, which sets :attr:`interrupted`); see the result on the ranker."""
+        r = self.ranker
+        n_workers = workers or max(1, len(r.models) * r.max_in_flight)
+        futures: dict = {}
+        pool = cf.ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="lm-eval-adaptive")
+        try:
+            while True:
+                try:
+                    fits = self._dispatch(pool, futures)
+                    if not futures:
+                        if not r.finished:
+                            if not fits:
+                                r.stopped_because = "budget"
+                            elif len(r.active) < 2:
+                                r.stopped_because = "failed"
+                            else:  # nothing asked and nothing in flight: ask once more (state changed)
+                                if r.ask() is None and not r.finished:
+                                    r.stopped_because = "failed" if r.failed else "bank_exhausted"
+                        break
+                    done, _ = cf.wait(list(futures), timeout=0.5, return_when=cf.FIRST_COMPLETED)
+                    for f in [f for f in futures if f in done]:  # in the order asked: reproducible
+                        del futures[f]
+                        self._finish(f.result())
+                    if done and self.on_progress is not None:
+                        self.on_progress(self)
+                except KeyboardInterrupt:
+                    if self._stop.is_set():
+                        raise
+                    self.interrupted = True
+                    self._stop.set()
+                    log.warning("interrupted: finishing the %d call(s) in flight (Ctrl-C again to abort)",
+                                len(futures))
+                    self._drain(futures)
+                    break
+        finally:
+            pool.shutdown(wait=not self._stop.is_set() or not futures, cancel_futures=True)
+        reason = "interrupted" if self.interrupted else r.stopped_because
+        self._journal({"type": "stop", "reason": reason, "spent_usd": self.ledger.spent,
+                       "items": int(sum(e.n for e in r.examinees.values()))})
+
+    def _drain(self, futures) -> None:
+        while futures:
+            done, _ = cf.wait(list(futures), timeout=0.5, return_when=cf.FIRST_COMPLETED)
+            for f in [f for f in futures if f in done]:
+                del futures[f]
+                self._finish(f.result())
+
+    # ------------------------------------------------------------------ result
+    def raw_scores(self, model: str) -> tuple[np.ndarray, np.ndarray]:
+        """(bank indices, raw metric values) of the model's scored items, in the order given."""
+        e = self.ranker.examinees[model]
+        items = np.asarray(e.items, dtype=np.int64)
+        raw = self.raw[model]
+        vals = np.array([raw.get(int(i), math.nan) for i in items], dtype=float)
+        return items, vals

@@ -1,0 +1,253 @@
+"""LiveRun: the live driver of the ranker, with simulated callers (no harness, no HTTP).
+
+Checked: the hard cap with many calls in flight; settling at the reported usage; retries of
+retryable errors only, with backoff; a model that keeps failing is dropped while the others
+finish; Ctrl-C keeps the journal intact; resume after a crash requests nothing twice and
+reaches the same ranking; multi-request ranker bookkeeping (release, fail, max_in_flight).
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+
+import numpy as np
+import pytest
+
+from lm_eval_adaptive.budget import BudgetLedger
+from lm_eval_adaptive.journal import Journal
+from lm_eval_adaptive.live import LiveRun, RetryPolicy, is_retryable
+from lm_eval_adaptive.ranker import AdaptiveRanker
+from lm_eval_adaptive.task_wrapper import ItemScore, parse_model_spec
+
+from conftest import make_sim_bank, simulate_scores
+
+THETAS = {"a": 1.5, "b": 0.0, "c": -1.5}
+PRICE_IN, PRICE_OUT = 1e-6, 3e-6  # USD per token
+
+
+class HTTPError(Exception):
+    def __init__(self, status):
+        super().__init__(f"HTTP {status}")
+        self.status_code = status
+
+
+class Caller:
+    """A model answering with simulated scores; usage in tokens; optional faults; counts calls."""
+
+    def __init__(self, bank, theta, seed, *, fail=None):
+        self.bank, self.theta = bank, theta
+        self.rng = np.random.default_rng(seed)
+        self.fail = fail  # fail(item_id, attempt) -> exception or None
+        self.calls = collections.Counter()
+        self.served = collections.Counter()
+        self.lock = threading.Lock()
+
+    def __call__(self, item_id):
+        with self.lock:
+            self.calls[item_id] += 1
+            attempt = self.calls[item_id]
+        if self.fail is not None:
+            e = self.fail(item_id, attempt)
+            if e is not None:
+                raise e
+        i = int(self.bank.index_of([item_id])[0])
+        # deterministic per item: the same answer whenever asked
+        y = float(simulate_scores(self.theta, self.bank.b[i], rng=np.random.default_rng(hash(item_id) % 2**32)))
+        with self.lock:
+            self.served[item_id] += 1
+        return ItemScore(raw=y, usage=[{"prompt_tokens": 100, "completion_tokens": 40 + i % 20}], calls=1)
+
+
+def make_live(bank, *, budget=None, journal=None, callers=None, in_flight=1, retry=None, max_failures=3,
+              models=THETAS, n_init=5):
+    costs = {m: np.full(bank.n_items, 100 * PRICE_IN + 50 * PRICE_OUT) for m in models}
+    ranker = AdaptiveRanker(bank, list(models), item_costs=costs, n_init=n_init, n_max=60, budget=budget,
+                            seed=0, max_in_flight=in_flight)
+    callers = callers or {m: Caller(bank, t, k) for k, (m, t) in enumerate(models.items())}
+    ledger = BudgetLedger(budget)
+
+    def actual(m, score):
+        u = score.usage[0]
+        return u["prompt_tokens"] * PRICE_IN + u["completion_tokens"] * PRICE_OUT
+
+    live = LiveRun(ranker, callers, upper_cost=lambda m, i: 100 * PRICE_IN + 60 * PRICE_OUT,
+                   actual_cost=actual, scale=lambda i, raw: raw, ledger=ledger, journal=journal,
+                   retry=retry or RetryPolicy(max_attempts=4, base_s=0.0), max_failures=max_failures)
+    return live, callers
+
+
+@pytest.fixture
+def bank():
+    return make_sim_bank(n_items=300, seed=3)
+
+
+def test_runs_to_a_settled_ranking_with_one_charge_per_item(bank, tmp_path):
+    j = Journal.create(tmp_path, {"run": "t"})
+    live, callers = make_live(bank, journal=j)
+    live.run()
+    res = live.ranker.result()
+    assert res.ranking == ["a", "b", "c"] and res.stopped_because == "settled"
+    scores = list(j.records("score"))
+    assert len(scores) == res.total_items == live.ledger.n_settled
+    assert all(max(c.calls.values()) == 1 for c in callers.values())
+    assert live.ledger.spent == pytest.approx(sum(r["cost_usd"] for r in scores))
+    assert [r["type"] for r in j.records()][-1] == "stop"
+
+
+@pytest.mark.parametrize("in_flight", [1, 3])
+def test_hard_cap_holds_with_many_calls_in_flight(bank, in_flight):
+    budget = 0.01  # ~ 28 items at 3.5e-4 each
+    close = {"a": 0.1, "b": 0.0, "c": -0.1}  # never settles: the budget must stop it
+    live, _ = make_live(bank, budget=budget, in_flight=in_flight, models=close)
+    live.run(workers=8)
+    res = live.ranker.result()
+    assert res.stopped_because == "budget"
+    assert live.ledger.spent <= budget
+    assert live.ledger.overshoot_usd == 0
+    assert res.total_cost == pytest.approx(live.ledger.spent)
+    assert res.total_items >= 20
+
+
+def test_several_requests_in_flight_per_model(bank):
+    r = AdaptiveRanker(bank, ["a", "b"], n_init=4, seed=0, max_in_flight=3)
+    reqs = [r.ask() for _ in range(6)]
+    assert all(q is not None for q in reqs)
+    assert collections.Counter(q.model for q in reqs) == {"a": 3, "b": 3}
+    assert r.ask() is None  # both at capacity
+    assert len({(q.model, q.item) for q in reqs}) == 6
+    # release: the item goes back to the pool and is asked again
+    r.release(reqs[0])
+    again = r.ask()
+    assert (again.model, again.item) == (reqs[0].model, reqs[0].item)
+    from lm_eval_adaptive.ranker import Request
+
+    with pytest.raises(ValueError):
+        r.release(Request(model="a", item=-5, item_id="x", cost=0.0, phase="warmup"))  # never asked
+    r.fail("b", "gone")
+    assert all(k[0] != "b" for k in r.pending)
+    for q in [again] + [q for q in reqs[1:] if q.model == "a"]:
+        r.tell(q, 0.5)
+    assert r.ask() is None and r.finished and r.stopped_because == "failed"
+    res = r.result()
+    assert res.ranking == ["a"] and res.failed == {"b": "gone"} and res.items["b"] == 0
+
+
+def test_retryable_errors_are_retried_with_backoff_and_charged_once(bank):
+    fail = lambda item, attempt: HTTPError(429 if attempt % 2 else 503) if attempt <= 2 else None  # noqa: E731
+    callers = {m: Caller(bank, t, k, fail=fail) for k, (m, t) in enumerate(THETAS.items())}
+    delays = []
+
+    class Policy(RetryPolicy):
+        def delay(self, attempt):
+            d = super().delay(attempt)
+            delays.append((attempt, d))
+            return 0.0
+
+    live, _ = make_live(bank, callers=callers, retry=Policy(max_attempts=4, base_s=0.5, cap_s=30))
+    live.run()
+    res = live.ranker.result()
+    assert res.ranking == ["a", "b", "c"]
+    n = res.total_items
+    assert live.retries == 2 * n and live.attempts == 3 * n
+    assert all(set(c.served.values()) == {1} for c in callers.values())  # one success per item
+    assert live.ledger.n_settled == n
+    # exponential backoff with full jitter: attempt k waits at most base·2^k
+    assert all(0 <= d <= 0.5 * 2 ** k for k, d in delays)
+    assert {k for k, _ in delays} == {0, 1}
+
+
+def test_retry_policy_delays_grow_and_are_capped():
+    p = RetryPolicy(base_s=1.0, cap_s=8.0)
+    p.rng.seed(1)
+    samples = np.array([[p.delay(k) for _ in range(2000)] for k in range(6)])
+    assert samples.min() >= 0 and samples.max() <= 8.0
+    means = samples.mean(axis=1)
+    np.testing.assert_allclose(means[:4], [0.5, 1.0, 2.0, 4.0], rtol=0.08)  # uniform(0, 2^k)
+    assert means[5] == pytest.approx(4.0, rel=0.08)  # capped at 8 → mean 4
+
+
+def test_error_classes():
+    assert is_retryable(HTTPError(429)) and is_retryable(HTTPError(500)) and is_retryable(HTTPError(503))
+    assert not is_retryable(HTTPError(400)) and not is_retryable(HTTPError(401)) and not is_retryable(HTTPError(404))
+    assert is_retryable(ConnectionError("reset")) and is_retryable(TimeoutError())
+    import requests
+
+    assert is_retryable(requests.exceptions.ConnectionError("Connection aborted."))
+    assert not is_retryable(ValueError("bad prompt"))
+
+
+def test_a_model_that_keeps_failing_is_dropped_while_the_others_finish(bank, tmp_path):
+    callers = {m: Caller(bank, t, k) for k, (m, t) in enumerate(THETAS.items())}
+    callers["b"].fail = lambda item, attempt: HTTPError(401)  # bad key: no retry can fix it
+    j = Journal.create(tmp_path, {"run": "t"})
+    live, _ = make_live(bank, callers=callers, journal=j, max_failures=3)
+    live.run()
+    res = live.ranker.result()
+    assert res.ranking == ["a", "c"] and "b" in res.failed and "401" in res.failed["b"]
+    assert res.stopped_because == "settled"
+    assert sum(callers["b"].calls.values()) == 3  # not retried, dropped after 3 in a row
+    assert live.ledger.spent == pytest.approx(sum(r["cost_usd"] for r in j.records("score")))
+    assert [r["model"] for r in j.records("model_failed")] == ["b"]
+
+
+def test_ctrl_c_finishes_calls_in_flight_and_keeps_the_journal(bank, tmp_path):
+    j = Journal.create(tmp_path, {"run": "t"})
+    live, callers = make_live(bank, journal=j)
+    seen = []
+
+    def progress(run):
+        seen.append(1)
+        if len(seen) == 8:
+            raise KeyboardInterrupt
+
+    live.on_progress = progress
+    live.run()
+    assert live.interrupted
+    j.close()
+    j2 = Journal.open(tmp_path)
+    recs = list(j2.records())
+    assert recs[-1]["type"] == "stop" and recs[-1]["reason"] == "interrupted"
+    assert {(r["model"], r["item_id"]) for r in j2.records("request")} == j2.completed_keys() | {
+        (r["model"], r["item_id"]) for r in j2.records("failure")}
+
+
+def test_resume_after_a_crash_requests_nothing_twice(bank, tmp_path):
+    # the uninterrupted run
+    ref, _ = make_live(bank, journal=Journal.create(tmp_path / "ref", {"run": "t"}))
+    ref.run()
+    want = ref.ranker.result()
+    # a run that dies after 25 journal records (kill -9: no stop record, calls in flight lost)
+    src = tmp_path / "ref" / "journal.jsonl"
+    crash = tmp_path / "crash"
+    crash.mkdir()
+    lines = src.read_bytes().split(b"\n")
+    (crash / "journal.jsonl").write_bytes(b"\n".join(lines[:26]) + b"\n")
+    callers = {m: Caller(bank, t, k) for k, (m, t) in enumerate(THETAS.items())}
+    j = Journal.open(crash)
+    first_calls = collections.Counter((r["model"], r["item_id"]) for r in j.records("request"))
+    live, _ = make_live(bank, journal=j, callers=callers)
+    info = live.resume_from(j)
+    assert info["scores"] == len(list(j.records("score"))) and info["lost_in_flight"] >= 1
+    live.run()
+    got = live.ranker.result()
+    assert got.ranking == want.ranking and got.stopped_because == "settled"
+    again = {(m, i) for m, c in callers.items() for i in c.calls} & set(first_calls)
+    assert not again  # nothing requested in the first process is requested again
+    # lost in-flight calls are counted at their reservation; no key charged twice
+    keys = [k for k, _ in live.ledger.charges()]
+    assert len(keys) == len(set(keys))
+
+
+def test_model_spec_parsing():
+    s = parse_model_spec("litellm:model=gpt-4o-mini,num_concurrent=2")
+    assert (s.type, s.name, s.model_id) == ("litellm", "gpt-4o-mini", "gpt-4o-mini")
+    s = parse_model_spec("GPT-4=litellm:model=openai/GPT-4")
+    assert (s.type, s.name, s.model_id, s.args) == ("litellm", "GPT-4", "openai/GPT-4", "model=openai/GPT-4")
+    s = parse_model_spec("local-chat-completions:model=X,base_url=http://h:1/v1/chat/completions")
+    assert (s.type, s.name) == ("local-chat-completions", "X")
+    from lm_eval_adaptive.errors import InputError
+
+    for bad in ("gpt-4o", "litellm:", ":model=x"):
+        with pytest.raises(InputError):
+            parse_model_spec(bad)
