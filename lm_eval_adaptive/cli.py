@@ -273,6 +273,9 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
     from .rank import add_rank_parser
 
     add_rank_parser(sub)
+    from .leaderboard import add_leaderboard_parsers
+
+    add_leaderboard_parsers(sub)
 
     from .replay import add_arguments as add_replay_arguments
 

@@ -213,14 +213,19 @@ class LiveRun:
         return out
 
     def _dispatch(self, pool, futures) -> bool:
-        """Ask the ranker for everything it wants now; False when the budget refused a call."""
+        """Ask the ranker for everything it wants now; False when the budget refused some call."""
         r = self.ranker
+        refused = False
         while not self._stop.is_set() and (req := r.ask()) is not None:
             key = (req.model, req.item_id)
             est = float(self.upper_cost(req.model, req.item_id))
             if not self.ledger.reserve(key, est):
+                # this model's next call does not fit now: the others may still buy cheaper
+                # calls; it is asked again once a call in flight settles and frees money
                 r.release(req)
-                return False
+                r.blocked.add(req.model)
+                refused = True
+                continue
             self._reserved_of[key] = est
             try:
                 self._journal({"type": "request", "model": req.model, "item_id": req.item_id,
@@ -230,7 +235,7 @@ class LiveRun:
                 r.release(req)
                 raise
             futures[pool.submit(self._call, req, key)] = key
-        return True
+        return not refused
 
     def _finish(self, out: _Outcome) -> None:
         r, req, m = self.ranker, out.request, out.request.model
@@ -298,6 +303,8 @@ class LiveRun:
                     for f in [f for f in futures if f in done]:  # in the order asked: reproducible
                         del futures[f]
                         self._finish(f.result())
+                    if done:
+                        r.blocked.clear()  # money was freed: every model may be asked again
                     if done and self.on_progress is not None:
                         self.on_progress(self)
                 except KeyboardInterrupt:

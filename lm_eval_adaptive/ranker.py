@@ -200,6 +200,9 @@ class AdaptiveRanker:
         self.max_in_flight = int(max_in_flight)
         self.pending: dict[tuple[str, int], Request] = {}  # (model, item) -> request in flight
         self.failed: dict[str, str] = {}
+        #: models the caller cannot pay for right now (e.g. a live run's ledger refused their
+        #: next call's upper estimate); skipped by ask() as over budget until removed
+        self.blocked: set[str] = set()
         self.stopped_because: str | None = None
         self.reserve_mean_cost = bool(reserve_mean_cost)
         self._mean_cost = {m: (float(np.mean(costs[m])) if costs[m] is not None else 0.0) for m in models}
@@ -280,7 +283,7 @@ class AdaptiveRanker:
         # 1. warm-up, round robin: fewest items first (a model with no unseen item left is done)
         n_warm = min(self.n_init, self.n_max)
         warm = [m for m in active if self.examinees[m].n + self.in_flight(m) < n_warm
-                and self.in_flight(m) < self.max_in_flight and self._peek(m) >= 0]
+                and self.in_flight(m) < self.max_in_flight and m not in self.blocked and self._peek(m) >= 0]
         if warm:
             m = min(warm, key=lambda x: self.examinees[x].n + self.in_flight(x))
             item = self._peek(m)
@@ -307,6 +310,9 @@ class AdaptiveRanker:
                 continue
             if e.n + k >= self.n_max:
                 blocked.add("pending" if k else "max_items")
+                continue
+            if m in self.blocked:
+                blocked.add("pending" if k else "budget")
                 continue
             item = self._peek(m)
             if item < 0:

@@ -1,0 +1,334 @@
+"""Leaderboards: create one from full runs, and refresh it by placing new models adaptively within a budget.
+
+A leaderboard file (JSON, ``format: lm-eval-adaptive/leaderboard``, version 1)::
+
+    {"format": "lm-eval-adaptive/leaderboard", "version": 1,
+     "task": "wmt24_en-de", "metric": "bleu", "item_field": "id",
+     "history": "wmt24/en-de/bleu",          # response table of the full runs (file path
+                                             # relative to this file, or a named table)
+     "confidence": 0.95,
+     "entries": [{"model", "source": "full_run" | "adaptive", "rank", "theta", "se",
+                  "theta_ci95", "metric": {"value" | "estimate", "lower", "upper"},
+                  "items", "tie_group", ...}, ...]}
+
+``refresh`` takes the models with ``source: full_run`` as the calibration history (their
+per-item scores in ``history``) and as anchors: their abilities are estimated from every
+item they answered, so their intervals are narrow. Each new model is then evaluated
+live, adaptively (the ranker's allocation over unsettled adjacent pairs), until its order
+against its neighbours is settled at γ or the dollar cap is hit, and is entered with its
+interval, estimated full-task metric and tie group. The file is replaced atomically:
+a failed or interrupted refresh leaves it as it was.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError
+
+__all__ = ["LEADERBOARD_FORMAT", "load_leaderboard", "create_leaderboard", "cmd_leaderboard", "cmd_refresh",
+           "add_leaderboard_parsers"]
+
+LEADERBOARD_FORMAT = "lm-eval-adaptive/leaderboard"
+LEADERBOARD_VERSION = 1
+Z95 = 1.959963984540054
+
+
+def load_leaderboard(path) -> dict:
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("no such leaderboard file", path=str(p))
+    try:
+        d = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InputError(f"not a readable JSON leaderboard ({e})", path=str(p)) from None
+    if not isinstance(d, dict) or d.get("format") != LEADERBOARD_FORMAT:
+        raise InputError(f"not a leaderboard file (expected \"format\": \"{LEADERBOARD_FORMAT}\")", path=str(p))
+    if d.get("version") != LEADERBOARD_VERSION:
+        raise InputError(f"leaderboard version {d.get('version')!r} is not supported", path=str(p))
+    for k in ("task", "metric", "history", "entries"):
+        if k not in d:
+            raise InputError(f"the leaderboard has no {k!r}", path=str(p))
+    names = [e.get("model") for e in d["entries"]]
+    if any(not isinstance(n, str) or not n for n in names) or len(set(names)) != len(names):
+        raise InputError("every entry needs a unique \"model\" name", path=str(p))
+    return d
+
+
+def _history_table(lb: dict, lb_path: Path):
+    from .cli import load_any_table
+
+    spec = str(lb["history"])
+    cand = (lb_path.parent / spec)
+    return load_any_table(str(cand) if cand.exists() else spec, metric=lb["metric"])
+
+
+def _anchors(lb: dict, table, path) -> list[str]:
+    names = [str(m) for m in table.models]
+    full = [e["model"] for e in lb["entries"] if e.get("source") == "full_run"]
+    missing = [m for m in full if m not in names]
+    if missing:
+        raise InputError(f"full-run entries {missing} have no scores in the history table {lb['history']!r}",
+                         path=str(path))
+    if len(full) < 2:
+        raise InputError("a leaderboard needs at least 2 full-run entries (the calibration history)", path=str(path))
+    return full
+
+
+def _bank(lb: dict, table, anchors):
+    from .calibration import calibrate
+
+    bank = calibrate(table.select_models(anchors), metric=lb["metric"], task=lb["task"])
+    return bank
+
+
+def _anchor_examinees(bank, table, anchors, ranker) -> None:
+    """Give each anchor every item it answered (full run), at no cost; then nothing more to ask."""
+    raw = table.mean_matrix()
+    pos = {str(v): i for i, v in enumerate(np.asarray(table.items, dtype=object).tolist())}
+    cols = np.array([pos[str(x)] for x in bank.item_ids])
+    names = [str(m) for m in table.models]
+    for m in anchors:
+        row = raw[names.index(m), cols]
+        items = np.flatnonzero(~np.isnan(row))
+        y = np.clip(bank.scale(items, row[items]), 0.0, 1.0)
+        e = ranker.examinees[m]
+        e.posterior.update_many(bank.model, bank.b[items], y)
+        e.items, e.scores = items.tolist(), y.tolist()
+        e.info_at_selection = [math.nan] * items.size
+        e.exclude(np.arange(bank.n_items))
+
+
+def _full_run_metric(table, model) -> float:
+    raw = table.mean_matrix()
+    return float(np.nanmean(raw[[str(m) for m in table.models].index(model)]))
+
+
+# ---------------------------------------------------------------------------- create
+def create_leaderboard(history: str, *, task: str, metric: str, models=None, item_field=None,
+                       confidence: float = 0.95, out) -> dict:
+    from .cli import load_any_table
+    from .ranker import AdaptiveRanker
+
+    out = Path(out)
+    table = load_any_table(history, metric=metric)
+    names = [str(m) for m in table.models]
+    models = list(models) if models else names
+    unknown = [m for m in models if m not in names]
+    if unknown:
+        raise InputError(f"--models: not in the history table: {', '.join(unknown)}", path=history)
+    hist = history
+    if Path(history).exists():  # store a path relative to the leaderboard file when possible
+        hp = Path(history).resolve()
+        try:
+            hist = str(hp.relative_to(out.resolve().parent))
+        except ValueError:
+            hist = str(hp)
+    lb = {"format": LEADERBOARD_FORMAT, "version": LEADERBOARD_VERSION, "task": task, "metric": metric,
+          "item_field": item_field, "history": hist, "confidence": confidence,
+          "entries": [{"model": m, "source": "full_run"} for m in models]}
+    bank = _bank(lb, table, models)
+    ranker = AdaptiveRanker(bank, models, confidence=confidence)
+    _anchor_examinees(bank, table, models, ranker)
+    res = ranker.result()
+    lb["entries"] = _entries(res, ranker, {m: {"model": m, "source": "full_run",
+                                               "metric": {"value": _full_run_metric(table, m)}} for m in models},
+                             new={})
+    lb["bank_id"] = bank.bank_id
+    lb["updated"] = _now()
+    _write(out, lb)
+    return lb
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _write(path: Path, lb: dict) -> None:
+    from .cli import _write_json_atomic
+
+    _write_json_atomic(path, lb)
+
+
+def _entries(res, ranker, old: dict, new: dict) -> list[dict]:
+    """Entries in rank order with θ, SE, interval and tie group (groups named by their best member)."""
+    group_of = {m: g[0] for g in res.tie_groups for m in g}
+    out = []
+    for k, m in enumerate(res.ranking):
+        e = dict(old.get(m) or new.get(m) or {"model": m})
+        ex = ranker.examinees[m]
+        e.update({"rank": k + 1, "theta": ex.theta, "se": ex.se,
+                  "theta_ci95": [ex.theta - Z95 * ex.se, ex.theta + Z95 * ex.se],
+                  "items": ex.n, "tie_group": group_of.get(m)})
+        out.append(e)
+    return out
+
+
+# ---------------------------------------------------------------------------- refresh
+def cmd_refresh(args) -> int:
+    from rich.console import Console
+
+    from .budget import BudgetLedger
+    from .journal import Journal
+    from .live import LiveRun, RetryPolicy
+    from .rank import Setup, _announce, _Progress, _secrets, model_rows
+    from .ranker import AdaptiveRanker
+
+    console = Console(stderr=True)
+    path = Path(args.leaderboard)
+    lb = load_leaderboard(path)
+    if not args.add:
+        raise InputError("--add: give the new models as harness specs TYPE:ARGS")
+    if args.budget_usd is None or not (args.budget_usd > 0 and math.isfinite(args.budget_usd)):
+        raise InputError("--budget-usd: a refresh needs a positive dollar cap")
+    table = _history_table(lb, path)
+    anchors = _anchors(lb, table, path)
+    bank = _bank(lb, table, anchors)
+    # the settings Setup and LiveRun read, from the leaderboard and the command line
+    args.models, args.tasks, args.bank = args.add, lb["task"], None
+    args.metric = args.metric or lb["metric"]
+    args.item_field = args.item_field or lb.get("item_field")
+    args.confidence = args.confidence or float(lb.get("confidence", 0.95))
+    setup = Setup(args, bank, anchors=[e["model"] for e in lb["entries"]])
+    new = [s.name for s in setup.specs]
+    models = anchors + new
+    zeros = np.zeros(bank.n_items)
+    item_costs = {**{m: zeros for m in anchors}, **setup.bank_costs}
+    mean_cost = {m: float(np.mean(c)) for m, c in setup.bank_costs.items()}
+    lo = min(mean_cost.values()) or 1.0
+    rel = {**{m: 1.0 for m in anchors}, **{m: (mean_cost[m] / lo if lo > 0 else 1.0) for m in new}}
+    ranker = AdaptiveRanker(bank, models, item_costs=item_costs, relative_costs=rel, confidence=args.confidence,
+                            n_init=args.min_items, n_max=args.max_items, budget=args.budget_usd, seed=args.seed,
+                            max_in_flight=args.concurrency)
+    _anchor_examinees(bank, table, anchors, ranker)
+
+    def anchor_call(item_id):  # pragma: no cover - anchors have no item left to ask
+        raise RuntimeError("anchors are never asked")
+
+    journal = None
+    if args.output:
+        journal = Journal.create(args.output, {"command": "refresh", "leaderboard": str(path), "models": new,
+                                               "bank_id": bank.bank_id}, secrets=_secrets())
+    try:
+        live = LiveRun(ranker, {**{m: anchor_call for m in anchors}, **setup.scorers},
+                       upper_cost=setup.upper_cost, actual_cost=setup.actual_cost, scale=setup.scale,
+                       ledger=setup.ledger, journal=journal,
+                       retry=RetryPolicy(max_attempts=args.max_attempts, base_s=args.backoff),
+                       max_failures=args.max_failures, secrets=_secrets())
+        _announce(console, setup, args)
+        console.print(f"anchors: {len(anchors)} full-run entries of {path} (bank {bank.bank_id}, {bank.n_items} items)")
+        with _Progress(console, live, setup, enabled=not args.no_progress) as prog:
+            live.on_progress = prog.update
+            live.run()
+    finally:
+        if journal is not None:
+            journal.close()
+    res = ranker.result()
+    if live.interrupted:
+        console.print("[red]interrupted[/]: the leaderboard was not changed")
+        return 130
+    # is every new model's order against its neighbours settled?
+    pos = {m: k for k, m in enumerate(res.ranking)}
+    upper = 1 - (1 - args.confidence) / 2
+    adj = res.adjacent_confidence  # adj[k] = P(ranking[k] > ranking[k+1])
+
+    def settled(m):
+        k = pos[m]
+        return (k == 0 or adj[k - 1] > upper) and (k == len(res.ranking) - 1 or adj[k] > upper)
+
+    placed = [m for m in new if m in pos]
+    if not placed:
+        stopped = "failed"
+    elif all(settled(m) for m in placed):
+        stopped = "settled"
+    else:
+        stopped = ranker.stopped_because if ranker.stopped_because in ("budget", "max_items") else "bank_exhausted"
+    rows = {r["model"]: r for r in model_rows(live, setup, [m for m in new if m in pos])}
+    old = {e["model"]: e for e in lb["entries"] if e.get("source") == "full_run"}
+    added = {}
+    for m in new:
+        if m not in pos:
+            continue
+        r = rows[m]
+        added[m] = {"model": m, "source": "adaptive", "added": _now(),
+                    "spec": next(f"{s.type}:{s.model_id}" for s in setup.specs if s.name == m),
+                    "metric": {"estimate": r["est"], "lower": r["est_lo"], "upper": r["est_hi"], "level": 0.95},
+                    "cost_usd": r["cost"], "full_run_cost_usd": r["full_cost"]}
+    entries = _entries(res, ranker, old, added)
+    # earlier adaptive entries keep their stored place (same bank: the history is unchanged)
+    earlier = [e for e in lb["entries"] if e.get("source") != "full_run" and e["model"] not in added]
+    entries = sorted(entries + earlier, key=lambda e: -float(e.get("theta", -math.inf)))
+    for k, e in enumerate(entries):
+        e["rank"] = k + 1
+    lb.update({"entries": entries, "bank_id": bank.bank_id, "updated": _now()})
+    lb.setdefault("refreshes", []).append({
+        "at": _now(), "added": list(added), "failed": dict(res.failed), "budget_usd": args.budget_usd,
+        "spent_usd": setup.ledger.spent, "stopped_because": stopped, "confidence": args.confidence,
+        "items": {m: res.items[m] for m in new}})
+    _write(path, lb)
+    _print_leaderboard(console, lb, added, res.failed)
+    console.print(f"stopped because: {stopped}; spent ${setup.ledger.spent:.4f} of a ${args.budget_usd:g} cap; "
+                  f"{path} updated")
+    return 0
+
+
+def _print_leaderboard(console, lb, added, failed) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"{lb['task']} leaderboard ({lb['metric']})")
+    for c in ("rank", "model", "source", "θ ± SE", f"{lb['metric']} [95%]", "items", "tie group"):
+        t.add_column(c, justify="left" if c in ("model", "source") else "right")
+    for e in lb["entries"]:
+        met = e.get("metric") or {}
+        val = (f"{met['value']:.4f}" if "value" in met else
+               f"{met['estimate']:.4f} [{met['lower']:.4f}, {met['upper']:.4f}]" if "estimate" in met else "")
+        style = "bold green" if e["model"] in added else None
+        t.add_row(str(e["rank"]), e["model"], e.get("source", ""), f"{e['theta']:+.3f} ± {e['se']:.3f}", val,
+                  str(e.get("items", "")), str(e.get("tie_group") or ""), style=style)
+    console.print(t)
+    for m, why in failed.items():
+        console.print(f"[red]failed[/]: {m}: {why} (not entered)")
+
+
+# ---------------------------------------------------------------------------- CLI
+def cmd_leaderboard(args) -> int:
+    from rich.console import Console
+
+    lb = create_leaderboard(args.history, task=args.task, metric=args.metric, models=args.models,
+                            item_field=args.item_field, confidence=args.confidence, out=args.out)
+    _print_leaderboard(Console(stderr=True), lb, {}, {})
+    return 0
+
+
+def add_leaderboard_parsers(sub) -> None:
+    from .rank import add_live_arguments, add_task_arguments
+
+    c = sub.add_parser("leaderboard", help="create a leaderboard file from full runs (a response table)")
+    c.add_argument("--history", required=True, metavar="TABLE",
+                   help="response table of the full runs (file, or a named table such as wmt24/en-de/bleu)")
+    c.add_argument("--task", required=True, help="the harness task the scores are of")
+    c.add_argument("--metric", required=True, help="the per-document metric")
+    c.add_argument("--models", nargs="+", default=None, help="entries to take (default: every model)")
+    c.add_argument("--item-field", default=None, metavar="FIELD",
+                   help="document field holding the table's item ids (default: the harness doc_id)")
+    c.add_argument("--confidence", type=float, default=0.95)
+    c.add_argument("--out", required=True, help="the leaderboard JSON to write")
+    c.set_defaults(func=cmd_leaderboard)
+
+    r = sub.add_parser("refresh", help="place new models on a leaderboard adaptively within a dollar cap")
+    r.add_argument("--leaderboard", required=True, metavar="FILE")
+    r.add_argument("--add", nargs="+", metavar="SPEC", help="new harness models, TYPE:ARGS (or NAME=TYPE:ARGS)")
+    r.add_argument("--budget-usd", type=float, default=None, metavar="USD", help="hard cap on the refresh's spend")
+    r.add_argument("--confidence", type=float, default=None, help="γ (default: the leaderboard's)")
+    r.add_argument("--min-items", type=int, default=10)
+    r.add_argument("--max-items", type=int, default=None)
+    r.add_argument("--output", default=None, metavar="DIR", help="also keep the journal of the calls here")
+    r.add_argument("--seed", type=int, default=0)
+    add_task_arguments(r)
+    add_live_arguments(r)
+    r.set_defaults(func=cmd_refresh)
