@@ -173,13 +173,31 @@ def _entries(res, ranker, old: dict, new: dict) -> list[dict]:
 def cmd_refresh(args) -> int:
     from rich.console import Console
 
-    from .budget import BudgetLedger
-    from .journal import Journal
-    from .live import LiveRun, RetryPolicy
-    from .rank import Setup, _announce, _Progress, _secrets, model_rows
-    from .ranker import AdaptiveRanker
+    from .rank import _open_run
 
     console = Console(stderr=True)
+    out_dir, journal, resumed = _open_run(args, _REFRESH_KEYS, command="refresh", required=False)
+    try:
+        return _refresh(args, console, out_dir, journal, resumed)
+    finally:
+        if journal is not None:
+            journal.close()
+
+
+_REFRESH_KEYS = ("leaderboard", "add", "budget_usd", "confidence", "min_items", "max_items", "concurrency",
+                 "price", "metric", "item_field", "include_path", "num_fewshot", "apply_chat_template",
+                 "fewshot_as_multiturn", "gen_kwargs", "system_instruction", "seed", "metadata")
+
+
+def _refresh(args, console, out_dir, journal, resumed) -> int:
+    from .cli import _write_json_atomic
+    from .journal import JOURNAL_NAME, Journal, redact
+    from .live import LiveRun, RetryPolicy
+    from .rank import RUN_FILE, Setup, _announce, _Progress, _secrets, model_rows
+    from .ranker import AdaptiveRanker
+
+    if not args.leaderboard:
+        raise InputError("--leaderboard FILE: the leaderboard to refresh")
     path = Path(args.leaderboard)
     lb = load_leaderboard(path)
     if not args.add:
@@ -210,27 +228,36 @@ def cmd_refresh(args) -> int:
     def anchor_call(item_id):  # pragma: no cover - anchors have no item left to ask
         raise RuntimeError("anchors are never asked")
 
-    journal = None
-    if args.output:
-        journal = Journal.create(args.output, {"command": "refresh", "leaderboard": str(path), "models": new,
-                                               "bank_id": bank.bank_id}, secrets=_secrets())
-    try:
-        live = LiveRun(ranker, {**{m: anchor_call for m in anchors}, **setup.scorers},
-                       upper_cost=setup.upper_cost, actual_cost=setup.actual_cost, scale=setup.scale,
-                       ledger=setup.ledger, journal=journal,
-                       retry=RetryPolicy(max_attempts=args.max_attempts, base_s=args.backoff),
-                       max_failures=args.max_failures, secrets=_secrets())
-        _announce(console, setup, args)
-        console.print(f"anchors: {len(anchors)} full-run entries of {path} (bank {bank.bank_id}, {bank.n_items} items)")
-        with _Progress(console, live, setup, enabled=not args.no_progress) as prog:
-            live.on_progress = prog.update
-            live.run()
-    finally:
-        if journal is not None:
-            journal.close()
+    if out_dir is not None and journal is None:
+        settings = {k: getattr(args, k, None) for k in _REFRESH_KEYS}
+        settings["add"] = list(args.models)
+        settings["leaderboard"] = str(path.resolve())
+        settings["include_path"] = str(Path(args.include_path).resolve()) if args.include_path else None
+        _write_json_atomic(out_dir / RUN_FILE, redact({"command": "refresh", "settings": settings,
+                                                       "bank_id": bank.bank_id}, _secrets()))
+        journal = Journal.create(out_dir, {"command": "refresh", "leaderboard": str(path), "models": new,
+                                           "bank_id": bank.bank_id}, secrets=_secrets())
+    elif journal is not None and journal.header.get("bank_id") != bank.bank_id:
+        raise InputError(f"the leaderboard's history changed since the refresh started (bank "
+                         f"{journal.header.get('bank_id')} → {bank.bank_id})", path=str(out_dir / JOURNAL_NAME))
+    live = LiveRun(ranker, {**{m: anchor_call for m in anchors}, **setup.scorers},
+                   upper_cost=setup.upper_cost, actual_cost=setup.actual_cost, scale=setup.scale,
+                   ledger=setup.ledger, journal=journal,
+                   retry=RetryPolicy(max_attempts=args.max_attempts, base_s=args.backoff),
+                   max_failures=args.max_failures, secrets=_secrets())
+    if resumed:
+        info = live.resume_from(journal)
+        console.print(f"resumed {out_dir}: {info['scores']} scored items replayed, {info['lost_in_flight']} "
+                      f"call(s) lost in flight (not requested again), ${info['spent_usd']:.4f} already spent")
+    _announce(console, setup, args)
+    console.print(f"anchors: {len(anchors)} full-run entries of {path} (bank {bank.bank_id}, {bank.n_items} items)")
+    with _Progress(console, live, setup, enabled=not args.no_progress) as prog:
+        live.on_progress = prog.update
+        live.run()
     res = ranker.result()
     if live.interrupted:
-        console.print("[red]interrupted[/]: the leaderboard was not changed")
+        console.print("[red]interrupted[/]: the leaderboard was not changed" +
+                      (f"; continue with refresh --resume {out_dir}" if out_dir is not None else ""))
         return 130
     # is every new model's order against its neighbours settled?
     pos = {m: k for k, m in enumerate(res.ranking)}
@@ -321,13 +348,15 @@ def add_leaderboard_parsers(sub) -> None:
     c.set_defaults(func=cmd_leaderboard)
 
     r = sub.add_parser("refresh", help="place new models on a leaderboard adaptively within a dollar cap")
-    r.add_argument("--leaderboard", required=True, metavar="FILE")
+    r.add_argument("--leaderboard", metavar="FILE")
     r.add_argument("--add", nargs="+", metavar="SPEC", help="new harness models, TYPE:ARGS (or NAME=TYPE:ARGS)")
     r.add_argument("--budget-usd", type=float, default=None, metavar="USD", help="hard cap on the refresh's spend")
     r.add_argument("--confidence", type=float, default=None, help="γ (default: the leaderboard's)")
     r.add_argument("--min-items", type=int, default=10)
     r.add_argument("--max-items", type=int, default=None)
-    r.add_argument("--output", default=None, metavar="DIR", help="also keep the journal of the calls here")
+    r.add_argument("--output", default=None, metavar="DIR",
+                   help="keep the run's settings and journal here (then --resume DIR continues a crashed run)")
+    r.add_argument("--resume", default=None, metavar="DIR", help="continue the refresh journaled in DIR")
     r.add_argument("--seed", type=int, default=0)
     add_task_arguments(r)
     add_live_arguments(r)

@@ -277,7 +277,7 @@ def cmd_rank(args) -> int:
             journal.close()
 
 
-def _open_run(args):
+def _open_run(args, keys=_RUN_KEYS, *, command: str = "rank", required: bool = True):
     """(output dir, journal or None, resumed?); with --resume the settings come from run.json."""
     from .journal import JOURNAL_NAME, Journal
 
@@ -287,16 +287,22 @@ def _open_run(args):
         if not run_file.is_file():
             raise InputError("no run to resume here (run.json is missing)", path=str(d))
         try:
-            saved = json.loads(run_file.read_text())["settings"]
+            saved_run = json.loads(run_file.read_text())
+            saved = saved_run["settings"]
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise InputError(f"unreadable run settings ({e})", path=str(run_file)) from None
-        for k in _RUN_KEYS:
+        if saved_run.get("command", "rank") != command:
+            raise InputError(f"this is a {saved_run.get('command')!r} run; resume it with that command",
+                             path=str(run_file))
+        for k in keys:
             if k in saved:
                 setattr(args, k, saved[k])
         if not (d / JOURNAL_NAME).is_file():
             raise InputError("no journal to resume (journal.jsonl is missing)", path=str(d))
         return d, Journal.open(d, secrets=_secrets()), True
     if not args.output:
+        if not required:
+            return None, None, False
         raise InputError("--output DIR is needed (the journal, settings and results go there)")
     d = Path(args.output)
     if (d / JOURNAL_NAME).exists():
