@@ -251,3 +251,43 @@ def test_model_spec_parsing():
     for bad in ("gpt-4o", "litellm:", ":model=x"):
         with pytest.raises(InputError):
             parse_model_spec(bad)
+
+
+def test_rank_command_errors_name_the_bad_input(tmp_path, capsys):
+    from lm_eval_adaptive.cli import main
+    from lm_eval_adaptive.errors import InputError
+    from lm_eval_adaptive.rank import parse_prices
+
+    base = ["rank", "--models", "litellm:model=a", "litellm:model=b", "--tasks", "t", "--bank", "b.json"]
+    assert main(base) == 2
+    assert "--output" in capsys.readouterr().err
+    assert main(["rank", "--resume", str(tmp_path / "nothing")]) == 2
+    assert "run.json" in capsys.readouterr().err
+    assert main(["rank", "--models", "litellm:model=a", "--tasks", "t", "--bank", "b.json",
+                 "--output", str(tmp_path / "o1")]) == 2
+    assert "at least 2" in capsys.readouterr().err
+    assert main(base[:-4] + ["--tasks", "t1,t2", "--bank", "b.json", "--output", str(tmp_path / "o2")]) == 2
+    assert "one task" in capsys.readouterr().err
+    assert main(base + ["--output", str(tmp_path / "o3"), "--budget-usd", "-1"]) == 2
+    assert "--budget-usd" in capsys.readouterr().err
+    with pytest.raises(InputError, match="MODEL=IN,OUT"):
+        parse_prices(["gpt=1"])
+    p = parse_prices(["org/m=0.5,1.5"])["org/m"]
+    assert p.input_per_mtok == pytest.approx(0.5) and p.output_per_mtok == pytest.approx(1.5)
+    # an existing run is never overwritten
+    (tmp_path / "o4").mkdir()
+    (tmp_path / "o4" / "journal.jsonl").write_text("{}\n")
+    assert main(base + ["--output", str(tmp_path / "o4")]) == 2
+    assert "--resume" in capsys.readouterr().err
+
+
+def test_refresh_errors_leave_the_leaderboard_untouched(tmp_path, capsys):
+    from lm_eval_adaptive.cli import main
+
+    bad = tmp_path / "lb.json"
+    bad.write_text('{"format": "something-else"}')
+    assert main(["refresh", "--leaderboard", str(bad), "--add", "litellm:model=x", "--budget-usd", "1"]) == 2
+    assert "not a leaderboard" in capsys.readouterr().err
+    assert bad.read_text() == '{"format": "something-else"}'
+    assert main(["refresh", "--leaderboard", str(tmp_path / "none.json"), "--add", "litellm:model=x",
+                 "--budget-usd", "1"]) == 2
