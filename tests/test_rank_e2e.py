@@ -188,17 +188,23 @@ def _wait_for_scores(out, n, proc, timeout=180):
     raise AssertionError("no progress")
 
 
-def test_kill_9_then_resume_same_ranking_nothing_requested_twice(server, bank, clean_run, tmp_path):
-    out = tmp_path / "killed"
+def _interrupted_run(server, bank, out, n_scores, sig):
+    """A rank subprocess (50 ms per call) sent ``sig`` once ``n_scores`` scores are journaled."""
     server.reset_stats()
     server.latency = 0.05
     try:
         proc = _subprocess(rank_args(bank, out))
-        _wait_for_scores(out, 40, proc)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+        _wait_for_scores(out, n_scores, proc)
+        proc.send_signal(sig)
+        proc.wait(timeout=60)
     finally:
         server.latency = 0.0
+    return proc
+
+
+def test_kill_9_then_resume_same_ranking_nothing_requested_twice(server, bank, clean_run, tmp_path):
+    out = tmp_path / "killed"
+    proc = _interrupted_run(server, bank, out, 40, signal.SIGKILL)
     assert proc.returncode == -signal.SIGKILL
     assert not (out / "ranking.json").exists()
     n_before = server.stats()["served"]
@@ -213,15 +219,7 @@ def test_kill_9_then_resume_same_ranking_nothing_requested_twice(server, bank, c
 
 def test_ctrl_c_stops_cleanly_and_resume_finishes(server, bank, clean_run, tmp_path):
     out = tmp_path / "interrupted"
-    server.reset_stats()
-    server.latency = 0.05
-    try:
-        proc = _subprocess(rank_args(bank, out))
-        _wait_for_scores(out, 25, proc)
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
-    finally:
-        server.latency = 0.0
+    proc = _interrupted_run(server, bank, out, 25, signal.SIGINT)
     assert proc.returncode == 130, proc.stdout.read().decode()[-2000:]
     r = read(out)
     assert r["stopped_because"] == "interrupted"
