@@ -110,12 +110,23 @@ def _full_run_metric(table, model) -> float:
 
 
 # ---------------------------------------------------------------------------- create
-def create_leaderboard(history: str, *, task: str, metric: str, models=None, item_field=None,
-                       confidence: float = 0.95, out) -> dict:
+def create_leaderboard(history: str | None, *, task: str, metric: str, models=None, item_field=None,
+                       confidence: float = 0.95, out, samples=None) -> dict:
+    """Write a leaderboard of full runs: from a response table (``history``), or from harness
+    sample logs (``samples``: their scores are written beside it as ``<name>.history.csv.gz``)."""
     from .cli import load_any_table
     from .ranker import AdaptiveRanker
 
     out = Path(out)
+    if (history is None) == (samples is None):
+        raise InputError("give the full runs as --history TABLE or as --samples PATH... (not both)")
+    if samples is not None:
+        from .harness import table_from_sample_logs
+
+        table = table_from_sample_logs(samples, task=task, metric=metric)
+        history = str(out.with_name(out.name.removesuffix(".json") + ".history.csv.gz"))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        table.write(history)
     table = load_any_table(history, metric=metric)
     names = [str(m) for m in table.models]
     models = list(models) if models else names
@@ -327,7 +338,8 @@ def cmd_leaderboard(args) -> int:
     from rich.console import Console
 
     lb = create_leaderboard(args.history, task=args.task, metric=args.metric, models=args.models,
-                            item_field=args.item_field, confidence=args.confidence, out=args.out)
+                            item_field=args.item_field, confidence=args.confidence, out=args.out,
+                            samples=args.samples)
     _print_leaderboard(Console(stderr=True), lb, {}, {})
     return 0
 
@@ -336,8 +348,11 @@ def add_leaderboard_parsers(sub) -> None:
     from .rank import add_live_arguments, add_task_arguments
 
     c = sub.add_parser("leaderboard", help="create a leaderboard file from full runs (a response table)")
-    c.add_argument("--history", required=True, metavar="TABLE",
+    c.add_argument("--history", default=None, metavar="TABLE",
                    help="response table of the full runs (file, or a named table such as wmt24/en-de/bleu)")
+    c.add_argument("--samples", nargs="+", default=None, metavar="PATH",
+                   help="or the harness sample logs of the full runs (run --log_samples); their scores "
+                        "are written beside the leaderboard as NAME.history.csv.gz")
     c.add_argument("--task", required=True, help="the harness task the scores are of")
     c.add_argument("--metric", required=True, help="the per-document metric")
     c.add_argument("--models", nargs="+", default=None, help="entries to take (default: every model)")

@@ -16,6 +16,7 @@ import glob
 import json
 
 import pytest
+from scipy.stats import kendalltau
 
 from lm_eval_adaptive.cli import main
 
@@ -86,6 +87,25 @@ def test_wmt24_bleu_and_chrf_end_to_end(server, tmp_path):
     rows = [json.loads(x) for x in open(samples[0])]
     assert [r["adaptive"]["order"] for r in rows] == list(range(1, len(rows) + 1))
     assert all(r["adaptive"]["information"] > 0 for r in rows)
+    # the same full runs as a leaderboard (history from the sample logs), refreshed live
+    lb = tmp_path / "board.json"
+    assert main(["leaderboard", "--samples", str(tmp_path / "full"), "--task", "wmt24_en-de", "--metric", "bleu",
+                 "--out", str(lb)]) == 0
+    board = json.loads(lb.read_text())
+    assert (tmp_path / "board.history.csv.gz").exists() and board["history"] == "board.history.csv.gz"
+    assert sorted(e["model"] for e in board["entries"]) == sorted(f"openai/{s}" for s in WMT_CALIBRATION)
+    values = [e["metric"]["value"] for e in board["entries"]]  # best first by θ
+    assert kendalltau(values, list(range(len(values), 0, -1))).statistic >= 0.8
+    server.reset_stats()
+    assert main(["refresh", "--leaderboard", str(lb), "--add", f"litellm:model=openai/{WMT_HELD_OUT}",
+                 "--budget-usd", "0.2", "--include_path", "task_configs", "--apply_chat_template",
+                 "--no-progress"]) == 0
+    board = json.loads(lb.read_text())
+    (new,) = [e for e in board["entries"] if e["source"] == "adaptive"]
+    assert new["model"] == f"openai/{WMT_HELD_OUT}" and board["refreshes"][0]["spent_usd"] <= 0.2
+    assert server.stats()["served"] == new["items"] >= 10
+    true = truth["results"]["wmt24_en-de"]["bleu,none"]
+    assert new["metric"]["lower"] <= true <= new["metric"]["upper"]
 
 
 def test_alpaca_eval_judge_end_to_end(server, tmp_path):
