@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
-from scipy.special import ndtr
+from scipy.special import ndtr, ndtri
 
 from .bank import ItemBank
 from .cat import Examinee
@@ -300,10 +300,23 @@ class AdaptiveRanker:
             self._stop_if_idle("settled")
             return None
         cand = np.unique(np.concatenate([order[unsettled], order[unsettled + 1]]))
+        partners: dict[int, list[int]] = {}
+        for u in unsettled:
+            partners.setdefault(int(order[u]), []).append(int(order[u + 1]))
+            partners.setdefault(int(order[u + 1]), []).append(int(order[u]))
+        th = np.array([self.examinees[m].theta for m in models])
+        z = float(ndtri(self.upper))
         best, best_val, blocked = None, -np.inf, set()
         for j in cand:
             m = models[j]
             e = self.examinees[m]
+            # items for m cannot settle a pair whose partner may not be asked now (blocked) when
+            # the partner's uncertainty alone keeps it unsettled even if m's θ̂ moved z·SE_m
+            # away: do not buy them
+            if self.blocked and all(models[p] in self.blocked and abs(th[j] - th[p]) + z * se[j] < z * se[p]
+                                    for p in partners[int(j)]):
+                blocked.add("pending" if self.in_flight(m) else "budget")
+                continue
             k = self.in_flight(m)
             if k >= self.max_in_flight:
                 blocked.add("pending")

@@ -194,16 +194,16 @@ def test_a_model_that_keeps_failing_is_dropped_while_the_others_finish(bank, tmp
 def test_ctrl_c_finishes_calls_in_flight_and_keeps_the_journal(bank, tmp_path):
     j = Journal.create(tmp_path, {"run": "t"})
     live, callers = make_live(bank, journal=j)
-    seen = []
+    fired = []
 
-    def progress(run):
-        seen.append(1)
-        if len(seen) == 8:
+    def progress(run):  # Ctrl-C once 6 items are scored (warm-up alone is 15)
+        if not fired and sum(e.n for e in run.ranker.examinees.values()) >= 6:
+            fired.append(1)
             raise KeyboardInterrupt
 
     live.on_progress = progress
     live.run()
-    assert live.interrupted
+    assert fired and live.interrupted and live.ranker.result().total_items < 15
     j.close()
     j2 = Journal.open(tmp_path)
     recs = list(j2.records())
@@ -291,3 +291,27 @@ def test_refresh_errors_leave_the_leaderboard_untouched(tmp_path, capsys):
     assert bad.read_text() == '{"format": "something-else"}'
     assert main(["refresh", "--leaderboard", str(tmp_path / "none.json"), "--add", "litellm:model=x",
                  "--budget-usd", "1"]) == 2
+
+
+def test_no_money_on_a_pair_only_the_blocked_partner_can_settle(bank):
+    def warmed(precise):
+        r = AdaptiveRanker(bank, ["a", "b"], n_init=2, seed=0)
+        for _ in range(4):
+            q = r.ask()
+            r.tell(q, 0.5 if q.model == "a" else 0.45)
+        other = "b" if precise == "a" else "a"
+        t = r.examinees[other].theta
+        for _ in range(200):  # `precise` gets a small SE next to the other model
+            r.examinees[precise].posterior.update(bank.model, t + 0.05, 0.5)
+        assert r.examinees[precise].se < 0.05 < r.examinees[other].se
+        return r
+
+    # b cannot be paid for now and its SE alone keeps the pair unsettled: a's items are futile
+    r = warmed("a")
+    r.blocked.add("b")
+    assert r.ask() is None and r.finished and r.stopped_because == "budget"
+    # a's own SE matters: a still gets items while b is blocked
+    r = warmed("b")
+    r.blocked.add("b")
+    q = r.ask()
+    assert q is not None and q.model == "a"
