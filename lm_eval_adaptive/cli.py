@@ -1,4 +1,4 @@
-"""Command line: ``lm-eval-adaptive {demo,calibrate,backtest,export-table}``.
+"""Command line: ``lm-eval-adaptive {demo,calibrate,backtest,run,rank,leaderboard,refresh,replay-server,export-table}``.
 
 Every command reports bad input as one ``error:`` line naming the file (and row) and
 exits with status 2; nothing is left half-written.

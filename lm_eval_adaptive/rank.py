@@ -326,9 +326,11 @@ def _announce(console, setup, a) -> None:
 class _Progress:
     """Live table on stderr: items and dollars per model, θ̂ ± SE, calls in flight, failures."""
 
-    def __init__(self, console, live, setup, *, enabled: bool):
+    def __init__(self, console, live, setup, *, enabled: bool, every: int = 25):
         self.console, self.live_run, self.setup = console, live, setup
         self.enabled = enabled and console.is_terminal
+        self.lines = enabled and not console.is_terminal  # logs, pipes: a plain line now and then
+        self.every, self._next_line = every, every
         self._live = None
 
     def _table(self):
@@ -356,6 +358,13 @@ class _Progress:
     def update(self, _live_run) -> None:
         if self._live is not None:
             self._live.update(self._table())
+        elif self.lines:
+            r = self.live_run.ranker
+            n = sum(e.n for e in r.examinees.values())
+            if n >= self._next_line:
+                self._next_line = n + self.every
+                per = ", ".join(f"{m} {r.examinees[m].n} (${r.examinees[m].spent:.4f})" for m in r.models)
+                self.console.print(f"{n} items, ${self.setup.ledger.spent:.4f} spent: {per}", highlight=False)
 
     def __exit__(self, *exc):
         if self._live is not None:
