@@ -65,8 +65,21 @@ def _status_of(exc: BaseException) -> int | None:
     return None
 
 
+#: Client-side faults some SDKs report with a 5xx status (litellm raises a missing API key as
+#: ``InternalServerError``, 500): no retry can fix them.
+_NEVER_RETRY_TEXT = ("missing credentials", "api key not found", "no api key", "invalid api key",
+                     "incorrect api key", "api_key client option must be set")
+
+
 def is_retryable(exc: BaseException) -> bool:
-    """429, 408/409/425, any 5xx, timeouts and connection errors: worth another attempt."""
+    """429, 408/409/425, any 5xx, timeouts and connection errors: worth another attempt.
+
+    Errors that are the caller's own (a missing or invalid API key), however they are
+    reported, are not.
+    """
+    text = str(exc).lower()
+    if any(s in text for s in _NEVER_RETRY_TEXT):
+        return False
     status = _status_of(exc)
     if status is not None:
         return status in _RETRY_STATUS or status >= 500
@@ -76,7 +89,6 @@ def is_retryable(exc: BaseException) -> bool:
                 "ChunkedEncodingError", "ProtocolError", "ServiceUnavailableError", "InternalServerError",
                 "RateLimitError", "BadGatewayError", "ConnectionResetError", "IncompleteRead"}:
         return True
-    text = str(exc).lower()
     return any(s in text for s in ("connection aborted", "connection reset", "remote end closed",
                                    "server disconnected", "timed out", "rate limit"))
 

@@ -177,6 +177,17 @@ def test_error_classes():
     assert not is_retryable(ValueError("bad prompt"))
 
 
+def test_a_missing_api_key_is_not_retried_though_litellm_calls_it_a_500(monkeypatch):
+    import litellm
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(Exception) as err:  # the real client error, raised before any connection
+        litellm.completion(model="openai/x", api_base="http://127.0.0.1:9/v1", max_retries=0,
+                           messages=[{"role": "user", "content": "hi"}])
+    assert type(err.value).__name__ == "InternalServerError" and err.value.status_code == 500
+    assert not is_retryable(err.value)
+
+
 def test_a_model_that_keeps_failing_is_dropped_while_the_others_finish(bank, tmp_path):
     callers = {m: Caller(bank, t, k) for k, (m, t) in enumerate(THETAS.items())}
     callers["b"].fail = lambda item, attempt: HTTPError(401)  # bad key: no retry can fix it
