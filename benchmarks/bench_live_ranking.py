@@ -32,7 +32,7 @@ from lm_eval_adaptive.cli import main  # noqa: E402
 from lm_eval_adaptive.costs import DEFAULT_PRICE, price_for  # noqa: E402
 from lm_eval_adaptive.datasets import load_named  # noqa: E402
 from lm_eval_adaptive.errors import InputError  # noqa: E402
-from lm_eval_adaptive.replay import ReplayServer  # noqa: E402
+from lm_eval_adaptive.replay import ReplayServer, max_answers_per_item  # noqa: E402
 
 MAX_GEN_TOKS = 1024  # task_configs/wmt24
 MAX_PROMPT_TOKENS = 2000
@@ -89,8 +89,7 @@ def main_bench() -> int:
                    "confident": len(conf), "confident_correct": correct, "items": r["total_items"],
                    "spent_usd": r["total_cost_usd"], "cap_usd": cap, "backtest_budget_usd": fold["budget_usd"],
                    "stopped_because": r["stopped_because"], "retries": r["calls"]["retries"],
-                   "served": stats["served"], "max_served_per_item":
-                       max(v for mm in stats["per_item"].values() for v in mm.values()),
+                   "served": stats["served"], "max_served_per_item": max_answers_per_item(stats),
                    "ranking": order, "truth": truth}
             out_rows.append(row)
             print(f"set {f} {hold}: τ {row['tau']:.3f} (backtest {row['backtest_tau']:.3f}); confident pairs "

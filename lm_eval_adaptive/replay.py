@@ -72,7 +72,9 @@ Statistics
     ``served`` (calls answered), ``answers`` (choices returned),
     ``per_model`` and ``per_item`` (answers by model as requested, and by
     model then item key such as ``wmt24/en-de/17``, ``alpaca_eval/5`` or
-    ``judge/alpaca_eval/5``), ``judge``, ``not_found`` and
+    ``judge/alpaca_eval/5``), ``shared_items`` (served item keys whose source text
+    stands on several lines of a WMT24 pair: all are answered and counted as the first
+    such line), ``judge``, ``not_found`` and
     ``not_found_per_model`` (404s), ``bad_request`` (400s), ``failed`` and
     ``failed_by_kind`` (injected faults).  ``POST /stats/reset`` zeroes them and
     re-seeds the fault generator.
@@ -113,6 +115,7 @@ __all__ = [
     "ReplayStore",
     "add_arguments",
     "estimate_tokens",
+    "max_answers_per_item",
     "serve",
 ]
 
@@ -192,6 +195,7 @@ class ReplayAnswer:
     item: str
     source: str  # resolved model, e.g. "wmt24/en-de/GPT-4", "alpaca_eval/claude-2", "judge"
     judged: tuple[str, ...] = ()  # judge requests: the models whose answer matched
+    shared: bool = False  # the prompt's text stands on several recorded lines; answered as the first
 
 
 # --------------------------------------------------------------------------- #
@@ -228,16 +232,21 @@ class _SourceMatcher:
     Texts (stripped) of at least ``_KEY`` characters are indexed by their first
     ``_KEY`` characters: every window of the prompt is looked up in a dict, and
     hits are confirmed with ``startswith``.  Shorter texts are searched with
-    ``str.rfind``.  A text that appears twice keeps its first key.
+    ``str.rfind``.  A text that appears twice keeps its first key; those keys are
+    in :attr:`repeated`.
     """
 
     def __init__(self, entries: Iterable[tuple[str, Hashable]]):
         self._long: dict[str, list[tuple[str, Hashable]]] = {}
         self._short: list[tuple[str, Hashable]] = []
         self._exact: dict[str, Hashable] = {}
+        self.repeated: set[Hashable] = set()
         for text, key in entries:
             t = text.strip()
-            if not t or t in self._exact:
+            if not t:
+                continue
+            if t in self._exact:
+                self.repeated.add(self._exact[t])
                 continue
             self._exact[t] = key
             if len(t) >= _KEY:
@@ -607,7 +616,8 @@ class ReplayStore:
             raise ReplayNotFound(
                 f"model {name!r}: WMT24 {dataset} system {system!r} has no recorded output for "
                 f"segment {line}", model=name)
-        return ReplayAnswer(outputs[line], f"wmt24/{dataset}/{line}", f"wmt24/{dataset}/{system}")
+        return ReplayAnswer(outputs[line], f"wmt24/{dataset}/{line}", f"wmt24/{dataset}/{system}",
+                            shared=m.key in self._wmt_matcher(dataset).repeated)
 
     def _by_language_hint(self, name: str, prompt: str,
                           matches: list[tuple[_Match, str, str]]) -> list[tuple[_Match, str, str]]:
@@ -714,6 +724,7 @@ class _Stats:
         self.failed_by_kind: dict[str, int] = {k: 0 for k in FAIL_KINDS}
         self.per_model: dict[str, int] = {}
         self.per_item: dict[str, dict[str, int]] = {}
+        self.shared_items: set[str] = set()
         self.not_found_per_model: dict[str, int] = {}
 
     def as_dict(self) -> dict[str, Any]:
@@ -728,6 +739,7 @@ class _Stats:
             "failed_by_kind": dict(self.failed_by_kind),
             "per_model": dict(self.per_model),
             "per_item": {m: dict(v) for m, v in self.per_item.items()},
+            "shared_items": sorted(self.shared_items),
             "not_found_per_model": dict(self.not_found_per_model),
         }
 
@@ -737,6 +749,14 @@ class _Stats:
 # --------------------------------------------------------------------------- #
 
 _DROP = object()
+
+
+def max_answers_per_item(stats: dict[str, Any]) -> int:
+    """The most answers one model got for one item in ``stats`` (0 when none), leaving out
+    ``shared_items``: a source text on several lines is counted once per line asked for."""
+    shared = set(stats.get("shared_items", ()))
+    return max((v for per in stats["per_item"].values() for k, v in per.items() if k not in shared),
+               default=0)
 
 
 def _prompt_of_messages(messages: Any) -> str:
@@ -1074,6 +1094,8 @@ class ReplayServer:
                 s.per_model[model] = s.per_model.get(model, 0) + 1
                 items = s.per_item.setdefault(model, {})
                 items[a.item] = items.get(a.item, 0) + 1
+                if a.shared:
+                    s.shared_items.add(a.item)
                 if a.source == "judge":
                     s.judge += 1
         logger.debug("POST /v1/%s model=%s -> 200 %s (%.1f ms)", kind.replace(".", "/"), model,

@@ -25,6 +25,7 @@ from scipy.stats import kendalltau
 
 from lm_eval_adaptive.cli import main
 from lm_eval_adaptive.journal import Journal
+from lm_eval_adaptive.replay import max_answers_per_item
 
 pytestmark = pytest.mark.slow
 
@@ -67,21 +68,6 @@ def rank_args(bank, out, systems=SYSTEMS, *extra):
     return ["rank", "--models", *specs, "--tasks", "wmt24_en-de", "--bank", str(bank), "--include_path",
             str(REPO / "task_configs"), "--apply_chat_template", "--item-field", "id", "--budget-usd", str(CAP),
             "--output", str(out), "--backoff", "0.05", "--no-progress", *PRICES, *extra]
-
-
-def max_served(server, stats):
-    """Most answers the server gave for one (model, item). A source text that occurs on several
-    lines of the pair is recognised as its first line, so those few items are left out."""
-    from lm_eval_adaptive.datasets import data_root, read_lines
-
-    seen, dup = {}, set()
-    for line, text in enumerate(read_lines(data_root() / "wmt24" / "en-de" / "source.txt")):
-        key = text.strip()
-        if key in seen:
-            dup.add(f"wmt24/en-de/{seen[key]}")
-        else:
-            seen[key] = line
-    return max(v for m in stats["per_item"].values() for k, v in m.items() if k not in dup)
 
 
 def read(out):
@@ -136,7 +122,7 @@ def test_live_ranking_matches_the_full_data_ranking_within_the_cap(server, clean
         m = e["metric_estimate"]
         assert m["lower"] < m["estimate"] < m["upper"]
     # every item was asked once, and the server answered exactly what was journaled
-    assert max_served(server, stats) == 1
+    assert max_answers_per_item(stats) == 1
     j = Journal.open(out, writable=False)
     assert len(j.scores()) == stats["served"] == sum(e["items"] for e in r["ranking"])
     assert r["total_cost_usd"] == pytest.approx(sum(s["cost_usd"] for s in j.scores()))
@@ -162,7 +148,7 @@ def test_faults_on_20_percent_of_calls_same_ranking_nothing_charged_twice(server
     assert same_settled_order(r, ref)
     assert stats["failed"] > 10 and r["calls"]["retries"] == stats["failed"]
     assert sum(stats["failed_by_kind"].values()) == stats["failed"] and len(stats["failed_by_kind"]) == 3
-    assert max_served(server, stats) == 1
+    assert max_answers_per_item(stats) == 1
     j = Journal.open(out, writable=False)
     assert len(j.scores()) == stats["served"]
     assert r["ledger"]["n_settled"] == stats["served"]
@@ -211,7 +197,7 @@ def test_kill_9_then_resume_same_ranking_nothing_requested_twice(server, bank, c
     assert main(["rank", "--resume", str(out), "--no-progress"]) == 0
     stats = server.stats()
     assert stats["served"] > n_before
-    assert max_served(server, stats) == 1  # nothing requested twice
+    assert max_answers_per_item(stats) == 1  # nothing requested twice
     r, ref = read(out), read(clean_run[0])
     assert same_settled_order(r, ref)
     assert r["total_cost_usd"] <= CAP
@@ -229,7 +215,7 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(server, bank, clean_run, tmp_p
     assert len(j.scores()) == server.stats()["served"]  # every answer that came back is journaled
     assert main(["rank", "--resume", str(out), "--no-progress"]) == 0
     stats = server.stats()
-    assert max_served(server, stats) == 1
+    assert max_answers_per_item(stats) == 1
     assert read(out)["stopped_because"] in ("settled", "budget")
     assert same_settled_order(read(out), read(clean_run[0]))
 
@@ -244,6 +230,25 @@ def test_a_model_that_keeps_failing_is_reported_while_the_others_finish(server, 
     assert [e["model"] for e in r["ranking"]] == ["GPT-4", "AIST-AIRC"]
     (f,) = r["failed"]
     assert f["model"] == "Nope" and ("404" in f["error"] or "NotFound" in f["error"])
+
+
+def test_a_local_chat_completions_model_ranks_beside_a_litellm_one(server, bank, truth, tmp_path):
+    """The harness's own HTTP client (`local-chat-completions`, no litellm) is charged its returned usage."""
+    out = tmp_path / "local"
+    args = rank_args(bank, out, ["TranssionMT", "AIST-AIRC"])
+    i = args.index("--models")
+    args[i + 1] = f"TranssionMT=local-chat-completions:model=TranssionMT,base_url={server.url}/chat/completions"
+    server.reset_stats()
+    assert main(args) == 0
+    r, stats = read(out), server.stats()
+    assert [e["model"] for e in r["ranking"]] == sorted(["TranssionMT", "AIST-AIRC"], key=lambda m: -truth[m])
+    assert r["stopped_because"] == "settled" and not r["ties"] and not r["failed"]
+    assert stats["per_model"] == {e["model"]: e["items"] for e in r["ranking"]}
+    j = Journal.open(out, writable=False)
+    for s in j.scores():  # $1/$3 per M tokens on the usage the endpoint returned
+        (u,) = s["usage"]
+        assert u["prompt_tokens"] > 0 and u["completion_tokens"] >= 0
+        assert s["cost_usd"] == pytest.approx((u["prompt_tokens"] + 3 * u["completion_tokens"]) / 1e6)
 
 
 def test_a_model_without_a_known_price_is_refused(bank, tmp_path, capsys):

@@ -32,6 +32,7 @@ from lm_eval_adaptive.replay import (
     _SourceMatcher,
     add_arguments,
     estimate_tokens,
+    max_answers_per_item,
 )
 
 
@@ -458,9 +459,35 @@ def test_stats_count_per_model_and_item_and_reset(srv):
         "Claude-3.5": {f"wmt24/en-de/{lines[1]}": 1},
     }
     assert srv.stats() == stats
+    assert stats["shared_items"] == [] and max_answers_per_item(stats) == 2
     assert post(srv.base_url + "/stats/reset", {})[0] == 200
     stats = get(srv.base_url + "/stats")
     assert stats["requests"] == 0 and stats["per_model"] == {} and stats["per_item"] == {}
+    assert max_answers_per_item(stats) == 0
+
+
+@needs_data
+def test_a_source_on_several_lines_is_answered_as_its_first_line_and_flagged(srv):
+    src = wmt_source()
+    first: dict[str, int] = {}
+    repeated = None
+    for i, s in enumerate(src[1:], start=1):
+        t = s.strip()
+        if t and t in first:
+            repeated = (first[t], i)
+            break
+        first.setdefault(t, i)
+    assert repeated is not None, "WMT24 en-de has repeated source segments"
+    a, b = repeated
+    for line in (a, b):
+        status, body = chat(srv, "GPT-4", f"Translate into German:\n{src[line]}")
+        assert status == 200 and body["choices"][0]["message"]["content"] == wmt_system("GPT-4")[a]
+    unique = good_lines()[0]
+    assert chat(srv, "GPT-4", f"Translate into German:\n{src[unique]}")[0] == 200
+    stats = srv.stats()
+    assert stats["per_item"]["GPT-4"] == {f"wmt24/en-de/{a}": 2, f"wmt24/en-de/{unique}": 1}
+    assert stats["shared_items"] == [f"wmt24/en-de/{a}"]
+    assert max_answers_per_item(stats) == 1
 
 
 @needs_data
