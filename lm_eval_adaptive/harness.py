@@ -35,6 +35,7 @@ from .bank import ItemBank
 from .cat import AdaptiveTest, full_task_estimate
 from .datasets import read_jsonl_records
 from .errors import BankError, InputError
+from .task_wrapper import capture_usage, usage_sink
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: bundled price map, no fetch
 
@@ -104,6 +105,8 @@ class TaskOutcome:
     clipped: int
     n_docs: int
     price: object
+    usage: dict  # provider-reported tokens of the calls made, and how many items were charged by them
+    estimated_usd: float  # the same items at the bank's token counts
 
 
 def _parse_banks(specs, tasks) -> dict:
@@ -176,6 +179,7 @@ def run_adaptive(args: argparse.Namespace) -> int:
     factory = get_model(cfg.model)
     lm = (factory.create_from_arg_obj(model_args, extra) if isinstance(model_args, dict)
           else factory.create_from_arg_string(model_args or "", extra))
+    capture_usage(lm)  # API models: each call is charged what the provider reports
     tmpdir = tempfile.mkdtemp(prefix="lm-eval-adaptive-")
     # the harness's CachingLM (one sqlite file across calls): the final pass re-uses generations
     cache_path = cfg.use_cache or os.path.join(tmpdir, "generations")
@@ -279,16 +283,19 @@ def _adaptive_task(tname, task_obj, bank: ItemBank, price, args, evaluate) -> Ta
                         max_items=args.adaptive_max_items, budget=args.adaptive_budget_usd,
                         item_costs=costs, name=tname)
     doc_ids, raws, clipped = [], [], 0
+    usage = {"prompt_tokens": 0, "completion_tokens": 0, "items_charged_by_usage": 0}
     while True:
         batch = test.next_items(args.adaptive_batch_size)
         if not batch:
             break
         docs = [int(doc_of_item[i]) for i in batch]
-        res = evaluate(task_obj, docs)
+        with usage_sink() as sink:
+            res = evaluate(task_obj, docs)
+        charged = _charges(price, sink, costs[batch], usage)
         by_doc = {}
         for s in res["samples"][tname]:
             by_doc.setdefault(int(s["doc_id"]), s)  # first filter's sample
-        for i, d in zip(batch, docs):
+        for j, (i, d) in enumerate(zip(batch, docs)):
             s = by_doc.get(d)
             if s is None or metric not in s:
                 have = sorted(k for k in (s or {}) if isinstance((s or {}).get(k), (int, float)))
@@ -300,12 +307,34 @@ def _adaptive_task(tname, task_obj, bank: ItemBank, price, args, evaluate) -> Ta
                 raise InputError(f"task {tname!r}, document {d}: metric {metric!r} is {v}")
             if v < bank.lo[i] or v > bank.hi[i]:
                 clipped += 1  # documented: mapped with the bank's range and clipped into [0, 1]
-            test.record(i, float(bank.scale(i, v)))
+            test.record(i, float(bank.scale(i, v)), cost=float(charged[j]))
             doc_ids.append(d)
             raws.append(v)
         log.info("%s: %d documents, θ̂ = %.3f ± %.3f", tname, len(doc_ids), test.examinee.theta, test.examinee.se)
     return TaskOutcome(task=tname, bank=bank, test=test, doc_ids=doc_ids, raw=raws, clipped=clipped,
-                       n_docs=n_docs, price=price)
+                       n_docs=n_docs, price=price, usage=usage,
+                       estimated_usd=float(np.sum(costs[test.examinee.items])))
+
+
+def _charges(price, usage_list, estimates: np.ndarray, totals: dict) -> np.ndarray:
+    """USD of each document of a batch: the provider-reported usage of the batch's calls at
+    ``price``, shared out in proportion to the documents' estimates (exact for one document
+    per batch); the estimates themselves when some call reported no usage or none was made
+    (a local model)."""
+    from .budget import actual_cost
+
+    if not usage_list:
+        return estimates
+    try:
+        total = sum(actual_cost(price, u) for u in usage_list)
+    except ValueError:
+        return estimates
+    for u in usage_list:
+        totals["prompt_tokens"] += int(u.get("prompt_tokens") or u.get("input_tokens") or 0)
+        totals["completion_tokens"] += int(u.get("completion_tokens") or u.get("output_tokens") or 0)
+    totals["items_charged_by_usage"] += len(estimates)
+    share = estimates / estimates.sum() if estimates.sum() > 0 else np.full(len(estimates), 1 / len(estimates))
+    return total * share
 
 
 def _adaptive_block(o: TaskOutcome) -> dict:
@@ -319,8 +348,13 @@ def _adaptive_block(o: TaskOutcome) -> dict:
         "metric_estimate": {"estimate": est["estimate"], "lower": est["lower"], "upper": est["upper"],
                             "level": est["level"], "over_bank_items": est["items_total"]},
         "observed_mean": float(np.mean(o.raw)) if o.raw else None,
-        "cost_usd": e.spent, "price": {"input_per_mtok": o.price.input_per_mtok,
-                                       "output_per_mtok": o.price.output_per_mtok, "source": o.price.source},
+        "cost_usd": e.spent,
+        "cost_source": ("provider usage" if o.usage["items_charged_by_usage"] == e.n else
+                        "bank estimate" if o.usage["items_charged_by_usage"] == 0 else "provider usage, partly estimated"),
+        "cost_estimate_usd": o.estimated_usd,
+        "usage": {k: o.usage[k] for k in ("prompt_tokens", "completion_tokens")},
+        "price": {"input_per_mtok": o.price.input_per_mtok,
+                  "output_per_mtok": o.price.output_per_mtok, "source": o.price.source},
         "stopped_because": o.test.stopped_because,
         "clipped_scores": o.clipped,
         "bank_id": o.bank.bank_id, "bank_task": o.bank.task, "bank_metric": o.bank.metric,

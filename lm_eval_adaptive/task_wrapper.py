@@ -24,6 +24,7 @@ import logging
 import os
 import threading
 from collections import defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,7 +33,8 @@ from .errors import BankError, InputError
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: bundled price map, no fetch
 
-__all__ = ["ModelSpec", "parse_model_spec", "HarnessTask", "HarnessItemScorer", "ItemScore"]
+__all__ = ["ModelSpec", "parse_model_spec", "HarnessTask", "HarnessItemScorer", "ItemScore", "capture_usage",
+           "usage_sink"]
 
 log = logging.getLogger("lm_eval_adaptive")
 
@@ -175,36 +177,65 @@ def build_lm(spec: ModelSpec):
         lm.max_retries = 1  # the live runner retries (backoff with jitter) and counts the attempts
     if hasattr(lm, "_concurrent"):
         lm._concurrent = 1  # one call at a time per item: the runner runs items concurrently
-    _capture_usage(lm)
+    call = getattr(lm, "model_call", None)
+    if call is not None and type(lm).__name__.startswith("LiteLLM"):
+        def model_call(*args, **kwargs):  # no hidden SDK retries: the live runner's policy is the only one
+            kwargs["gen_kwargs"] = {**(kwargs.get("gen_kwargs") or {}), "max_retries": 0}
+            return call(*args, **kwargs)
+
+        lm.model_call = model_call
+    capture_usage(lm)
     return lm
 
 
 _tls = threading.local()
 
 
-def _capture_usage(lm) -> None:
-    """Wrap the LM's ``model_call`` so each response's usage reaches the current item's record."""
-    call = getattr(lm, "model_call", None)
-    if call is None:
-        return
+def capture_usage(lm) -> None:
+    """Report the usage of every response the harness API LM ``lm`` parses to :func:`usage_sink`.
 
-    litellm_lm = type(lm).__name__.startswith("LiteLLM")
+    The harness's API models (``TemplateAPI``: ``litellm``, ``local-chat-completions``,
+    ``openai-chat-completions``, ``local-completions``, ...) pass each response, from their
+    one-at-a-time and their concurrent (asyncio, same thread) paths alike, to
+    ``parse_generations`` or ``parse_logprobs``; those are wrapped here. Responses that come
+    from the harness's cache are never parsed, so they report nothing. Other LMs (local
+    models) report nothing either.
+    """
+    for name in ("parse_generations", "parse_logprobs"):
+        parse = getattr(lm, name, None)
+        if parse is None or getattr(parse, "_lm_eval_adaptive_usage", False):
+            continue
 
-    def model_call(*args, **kwargs):
-        if litellm_lm:  # no hidden SDK retries: the live runner's policy is the only one
-            kwargs["gen_kwargs"] = {**(kwargs.get("gen_kwargs") or {}), "max_retries": 0}
-        out = call(*args, **kwargs)
-        sink = getattr(_tls, "sink", None)
-        if sink is not None:
-            usage = out.get("usage") if isinstance(out, dict) else getattr(out, "usage", None)
-            if usage is not None and not isinstance(usage, dict):
-                usage = dict(usage) if hasattr(usage, "keys") else {
-                    "prompt_tokens": getattr(usage, "prompt_tokens", None),
-                    "completion_tokens": getattr(usage, "completion_tokens", None)}
-            sink.append(usage)
-        return out
+        def wrapped(*args, _parse=parse, **kwargs):
+            sink = getattr(_tls, "sink", None)
+            if sink is not None:
+                outputs = kwargs.get("outputs", args[0] if args else None)
+                for out in outputs if isinstance(outputs, list) else [outputs]:
+                    sink.append(_usage_of(out))
+            return _parse(*args, **kwargs)
 
-    lm.model_call = model_call
+        wrapped._lm_eval_adaptive_usage = True
+        setattr(lm, name, wrapped)
+
+
+def _usage_of(response) -> dict | None:
+    usage = response.get("usage") if isinstance(response, dict) else getattr(response, "usage", None)
+    if usage is not None and not isinstance(usage, dict):
+        usage = dict(usage) if hasattr(usage, "keys") else {
+            "prompt_tokens": getattr(usage, "prompt_tokens", None),
+            "completion_tokens": getattr(usage, "completion_tokens", None)}
+    return usage
+
+
+@contextmanager
+def usage_sink():
+    """Collect, in a list, the usage of every response parsed in this thread meanwhile
+    (one OpenAI-style dict per response, None where a response carried none)."""
+    _tls.sink = sink = []
+    try:
+        yield sink
+    finally:
+        _tls.sink = None
 
 
 class HarnessItemScorer:
@@ -277,8 +308,7 @@ class HarnessItemScorer:
         template = self._by_doc[doc_id]
         # fresh copies, so a failed attempt leaves nothing behind and retries start clean
         instances = [_fresh(inst) for inst in template]
-        _tls.sink = sink = []
-        try:
+        with usage_sink() as sink:
             by_type = defaultdict(list)
             for inst in instances:
                 by_type[inst.request_type].extend([inst] * inst.repeats)
@@ -287,8 +317,6 @@ class HarnessItemScorer:
                     else getattr(self.lm, reqtype)(reqs)
                 for x, req in zip(resps, reqs, strict=True):
                     req.resps.append(x)
-        finally:
-            _tls.sink = None
         with self._lock:  # filters and metrics may keep state on the task
             for f in getattr(self.task, "_filters", []):
                 f.apply(instances)

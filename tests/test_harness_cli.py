@@ -73,6 +73,12 @@ def test_adaptive_only_requests_bank_documents_and_logs_them(server, tmp_path):
     assert a["items"] == 8 and a["stopped_because"] == "max_items"
     assert a["bank_id"] == ItemBank.load(bank).bank_id
     assert a["metric_estimate"]["lower"] <= a["metric_estimate"]["estimate"] <= a["metric_estimate"]["upper"]
+    # charged the usage the endpoint returned (through the harness client's concurrent path), not the estimate
+    u, p = a["usage"], a["price"]
+    assert a["cost_source"] == "provider usage" and u["prompt_tokens"] > 8 and u["completion_tokens"] > 8
+    assert a["cost_usd"] == pytest.approx((u["prompt_tokens"] * p["input_per_mtok"]
+                                           + u["completion_tokens"] * p["output_per_mtok"]) / 1e6)
+    assert a["cost_estimate_usd"] == pytest.approx(8 * 100 * (p["input_per_mtok"] + p["output_per_mtok"]) / 1e6)
     (samples,) = glob.glob(str(tmp_path / "out" / "openai__Claude-3.5" / f"samples_{TASK}_*.jsonl"))
     rows = [json.loads(x) for x in open(samples)]
     assert len(rows) == 8
