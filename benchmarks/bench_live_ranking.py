@@ -6,10 +6,12 @@ are ranked live through the real harness, litellm and HTTP against the replay en
 with litellm prices ($1/$3 per M tokens for systems litellm does not price, as in the
 backtest) and a cap of the backtest's budget for the set plus the headroom one call per
 model needs under a hard cap (its upper estimate: max_gen_toks output tokens). Optionally
-the same under injected faults. Prints per set: Kendall τ against the full-data ranking,
-confident pairs (correct / settled), items, spend, stop reason, and the backtest's τ.
+the same under injected faults. Prints per set and run: Kendall τ against the full-data
+ranking, confident pairs (correct / settled), items, spend, stop reason, and the backtest's
+τ; then the mean τ over the sets of each run. Runs of the same set can differ: which model
+is asked next depends on the order in which answers arrive, as in any live run.
 
-    python benchmarks/bench_live_ranking.py [--table wmt24/en-de/bleu] [--fail-rate 0.2]
+    python benchmarks/bench_live_ranking.py [--table wmt24/en-de/bleu] [--fail-rate 0.2] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ def main_bench() -> int:
     ap.add_argument("--fail-rate", type=float, default=0.0)
     ap.add_argument("--backtest-json", default=str(REPO / "docs/results/backtest_5x20_litellm.json"))
     ap.add_argument("--json", default=None, help="write the per-set results here")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="runs per set: a live run's choices depend on the order answers arrive in")
     a = ap.parse_args()
     pair, metric = a.table.split("/")[1], a.table.split("/")[2]
     task = f"wmt24_{pair}"
@@ -71,39 +75,48 @@ def main_bench() -> int:
                 headroom += MAX_PROMPT_TOKENS * p.input_per_token + MAX_GEN_TOKS * p.output_per_token
             fold = bt_folds[f]
             cap = fold["budget_usd"] + headroom
-            srv.reset_stats()
-            out = tmp / f"fold{f}"
-            rc = main(["rank", "--models", *[f"{m}=litellm:model=openai/{m}" for m in hold], "--tasks", task,
-                       "--bank", str(bank), "--include_path", str(REPO / "task_configs"), "--apply_chat_template",
-                       "--item-field", "id", "--budget-usd", f"{cap:.6f}", "--output", str(out), "--no-progress",
-                       "--backoff", "0.05", *prices])
-            assert rc == 0
-            r = json.loads((out / "ranking.json").read_text())
-            order = [e["model"] for e in r["ranking"]]
-            truth = sorted(hold, key=lambda m: -truth_mean[m])
-            up = 1 - (1 - r["confidence"]) / 2
-            conf = [(x, y) for x in order for y in order if x != y and r["pairwise"][x][y] > up]
-            correct = sum(truth_mean[x] > truth_mean[y] for x, y in conf)
-            stats = srv.stats()
-            row = {"set": f, "systems": hold, "tau": kendall_tau(order, truth), "backtest_tau": fold["adaptive_tau"],
-                   "confident": len(conf), "confident_correct": correct, "items": r["total_items"],
-                   "spent_usd": r["total_cost_usd"], "cap_usd": cap, "backtest_budget_usd": fold["budget_usd"],
-                   "stopped_because": r["stopped_because"], "retries": r["calls"]["retries"],
-                   "served": stats["served"], "max_served_per_item": max_answers_per_item(stats),
-                   "ranking": order, "truth": truth}
-            out_rows.append(row)
-            print(f"set {f} {hold}: τ {row['tau']:.3f} (backtest {row['backtest_tau']:.3f}); confident pairs "
-                  f"{correct}/{len(conf)} correct; {row['items']} items; ${row['spent_usd']:.4f} of ${cap:.4f} "
-                  f"(backtest budget ${fold['budget_usd']:.4f}); stopped: {row['stopped_because']}; "
-                  f"retries {row['retries']}; each item served ≤ {row['max_served_per_item']}×", flush=True)
-    taus = [r["tau"] for r in out_rows]
+            for rep in range(a.repeats):
+                srv.reset_stats()
+                out = tmp / f"fold{f}_run{rep}"
+                rc = main(["rank", "--models", *[f"{m}=litellm:model=openai/{m}" for m in hold], "--tasks", task,
+                           "--bank", str(bank), "--include_path", str(REPO / "task_configs"),
+                           "--apply_chat_template", "--item-field", "id", "--budget-usd", f"{cap:.6f}",
+                           "--output", str(out), "--no-progress", "--backoff", "0.05", *prices])
+                assert rc == 0
+                r = json.loads((out / "ranking.json").read_text())
+                order = [e["model"] for e in r["ranking"]]
+                truth = sorted(hold, key=lambda m: -truth_mean[m])
+                up = 1 - (1 - r["confidence"]) / 2
+                conf = [(x, y) for x in order for y in order if x != y and r["pairwise"][x][y] > up]
+                correct = sum(truth_mean[x] > truth_mean[y] for x, y in conf)
+                stats = srv.stats()
+                row = {"set": f, "run": rep, "systems": hold, "tau": kendall_tau(order, truth),
+                       "backtest_tau": fold["adaptive_tau"], "confident": len(conf), "confident_correct": correct,
+                       "items": r["total_items"], "spent_usd": r["total_cost_usd"], "cap_usd": cap,
+                       "backtest_budget_usd": fold["budget_usd"], "stopped_because": r["stopped_because"],
+                       "retries": r["calls"]["retries"], "served": stats["served"],
+                       "max_served_per_item": max_answers_per_item(stats), "ranking": order, "truth": truth}
+                out_rows.append(row)
+                print(f"set {f} run {rep} {hold}: τ {row['tau']:.3f} (backtest {row['backtest_tau']:.3f}); "
+                      f"confident pairs {correct}/{len(conf)} correct; {row['items']} items; "
+                      f"${row['spent_usd']:.4f} of ${cap:.4f} (backtest budget ${fold['budget_usd']:.4f}); "
+                      f"stopped: {row['stopped_because']}; retries {row['retries']}; each item served "
+                      f"≤ {row['max_served_per_item']}×", flush=True)
+    # per run: the mean τ over the five sets (as the backtest reports a table), then the median over runs
+    by_run = [[r for r in out_rows if r["run"] == k] for k in range(a.repeats)]
+    run_tau = [float(np.mean([r["tau"] for r in rows])) for rows in by_run]
     n_conf = sum(r["confident"] for r in out_rows)
     n_ok = sum(r["confident_correct"] for r in out_rows)
-    print(f"mean τ {np.mean(taus):.3f} (backtest {np.mean([r['backtest_tau'] for r in out_rows]):.3f}); "
-          f"confident pairs {n_ok}/{n_conf} correct; {sum(r['items'] for r in out_rows)} items; "
-          f"spent ${sum(r['spent_usd'] for r in out_rows):.4f}; fail rate {a.fail_rate}")
+    over_cap = sum(r["spent_usd"] > r["cap_usd"] for r in out_rows)
+    print(f"mean τ per run: {', '.join(f'{t:.3f}' for t in run_tau)}; median {np.median(run_tau):.3f} "
+          f"(backtest {np.mean([r['backtest_tau'] for r in by_run[0]]):.3f}); confident pairs {n_ok}/{n_conf} "
+          f"correct; median items per run {np.median([sum(r['items'] for r in rows) for rows in by_run]):.0f}; "
+          f"median spend per run ${np.median([sum(r['spent_usd'] for r in rows) for rows in by_run]):.4f}; "
+          f"runs over their cap: {over_cap} of {len(out_rows)}; most answers per item "
+          f"{max(r['max_served_per_item'] for r in out_rows)}; fail rate {a.fail_rate}")
     if a.json:
-        Path(a.json).write_text(json.dumps({"table": a.table, "fail_rate": a.fail_rate, "sets": out_rows}, indent=2))
+        Path(a.json).write_text(json.dumps({"table": a.table, "fail_rate": a.fail_rate, "repeats": a.repeats,
+                                            "mean_tau_per_run": run_tau, "sets": out_rows}, indent=2))
     return 0
 
 
