@@ -188,7 +188,8 @@ def run_adaptive(args: argparse.Namespace) -> int:
     def evaluate(task_obj, docs, *, tracker_=None, log=True, bootstrap=0):
         return simple_evaluate(
             model=lm, model_args=model_args, tasks=[task_obj],
-            samples={task_obj.config.task: [int(d) for d in docs]}, use_cache=cache_path,
+            # in task order: the harness labels a chosen document by its position in this list
+            samples={task_obj.config.task: sorted(int(d) for d in docs)}, use_cache=cache_path,
             num_fewshot=cfg.num_fewshot, gen_kwargs=cfg.gen_kwargs, task_manager=task_manager,
             log_samples=log, bootstrap_iters=bootstrap, evaluation_tracker=tracker_,
             system_instruction=cfg.system_instruction, apply_chat_template=cfg.apply_chat_template,
@@ -241,6 +242,7 @@ def _evaluate_tasks(tasks, task_manager, banks, price, args, evaluate, tracker, 
             raise InputError(f"--adaptive runs single tasks; {task_name!r} expands to {len(loaded)} tasks "
                              f"({', '.join(list(loaded)[:5])}…): give them one by one with a bank each")
         tname, task_obj = next(iter(loaded.items()))
+        _full_run_requests(task_obj)
         o = _adaptive_task(tname, task_obj, banks[task_name], price, args, evaluate)
         outcomes.append(o)
         # final pass over the administered documents: every generation comes from the cache
@@ -257,6 +259,39 @@ def _evaluate_tasks(tasks, task_manager, banks, price, args, evaluate, tracker, 
     all_results["config"]["model"] = cfg.model
     all_results["model_source"] = tracker.general_config_tracker.model_source = cfg.model
     return all_results
+
+
+def _full_run_requests(task_obj) -> None:
+    """Make the harness give every document of ``task_obj`` the requests a full run gives it.
+
+    The harness draws few-shot examples from one seeded stream in document order, so
+    building the requests of a subset (``simple_evaluate(samples=...)``) gives a document
+    other examples than the full runs the bank was calibrated on, and the final pass other
+    prompts than the CAT's (its generations would miss the cache and be paid twice). Here
+    ``build_all_requests`` builds every document's requests once, as a full run does, and
+    each call then takes fresh copies of the requested documents' requests.
+    """
+    from .task_wrapper import fresh_instance
+
+    build = task_obj.build_all_requests
+    memo: dict = {}
+
+    def build_all_requests(*, limit=None, samples=None, **kwargs):
+        key = repr(sorted(kwargs.items()))
+        if memo.get("key") != key:
+            build(limit=None, samples=None, **kwargs)
+            by_doc: dict = {}
+            for inst in task_obj.instances:
+                by_doc.setdefault(inst.doc_id, []).append(inst)
+            memo.update(key=key, by_doc=by_doc)
+        by_doc = memo["by_doc"]
+        if samples is None:
+            task_obj._instances = [fresh_instance(i) for d in sorted(by_doc)[:limit] for i in by_doc[d]]
+        else:  # as the harness numbers them: by position among the chosen documents, in task order
+            task_obj._instances = [fresh_instance(i, doc_id=k) for k, d in enumerate(sorted(samples))
+                                   for i in by_doc[d]]
+
+    task_obj.build_all_requests = build_all_requests
 
 
 def _adaptive_task(tname, task_obj, bank: ItemBank, price, args, evaluate) -> TaskOutcome:

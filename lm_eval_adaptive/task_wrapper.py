@@ -307,7 +307,7 @@ class HarnessItemScorer:
         doc_id = self.doc_id(item_id)
         template = self._by_doc[doc_id]
         # fresh copies, so a failed attempt leaves nothing behind and retries start clean
-        instances = [_fresh(inst) for inst in template]
+        instances = [fresh_instance(inst) for inst in template]
         with usage_sink() as sink:
             by_type = defaultdict(list)
             for inst in instances:
@@ -332,10 +332,13 @@ class HarnessItemScorer:
         return ItemScore(raw=raw, usage=sink, calls=len(sink), response=resp if isinstance(resp, str) else None)
 
 
-def _fresh(inst):
+def fresh_instance(inst, *, doc_id: int | None = None):
+    """A copy of a harness request with no responses yet (numbered ``doc_id`` if given)."""
     import copy
 
     new = copy.copy(inst)
+    if doc_id is not None:
+        new.doc_id = doc_id
     new.resps = []
     new.filtered_resps = {}
     return new

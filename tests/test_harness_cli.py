@@ -8,8 +8,10 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,6 +21,7 @@ from lm_eval_adaptive.cli import main
 from lm_eval_adaptive.response_model import ContinuousResponseModel
 
 TASK = "wmt24_en-de"
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +38,9 @@ def make_bank(path, *, ids=range(60), task=TASK, metric="bleu", hi=1.0):
     return str(path)
 
 
-def run_args(system, out, *extra):
+def run_args(system, out, *extra, task=TASK, include="task_configs"):
     return ["run", "--model", "litellm", "--model_args", f"model=openai/{system},num_concurrent=8",
-            "--tasks", TASK, "--include_path", "task_configs", "--apply_chat_template",
+            "--tasks", task, "--include_path", str(include), "--apply_chat_template",
             "--log_samples", "--output_path", str(out), *extra]
 
 
@@ -128,3 +131,37 @@ def test_unknown_model_at_the_endpoint_fails_cleanly(server, tmp_path, capsys):
     assert rc == 1
     assert "No-Such-System" in err and "nothing was written" in err
     assert written(out) == []
+
+
+def test_few_shot_documents_get_the_full_runs_prompts_and_are_generated_once(server, tmp_path):
+    """Few-shot examples come from one seeded stream in document order: each chosen document must
+    get the prompt (and score) the harness's own run gives it, and the final pass must generate
+    nothing again. The bank lists its documents in reverse order, so batches are not in task order."""
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    shutil.copy(REPO / "task_configs" / "wmt24" / "utils.py", tasks)
+    (tasks / "wmt24fs.yaml").write_text(
+        f"include: {REPO / 'task_configs' / 'wmt24' / '_wmt24_common_yaml'}\n"
+        "task: wmt24fs_en-de\nnum_fewshot: 2\nfewshot_split: test\n"
+        "custom_dataset: !function utils.load_wmt24_en_de\n"
+        'doc_to_text: "Translate the following English text into German.\\n\\nEnglish: {{source}}\\nGerman:"\n'
+        "process_results: !function utils.process_results_en_de\n")
+    bank = make_bank(tmp_path / "bank.json", ids=range(159, 99, -1), task="wmt24fs_en-de")
+    server.reset_stats()
+    assert main(run_args("GPT-4", tmp_path / "adaptive", "--adaptive", "--bank", bank, "--min-items", "8",
+                         "--max-items", "8", "--batch-size-adaptive", "4", task="wmt24fs_en-de",
+                         include=tasks)) == 0
+    assert server.stats()["per_model"] == {"GPT-4": 8}  # the final pass re-used every generation
+    # the harness's own run of the first 160 documents (the same few-shot stream as a full run)
+    assert main(run_args("GPT-4", tmp_path / "harness", "--limit", "160", task="wmt24fs_en-de",
+                         include=tasks)) == 0
+
+    def samples(d):
+        (f,) = glob.glob(str(d / "openai__GPT-4" / "samples_wmt24fs_en-de_*.jsonl"))
+        return {r["doc_id"]: r for r in map(json.loads, open(f))}
+
+    ours, theirs = samples(tmp_path / "adaptive"), samples(tmp_path / "harness")
+    assert len(ours) == 8 and all(100 <= d < 160 for d in ours)
+    for d, r in ours.items():
+        assert r["arguments"] == theirs[d]["arguments"], d
+        assert r["bleu"] == theirs[d]["bleu"] == r["adaptive"]["scaled_score"], d
