@@ -137,7 +137,13 @@ class HarnessTask:
         self.system_instruction = system_instruction
         self.fewshot_random_seed = fewshot_random_seed
         self.item_field = item_field
-        self.task_manager = TaskManager(include_path=include_path, metadata=metadata or {})
+        # the harness's own task index takes ~10 s to build; a task in --include_path needs
+        # only that folder indexed (its tasks win over the harness's of the same name anyway)
+        tm = TaskManager(include_path=include_path, include_defaults=False, metadata=metadata or {}) \
+            if include_path else None
+        if tm is None or task not in tm.all_tasks:
+            tm = TaskManager(include_path=include_path, metadata=metadata or {})
+        self.task_manager = tm
         if task not in self.task_manager.all_tasks:
             raise InputError(f"unknown task {task!r} (no such harness task; --include_path adds task "
                              "folders such as task_configs/)")
