@@ -35,7 +35,7 @@ from .bank import ItemBank
 from .cat import AdaptiveTest, full_task_estimate
 from .datasets import read_jsonl_records
 from .errors import BankError, InputError
-from .task_wrapper import capture_usage, usage_sink
+from .task_wrapper import capture_usage, usage_sink, usage_total
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: bundled price map, no fetch
 
@@ -364,9 +364,8 @@ def _charges(price, usage_list, estimates: np.ndarray, totals: dict) -> np.ndarr
         total = sum(actual_cost(price, u) for u in usage_list)
     except ValueError:
         return estimates
-    for u in usage_list:
-        totals["prompt_tokens"] += int(u.get("prompt_tokens") or u.get("input_tokens") or 0)
-        totals["completion_tokens"] += int(u.get("completion_tokens") or u.get("output_tokens") or 0)
+    totals["prompt_tokens"] += usage_total(usage_list, "prompt_tokens", "input_tokens")
+    totals["completion_tokens"] += usage_total(usage_list, "completion_tokens", "output_tokens")
     totals["items_charged_by_usage"] += len(estimates)
     share = estimates / estimates.sum() if estimates.sum() > 0 else np.full(len(estimates), 1 / len(estimates))
     return total * share

@@ -102,14 +102,15 @@ class ItemScore:
 
     @property
     def prompt_tokens(self) -> int | None:
-        return _usage_sum(self.usage, "prompt_tokens", "input_tokens")
+        return usage_total(self.usage, "prompt_tokens", "input_tokens")
 
     @property
     def completion_tokens(self) -> int | None:
-        return _usage_sum(self.usage, "completion_tokens", "output_tokens")
+        return usage_total(self.usage, "completion_tokens", "output_tokens")
 
 
-def _usage_sum(usage: list, *names) -> int | None:
+def usage_total(usage: list, *names) -> int | None:
+    """Sum of the first of ``names`` present in each usage dict; None if any dict lacks them all."""
     total = 0
     for u in usage:
         if not isinstance(u, dict):
