@@ -29,12 +29,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from lm_eval_adaptive.backtest import holdout_sets, kendall_tau  # noqa: E402
-from lm_eval_adaptive.cli import main  # noqa: E402
-from lm_eval_adaptive.costs import DEFAULT_PRICE, price_for  # noqa: E402
-from lm_eval_adaptive.datasets import load_named  # noqa: E402
+from lm_eval_adaptive.engine.backtest import holdout_sets, kendall_tau  # noqa: E402
+from lm_eval_adaptive.cli.main import main  # noqa: E402
+from lm_eval_adaptive.data.price_map import price_for  # noqa: E402
+from lm_eval_adaptive.data.prices import DEFAULT_PRICE  # noqa: E402
+from lm_eval_adaptive.data.datasets import load_named  # noqa: E402
 from lm_eval_adaptive.errors import InputError  # noqa: E402
-from lm_eval_adaptive.replay import ReplayServer, max_answers_per_item  # noqa: E402
+from lm_eval_adaptive.replay.server import ReplayServer, max_answers_per_item  # noqa: E402
 
 MAX_GEN_TOKS = 1024  # task_configs/wmt24
 MAX_PROMPT_TOKENS = 2000

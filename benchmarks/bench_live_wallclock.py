@@ -27,8 +27,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from lm_eval_adaptive.cli import main  # noqa: E402
-from lm_eval_adaptive.replay import ReplayServer  # noqa: E402
+from lm_eval_adaptive.cli.main import main  # noqa: E402
+from lm_eval_adaptive.replay.server import ReplayServer  # noqa: E402
 
 SYSTEMS = ["GPT-4", "NVIDIA-NeMo", "AIST-AIRC", "TranssionMT"]
 PRICES = ["--price", "NVIDIA-NeMo=1,3", "--price", "AIST-AIRC=1,3", "--price", "TranssionMT=1,3"]

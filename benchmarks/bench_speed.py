@@ -41,11 +41,11 @@ import numpy as np  # noqa: E402
 import scipy  # noqa: E402
 
 import lm_eval_adaptive  # noqa: E402
-from lm_eval_adaptive.backtest import BacktestConfig, backtest  # noqa: E402
-from lm_eval_adaptive.bank import ItemBank  # noqa: E402
-from lm_eval_adaptive.datasets import load_named  # noqa: E402
-from lm_eval_adaptive.ranker import AdaptiveRanker  # noqa: E402
-from lm_eval_adaptive.response_model import ContinuousResponseModel  # noqa: E402
+from lm_eval_adaptive.engine.backtest import BacktestConfig, backtest  # noqa: E402
+from lm_eval_adaptive.engine.bank import ItemBank  # noqa: E402
+from lm_eval_adaptive.data.datasets import load_named  # noqa: E402
+from lm_eval_adaptive.engine.ranker import AdaptiveRanker  # noqa: E402
+from lm_eval_adaptive.engine.response_model import ContinuousResponseModel  # noqa: E402
 
 K = 0.25
 B_SD = 1.5

@@ -23,8 +23,8 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
-from lm_eval_adaptive.datasets import load_alpaca_eval, load_wmt24  # noqa: E402
-from lm_eval_adaptive.responses import ResponseTable  # noqa: E402
+from lm_eval_adaptive.data.datasets import load_alpaca_eval, load_wmt24  # noqa: E402
+from lm_eval_adaptive.data.responses import ResponseTable  # noqa: E402
 
 OUT_DIR = REPO / "lm_eval_adaptive" / "data"
 SCORE_DECIMALS = 6

@@ -1,4 +1,4 @@
-"""Atomic file writes: nothing half-written is ever left at the destination."""
+"""Atomic file writes (bytes, text, JSON): nothing half-written is ever left at the destination."""
 
 from __future__ import annotations
 
@@ -39,3 +39,28 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     data = text.encode("utf-8")
     return atomic_write(path, lambda f: f.write(data))
+
+
+def json_default(o):
+    """``json.dumps`` fallback for NumPy scalars and arrays, sets and dataclass-like results."""
+    import numpy as np
+
+    if isinstance(o, (np.floating, np.integer)):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, (set, frozenset)):
+        return sorted(o)
+    to_dict = getattr(o, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def write_json(path: str | os.PathLike, obj) -> Path:
+    """Write ``obj`` as indented JSON to ``path`` atomically (its folder is created)."""
+    import json
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return atomic_write_text(path, json.dumps(obj, indent=2, default=json_default) + "\n")

@@ -10,8 +10,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from lm_eval_adaptive.bank import ItemBank  # noqa: E402
-from lm_eval_adaptive.response_model import ContinuousResponseModel  # noqa: E402
+from lm_eval_adaptive.engine.bank import ItemBank  # noqa: E402
+from lm_eval_adaptive.engine.response_model import ContinuousResponseModel  # noqa: E402
 
 SIM_K = 0.1
 SIM_N_ITEMS = 500
@@ -63,14 +63,14 @@ def replay_server():
     The harness's `litellm` model reaches it as model ``openai/<SYSTEM>`` through
     ``OPENAI_API_BASE`` / ``OPENAI_API_KEY``; skipped when the real data is absent.
     """
-    from lm_eval_adaptive.datasets import data_root
+    from lm_eval_adaptive.data.datasets import data_root
     from lm_eval_adaptive.errors import InputError
 
     try:
         data_root()
     except InputError as e:
         pytest.skip(f"real data not available: {e}")
-    from lm_eval_adaptive.replay import ReplayServer
+    from lm_eval_adaptive.replay.server import ReplayServer
 
     saved = {k: os.environ.get(k) for k in ("OPENAI_API_BASE", "OPENAI_API_KEY")}
     with ReplayServer() as srv:

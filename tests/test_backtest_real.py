@@ -5,14 +5,14 @@ import json
 import numpy as np
 import pytest
 
-from lm_eval_adaptive.backtest import BacktestConfig, backtest
-from lm_eval_adaptive.cli import main
+from lm_eval_adaptive.engine.backtest import BacktestConfig, backtest
+from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.errors import InputError
 
 
 @pytest.fixture(scope="module")
 def wmt_bleu():
-    from lm_eval_adaptive.datasets import load_named
+    from lm_eval_adaptive.data.datasets import load_named
 
     try:
         return load_named("wmt24/en-de/bleu")
@@ -39,7 +39,7 @@ def test_backtest_on_real_wmt_table(wmt_bleu):
 
 
 def test_hold_out_models_never_calibrate_their_own_bank(wmt_bleu, monkeypatch):
-    import lm_eval_adaptive.backtest as bt
+    import lm_eval_adaptive.engine.backtest as bt
 
     seen = []
     real = bt.calibrate

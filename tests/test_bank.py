@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from conftest import make_sim_bank
-from lm_eval_adaptive.bank import BANK_FORMAT, BANK_VERSION, ItemBank
+from lm_eval_adaptive.engine.bank import BANK_FORMAT, BANK_VERSION, ItemBank
 from lm_eval_adaptive.errors import BankError, InputError
-from lm_eval_adaptive.response_model import ContinuousResponseModel
+from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
 
 
 def _rich_bank(scaling="global"):

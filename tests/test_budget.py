@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from lm_eval_adaptive.budget import BudgetLedger, actual_cost, upper_estimate
-from lm_eval_adaptive.costs import Price
+from lm_eval_adaptive.data.prices import Price, actual_cost, upper_estimate
+from lm_eval_adaptive.live.ledger import BudgetLedger
 
 
 def test_reserve_settle_release_basics():
@@ -100,7 +100,7 @@ def test_overshoot_is_charged_and_reported(caplog):
     led = BudgetLedger(1.0)
     assert led.reserve("a", 0.5)
     assert led.reserve("b", 0.4)
-    with caplog.at_level(logging.WARNING, logger="lm_eval_adaptive.budget"):
+    with caplog.at_level(logging.WARNING, logger="lm_eval_adaptive.live.ledger"):
         over = led.settle("a", 0.8)  # the provider billed more than the reservation
     assert over == pytest.approx(0.3)
     assert led.overshoot_usd == pytest.approx(0.3)
@@ -109,7 +109,7 @@ def test_overshoot_is_charged_and_reported(caplog):
     assert not led.reserve("c", 0.01)
     assert any("UPPER estimate" in r.getMessage() and "'a'" in r.getMessage() for r in caplog.records)
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="lm_eval_adaptive.budget"):
+    with caplog.at_level(logging.WARNING, logger="lm_eval_adaptive.live.ledger"):
         assert led.settle("b", 0.1) == 0.0
     assert not caplog.records and led.overshoot_usd == pytest.approx(0.3)
 
@@ -128,7 +128,7 @@ def test_charge_known_for_resume(caplog):
     with pytest.raises(ValueError, match="reserved"):
         led.charge_known("live", 0.1)
     assert not led.reserve("more", 0.2)  # 0.5 spent + 0.4 reserved + 0.2 > 1
-    with caplog.at_level(logging.WARNING, logger="lm_eval_adaptive.budget"):
+    with caplog.at_level(logging.WARNING, logger="lm_eval_adaptive.live.ledger"):
         led.charge_known("journal:4", 0.9)  # paid earlier: counted even past the cap
     assert led.spent == pytest.approx(1.4) and led.available == 0.0
     assert any("over the cap" in r.getMessage() for r in caplog.records)

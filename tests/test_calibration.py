@@ -3,14 +3,14 @@
 import numpy as np
 import pytest
 
-from lm_eval_adaptive.calibration import calibrate
+from lm_eval_adaptive.engine.calibration import calibrate
 from lm_eval_adaptive.errors import InputError
-from lm_eval_adaptive.responses import ResponseTable
+from lm_eval_adaptive.data.responses import ResponseTable
 
 
 @pytest.fixture
 def real_table():
-    from lm_eval_adaptive.datasets import load_named
+    from lm_eval_adaptive.data.datasets import load_named
 
     def get(name):
         try:

@@ -1,4 +1,4 @@
-"""Tests for lm_eval_adaptive.costs (fast, offline)."""
+"""Tests for lm_eval_adaptive.data.prices (fast, offline)."""
 
 from __future__ import annotations
 
@@ -15,16 +15,9 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from lm_eval_adaptive import costs  # noqa: E402
-from lm_eval_adaptive.costs import (  # noqa: E402
-    DEFAULT_PRICE,
-    SYSTEM_TO_LITELLM,
-    Price,
-    litellm_price,
-    load_costs_file,
-    price_for,
-    uniform_prices,
-)
+from lm_eval_adaptive.data import price_map, prices  # noqa: E402
+from lm_eval_adaptive.data.price_map import SYSTEM_TO_LITELLM, litellm_price, load_costs_file, price_for  # noqa: E402
+from lm_eval_adaptive.data.prices import DEFAULT_PRICE, Price, uniform_prices  # noqa: E402
 from lm_eval_adaptive.errors import InputError  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -117,7 +110,7 @@ def test_uniform_prices():
 
 def test_import_does_not_import_litellm():
     code = (
-        "import sys, lm_eval_adaptive.costs as c; "
+        "import sys, lm_eval_adaptive.data.prices as c; "
         "assert 'litellm' not in sys.modules, 'litellm imported'; "
         "c.Price.per_million(1, 3, 'x').item_costs([1], [1]); "
         "c.uniform_prices(['a']); "
@@ -397,5 +390,6 @@ def test_unreadable_permissions(tmp_path):
 
 
 def test_module_exports():
-    for name in costs.__all__:
-        assert hasattr(costs, name)
+    for mod in (prices, price_map):
+        for name in mod.__all__:
+            assert hasattr(mod, name)

@@ -1,4 +1,4 @@
-"""Tests for lm_eval_adaptive.datasets: loaders of the real data and demo tables.
+"""Tests for lm_eval_adaptive.data.datasets: loaders of the real data and demo tables.
 
 Tests on the real data read it from ``../shared/data`` (relative to the repo
 root) or from ``$LM_EVAL_ADAPTIVE_DATA``; they are skipped when it is absent.
@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from sacrebleu.metrics import BLEU, CHRF
 
-from lm_eval_adaptive import datasets
-from lm_eval_adaptive.datasets import (
+from lm_eval_adaptive.data import datasets
+from lm_eval_adaptive.data.datasets import (
     DATA_ENV,
     NAMED_TABLES,
     data_root,
@@ -26,9 +26,9 @@ from lm_eval_adaptive.datasets import (
     load_wmt24,
 )
 from lm_eval_adaptive.errors import InputError
-from lm_eval_adaptive.responses import read_table
+from lm_eval_adaptive.data.responses import read_table
 
-PACKAGE_DATA = Path(datasets.__file__).resolve().parent / "data"
+PACKAGE_DATA = Path(datasets.__file__).resolve().parent
 
 
 def _real_root() -> Path | None:

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lm_eval_adaptive.bank import ItemBank
-from lm_eval_adaptive.cli import main
-from lm_eval_adaptive.response_model import ContinuousResponseModel
+from lm_eval_adaptive.engine.bank import ItemBank
+from lm_eval_adaptive.cli.main import main
+from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
 
 TASK = "wmt24_en-de"
 REPO = Path(__file__).resolve().parents[1]

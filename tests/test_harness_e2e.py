@@ -18,7 +18,7 @@ import json
 import pytest
 from scipy.stats import kendalltau
 
-from lm_eval_adaptive.cli import main
+from lm_eval_adaptive.cli.main import main
 
 pytestmark = pytest.mark.slow
 

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from conftest import make_sim_bank, simulate_scores
 
-from lm_eval_adaptive.budget import BudgetLedger
+from lm_eval_adaptive.live.ledger import BudgetLedger
 from lm_eval_adaptive.errors import InputError
-from lm_eval_adaptive.journal import JOURNAL_NAME, Journal, redact
-from lm_eval_adaptive.ranker import AdaptiveRanker
+from lm_eval_adaptive.live.journal import JOURNAL_NAME, Journal, redact
+from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -158,7 +158,7 @@ def test_truncated_last_line_is_dropped_with_a_warning(tmp_path, caplog):
     ro = Journal.open(tmp_path, writable=False)
     assert len(ro.scores()) == 3 and ro.dropped_tail.startswith(b'{"type":"score"')
     assert path.read_bytes() == torn  # reading only leaves the file alone
-    with caplog.at_level(logging.WARNING, logger="lm_eval_adaptive.journal"):
+    with caplog.at_level(logging.WARNING, logger="lm_eval_adaptive.live.journal"):
         j = Journal.open(tmp_path)
     assert any("line 5" in r.getMessage() and "incomplete" in r.getMessage() for r in caplog.records)
     assert len(j.scores()) == 3
@@ -229,7 +229,7 @@ def test_bad_header(tmp_path):
 
 _WRITER = textwrap.dedent("""
     import sys
-    from lm_eval_adaptive.journal import Journal
+    from lm_eval_adaptive.live.journal import Journal
     j = Journal.open(sys.argv[1])
     pad = "x" * int(sys.argv[2])
     i = 0
@@ -512,7 +512,7 @@ def test_replay_rejects_a_journal_that_does_not_fit_the_ranker(tmp_path, sim):
 
 
 def test_a_mismatched_ask_is_undone_completely(sim):
-    from lm_eval_adaptive.journal import _ask_for
+    from lm_eval_adaptive.live.journal import _ask_for  # noqa: PLC2701 (engine-API work removes this)
 
     r = make_ranker(sim, top_k=3)
     first = r.ask()

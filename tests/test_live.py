@@ -14,11 +14,11 @@ import threading
 import numpy as np
 import pytest
 
-from lm_eval_adaptive.budget import BudgetLedger
-from lm_eval_adaptive.journal import Journal
-from lm_eval_adaptive.live import LiveRun, RetryPolicy, is_retryable
-from lm_eval_adaptive.ranker import AdaptiveRanker
-from lm_eval_adaptive.task_wrapper import ItemScore, parse_model_spec
+from lm_eval_adaptive.live.ledger import BudgetLedger
+from lm_eval_adaptive.live.journal import Journal
+from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy, is_retryable
+from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.harness.scorer import ItemScore, parse_model_spec
 
 from conftest import make_sim_bank, simulate_scores
 
@@ -120,7 +120,7 @@ def test_several_requests_in_flight_per_model(bank):
     r.release(reqs[0])
     again = r.ask()
     assert (again.model, again.item) == (reqs[0].model, reqs[0].item)
-    from lm_eval_adaptive.ranker import Request
+    from lm_eval_adaptive.engine.ranker import Request
 
     with pytest.raises(ValueError):
         r.release(Request(model="a", item=-5, item_id="x", cost=0.0, phase="warmup"))  # never asked
@@ -265,9 +265,9 @@ def test_model_spec_parsing():
 
 
 def test_rank_command_errors_name_the_bad_input(tmp_path, capsys):
-    from lm_eval_adaptive.cli import main
+    from lm_eval_adaptive.cli.main import main
     from lm_eval_adaptive.errors import InputError
-    from lm_eval_adaptive.rank import parse_prices
+    from lm_eval_adaptive.live.session import parse_prices
 
     base = ["rank", "--models", "litellm:model=a", "litellm:model=b", "--tasks", "t", "--bank", "b.json"]
     assert main(base) == 2
@@ -293,7 +293,7 @@ def test_rank_command_errors_name_the_bad_input(tmp_path, capsys):
 
 
 def test_refresh_errors_leave_the_leaderboard_untouched(tmp_path, capsys):
-    from lm_eval_adaptive.cli import main
+    from lm_eval_adaptive.cli.main import main
 
     bad = tmp_path / "lb.json"
     bad.write_text('{"format": "something-else"}')

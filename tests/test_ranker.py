@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from conftest import make_sim_bank
-from lm_eval_adaptive.ranker import STOP_REASONS, AdaptiveRanker, Request, pairwise_matrix, tie_groups
+from lm_eval_adaptive.engine.ranker import STOP_REASONS, AdaptiveRanker, Request, pairwise_matrix, tie_groups
 
 
 @pytest.fixture(scope="module")
@@ -272,7 +272,7 @@ def test_warmup_skips_a_model_whose_items_run_out(sim_bank):
     """A model with (almost) every item excluded finishes warm-up early; the others go on."""
     import numpy as np
 
-    from lm_eval_adaptive.ranker import AdaptiveRanker
+    from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 
     n = sim_bank.n_items
     ranker = AdaptiveRanker(sim_bank, ["a", "b", "c"], n_init=5, n_max=8,

@@ -1,4 +1,4 @@
-"""Tests for lm_eval_adaptive.replay: the OpenAI-compatible replay endpoint.
+"""Tests for lm_eval_adaptive.replay.server: the OpenAI-compatible replay endpoint.
 
 The server runs in-process on a free port and is driven with the real litellm
 client and with plain urllib.  Tests on the real data read it from
@@ -23,13 +23,13 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import pytest
 
-from lm_eval_adaptive.datasets import DATA_ENV, data_root
+from lm_eval_adaptive.data.datasets import DATA_ENV, data_root
 from lm_eval_adaptive.errors import InputError
-from lm_eval_adaptive.replay import (
+from lm_eval_adaptive.replay.server import (
     JUDGE_MARKER,
     ReplayServer,
     ReplayStore,
-    _SourceMatcher,
+    SourceMatcher,
     add_arguments,
     estimate_tokens,
     max_answers_per_item,
@@ -185,21 +185,21 @@ SYNTH = [
 
 
 def test_matcher_picks_the_last_source():
-    m = _SourceMatcher(SYNTH)
+    m = SourceMatcher(SYNTH)
     a, b = SYNTH[0][0], SYNTH[1][0]
     assert m.best(f"Example: {a}\nAnswer: x\n\nQuery: {b}\nAnswer:").key == "b"
     assert m.best(f"Example: {b}\nAnswer: x\n\nQuery: {a}\nAnswer:").key == "a"
 
 
 def test_matcher_ties_by_longest_and_first_duplicate():
-    m = _SourceMatcher(SYNTH)
+    m = SourceMatcher(SYNTH)
     # "c" ends where "a" ends: the longer one wins; the repeated text keeps its first key
     assert m.best(f"Translate: {SYNTH[0][0]}").key == "a"
     assert m.best(f"Translate: {SYNTH[2][0]}").key == "c"
 
 
 def test_matcher_short_sources_need_word_boundaries():
-    m = _SourceMatcher(SYNTH)
+    m = SourceMatcher(SYNTH)
     assert m.best("Translate: Yay") .key == "d"
     assert m.best("Translate: Yayoi Kusama") is None  # "Yay" inside a word
     assert m.best("Nothing known here.") is None

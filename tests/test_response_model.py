@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 from scipy.special import expit
 
-from lm_eval_adaptive.response_model import (
+from lm_eval_adaptive.engine.response_model import (
     BernoulliResponseModel,
     ContinuousResponseModel,
     response_model_from_dict,

@@ -1,4 +1,4 @@
-"""Tests for lm_eval_adaptive.responses: reading, validating and writing tables."""
+"""Tests for lm_eval_adaptive.data.responses: reading, validating and writing tables."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lm_eval_adaptive import responses
+from lm_eval_adaptive.data import responses
 from lm_eval_adaptive.errors import InputError
-from lm_eval_adaptive.responses import ResponseTable, read_table
+from lm_eval_adaptive.data.responses import ResponseTable, read_table
 
 GOOD_CSV = (
     "model,item,score,input_tokens,output_tokens\n"

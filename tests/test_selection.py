@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lm_eval_adaptive.bank import ItemBank
-from lm_eval_adaptive.cat import Examinee
-from lm_eval_adaptive.response_model import BernoulliResponseModel, ContinuousResponseModel
-from lm_eval_adaptive.selection import MaxInfoSelector, select_max_information
+from lm_eval_adaptive.engine.bank import ItemBank
+from lm_eval_adaptive.engine.cat import Examinee
+from lm_eval_adaptive.engine.response_model import BernoulliResponseModel, ContinuousResponseModel
+from lm_eval_adaptive.engine.selection import MaxInfoSelector, select_max_information
 
 
 def _bank(b, model=None):

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_adaptive.datasets import data_root
+from lm_eval_adaptive.data.datasets import data_root
 from lm_eval_adaptive.errors import InputError
-from lm_eval_adaptive.metrics import JUDGE_MODEL_ENV
+from lm_eval_adaptive.harness.metrics import JUDGE_MODEL_ENV
 
 lm_eval = pytest.importorskip("lm_eval")
 from lm_eval.tasks import TaskManager
@@ -96,7 +96,7 @@ def test_wmt24_en_de_task(manager):
 
 @needs_wmt
 def test_wmt24_ids_match_load_wmt24():
-    from lm_eval_adaptive.datasets import load_wmt24
+    from lm_eval_adaptive.data.datasets import load_wmt24
 
     spec = __import__("importlib.util").util.spec_from_file_location(
         "wmt24_utils_for_test", CONFIGS / "wmt24" / "utils.py")

@@ -2,15 +2,15 @@
 
 The data are read at run time from the project's data directory (the environment
 variable ``LM_EVAL_ADAPTIVE_DATA``, else ``../shared/data`` next to the repository; see
-``lm_eval_adaptive.datasets.data_root``), or from ``--metadata '{"data_root": "..."}'``.
+``lm_eval_adaptive.data.datasets.data_root``), or from ``--metadata '{"data_root": "..."}'``.
 No data text lives in the repository.
 
 Docs are ``{"id", "instruction", "reference"}``: ``id`` is the AlpacaEval item id as a
-string (the item id of ``lm_eval_adaptive.datasets.load_alpaca_eval``), ``reference``
+string (the item id of ``lm_eval_adaptive.data.datasets.load_alpaca_eval``), ``reference``
 the gpt4_1106_preview answer from ``reference.jsonl`` (items without one are skipped).
 
 The judge (task ``alpaca_eval``) is configured by ``--metadata`` keys, else by the
-environment variables that :func:`lm_eval_adaptive.metrics.llm_judge` reads:
+environment variables that :func:`lm_eval_adaptive.harness.metrics.llm_judge` reads:
 
 * ``judge_model``      (``LM_EVAL_ADAPTIVE_JUDGE_MODEL``) -- litellm model id, required;
 * ``judge_api_base``   (``LM_EVAL_ADAPTIVE_JUDGE_API_BASE``) -- OpenAI-compatible endpoint;
@@ -26,10 +26,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from lm_eval_adaptive.datasets import data_root as _data_root
-from lm_eval_adaptive.datasets import read_jsonl
+from lm_eval_adaptive.data.datasets import data_root as _data_root
+from lm_eval_adaptive.data.datasets import read_jsonl
 from lm_eval_adaptive.errors import InputError
-from lm_eval_adaptive.metrics import (
+from lm_eval_adaptive.harness.metrics import (
     JUDGE_API_BASE_ENV,
     JUDGE_MODEL_ENV,
     llm_judge,

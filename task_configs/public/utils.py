@@ -2,7 +2,7 @@
 
 These tasks download their data from the Hugging Face Hub when run (they are examples
 for online use and are not run by the project's tests).  Scoring uses the per-document
-metrics of :mod:`lm_eval_adaptive.metrics`, each in [0, 1].
+metrics of :mod:`lm_eval_adaptive.harness.metrics`, each in [0, 1].
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from lm_eval_adaptive.metrics import (
+from lm_eval_adaptive.harness.metrics import (
     JUDGE_API_BASE_ENV,
     JUDGE_MODEL_ENV,
     bertscore,

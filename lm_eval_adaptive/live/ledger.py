@@ -33,15 +33,13 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from .costs import Price
-
-__all__ = ["BudgetLedger", "upper_estimate", "actual_cost"]
+__all__ = ["BudgetLedger"]
 
 log = logging.getLogger(__name__)
 
@@ -254,53 +252,3 @@ class BudgetLedger:
         s = self.snapshot()
         return (f"BudgetLedger(cap={s['cap']}, spent={s['spent']:.6g}, reserved={s['reserved']:.6g}, "
                 f"in_flight={s['in_flight']})")
-
-
-# ---------------------------------------------------------------------------
-# Cost of one call
-# ---------------------------------------------------------------------------
-
-def _tokens(value: Any, what: str) -> float:
-    if value is None:
-        raise ValueError(f"{what} is missing")
-    return _amount(value, what)
-
-
-def upper_estimate(price: Price, input_tokens: float, max_output_tokens: float, *,
-                   margin: float = 1.0) -> float:
-    """USD a call can cost at most: input tokens at the input price + ``max_output_tokens``
-    (the limit sent with the call) at the output price, times ``margin`` (>= 1; use > 1 when
-    the input was counted with another tokenizer than the provider's).
-    """
-    if margin < 1 or not math.isfinite(margin):
-        raise ValueError(f"margin must be a finite number >= 1, got {margin!r}")
-    if max_output_tokens is None:
-        raise ValueError("an upper estimate needs max_output_tokens (the call's max_tokens)")
-    inp = _tokens(input_tokens, "input_tokens")
-    out = _tokens(max_output_tokens, "max_output_tokens")
-    return (inp * price.input_per_token + out * price.output_per_token) * float(margin)
-
-
-def _usage_field(usage: Any, *names: str) -> Any:
-    for name in names:
-        value = usage.get(name) if isinstance(usage, Mapping) else getattr(usage, name, None)
-        if value is not None:
-            return value
-    return None
-
-
-def actual_cost(price: Price, usage: Mapping | Any) -> float:
-    """USD of a finished call from its OpenAI-style usage ``{"prompt_tokens", "completion_tokens"}``.
-
-    An object with those attributes (litellm's ``Usage``) works too, and Anthropic-style
-    ``input_tokens``/``output_tokens`` are accepted. Every prompt token is priced at the
-    input price (provider discounts for cached input are not applied: the figure errs high).
-    """
-    if usage is None:
-        raise ValueError("no usage in the response: the call's cost is unknown")
-    prompt = _usage_field(usage, "prompt_tokens", "input_tokens")
-    completion = _usage_field(usage, "completion_tokens", "output_tokens")
-    if prompt is None or completion is None:
-        raise ValueError(f"usage needs prompt_tokens and completion_tokens, got {usage!r}")
-    return (_tokens(prompt, "prompt_tokens") * price.input_per_token
-            + _tokens(completion, "completion_tokens") * price.output_per_token)

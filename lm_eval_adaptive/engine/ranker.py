@@ -26,9 +26,9 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from .bank import ItemBank
-from .cat import Examinee
-from .selection import MaxInfoSelector
+from lm_eval_adaptive.engine.bank import ItemBank
+from lm_eval_adaptive.engine.cat import Examinee
+from lm_eval_adaptive.engine.selection import MaxInfoSelector
 
 __all__ = ["AdaptiveRanker", "Request", "RankingResult", "pairwise_matrix", "tie_groups"]
 

@@ -25,8 +25,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from .atomic import atomic_write
-from .errors import InputError
+from lm_eval_adaptive.atomic import atomic_write
+from lm_eval_adaptive.errors import InputError
 
 __all__ = ["ResponseTable", "read_table", "READ_SUFFIXES", "WRITE_SUFFIXES"]
 

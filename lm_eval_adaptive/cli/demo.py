@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .calibration import calibrate
-from .cat import full_task_estimate
-from .costs import DEFAULT_PRICE, price_for
-from .errors import InputError
-from .ranker import AdaptiveRanker
-from .report import plot_ranking, print_ranking
+from lm_eval_adaptive.atomic import write_json
+from lm_eval_adaptive.cli.report import plot_ranking, print_ranking
+from lm_eval_adaptive.data.price_map import price_for
+from lm_eval_adaptive.data.prices import DEFAULT_PRICE
+from lm_eval_adaptive.data.tables import load_any_table
+from lm_eval_adaptive.engine.calibration import calibrate
+from lm_eval_adaptive.engine.cat import full_task_estimate
+from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.errors import InputError
 
 #: Systems of WMT24 that are (or wrap) commercial LLM APIs.
 DEFAULT_DEMO_SYSTEMS = ("GPT-4", "Claude-3.5", "Gemini-1.5-Pro", "Mistral-Large", "CommandR-plus",
@@ -25,7 +28,6 @@ DEFAULT_DEMO_SYSTEMS = ("GPT-4", "Claude-3.5", "Gemini-1.5-Pro", "Mistral-Large"
 
 
 def run_demo(args, console) -> int:
-    from .cli import _write_json_atomic, load_any_table
 
     table = load_any_table(args.table)
     names = [str(m) for m in table.models]
@@ -90,6 +92,6 @@ def run_demo(args, console) -> int:
             r["full_run_metric"] = row["truth"]
         d.update({"bank_id": bank.bank_id, "full_run_cost_usd": sum(full_cost.values()),
                   "table": table.metric})
-        _write_json_atomic(args.json, d)
+        write_json(args.json, d)
         console.print(f"wrote {args.json}")
     return 0

@@ -1,15 +1,13 @@
-"""Per-token prices of the systems under evaluation, and the cost of items.
+"""Where prices come from: litellm's price map, costs files, and the systems of the bundled benchmarks.
 
-A :class:`Price` holds USD per input token and per output token, with the place the
-numbers came from (``source``). Prices come from, in order of precedence
-(:func:`price_for`):
+Prices come from, in order of precedence (:func:`price_for`):
 
 1. explicit overrides (a costs file, :func:`load_costs_file`, or a ``--price`` option);
 2. the system name itself read as a litellm model id (``gpt-4o-mini``);
 3. :data:`SYSTEM_TO_LITELLM`, which names the API product behind the systems of the
    bundled benchmarks (WMT24 submissions, AlpacaEval models);
-4. :data:`DEFAULT_PRICE` ($1.00 / 1M input tokens, $3.00 / 1M output tokens), or an
-   error when no default is wanted.
+4. :data:`~lm_eval_adaptive.data.prices.DEFAULT_PRICE` ($1.00 / 1M input tokens, $3.00 / 1M
+   output tokens), or an error when no default is wanted.
 
 litellm's price map is read offline: ``LITELLM_LOCAL_MODEL_COST_MAP=True`` is set (unless
 the caller set it otherwise) before litellm is imported, so the copy bundled with the
@@ -25,78 +23,14 @@ import io
 import json
 import math
 import os
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from lm_eval_adaptive.data.prices import DEFAULT_PRICE, Price
 from lm_eval_adaptive.errors import InputError
 
-__all__ = [
-    "Price",
-    "DEFAULT_PRICE",
-    "SYSTEM_TO_LITELLM",
-    "litellm_price",
-    "price_for",
-    "load_costs_file",
-    "uniform_prices",
-]
-
-_PER_MILLION = 1_000_000.0
-
-
-@dataclass(frozen=True)
-class Price:
-    """USD per input token and per output token, and where the numbers came from."""
-
-    input_per_token: float
-    output_per_token: float
-    source: str  # e.g. "litellm:gpt-4o-mini", "default", "file:costs.json", "cli"
-
-    def __post_init__(self) -> None:
-        for field in ("input_per_token", "output_per_token"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)):
-                raise ValueError(f"{field} must be a number, got {value!r}")
-            value = float(value)
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(f"{field} must be a finite number >= 0, got {value!r}")
-            object.__setattr__(self, field, value)
-
-    @classmethod
-    def per_million(cls, input_usd: float, output_usd: float, source: str) -> Price:
-        """A price given in USD per million input and output tokens."""
-        return cls(float(input_usd) / _PER_MILLION, float(output_usd) / _PER_MILLION, source)
-
-    @property
-    def input_per_mtok(self) -> float:
-        """USD per million input tokens."""
-        return self.input_per_token * _PER_MILLION
-
-    @property
-    def output_per_mtok(self) -> float:
-        """USD per million output tokens."""
-        return self.output_per_token * _PER_MILLION
-
-    def item_costs(self, input_tokens: np.ndarray, output_tokens: np.ndarray) -> np.ndarray:
-        """USD per item, vectorised (arrays broadcast); NaN token counts count as 0."""
-        inp = np.asarray(input_tokens, dtype=float)
-        out = np.asarray(output_tokens, dtype=float)
-        inp = np.where(np.isnan(inp), 0.0, inp)
-        out = np.where(np.isnan(out), 0.0, out)
-        return inp * self.input_per_token + out * self.output_per_token
-
-    def __str__(self) -> str:
-        return (
-            f"${self.input_per_mtok:.4g}/1M in, ${self.output_per_mtok:.4g}/1M out "
-            f"({self.source})"
-        )
-
-
-DEFAULT_PRICE: Price = Price.per_million(1.00, 3.00, "default")
-"""Stated default for systems with no API price: $1.00 / 1M input, $3.00 / 1M output tokens."""
+__all__ = ["SYSTEM_TO_LITELLM", "litellm_price", "price_for", "load_costs_file"]
 
 
 # System names of the bundled benchmarks -> litellm model ids (keys of litellm.model_cost).
@@ -189,11 +123,6 @@ def price_for(
     if default is None:
         raise InputError(f"no known price for model {name!r}; give one with --costs or --price")
     return default
-
-
-def uniform_prices(models: Iterable[str], price: Price = DEFAULT_PRICE) -> dict[str, Price]:
-    """The same price for every model (backtest setting "same price for every system")."""
-    return {m: price for m in models}
 
 
 # ---------------------------------------------------------------------------

@@ -29,10 +29,24 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import InputError
+from lm_eval_adaptive.atomic import write_json
+from lm_eval_adaptive.data.tables import load_any_table
+from lm_eval_adaptive.engine.calibration import calibrate
+from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.harness.run import table_from_sample_logs
+from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy
+from lm_eval_adaptive.live.journal import JOURNAL_NAME, Journal, env_secrets, redact
+from lm_eval_adaptive.live.session import (
+    RUN_FILE,
+    LiveProgress,
+    Setup,
+    announce,
+    model_rows,
+)
 
-__all__ = ["LEADERBOARD_FORMAT", "load_leaderboard", "create_leaderboard", "cmd_leaderboard", "cmd_refresh",
-           "add_leaderboard_parsers"]
+__all__ = ["LEADERBOARD_FORMAT", "REFRESH_KEYS", "load_leaderboard", "create_leaderboard", "refresh",
+           "print_leaderboard"]
 
 LEADERBOARD_FORMAT = "lm-eval-adaptive/leaderboard"
 LEADERBOARD_VERSION = 1
@@ -61,7 +75,6 @@ def load_leaderboard(path) -> dict:
 
 
 def _history_table(lb: dict, lb_path: Path):
-    from .cli import load_any_table
 
     spec = str(lb["history"])
     cand = (lb_path.parent / spec)
@@ -81,7 +94,6 @@ def _anchors(lb: dict, table, path) -> list[str]:
 
 
 def _bank(lb: dict, table, anchors):
-    from .calibration import calibrate
 
     bank = calibrate(table.select_models(anchors), metric=lb["metric"], task=lb["task"])
     return bank
@@ -114,14 +126,11 @@ def create_leaderboard(history: str | None, *, task: str, metric: str, models=No
                        confidence: float = 0.95, out, samples=None) -> dict:
     """Write a leaderboard of full runs: from a response table (``history``), or from harness
     sample logs (``samples``: their scores are written beside it as ``<name>.history.csv.gz``)."""
-    from .cli import load_any_table
-    from .ranker import AdaptiveRanker
 
     out = Path(out)
     if (history is None) == (samples is None):
         raise InputError("give the full runs as --history TABLE or as --samples PATH... (not both)")
     if samples is not None:
-        from .harness import table_from_sample_logs
 
         table = table_from_sample_logs(samples, task=task, metric=metric)
         history = str(out.with_name(out.name.removesuffix(".json") + ".history.csv.gz"))
@@ -161,9 +170,8 @@ def _now() -> str:
 
 
 def _write(path: Path, lb: dict) -> None:
-    from .cli import _write_json_atomic
 
-    _write_json_atomic(path, lb)
+    write_json(path, lb)
 
 
 def _entries(res, ranker, old: dict, new: dict) -> list[dict]:
@@ -180,32 +188,12 @@ def _entries(res, ranker, old: dict, new: dict) -> list[dict]:
     return out
 
 
-# ---------------------------------------------------------------------------- refresh
-def cmd_refresh(args) -> int:
-    from rich.console import Console
-
-    from .rank import _open_run
-
-    console = Console(stderr=True)
-    out_dir, journal, resumed = _open_run(args, _REFRESH_KEYS, command="refresh", required=False)
-    try:
-        return _refresh(args, console, out_dir, journal, resumed)
-    finally:
-        if journal is not None:
-            journal.close()
-
-
-_REFRESH_KEYS = ("leaderboard", "add", "budget_usd", "confidence", "min_items", "max_items", "concurrency",
+REFRESH_KEYS = ("leaderboard", "add", "budget_usd", "confidence", "min_items", "max_items", "concurrency",
                  "price", "metric", "item_field", "include_path", "num_fewshot", "apply_chat_template",
                  "fewshot_as_multiturn", "gen_kwargs", "system_instruction", "seed", "metadata")
 
 
-def _refresh(args, console, out_dir, journal, resumed) -> int:
-    from .cli import _write_json_atomic
-    from .journal import JOURNAL_NAME, Journal, redact
-    from .live import LiveRun, RetryPolicy
-    from .rank import RUN_FILE, Setup, _announce, _Progress, _secrets, model_rows
-    from .ranker import AdaptiveRanker
+def refresh(args, console, out_dir, journal, resumed) -> int:
 
     if not args.leaderboard:
         raise InputError("--leaderboard FILE: the leaderboard to refresh")
@@ -240,14 +228,14 @@ def _refresh(args, console, out_dir, journal, resumed) -> int:
         raise RuntimeError("anchors are never asked")
 
     if out_dir is not None and journal is None:
-        settings = {k: getattr(args, k, None) for k in _REFRESH_KEYS}
+        settings = {k: getattr(args, k, None) for k in REFRESH_KEYS}
         settings["add"] = list(args.models)
         settings["leaderboard"] = str(path.resolve())
         settings["include_path"] = str(Path(args.include_path).resolve()) if args.include_path else None
-        _write_json_atomic(out_dir / RUN_FILE, redact({"command": "refresh", "settings": settings,
-                                                       "bank_id": bank.bank_id}, _secrets()))
+        write_json(out_dir / RUN_FILE, redact({"command": "refresh", "settings": settings,
+                                                       "bank_id": bank.bank_id}, env_secrets()))
         journal = Journal.create(out_dir, {"command": "refresh", "leaderboard": str(path), "models": new,
-                                           "bank_id": bank.bank_id}, secrets=_secrets())
+                                           "bank_id": bank.bank_id}, secrets=env_secrets())
     elif journal is not None and journal.header.get("bank_id") != bank.bank_id:
         raise InputError(f"the leaderboard's history changed since the refresh started (bank "
                          f"{journal.header.get('bank_id')} → {bank.bank_id})", path=str(out_dir / JOURNAL_NAME))
@@ -255,14 +243,14 @@ def _refresh(args, console, out_dir, journal, resumed) -> int:
                    upper_cost=setup.upper_cost, actual_cost=setup.actual_cost, scale=setup.scale,
                    ledger=setup.ledger, journal=journal,
                    retry=RetryPolicy(max_attempts=args.max_attempts, base_s=args.backoff),
-                   max_failures=args.max_failures, secrets=_secrets())
+                   max_failures=args.max_failures, secrets=env_secrets())
     if resumed:
         info = live.resume_from(journal)
         console.print(f"resumed {out_dir}: {info['scores']} scored items replayed, {info['lost_in_flight']} "
                       f"call(s) lost in flight (not requested again), ${info['spent_usd']:.4f} already spent")
-    _announce(console, setup, args)
+    announce(console, setup, args)
     console.print(f"anchors: {len(anchors)} full-run entries of {path} (bank {bank.bank_id}, {bank.n_items} items)")
-    with _Progress(console, live, setup, enabled=not args.no_progress) as prog:
+    with LiveProgress(console, live, setup, enabled=not args.no_progress) as prog:
         live.on_progress = prog.update
         live.run()
     res = ranker.result()
@@ -309,13 +297,13 @@ def _refresh(args, console, out_dir, journal, resumed) -> int:
         "spent_usd": setup.ledger.spent, "stopped_because": stopped, "confidence": args.confidence,
         "items": {m: res.items[m] for m in new}})
     _write(path, lb)
-    _print_leaderboard(console, lb, added, res.failed)
+    print_leaderboard(console, lb, added, res.failed)
     console.print(f"stopped because: {stopped}; spent ${setup.ledger.spent:.4f} of a ${args.budget_usd:g} cap; "
                   f"{path} updated")
     return 0
 
 
-def _print_leaderboard(console, lb, added, failed) -> None:
+def print_leaderboard(console, lb, added, failed) -> None:
     from rich.table import Table
 
     t = Table(title=f"{lb['task']} leaderboard ({lb['metric']})")
@@ -331,48 +319,3 @@ def _print_leaderboard(console, lb, added, failed) -> None:
     console.print(t)
     for m, why in failed.items():
         console.print(f"[red]failed[/]: {m}: {why} (not entered)")
-
-
-# ---------------------------------------------------------------------------- CLI
-def cmd_leaderboard(args) -> int:
-    from rich.console import Console
-
-    lb = create_leaderboard(args.history, task=args.task, metric=args.metric, models=args.models,
-                            item_field=args.item_field, confidence=args.confidence, out=args.out,
-                            samples=args.samples)
-    _print_leaderboard(Console(stderr=True), lb, {}, {})
-    return 0
-
-
-def add_leaderboard_parsers(sub) -> None:
-    from .rank import add_live_arguments, add_task_arguments
-
-    c = sub.add_parser("leaderboard", help="create a leaderboard file from full runs (a response table)")
-    c.add_argument("--history", default=None, metavar="TABLE",
-                   help="response table of the full runs (file, or a named table such as wmt24/en-de/bleu)")
-    c.add_argument("--samples", nargs="+", default=None, metavar="PATH",
-                   help="or the harness sample logs of the full runs (run --log_samples); their scores "
-                        "are written beside the leaderboard as NAME.history.csv.gz")
-    c.add_argument("--task", required=True, help="the harness task the scores are of")
-    c.add_argument("--metric", required=True, help="the per-document metric")
-    c.add_argument("--models", nargs="+", default=None, help="entries to take (default: every model)")
-    c.add_argument("--item-field", default=None, metavar="FIELD",
-                   help="document field holding the table's item ids (default: the harness doc_id)")
-    c.add_argument("--confidence", type=float, default=0.95)
-    c.add_argument("--out", required=True, help="the leaderboard JSON to write")
-    c.set_defaults(func=cmd_leaderboard)
-
-    r = sub.add_parser("refresh", help="place new models on a leaderboard adaptively within a dollar cap")
-    r.add_argument("--leaderboard", metavar="FILE")
-    r.add_argument("--add", nargs="+", metavar="SPEC", help="new harness models, TYPE:ARGS (or NAME=TYPE:ARGS)")
-    r.add_argument("--budget-usd", type=float, default=None, metavar="USD", help="hard cap on the refresh's spend")
-    r.add_argument("--confidence", type=float, default=None, help="γ (default: the leaderboard's)")
-    r.add_argument("--min-items", type=int, default=10)
-    r.add_argument("--max-items", type=int, default=None)
-    r.add_argument("--output", default=None, metavar="DIR",
-                   help="keep the run's settings and journal here (then --resume DIR continues a crashed run)")
-    r.add_argument("--resume", default=None, metavar="DIR", help="continue the refresh journaled in DIR")
-    r.add_argument("--seed", type=int, default=0)
-    add_task_arguments(r)
-    add_live_arguments(r)
-    r.set_defaults(func=cmd_refresh)

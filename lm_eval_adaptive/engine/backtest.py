@@ -19,12 +19,16 @@ from typing import Mapping
 import numpy as np
 from scipy import stats
 
-from .baselines import fixed_length_cat, random_sampling
-from .calibration import DEFAULT_METHOD, DEFAULT_SCALING, calibrate
-from .costs import DEFAULT_PRICE, Price
-from .errors import InputError
-from .ranker import AdaptiveRanker
-from .selection import MaxInfoSelector
+from lm_eval_adaptive.data.prices import DEFAULT_PRICE, Price
+from lm_eval_adaptive.engine.baselines import fixed_length_cat, random_sampling
+from lm_eval_adaptive.engine.calibration import (
+    DEFAULT_METHOD,
+    DEFAULT_SCALING,
+    calibrate,
+)
+from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.selection import MaxInfoSelector
+from lm_eval_adaptive.errors import InputError
 
 __all__ = ["BacktestConfig", "backtest", "holdout_sets", "ground_truth", "kendall_tau",
            "tie_metrics", "confident_accuracy"]
@@ -183,8 +187,8 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
              prices: Mapping[str, Price] | None = None, progress=None) -> dict:
     """Run the protocol on ``table`` and return the summary dict (see module docstring).
 
-    ``prices`` maps model names to :class:`~lm_eval_adaptive.costs.Price`; models not in
-    it (or all, when None) cost :data:`~lm_eval_adaptive.costs.DEFAULT_PRICE`.
+    ``prices`` maps model names to :class:`~lm_eval_adaptive.data.prices.Price`; models not in
+    it (or all, when None) cost :data:`~lm_eval_adaptive.data.prices.DEFAULT_PRICE`.
     ``progress`` is an optional callable ``progress(done, total)``.
     """
     t0 = time.perf_counter()

@@ -3,10 +3,10 @@
 :class:`LiveRun` knows nothing of the harness or of HTTP: it is given, per model, a
 *caller* — ``caller(item_id) -> ItemScore`` (the harness task wrapper in production, any
 function in simulation) — and an upper cost estimate per item, and it drives an
-:class:`~lm_eval_adaptive.ranker.AdaptiveRanker` to the end:
+:class:`~lm_eval_adaptive.engine.ranker.AdaptiveRanker` to the end:
 
 1. ``ranker.ask()`` gives the next (model, item); the call's UPPER cost is reserved in the
-   :class:`~lm_eval_adaptive.budget.BudgetLedger` (refused → the request is released and the
+   :class:`~lm_eval_adaptive.live.ledger.BudgetLedger` (refused → the request is released and the
    run waits for calls in flight; none in flight → the run stops on the budget), a
    ``request`` record is journaled, and the call goes to a worker thread.
 2. A worker makes the call, retrying 429s, timeouts, dropped connections and 5xx with
@@ -40,9 +40,9 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from .budget import BudgetLedger
-from .journal import Journal, redact
-from .ranker import AdaptiveRanker, Request
+from lm_eval_adaptive.engine.ranker import AdaptiveRanker, Request
+from lm_eval_adaptive.live.journal import Journal, redact
+from lm_eval_adaptive.live.ledger import BudgetLedger
 
 __all__ = ["LiveRun", "RetryPolicy", "is_retryable", "ModelFailed"]
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .bank import ItemBank
-from .estimation import DEFAULT_PRIOR_SD, GridPosterior
-from .selection import MaxInfoSelector
+from lm_eval_adaptive.engine.bank import ItemBank
+from lm_eval_adaptive.engine.estimation import DEFAULT_PRIOR_SD, GridPosterior
+from lm_eval_adaptive.engine.selection import MaxInfoSelector
 
 __all__ = ["Examinee", "AdaptiveTest", "TestResult", "full_task_estimate"]
 

@@ -7,61 +7,31 @@ exits with status 2; nothing is left half-written.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
-from . import __version__
-from .errors import InputError
-
-EMBEDDED = {
-    "wmt24-en-de-chrf": "wmt24_en-de_chrf.csv.gz",
-    "alpaca-eval-judge": "alpaca_eval_judge.csv.gz",
-}
-
-
-def embedded_path(name: str) -> Path:
-    return Path(__file__).parent / "data" / EMBEDDED[name]
-
-
-def load_any_table(spec: str, *, metric: str | None = None):
-    """A response table from a file, an embedded table (``embedded:NAME``) or a named real table."""
-    from .responses import read_table
-
-    if spec.startswith("embedded:"):
-        name = spec.split(":", 1)[1]
-        if name not in EMBEDDED:
-            raise InputError(f"unknown embedded table {name!r}; choose one of {', '.join(EMBEDDED)}")
-        return read_table(embedded_path(name), metric=metric or name)
-    p = Path(spec)
-    if p.exists():
-        return read_table(p, metric=metric or p.name.split(".")[0])
-    from .datasets import NAMED_TABLES, load_named
-
-    if spec in NAMED_TABLES:
-        return load_named(spec)
-    raise InputError(f"no such file, and not a named table ({', '.join(NAMED_TABLES)}) "
-                     f"nor embedded:{{{','.join(EMBEDDED)}}}", path=spec)
-
-
-def _write_json_atomic(path: str | Path, obj) -> None:
-    from .atomic import atomic_write_text
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(obj, indent=2, default=_json_default) + "\n")
-
-
-def _json_default(o):
-    import numpy as np
-
-    if isinstance(o, (np.floating, np.integer)):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    if isinstance(o, (set, frozenset)):
-        return sorted(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+from lm_eval_adaptive import __version__
+from lm_eval_adaptive.atomic import write_json
+from lm_eval_adaptive.cli.demo import run_demo
+from lm_eval_adaptive.cli.leaderboard import add_leaderboard_parsers
+from lm_eval_adaptive.cli.rank import add_rank_parser
+from lm_eval_adaptive.cli.report import print_backtest, print_calibration
+from lm_eval_adaptive.data.price_map import load_costs_file, price_for
+from lm_eval_adaptive.data.prices import DEFAULT_PRICE
+from lm_eval_adaptive.data.tables import load_any_table
+from lm_eval_adaptive.engine.backtest import BacktestConfig, backtest
+from lm_eval_adaptive.engine.calibration import (
+    DEFAULT_METHOD,
+    DEFAULT_SCALING,
+    calibrate,
+)
+from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.harness.run import (
+    ModelCallError,
+    add_run_parser,
+    table_from_sample_logs,
+)
+from lm_eval_adaptive.replay.server import add_arguments as add_replay_arguments
+from lm_eval_adaptive.replay.server import serve
 
 
 def _console():
@@ -75,7 +45,6 @@ def _console():
 
 # ---------------------------------------------------------------- calibrate
 def cmd_calibrate(args) -> int:
-    from .calibration import calibrate
 
     if args.samples:
         if args.table:
@@ -83,7 +52,6 @@ def cmd_calibrate(args) -> int:
         if not args.task or not args.metric:
             raise InputError("--samples needs --task (the harness task name) and --metric "
                              "(the per-document metric in the sample logs)")
-        from .harness import table_from_sample_logs
 
         table = table_from_sample_logs(args.samples, task=args.task, metric=args.metric)
     elif args.table:
@@ -100,7 +68,6 @@ def cmd_calibrate(args) -> int:
                      atlas_filters=args.atlas_filters, likelihood=args.likelihood,
                      task=args.task, metric=args.metric or table.metric)
     bank.save(args.out)
-    from .report import print_calibration
 
     print_calibration(_console(), bank, args.out)
     return 0
@@ -108,8 +75,6 @@ def cmd_calibrate(args) -> int:
 
 # ----------------------------------------------------------------- backtest
 def cmd_backtest(args) -> int:
-    from .backtest import BacktestConfig, backtest
-    from .report import print_backtest
 
     config = BacktestConfig(holdout_size=args.holdout_size, folds=args.folds, seeds=args.seeds,
                             confidence=args.confidence, min_items=args.min_items,
@@ -120,7 +85,13 @@ def cmd_backtest(args) -> int:
     tables = [load_any_table(t) for t in args.table]
     console = _console()
     results = []
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, transient=True,
@@ -137,7 +108,7 @@ def cmd_backtest(args) -> int:
             out = results[0]
         else:
             out = {"tables": results, "mean": _mean_block(results)}
-        _write_json_atomic(args.json, out)
+        write_json(args.json, out)
         console.print(f"wrote {args.json}")
     return 0
 
@@ -160,7 +131,6 @@ def _mean_block(results):
 
 
 def _prices_for(args, models):
-    from .costs import DEFAULT_PRICE, load_costs_file, price_for
 
     overrides = load_costs_file(args.costs) if args.costs else {}
     if args.prices == "litellm":
@@ -170,7 +140,6 @@ def _prices_for(args, models):
 
 # --------------------------------------------------------------------- demo
 def cmd_demo(args) -> int:
-    from .demo import run_demo
 
     return run_demo(args, _console())
 
@@ -184,7 +153,6 @@ def cmd_export_table(args) -> int:
 
 
 def cmd_replay_server(args) -> int:
-    from .replay import serve
 
     return int(serve(args) or 0)
 
@@ -262,7 +230,6 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
     b.set_defaults(func=cmd_backtest)
 
     if with_run:  # the harness's own parser: only imported when `run` is asked for
-        from .harness import add_run_parser
 
         add_run_parser(sub)
     else:
@@ -270,14 +237,9 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
                        help="lm-eval run, plus --adaptive: generate and score only the documents "
                             "the CAT picks (see `lm-eval-adaptive run --help`)")
 
-    from .rank import add_rank_parser
-
     add_rank_parser(sub)
-    from .leaderboard import add_leaderboard_parsers
 
     add_leaderboard_parsers(sub)
-
-    from .replay import add_arguments as add_replay_arguments
 
     r = sub.add_parser("replay-server", help="OpenAI-compatible endpoint answering with recorded real "
                                              "outputs (offline tests and demos)")
@@ -296,11 +258,9 @@ def main(argv=None) -> int:
     parser = build_parser(with_run=bool(argv) and argv[0] == "run")
     args = parser.parse_args(argv)
     if getattr(args, "scaling", "x") is None:
-        from .calibration import DEFAULT_SCALING
 
         args.scaling = DEFAULT_SCALING
     if getattr(args, "method", "x") is None:
-        from .calibration import DEFAULT_METHOD
 
         args.method = DEFAULT_METHOD
     try:
@@ -309,7 +269,6 @@ def main(argv=None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except RuntimeError as e:
-        from .harness import ModelCallError
 
         if not isinstance(e, ModelCallError):
             raise

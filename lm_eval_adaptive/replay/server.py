@@ -6,7 +6,7 @@ prompt contains the text of a recorded item; the answer is that system's recorde
 output for that item.  Nothing is ever invented: an unknown model, an unrecognised
 prompt or a missing output gives HTTP 404 with an OpenAI-style error body.
 
-Data (read from :func:`lm_eval_adaptive.datasets.data_root`, never copied):
+Data (read from :func:`lm_eval_adaptive.data.datasets.data_root`, never copied):
 
 * ``wmt24/<pair>/`` -- ``source.txt`` and ``systems/<SYSTEM>.txt``; an item is a
   0-based line number (the canary line is skipped).
@@ -101,8 +101,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .datasets import read_jsonl, read_lines
-from .errors import InputError
+from lm_eval_adaptive.data.datasets import data_root, read_jsonl, read_lines
+from lm_eval_adaptive.errors import InputError
 
 __all__ = [
     "FAIL_KINDS",
@@ -226,7 +226,7 @@ class _Match:
         return (self.end, self.end - self.start)
 
 
-class _SourceMatcher:
+class SourceMatcher:
     """Finds which of a fixed set of texts occurs last in a prompt.
 
     Texts (stripped) of at least ``_KEY`` characters are indexed by their first
@@ -332,7 +332,7 @@ class _Wmt:
     pair: str
     base: Path
     systems: dict[str, Path]
-    matcher: _SourceMatcher | None = None
+    matcher: SourceMatcher | None = None
     n_lines: int = 0
     outputs: dict[str, list[str]] = field(default_factory=dict)
 
@@ -341,7 +341,7 @@ class ReplayStore:
     """Recorded outputs of the real data, loaded lazily from :func:`data_root`.
 
     Args:
-        root: data directory (default: :func:`lm_eval_adaptive.datasets.data_root`).
+        root: data directory (default: :func:`lm_eval_adaptive.data.datasets.data_root`).
 
     Raises:
         InputError: when the directory does not exist or holds neither
@@ -349,7 +349,6 @@ class ReplayStore:
     """
 
     def __init__(self, root: str | os.PathLike[str] | None = None):
-        from .datasets import data_root
 
         self.root = data_root(root)
         self._lock = threading.RLock()
@@ -381,10 +380,10 @@ class ReplayStore:
         if not self._wmt and not self._alpaca_models:
             raise InputError("no replayable data (wmt24/<pair>/ or alpaca_eval/) found",
                              path=str(self.root))
-        self._alpaca_matcher: _SourceMatcher | None = None
+        self._alpaca_matcher: SourceMatcher | None = None
         self._alpaca_outputs: dict[str, dict[str, str]] = {}
         self._judge_prefs: dict[str, dict[str, float]] = {}
-        self._matchers_by_content: dict[tuple[tuple[str, int], ...], _SourceMatcher] = {}
+        self._matchers_by_content: dict[tuple[tuple[str, int], ...], SourceMatcher] = {}
         self._hints = {pair: _compile_hint(pair.split("-", 1)[-1]) for pair in self._wmt}
         self._lower: dict[str, list[str]] = {}
         for name in self._plain_names():
@@ -425,7 +424,7 @@ class ReplayStore:
             raise InputError(f"unknown WMT24 pair {pair!r}; available: "
                              f"{', '.join(self._wmt) or 'none'}") from None
 
-    def _wmt_matcher(self, pair: str) -> _SourceMatcher:
+    def _wmt_matcher(self, pair: str) -> SourceMatcher:
         entry = self._wmt_entry(pair)
         if entry.matcher is not None:
             return entry.matcher
@@ -443,7 +442,7 @@ class ReplayStore:
                 content = tuple(keep)
                 matcher = self._matchers_by_content.get(content)
                 if matcher is None:
-                    matcher = _SourceMatcher(keep)
+                    matcher = SourceMatcher(keep)
                     self._matchers_by_content[content] = matcher
                 entry.n_lines = len(source)
                 entry.matcher = matcher
@@ -462,7 +461,7 @@ class ReplayStore:
                     entry.outputs[system] = lines
         return lines
 
-    def _alpaca(self) -> _SourceMatcher:
+    def _alpaca(self) -> SourceMatcher:
         if self._alpaca_matcher is None:
             with self._lock:
                 if self._alpaca_matcher is None:
@@ -473,7 +472,7 @@ class ReplayStore:
                         text = rec.get("instruction")
                         if ident is not None and isinstance(text, str):
                             entries.append((text, ident))
-                    self._alpaca_matcher = _SourceMatcher(entries)
+                    self._alpaca_matcher = SourceMatcher(entries)
         return self._alpaca_matcher
 
     def _alpaca_model_outputs(self, model: str) -> dict[str, str]:

@@ -25,9 +25,9 @@ One process writes a journal at a time: opening for writing takes an exclusive `
 (on systems that have it), so two resumes of the same run cannot both pay for the same items.
 
 Resume: :meth:`Journal.replay_into` feeds the score records back into a fresh
-:class:`~lm_eval_adaptive.ranker.AdaptiveRanker`; :meth:`Journal.completed_keys` says which
+:class:`~lm_eval_adaptive.engine.ranker.AdaptiveRanker`; :meth:`Journal.completed_keys` says which
 (model, item) pairs are done; :meth:`Journal.costs` lists what was paid, for
-:meth:`BudgetLedger.charge_known <lm_eval_adaptive.budget.BudgetLedger.charge_known>`.
+:meth:`BudgetLedger.charge_known <lm_eval_adaptive.live.ledger.BudgetLedger.charge_known>`.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import BankError, InputError
+from lm_eval_adaptive.errors import BankError, InputError
 
 try:  # POSIX advisory locks; without them (Windows) the journal is not locked
     import fcntl
@@ -101,7 +101,7 @@ _SECRET_ENV = re.compile(r"(?i)(API_?KEY|TOKEN|SECRET|SECRET_KEY|SECRET_ACCESS_K
 _MIN_ENV_SECRET = 8  # shorter values (e.g. a dummy "replay") would redact ordinary words
 
 
-def _env_secrets() -> list[str]:
+def env_secrets() -> list[str]:
     return [v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= _MIN_ENV_SECRET]
 
 
@@ -165,7 +165,7 @@ def redact(obj: Any, secrets: Iterable[str] = ()) -> Any:
     the values of ``secrets`` and of environment variables named like ``*_API_KEY``,
     ``*_TOKEN``, ``*_SECRET`` (8 characters or more) are replaced by ``***``.
     """
-    return _clean(obj, [*secrets, *_env_secrets()], "record")
+    return _clean(obj, [*secrets, *env_secrets()], "record")
 
 
 # ---------------------------------------------------------------------------
@@ -402,7 +402,7 @@ class Journal:
         """(key, USD) of every record with a ``cost_usd`` (scores, and failures that were billed).
 
         Keys are ``"journal:<line>"``, stable across resumes, for
-        :meth:`BudgetLedger.charge_known <lm_eval_adaptive.budget.BudgetLedger.charge_known>`.
+        :meth:`BudgetLedger.charge_known <lm_eval_adaptive.live.ledger.BudgetLedger.charge_known>`.
         """
         return [(f"journal:{n}", float(r["cost_usd"])) for n, r in self._numbered()
                 if r.get("type") != "header" and r.get("cost_usd") is not None]

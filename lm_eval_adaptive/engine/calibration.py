@@ -1,6 +1,6 @@
 """Calibration: item difficulties and the noise parameter k from full runs of many models.
 
-Implements METHOD.md §2 on a long-format :class:`~lm_eval_adaptive.responses.ResponseTable`
+Implements METHOD.md §2 on a long-format :class:`~lm_eval_adaptive.data.responses.ResponseTable`
 (missing (model, item) pairs allowed; repeated rows are several observations, averaged
 per model for difficulties and kept one by one for k). Everything is vectorised over
 observations with ``np.bincount``.
@@ -26,10 +26,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit, logit
 
-from . import __version__
-from .bank import SCALINGS, ItemBank
-from .errors import InputError
-from .response_model import ContinuousResponseModel
+from lm_eval_adaptive import __version__
+from lm_eval_adaptive.engine.bank import SCALINGS, ItemBank
+from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
+from lm_eval_adaptive.errors import InputError
 
 __all__ = ["calibrate", "DEFAULT_SCALING", "DEFAULT_EPSILON"]
 

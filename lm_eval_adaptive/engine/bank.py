@@ -17,10 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__
-from .atomic import atomic_write_text
-from .errors import BankError
-from .response_model import ResponseModel, response_model_from_dict
+from lm_eval_adaptive import __version__
+from lm_eval_adaptive.atomic import atomic_write_text
+from lm_eval_adaptive.engine.response_model import (
+    ResponseModel,
+    response_model_from_dict,
+)
+from lm_eval_adaptive.errors import BankError
 
 __all__ = ["ItemBank", "BANK_FORMAT", "BANK_VERSION", "SCALINGS"]
 

@@ -31,11 +31,19 @@ from pathlib import Path
 
 import numpy as np
 
-from .bank import ItemBank
-from .cat import AdaptiveTest, full_task_estimate
-from .datasets import read_jsonl_records
-from .errors import BankError, InputError
-from .task_wrapper import capture_usage, usage_sink, usage_total
+from lm_eval_adaptive.data.datasets import read_jsonl_records
+from lm_eval_adaptive.data.price_map import price_for
+from lm_eval_adaptive.data.prices import DEFAULT_PRICE, Price, actual_cost
+from lm_eval_adaptive.data.responses import ResponseTable
+from lm_eval_adaptive.engine.bank import ItemBank
+from lm_eval_adaptive.engine.cat import AdaptiveTest, full_task_estimate
+from lm_eval_adaptive.errors import BankError, InputError
+from lm_eval_adaptive.harness.scorer import (
+    capture_usage,
+    fresh_instance,
+    usage_sink,
+    usage_total,
+)
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: bundled price map, no fetch
 
@@ -134,7 +142,6 @@ def _model_name(cfg) -> str:
 
 
 def _price(cfg, args):
-    from .costs import DEFAULT_PRICE, Price, price_for
 
     if args.adaptive_price:
         try:
@@ -271,7 +278,6 @@ def _full_run_requests(task_obj) -> None:
     ``build_all_requests`` builds every document's requests once, as a full run does, and
     each call then takes fresh copies of the requested documents' requests.
     """
-    from .task_wrapper import fresh_instance
 
     build = task_obj.build_all_requests
     memo: dict = {}
@@ -356,7 +362,6 @@ def _charges(price, usage_list, estimates: np.ndarray, totals: dict) -> np.ndarr
     ``price``, shared out in proportion to the documents' estimates (exact for one document
     per batch); the estimates themselves when some call reported no usage or none was made
     (a local model)."""
-    from .budget import actual_cost
 
     if not usage_list:
         return estimates
@@ -427,7 +432,6 @@ def table_from_sample_logs(paths, *, task: str, metric: str):
     or ``config.model_args``), else the folder name. Item = ``doc_id``; tokens ≈ characters/4
     of the prompt and of the response.
     """
-    from .responses import ResponseTable
 
     files = []
     for p in map(Path, paths):

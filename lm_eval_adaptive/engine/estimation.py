@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .response_model import ResponseModel
+from lm_eval_adaptive.engine.response_model import ResponseModel
 
 __all__ = ["GridPosterior", "DEFAULT_PRIOR_SD", "DEFAULT_GRID_HALF_WIDTH", "DEFAULT_GRID_STEP"]
 

@@ -27,9 +27,9 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from .atomic import atomic_write
-from .errors import InputError
-from .responses import ResponseTable
+from lm_eval_adaptive.atomic import atomic_write
+from lm_eval_adaptive.data.responses import ResponseTable
+from lm_eval_adaptive.errors import InputError
 
 __all__ = [
     "DATA_ENV",
@@ -94,7 +94,7 @@ def data_root(root: str | os.PathLike[str] | None = None) -> Path:
             )
         return path
     candidates = [
-        Path(__file__).resolve().parents[1] / ".." / "shared" / "data",
+        Path(__file__).resolve().parents[2] / ".." / "shared" / "data",
         Path.cwd() / ".." / "shared" / "data",
     ]
     for path in candidates:

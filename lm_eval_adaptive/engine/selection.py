@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .response_model import ResponseModel
+from lm_eval_adaptive.engine.response_model import ResponseModel
 
 __all__ = ["MaxInfoSelector", "select_max_information"]
 

@@ -1,0 +1,69 @@
+"""``lm-eval-adaptive leaderboard`` (create a leaderboard from full runs) and ``refresh`` (place new models live)."""
+
+from __future__ import annotations
+
+from lm_eval_adaptive.cli.rank import add_live_arguments, add_task_arguments
+from lm_eval_adaptive.live.leaderboard import (
+    REFRESH_KEYS,
+    create_leaderboard,
+    print_leaderboard,
+    refresh,
+)
+from lm_eval_adaptive.live.session import open_run
+
+__all__ = ["cmd_leaderboard", "cmd_refresh", "add_leaderboard_parsers"]
+
+
+def cmd_refresh(args) -> int:
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    out_dir, journal, resumed = open_run(args, REFRESH_KEYS, command="refresh", required=False)
+    try:
+        return refresh(args, console, out_dir, journal, resumed)
+    finally:
+        if journal is not None:
+            journal.close()
+
+
+def cmd_leaderboard(args) -> int:
+    from rich.console import Console
+
+    lb = create_leaderboard(args.history, task=args.task, metric=args.metric, models=args.models,
+                            item_field=args.item_field, confidence=args.confidence, out=args.out,
+                            samples=args.samples)
+    print_leaderboard(Console(stderr=True), lb, {}, {})
+    return 0
+
+
+def add_leaderboard_parsers(sub) -> None:
+
+    c = sub.add_parser("leaderboard", help="create a leaderboard file from full runs (a response table)")
+    c.add_argument("--history", default=None, metavar="TABLE",
+                   help="response table of the full runs (file, or a named table such as wmt24/en-de/bleu)")
+    c.add_argument("--samples", nargs="+", default=None, metavar="PATH",
+                   help="or the harness sample logs of the full runs (run --log_samples); their scores "
+                        "are written beside the leaderboard as NAME.history.csv.gz")
+    c.add_argument("--task", required=True, help="the harness task the scores are of")
+    c.add_argument("--metric", required=True, help="the per-document metric")
+    c.add_argument("--models", nargs="+", default=None, help="entries to take (default: every model)")
+    c.add_argument("--item-field", default=None, metavar="FIELD",
+                   help="document field holding the table's item ids (default: the harness doc_id)")
+    c.add_argument("--confidence", type=float, default=0.95)
+    c.add_argument("--out", required=True, help="the leaderboard JSON to write")
+    c.set_defaults(func=cmd_leaderboard)
+
+    r = sub.add_parser("refresh", help="place new models on a leaderboard adaptively within a dollar cap")
+    r.add_argument("--leaderboard", metavar="FILE")
+    r.add_argument("--add", nargs="+", metavar="SPEC", help="new harness models, TYPE:ARGS (or NAME=TYPE:ARGS)")
+    r.add_argument("--budget-usd", type=float, default=None, metavar="USD", help="hard cap on the refresh's spend")
+    r.add_argument("--confidence", type=float, default=None, help="γ (default: the leaderboard's)")
+    r.add_argument("--min-items", type=int, default=10)
+    r.add_argument("--max-items", type=int, default=None)
+    r.add_argument("--output", default=None, metavar="DIR",
+                   help="keep the run's settings and journal here (then --resume DIR continues a crashed run)")
+    r.add_argument("--resume", default=None, metavar="DIR", help="continue the refresh journaled in DIR")
+    r.add_argument("--seed", type=int, default=0)
+    add_task_arguments(r)
+    add_live_arguments(r)
+    r.set_defaults(func=cmd_refresh)

@@ -1,0 +1,1 @@
+"""Data: response tables, the loaders of the recorded real data, prices."""

@@ -1,0 +1,36 @@
+"""Response tables by name: a file, a table embedded in the package, or a named real table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lm_eval_adaptive.data.datasets import NAMED_TABLES, load_named
+from lm_eval_adaptive.data.responses import read_table
+from lm_eval_adaptive.errors import InputError
+
+__all__ = ["EMBEDDED", "embedded_path", "load_any_table"]
+
+EMBEDDED = {
+    "wmt24-en-de-chrf": "wmt24_en-de_chrf.csv.gz",
+    "alpaca-eval-judge": "alpaca_eval_judge.csv.gz",
+}
+
+
+def embedded_path(name: str) -> Path:
+    return Path(__file__).parent / EMBEDDED[name]
+
+
+def load_any_table(spec: str, *, metric: str | None = None):
+    """A response table from a file, an embedded table (``embedded:NAME``) or a named real table."""
+    if spec.startswith("embedded:"):
+        name = spec.split(":", 1)[1]
+        if name not in EMBEDDED:
+            raise InputError(f"unknown embedded table {name!r}; choose one of {', '.join(EMBEDDED)}")
+        return read_table(embedded_path(name), metric=metric or name)
+    p = Path(spec)
+    if p.exists():
+        return read_table(p, metric=metric or p.name.split(".")[0])
+    if spec in NAMED_TABLES:
+        return load_named(spec)
+    raise InputError(f"no such file, and not a named table ({', '.join(NAMED_TABLES)}) "
+                     f"nor embedded:{{{','.join(EMBEDDED)}}}", path=spec)

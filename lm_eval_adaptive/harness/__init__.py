@@ -1,0 +1,1 @@
+"""The lm-evaluation-harness edge: adaptive runs, sample logs, the document scorer, metrics."""

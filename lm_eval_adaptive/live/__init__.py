@@ -1,0 +1,1 @@
+"""Live ranking: the dollar ledger, the run journal, the live driver, leaderboards."""

@@ -1,0 +1,1 @@
+"""An OpenAI-compatible endpoint replaying recorded real outputs (offline tests and demos)."""
