@@ -1,0 +1,64 @@
+"""Argument types that refuse bad values while the command line is parsed.
+
+Each is an ``argparse`` ``type=``: a bad value becomes the parser's usual one-line error
+(``error: argument --max-attempts: must be an integer >= 1, got '0'``, exit 2) before any
+file is read or written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+__all__ = ["int_at_least", "positive_int", "nonnegative_int", "positive_float", "nonnegative_float",
+           "open_unit_interval", "confidence_level"]
+
+
+def int_at_least(lo: int):
+    """An integer >= ``lo``."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {lo}, got {text!r}") from None
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {lo}, got {text!r}")
+        return v
+
+    parse.__name__ = f"integer >= {lo}"
+    return parse
+
+
+positive_int = int_at_least(1)
+nonnegative_int = int_at_least(0)
+
+
+def _float(text: str, ok, what: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+    if not (math.isfinite(v) and ok(v)):
+        raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
+    return v
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0."""
+    return _float(text, lambda v: v > 0, "a finite number > 0")
+
+
+def nonnegative_float(text: str) -> float:
+    """A finite number >= 0."""
+    return _float(text, lambda v: v >= 0, "a finite number >= 0")
+
+
+def open_unit_interval(text: str) -> float:
+    """A number strictly between 0 and 1."""
+    return _float(text, lambda v: 0 < v < 1, "a number between 0 and 1 (exclusive)")
+
+
+def confidence_level(text: str) -> float:
+    """γ: a number strictly between 0.5 and 1."""
+    return _float(text, lambda v: 0.5 < v < 1, "a confidence level between 0.5 and 1 (exclusive)")
