@@ -238,13 +238,13 @@ def section_backtest(repeats: int, profile: bool) -> dict:
     for name in TABLES:
         table = load_named(name)  # cached after the first load; not timed
         med, times, res = timed(lambda: backtest(table, config=cfg), repeats)
-        print(f"   {name:<20}  {table.n_models:>6}  {table.n_items:>5}  {res['runs']:>4}  {med:>9.2f}  "
+        print(f"   {name:<20}  {table.n_models:>6}  {table.n_items:>5}  {res.runs:>4}  {med:>9.2f}  "
               f"{min(times):>7.2f}  {fmt_target(med, TARGET_BACKTEST_S, 's'):<16}  "
               f"{'~' + format(REFERENCE_BACKTEST_S / 60, 'g') + ' min':>9}")
-        out[name] = {"models": table.n_models, "items": table.n_items, "runs": res["runs"],
+        out[name] = {"models": table.n_models, "items": table.n_items, "runs": res.runs,
                      "median_s": med, "times_s": times, "target_s": TARGET_BACKTEST_S,
                      "reference_s": REFERENCE_BACKTEST_S,
-                     "adaptive_tau": res["adaptive"]["tau"], "stopped_because": res["stopped_because"]}
+                     "adaptive_tau": res.adaptive.tau, "stopped_because": res.stopped_because}
     if profile:
         for name in TABLES:
             table = load_named(name)

@@ -22,20 +22,21 @@ def wmt_bleu():
 
 def test_backtest_on_real_wmt_table(wmt_bleu):
     r = backtest(wmt_bleu, config=BacktestConfig(seeds=2))
-    assert r["n_models"] == 26 and r["n_items"] == 997
-    assert r["runs"] == 10
+    assert r.n_models == 26 and r.n_items == 997
+    assert r.runs == 10
     # adaptive beats random sampling at matched dollars, and is rarely wrong when it is confident
-    assert r["adaptive"]["tau"] > r["random"]["tau"]
-    assert r["confident_accuracy"] >= 0.95
+    assert r.adaptive.tau > r.random.tau
+    assert r.confident_accuracy >= 0.95
     # a few percent of the (model, item) pairs of each hold-out set
-    assert r["adaptive"]["pct_used"] < 5.0
-    assert 40 <= r["adaptive"]["items"] <= 200
-    for f in r["folds"]:
+    assert r.adaptive.pct_used < 5.0
+    assert 40 <= r.adaptive.items <= 200
+    for f in r.folds:
         # the adaptive runs never spend more than the budget; random spends at most their mean spend
         assert f["matched_cost_usd"] <= f["budget_usd"] * (1 + 1e-9)
         assert len(f["holdout"]) == 4 and f["calibration_models"] == 22
-    assert r["random"]["cost"] <= np.mean([f["matched_cost_usd"] for f in r["folds"]]) * (1 + 1e-9)
-    assert set(r["ties"]) == {"adaptive_pct", "truth_pct", "precision", "recall", "f1"}
+    assert r.random.cost <= np.mean([f["matched_cost_usd"] for f in r.folds]) * (1 + 1e-9)
+    assert set(r.to_dict()["ties"]) == {"adaptive_pct", "truth_pct", "precision", "recall", "f1"}
+    assert "seeds:2" in r.signature and "version:" in r.signature
 
 
 def test_hold_out_models_never_calibrate_their_own_bank(wmt_bleu, monkeypatch):
@@ -50,7 +51,7 @@ def test_hold_out_models_never_calibrate_their_own_bank(wmt_bleu, monkeypatch):
 
     monkeypatch.setattr(bt, "calibrate", spy)
     r = backtest(wmt_bleu, config=BacktestConfig(seeds=1, folds=3))
-    for used, f in zip(seen, r["folds"]):
+    for used, f in zip(seen, r.folds):
         assert not used & set(f["holdout"])
 
 

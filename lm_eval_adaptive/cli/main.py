@@ -105,29 +105,23 @@ def cmd_backtest(args) -> int:
     print_backtest(console, results)
     if args.json:
         if len(results) == 1:
-            out = results[0]
+            out = results[0].to_dict()
         else:
-            out = {"tables": results, "mean": _mean_block(results)}
+            out = {"tables": [r.to_dict() for r in results], "mean": _mean_block(results)}
         write_json(args.json, out)
         console.print(f"wrote {args.json}")
     return 0
 
 
-def _mean_block(results):
+def _mean_block(results) -> dict:
+    """Means over tables of each method's figures (the ``mean`` block of ``--json``)."""
     import numpy as np
 
-    def m(path):
-        vals = []
-        for r in results:
-            v = r
-            for k in path:
-                v = v[k]
-            vals.append(v)
-        return float(np.mean(vals))
-
-    return {meth: {k: m((meth, k)) for k in ("tau", "items", "pct_used", "cost")}
-            for meth in ("adaptive", "random", "fixed")} | {
-        "confident_accuracy": m(("confident_accuracy",)), "discrimination": m(("discrimination",))}
+    out = {meth: {k: float(np.mean([getattr(r.method(meth), k) for r in results]))
+                  for k in ("tau", "items", "pct_used", "cost")}
+           for meth in ("adaptive", "random", "fixed")}
+    return out | {"confident_accuracy": float(np.mean([r.confident_accuracy for r in results])),
+                  "discrimination": float(np.mean([r.discrimination for r in results]))}
 
 
 def _prices_for(args, models):

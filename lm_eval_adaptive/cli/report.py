@@ -30,31 +30,31 @@ def print_backtest(console, results) -> None:
                 "% pairs", "conf. acc.", "ties % (true %)", "tie P/R/F1", "saved vs fixed (items/$)", "s"):
         t.add_column(col, justify="right" if col != "table" else "left")
     for r in results:
-        a, rd, fx, ti = r["adaptive"], r["random"], r["fixed"], r["ties"]
-        t.add_row(r["table"], str(r["n_items"]), str(r["n_models"]), f"{r['discrimination']:.2f}",
-                  f"{a['tau']:.3f}±{a['tau_std']:.2f}", f"{rd['tau']:.3f}", f"{fx['tau']:.3f}",
-                  f"{a['items']:.0f}", f"{a['pct_used']:.1f}%", _f(r["confident_accuracy"]),
-                  f"{ti['adaptive_pct']:.0f} ({ti['truth_pct']:.0f})",
-                  f"{ti['precision']:.2f}/{ti['recall']:.2f}/{ti['f1']:.2f}",
-                  f"{100 * r['item_savings_vs_fixed']:.0f}% / {100 * r['cost_savings_vs_fixed']:.0f}%",
-                  f"{r['seconds']:.1f}")
+        a, rd, fx, ti = r.adaptive, r.random, r.fixed, r.ties
+        t.add_row(r.table, str(r.n_items), str(r.n_models), f"{r.discrimination:.2f}",
+                  f"{a.tau:.3f}±{a.tau_std:.2f}", f"{rd.tau:.3f}", f"{fx.tau:.3f}",
+                  f"{a.items:.0f}", f"{a.pct_used:.1f}%", _f(r.confident_accuracy),
+                  f"{ti.adaptive_pct:.0f} ({ti.truth_pct:.0f})",
+                  f"{ti.precision:.2f}/{ti.recall:.2f}/{ti.f1:.2f}",
+                  f"{100 * r.item_savings_vs_fixed:.0f}% / {100 * r.cost_savings_vs_fixed:.0f}%",
+                  f"{r.seconds:.1f}")
     if len(results) > 1:
         import numpy as np
 
         def m(f):
             return float(np.mean([f(r) for r in results]))
 
-        t.add_row("mean", "", "", "", f"{m(lambda r: r['adaptive']['tau']):.3f}",
-                  f"{m(lambda r: r['random']['tau']):.3f}", f"{m(lambda r: r['fixed']['tau']):.3f}",
-                  f"{m(lambda r: r['adaptive']['items']):.0f}", f"{m(lambda r: r['adaptive']['pct_used']):.1f}%",
-                  _f(m(lambda r: r['confident_accuracy'])), "", "", "", "")
+        t.add_row("mean", "", "", "", f"{m(lambda r: r.adaptive.tau):.3f}",
+                  f"{m(lambda r: r.random.tau):.3f}", f"{m(lambda r: r.fixed.tau):.3f}",
+                  f"{m(lambda r: r.adaptive.items):.0f}", f"{m(lambda r: r.adaptive.pct_used):.1f}%",
+                  _f(m(lambda r: r.confident_accuracy)), "", "", "", "")
     console.print(t)
-    r0 = results[0]
-    s = r0["settings"]
+    s = results[0].settings
     console.print(f"{s['folds']} folds × {s['seeds']} seeds, hold-out {s['holdout_size']} models, "
                   f"γ={s['confidence']}, ≥{s['min_items']} items/model, budget {s['target_items']} items/model "
                   f"at the mean item cost, calibration={s['method']}/{s['scaling']}, likelihood={s['likelihood']}, "
                   f"prices: {', '.join(s['prices'])}")
+    console.print(f"signature: {results[0].signature}", highlight=False)
 
 
 def _f(v) -> str:

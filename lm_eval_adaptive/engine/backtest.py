@@ -19,6 +19,7 @@ from typing import Mapping
 import numpy as np
 from scipy import stats
 
+from lm_eval_adaptive import __version__
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE, Price
 from lm_eval_adaptive.engine.baselines import fixed_length_cat, random_sampling
 from lm_eval_adaptive.engine.calibration import (
@@ -30,7 +31,7 @@ from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.selection import MaxInfoSelector
 from lm_eval_adaptive.errors import InputError
 
-__all__ = ["BacktestConfig", "backtest", "holdout_sets", "ground_truth", "kendall_tau",
+__all__ = ["BacktestConfig", "BacktestResult", "MethodSummary", "TieSummary", "backtest", "backtest_signature", "holdout_sets", "ground_truth", "kendall_tau",
            "tie_metrics", "confident_accuracy"]
 
 
@@ -63,6 +64,74 @@ class BacktestConfig:
             raise InputError(f"--confidence must be in (0.5, 1), got {self.confidence}")
         if self.min_items < 1 or self.target_items < 1:
             raise InputError("--min-items and --target-items must be at least 1")
+
+
+@dataclass(frozen=True)
+class MethodSummary:
+    """One method's figures over every (fold, seed) run: mean Kendall τ (and its SD), items per
+    hold-out set, their share of all (model, item) pairs in percent, and dollars per set."""
+
+    tau: float
+    tau_std: float
+    items: float
+    pct_used: float
+    cost: float
+
+
+@dataclass(frozen=True)
+class TieSummary:
+    """Reported ties against bootstrap ground-truth ties (percent of pairs; precision, recall, F1)."""
+
+    adaptive_pct: float
+    truth_pct: float
+    precision: float
+    recall: float
+    f1: float
+
+
+@dataclass(frozen=True)
+class BacktestResult:
+    """What a backtest of one table found (``to_dict()`` is the ``--json`` form).
+
+    ``signature`` is a reproducibility signature, in the spirit of sacrebleu's: every
+    setting that changes the figures, and the versions of this package and NumPy.
+    """
+
+    table: str
+    n_items: int
+    n_models: int
+    discrimination: float
+    k: float
+    seconds: float
+    runs: int
+    confident_accuracy: float
+    item_savings_vs_fixed: float
+    cost_savings_vs_fixed: float
+    ties: TieSummary
+    adaptive: MethodSummary
+    random: MethodSummary
+    fixed: MethodSummary
+    stopped_because: dict
+    settings: dict
+    folds: list
+    signature: str
+
+    def method(self, name: str) -> MethodSummary:
+        """The summary of ``adaptive``, ``random`` or ``fixed``."""
+        if name not in ("adaptive", "random", "fixed"):
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def backtest_signature(config: BacktestConfig, prices) -> str:
+    """``key:value|...`` naming every setting behind a backtest's figures and the versions used."""
+    c = asdict(config)
+    parts = [f"{k}:{c[k]}" for k in sorted(c)] + [f"prices:{'+'.join(prices)}",
+                                                 f"version:{__version__}", f"numpy:{np.__version__}"]
+    return "|".join(parts)
 
 
 def holdout_sets(models, size: int, folds: int, seed: int) -> list[list[str]]:
@@ -184,8 +253,8 @@ def _summary(vals) -> tuple[float, float]:
 
 
 def backtest(table, *, config: BacktestConfig = BacktestConfig(),
-             prices: Mapping[str, Price] | None = None, progress=None) -> dict:
-    """Run the protocol on ``table`` and return the summary dict (see module docstring).
+             prices: Mapping[str, Price] | None = None, progress=None) -> BacktestResult:
+    """Run the protocol on ``table`` and return its :class:`BacktestResult` (see module docstring).
 
     ``prices`` maps model names to :class:`~lm_eval_adaptive.data.prices.Price`; models not in
     it (or all, when None) cost :data:`~lm_eval_adaptive.data.prices.DEFAULT_PRICE`.
@@ -264,7 +333,7 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
                       "bank_items": bank.n_items, "discrimination": bank.discrimination, "k": bank.k,
                       "conformance_r2": bank.diagnostics.get("conformance_r2"),
                       "budget_usd": budget, "matched_cost_usd": matched, "truth_ranking": truth,
-                      "truth_ties": [sorted(t) for t in gt["ties"]],
+                      "truth_ties": sorted(sorted(t) for t in gt["ties"]),
                       "adaptive_tau": _summary(r.adaptive_tau for r in fold_runs)[0],
                       "random_tau": _summary(r.random_tau for r in fold_runs)[0],
                       "fixed_tau": _summary(r.fixed_tau for r in fold_runs)[0]})
@@ -273,8 +342,7 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
         tau, tau_sd = _summary(getattr(r, f"{prefix}_tau") for r in runs)
         items = _summary(getattr(r, f"{prefix}_items") for r in runs)[0]
         cost = _summary(getattr(r, f"{prefix}_cost") for r in runs)[0]
-        return {"tau": tau, "tau_std": tau_sd, "items": items, "pct_used": 100.0 * items / (H * N),
-                "cost": cost}
+        return MethodSummary(tau=tau, tau_std=tau_sd, items=items, pct_used=100.0 * items / (H * N), cost=cost)
 
     def saving(a, b):
         return float(np.mean([1 - x / y if y > 0 else 0.0 for x, y in zip(a, b)]))
@@ -282,31 +350,26 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
     stops = {}
     for r in runs:
         stops[r.stopped_because] = stops.get(r.stopped_because, 0) + 1
-    return {
-        "table": str(getattr(table, "metric", None) or getattr(table, "source", "table")),
-        "n_items": int(N),
-        "n_models": len(models),
-        "discrimination": float(np.mean([f["discrimination"] for f in folds])),
-        "k": float(np.mean([f["k"] for f in folds])),
-        "seconds": time.perf_counter() - t0,
-        "runs": len(runs),
-        "confident_accuracy": _summary(r.confident_accuracy for r in runs)[0],
-        "item_savings_vs_fixed": saving([r.adaptive_items for r in runs], [r.fixed_items for r in runs]),
-        "cost_savings_vs_fixed": saving([r.adaptive_cost for r in runs], [r.fixed_cost for r in runs]),
-        "ties": {
-            "adaptive_pct": 100.0 * _summary(r.adaptive_ties for r in runs)[0] / n_pairs,
-            "truth_pct": 100.0 * _summary(r.truth_ties for r in runs)[0] / n_pairs,
-            "precision": _summary(r.tie_precision for r in runs)[0],
-            "recall": _summary(r.tie_recall for r in runs)[0],
-            "f1": _summary(r.tie_f1 for r in runs)[0],
-        },
-        "adaptive": block("adaptive"),
-        "random": block("random"),
-        "fixed": block("fixed"),
-        "stopped_because": stops,
-        "settings": asdict(config) | {"prices": sorted({p.source for p in price.values()})},
-        "folds": folds,
-    }
+    settings = asdict(config) | {"prices": sorted({p.source for p in price.values()})}
+    return BacktestResult(
+        table=str(getattr(table, "metric", None) or getattr(table, "source", "table")),
+        n_items=int(N), n_models=len(models),
+        discrimination=float(np.mean([f["discrimination"] for f in folds])),
+        k=float(np.mean([f["k"] for f in folds])),
+        seconds=time.perf_counter() - t0, runs=len(runs),
+        confident_accuracy=_summary(r.confident_accuracy for r in runs)[0],
+        item_savings_vs_fixed=saving([r.adaptive_items for r in runs], [r.fixed_items for r in runs]),
+        cost_savings_vs_fixed=saving([r.adaptive_cost for r in runs], [r.fixed_cost for r in runs]),
+        ties=TieSummary(
+            adaptive_pct=100.0 * _summary(r.adaptive_ties for r in runs)[0] / n_pairs,
+            truth_pct=100.0 * _summary(r.truth_ties for r in runs)[0] / n_pairs,
+            precision=_summary(r.tie_precision for r in runs)[0],
+            recall=_summary(r.tie_recall for r in runs)[0],
+            f1=_summary(r.tie_f1 for r in runs)[0]),
+        adaptive=block("adaptive"), random=block("random"), fixed=block("fixed"),
+        stopped_because=stops, settings=settings, folds=folds,
+        signature=backtest_signature(config, settings["prices"]),
+    )
 
 
 def _table_positions(table, bank) -> np.ndarray:
