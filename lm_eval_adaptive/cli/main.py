@@ -53,9 +53,10 @@ def cmd_calibrate(args) -> int:
             raise InputError("--samples needs --task (the harness task name) and --metric "
                              "(the per-document metric in the sample logs)")
 
-        table = table_from_sample_logs(args.samples, task=args.task, metric=args.metric)
+        table = table_from_sample_logs(args.samples, task=args.task, metric=args.metric,
+                                       allow_outliers=args.allow_outliers)
     elif args.table:
-        table = load_any_table(args.table, metric=args.metric)
+        table = load_any_table(args.table, metric=args.metric, allow_outliers=args.allow_outliers)
     else:
         raise InputError("give a response TABLE or --samples PATH... (harness --log_samples output)")
     if args.exclude_models:
@@ -82,7 +83,7 @@ def cmd_backtest(args) -> int:
                             scaling=args.scaling, method=args.method, likelihood=args.likelihood,
                             top_k=args.top_k,
                             partition_seed=args.partition_seed, bootstrap=args.bootstrap)
-    tables = [load_any_table(t) for t in args.table]
+    tables = [load_any_table(t, allow_outliers=args.allow_outliers) for t in args.table]
     console = _console()
     results = []
     from rich.progress import (
@@ -171,6 +172,9 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
         sp.add_argument("--method", choices=("joint", "moments"), default=None,
                         help="calibration: joint quasi-likelihood fit or METHOD.md's moments "
                              "(default: joint; see docs/calibration.md)")
+        sp.add_argument("--allow-outliers", action="store_true",
+                        help="accept scores far outside the bulk of the table (more than 10 x "
+                             "(P99 - P1) beyond [P1, P99]; refused by default as likely corrupt)")
 
     d = sub.add_parser("demo", help="rank recorded real systems adaptively (offline, embedded data)")
     d.add_argument("--table", default="embedded:wmt24-en-de-chrf",
