@@ -225,6 +225,36 @@ def test_from_columns_validates():
         ResponseTable.from_columns([], [], [])
 
 
+@pytest.mark.parametrize("header", ["model,item,score,score", "model,item,score, score",
+                                    "score,model,item,score"])
+@pytest.mark.parametrize("name", ["s.csv", "s.csv.gz", "s.tsv"])
+def test_a_repeated_csv_column_is_refused(tmp_path, header, name):
+    sep = "\t" if name.endswith(".tsv") else ","
+    body = "m1,1,0.5,0.9\nm2,1,0.25,0.3\n" if header.startswith("model") else "0.5,m1,1,0.9\n0.25,m2,1,0.3\n"
+    p = write_text(tmp_path / name, (header + "\n" + body).replace(",", sep))
+    with pytest.raises(InputError, match=rf"^{tmp_path}/{name}: column 'score' appears 2 times"):
+        read_table(p)
+
+
+def test_a_repeated_column_in_jsonl_and_parquet_is_refused(tmp_path):
+    lines = ('{"model": "m1", "item": 1, "score": 0.5}\n\n'
+             '{"model": "m2", "item": 1, "score": 0.25, "score": 0.9}\n')
+    with pytest.raises(InputError, match=r"s\.jsonl, row 3: key 'score' appears more than once"):
+        read_table(write_text(tmp_path / "s.jsonl", lines))
+    lines = '{"model": "m1", "item": 1, "score": 0.5, " score": 0.1}\n{"model": "m2", "item": 1, "score": 0.2}\n'
+    with pytest.raises(InputError, match=r"s2\.jsonl, row 1: key 'score' appears more than once"):
+        read_table(write_text(tmp_path / "s2.jsonl", lines))
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table([pa.array(["a", "b"]), pa.array(["1", "1"]), pa.array([0.1, 0.2]),
+                             pa.array([0.3, 0.4])], names=["model", "item", "score", "score"]),
+                   tmp_path / "s.parquet")
+    with pytest.raises(InputError) as ei:
+        read_table(tmp_path / "s.parquet")
+    assert str(ei.value) == f"{tmp_path}/s.parquet: column 'score' appears 2 times; each column may appear only once"
+
+
 # --------------------------------------------------------------------------- #
 # Outlying scores
 # --------------------------------------------------------------------------- #

@@ -401,6 +401,9 @@ def read_table(
         elif kind == "jsonl":
             frame, rows = _read_jsonl(path)
         else:
+            import pyarrow.parquet as pq
+
+            _refuse_repeated_columns(pq.read_schema(path).names, where)
             frame = pd.read_parquet(path)
             rows = np.arange(1, len(frame) + 1, dtype=np.int64)
     except InputError:
@@ -409,6 +412,7 @@ def read_table(
         raise InputError(f"cannot read {kind.upper()} file: {exc}", path=where) from exc
 
     frame.columns = [str(c).strip() for c in frame.columns]
+    _refuse_repeated_columns(frame.columns, where)
     if score_column != "score":
         if score_column not in frame.columns:
             raise InputError(
@@ -433,6 +437,11 @@ def _read_csv(path: Path, sep: str) -> tuple[pd.DataFrame, np.ndarray]:
         compression="infer",
         encoding="utf-8",
     )
+    if len(frame.columns):
+        # pandas renames a repeated header name ("score", "score.1"): look at the header itself.
+        header = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False,
+                             na_filter=False, compression="infer", encoding="utf-8")
+        _refuse_repeated_columns(header.iloc[0].tolist() if len(header) else [], str(path))
     rows = np.arange(2, len(frame) + 2, dtype=np.int64)
     if len(frame):
         # Blank lines (and lines of empty fields) are not observations.
@@ -469,6 +478,10 @@ def _read_jsonl(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
         raise
     if len(frame) != len(numbers):
         raise InputError("could not read every line as one JSON object", path=str(path))
+    # pandas keeps the last of repeated keys in an object: look for them line by line.
+    for i in numbers:
+        json.loads(lines[i - 1], object_pairs_hook=lambda pairs, _i=int(i): _refuse_repeated_keys(
+            pairs, str(path), _i))
     return frame, numbers
 
 
@@ -661,6 +674,32 @@ def _numbers(
 # --------------------------------------------------------------------------- #
 # Helpers
 # --------------------------------------------------------------------------- #
+
+
+def _refuse_repeated_columns(names: Iterable[Any], source: str) -> None:
+    """A column name (surrounding spaces ignored) may appear only once."""
+    seen: dict[str, int] = {}
+    for name in (str(n).strip() for n in names):
+        seen[name] = seen.get(name, 0) + 1
+    repeated = [n for n, count in seen.items() if count > 1]
+    if repeated:
+        raise InputError(
+            f"column {repeated[0]!r} appears {seen[repeated[0]]} times; "
+            "each column may appear only once",
+            path=source,
+        )
+
+
+def _refuse_repeated_keys(pairs: list[tuple[str, Any]], source: str, row: int) -> dict:
+    """``object_pairs_hook``: a JSON object may hold each key (spaces ignored) only once."""
+    seen: set[str] = set()
+    for key, _ in pairs:
+        name = str(key).strip()
+        if name in seen:
+            raise InputError(f"key {name!r} appears more than once in the object; "
+                             "each column may appear only once", path=source, row=row)
+        seen.add(name)
+    return dict(pairs)
 
 
 def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
