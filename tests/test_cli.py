@@ -180,3 +180,37 @@ def test_argparse_errors_exit_2(capsys):
     with pytest.raises(SystemExit) as ei:
         main(["calibrate"])
     assert ei.value.code == 2
+
+
+@pytest.mark.parametrize("command,flag,value,says", [
+    ("backtest", "--top-k", "0", "an integer >= 1"),
+    ("backtest", "--bootstrap", "0", "an integer >= 1"),
+    ("backtest", "--max-items", "0", "an integer >= 1"),
+    ("backtest", "--partition-seed", "-1", "an integer >= 0"),
+    ("backtest", "--seeds", "0", "an integer >= 1"),
+    ("backtest", "--folds", "0", "an integer >= 1"),
+    ("backtest", "--holdout-size", "1", "an integer >= 2"),
+    ("backtest", "--min-items", "0", "an integer >= 1"),
+    ("backtest", "--target-items", "0", "an integer >= 1"),
+    ("backtest", "--confidence", "1.5", "a confidence level between 0.5 and 1 (exclusive)"),
+    ("backtest", "--seeds", "many", "an integer >= 1"),
+    ("demo", "--max-items", "0", "an integer >= 1"),
+    ("demo", "--seed", "-5", "an integer >= 0"),
+    ("demo", "--min-items", "0", "an integer >= 1"),
+    ("demo", "--confidence", "2", "a confidence level between 0.5 and 1 (exclusive)"),
+    ("demo", "--confidence", "nan", "a confidence level between 0.5 and 1 (exclusive)"),
+    ("demo", "--budget-usd", "-1", "a finite number >= 0"),
+    ("demo", "--budget-usd", "inf", "a finite number >= 0"),
+])
+def test_bad_numbers_are_refused_while_parsing(tmp_path, capsys, command, flag, value, says):
+    out = tmp_path / "out.json"
+    # a table that does not exist: reading it would be another error, so none is read
+    table = str(tmp_path / "never_read.csv")
+    argv = ([command, table] if command == "backtest" else [command, "--table", table])
+    with pytest.raises(SystemExit) as ei:
+        main(argv + [f"{flag}={value}", "--json", str(out)])
+    assert ei.value.code == 2
+    err = capsys.readouterr().err
+    assert f"lm-eval-adaptive {command}: error: argument {flag}: must be {says}, got {value!r}" in err
+    assert "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
