@@ -236,6 +236,11 @@ def test_a_repeated_csv_column_is_refused(tmp_path, header, name):
         read_table(p)
 
 
+def test_empty_header_names_may_repeat(tmp_path):
+    p = write_text(tmp_path / "s.csv", "model,item,score,,\nm1,1,0.5,,\nm2,1,0.25,,\n")
+    assert read_table(p).n_obs == 2
+
+
 def test_a_repeated_column_in_jsonl_and_parquet_is_refused(tmp_path):
     lines = ('{"model": "m1", "item": 1, "score": 0.5}\n\n'
              '{"model": "m2", "item": 1, "score": 0.25, "score": 0.9}\n')

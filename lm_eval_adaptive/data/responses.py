@@ -21,8 +21,8 @@ the single smallest and largest value never shape them) and ``s = P99 - P1``,
 every score must lie in ``[P1 - 10 s, P99 + 10 s]``.  Scores that do not vary in
 their central 98 % (``s = 0``) are not checked.  The rule never fires on the
 real tables (WMT24 BLEU/chrF, AlpacaEval judge: none of their scores lies
-more than 0.08 s beyond ``[P1, P99]``); ``allow_outliers=True`` (``--allow-outliers``) accepts
-such scores when they are genuine.
+more than 0.08 s beyond ``[P1, P99]``).  ``allow_outliers=True`` (on the
+command line ``--allow-outliers``) accepts such scores when they are genuine.
 """
 
 from __future__ import annotations
@@ -677,10 +677,15 @@ def _numbers(
 
 
 def _refuse_repeated_columns(names: Iterable[Any], source: str) -> None:
-    """A column name (surrounding spaces ignored) may appear only once."""
+    """A column name (surrounding spaces ignored) may appear only once.
+
+    Empty names (trailing separators in a CSV header) are not columns anyone
+    reads and may repeat.
+    """
     seen: dict[str, int] = {}
     for name in (str(n).strip() for n in names):
-        seen[name] = seen.get(name, 0) + 1
+        if name:
+            seen[name] = seen.get(name, 0) + 1
     repeated = [n for n, count in seen.items() if count > 1]
     if repeated:
         raise InputError(
@@ -695,7 +700,7 @@ def _refuse_repeated_keys(pairs: list[tuple[str, Any]], source: str, row: int) -
     seen: set[str] = set()
     for key, _ in pairs:
         name = str(key).strip()
-        if name in seen:
+        if name and name in seen:
             raise InputError(f"key {name!r} appears more than once in the object; "
                              "each column may appear only once", path=source, row=row)
         seen.add(name)
