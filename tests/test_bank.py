@@ -189,6 +189,8 @@ def _per_item_dict(tmp_path):
     ("dropped", "malformed item bank: dropped[0] needs a string id and reason"),
     ("k_zero", "response_model: ValueError: noise parameter k must be a positive number, got 0.0"),
     ("no_model", "malformed item bank: missing field response_model"),
+    ("diagnostics_list", "malformed item bank: diagnostics is not an object"),
+    ("task_number", "malformed item bank: task is not a string"),
 ])
 def test_load_refuses_bad_numbers_naming_the_field(tmp_path, edit, message):
     d = _per_item_dict(tmp_path) if edit.startswith("per_item") else _saved_dict(tmp_path)
@@ -226,6 +228,10 @@ def test_load_refuses_bad_numbers_naming_the_field(tmp_path, edit, message):
         d["response_model"]["k"] = 0.0
     elif edit == "no_model":
         del d["response_model"]
+    elif edit == "diagnostics_list":
+        d["diagnostics"] = [1]
+    elif edit == "task_number":
+        d["task"] = 3
     # JSON's non-standard Infinity, which Python's json module reads
     text = json.dumps(d).replace('"INF"', "Infinity").replace('"-INF"', "-Infinity")
     path = _write(tmp_path, f"{edit}.json", text)

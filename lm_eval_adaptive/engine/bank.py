@@ -227,8 +227,7 @@ class ItemBank:
             for key, kind_ in (("task", str), ("metric", str), ("dropped", list),
                                ("diagnostics", dict), ("calibration", dict)):
                 if d.get(key) is not None and not isinstance(d[key], kind_):
-                    raise BankError(f"malformed item bank: {key} is not a{'n' if kind_ is list else ''} "
-                                    f"{_JSON_KIND[kind_]}")
+                    raise BankError(f"malformed item bank: {key} is not {_JSON_KIND[kind_]}")
             for i, e in enumerate(d.get("dropped") or []):
                 if not (isinstance(e, dict) and isinstance(e.get("id"), str) and isinstance(e.get("reason"), str)):
                     raise BankError(f"malformed item bank: dropped[{i}] needs a string id and reason")
@@ -260,7 +259,7 @@ class ItemBank:
 
 
 # ------------------------------------------------------------------ validation helpers
-_JSON_KIND = {dict: "object", list: "array", str: "string"}
+_JSON_KIND = {dict: "an object", list: "an array", str: "a string"}
 
 
 def _field(d: dict, key: str, kind: type, name: str | None = None):
@@ -270,8 +269,7 @@ def _field(d: dict, key: str, kind: type, name: str | None = None):
         raise BankError(f"malformed item bank: missing field {name}")
     value = d[key]
     if not isinstance(value, kind):
-        raise BankError(f"malformed item bank: {name} is not a{'n' if kind is list else ''} "
-                        f"{_JSON_KIND[kind]}")
+        raise BankError(f"malformed item bank: {name} is not {_JSON_KIND[kind]}")
     return value
 
 
