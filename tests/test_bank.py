@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import lm_eval_adaptive.atomic as atomic_mod
 import json
 import os
 
 import numpy as np
 import pytest
-
 from conftest import make_sim_bank
+
+import lm_eval_adaptive.atomic as atomic_mod
 from lm_eval_adaptive.engine.bank import BANK_FORMAT, BANK_VERSION, ItemBank
-from lm_eval_adaptive.errors import BankError, InputError
 from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
+from lm_eval_adaptive.errors import BankError, InputError
 
 
 def _rich_bank(scaling="global"):
@@ -165,6 +165,87 @@ def test_load_malformed_items(tmp_path, edit, match):
     elif edit == "items_list":
         d["items"] = [1, 2]
     _assert_bank_error(_write(tmp_path, f"{edit}.json", d), match)
+
+
+def _per_item_dict(tmp_path):
+    p = make_sim_bank(n_items=15, scaling="per_item").save(tmp_path / "per_item.json")
+    return json.loads(p.read_text())
+
+
+@pytest.mark.parametrize("edit,message", [
+    ("neg_input_tokens", "items.input_tokens[2] is -40.0: token counts must be finite and >= 0"),
+    ("neg_output_tokens", "items.output_tokens[0] is -1.0 (and 1 more): token counts must be finite"),
+    ("inf_tokens", "items.input_tokens[1] is inf: token counts must be finite and >= 0"),
+    ("inf_b", "items.b[3] is -inf: difficulties must be finite"),
+    ("min_eq_max", "scaling.max 0.0 is not above scaling.min 0.0: every item needs a score range"),
+    ("inf_max", "scaling.max is inf: score ranges must be finite"),
+    ("max_text", "malformed item bank: scaling.max is '1', not a number"),
+    ("per_item_min_gt_max", "items.max[4] 0.5 is not above items.min[4] 0.9"),
+    ("per_item_short_min", "items.min has 14 values, items.id has 15"),
+    ("tokens_not_list", "malformed item bank: items.input_tokens is not an array"),
+    ("tokens_text", "malformed item bank: items.output_tokens[5] is 'many', not a number"),
+    ("id_number", "malformed item bank: items.id[1] is 7, not a string"),
+    ("n_items", "n_items is 99 but items.id holds 15 ids"),
+    ("dropped", "malformed item bank: dropped[0] needs a string id and reason"),
+    ("k_zero", "response_model: ValueError: noise parameter k must be a positive number, got 0.0"),
+    ("no_model", "malformed item bank: missing field response_model"),
+    ("diagnostics_list", "malformed item bank: diagnostics is not an object"),
+    ("task_number", "malformed item bank: task is not a string"),
+])
+def test_load_refuses_bad_numbers_naming_the_field(tmp_path, edit, message):
+    d = _per_item_dict(tmp_path) if edit.startswith("per_item") else _saved_dict(tmp_path)
+    items = d["items"]
+    if edit == "neg_input_tokens":
+        items["input_tokens"][2] = -40
+    elif edit == "neg_output_tokens":
+        items["output_tokens"][0] = -1
+        items["output_tokens"][7] = -3.5
+    elif edit == "inf_tokens":
+        items["input_tokens"][1] = "INF"
+    elif edit == "inf_b":
+        items["b"][3] = "-INF"
+    elif edit == "min_eq_max":
+        d["scaling"]["max"] = 0.0
+    elif edit == "inf_max":
+        d["scaling"]["max"] = "INF"
+    elif edit == "max_text":
+        d["scaling"]["max"] = "1"
+    elif edit == "per_item_min_gt_max":
+        items["min"][4], items["max"][4] = 0.9, 0.5
+    elif edit == "per_item_short_min":
+        items["min"] = items["min"][:-1]
+    elif edit == "tokens_not_list":
+        items["input_tokens"] = 100
+    elif edit == "tokens_text":
+        items["output_tokens"][5] = "many"
+    elif edit == "id_number":
+        items["id"][1] = 7
+    elif edit == "n_items":
+        d["n_items"] = 99
+    elif edit == "dropped":
+        d["dropped"] = [{"id": "x"}]
+    elif edit == "k_zero":
+        d["response_model"]["k"] = 0.0
+    elif edit == "no_model":
+        del d["response_model"]
+    elif edit == "diagnostics_list":
+        d["diagnostics"] = [1]
+    elif edit == "task_number":
+        d["task"] = 3
+    # JSON's non-standard Infinity, which Python's json module reads
+    text = json.dumps(d).replace('"INF"', "Infinity").replace('"-INF"', "-Infinity")
+    path = _write(tmp_path, f"{edit}.json", text)
+    with pytest.raises(BankError) as ei:
+        ItemBank.load(path)
+    assert str(ei.value).startswith(f"{path}: {message}")
+    assert "\n" not in str(ei.value) and ei.value.path == str(path)
+
+
+def test_constructor_refuses_negative_tokens():
+    bank = make_sim_bank(n_items=15)
+    with pytest.raises(BankError, match="items.output_tokens"):
+        ItemBank(item_ids=bank.item_ids, b=bank.b, model=bank.model, scaling="global", lo=0.0, hi=1.0,
+                 input_tokens=100.0, output_tokens=-50.0)
 
 
 def test_load_hand_edited(tmp_path):

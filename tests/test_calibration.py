@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from lm_eval_adaptive.data.responses import ResponseTable
 from lm_eval_adaptive.engine.calibration import calibrate
 from lm_eval_adaptive.errors import InputError
-from lm_eval_adaptive.data.responses import ResponseTable
 
 
 @pytest.fixture
@@ -157,6 +157,23 @@ def test_bad_calibration_input():
         calibrate(t2, scaling="global", method="nope")
     with pytest.raises(InputError):
         calibrate(t2, scaling="sideways")
+
+
+def test_a_corrupt_score_is_refused_not_squashed_into_the_range():
+    table, _, _ = simulate(M=10, N=60, seed=3)
+    score = np.array(table.score)
+    score[17] = -12540.0
+    fields = dict(models=table.models, items=table.items, model_idx=table.model_idx,
+                  item_idx=table.item_idx, score=score, input_tokens=None, output_tokens=None,
+                  source="built.csv")
+    bad = ResponseTable(**fields)  # the plain constructor does not check values
+    model, item = table.models[table.model_idx[17]], table.items[table.item_idx[17]]
+    with pytest.raises(InputError, match=rf"^built\.csv: observation 18: score -12540\.0 of model "
+                                         rf"'{model}' on item '{item}' is far outside"):
+        calibrate(bad)
+    # accepted on request: then every other score sits in the top sliver of the range
+    bank = calibrate(ResponseTable(**fields, outliers_allowed=True), scaling="global")
+    assert bank.lo[0] == -12540.0
 
 
 def test_calibration_on_real_wmt_table_is_plausible(real_table):

@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import simulate_scores
-from lm_eval_adaptive.engine.bank import ItemBank
+
 from lm_eval_adaptive.cli.main import main
-from lm_eval_adaptive.data.tables import embedded_path
 from lm_eval_adaptive.data.responses import read_table
+from lm_eval_adaptive.data.tables import embedded_path
+from lm_eval_adaptive.engine.bank import ItemBank
 
 
 def _synthetic_csv(path, n_models=6, n_items=40, seed=0, extra_rows=""):
@@ -70,6 +70,22 @@ def test_calibrate_nan_score(tmp_path, capsys):
     out = tmp_path / "bank.json"
     rc = main(["calibrate", str(csv), "--out", str(out)])
     _assert_input_error(capsys, rc, "nan.csv", out, "row 242", "NaN")
+
+
+def test_calibrate_refuses_a_corrupt_score_unless_allowed(tmp_path, capsys):
+    # scores are 0-100; one stray value would squash the rest into a sliver of the global range
+    csv = _synthetic_csv(tmp_path / "stray.csv", extra_rows="sys3,seg007,-12540,80,40\n")
+    out = tmp_path / "bank.json"
+    rc = main(["calibrate", str(csv), "--out", str(out)])
+    _assert_input_error(capsys, rc, "stray.csv", out, "row 242", "score -12540.0 of model 'sys3' "
+                        "on item 'seg007' is far outside", "--allow-outliers")
+    for command in (["backtest", str(csv), "--seeds", "1", "--folds", "2", "--holdout-size", "2",
+                     "--bootstrap", "10", "--json", str(out)],
+                    ["demo", "--table", str(csv), "--models", "sys0", "sys1", "--json", str(out)]):
+        rc = main(command)
+        _assert_input_error(capsys, rc, "stray.csv", out, "row 242", "-12540")
+    rc = main(["calibrate", str(csv), "--out", str(out), "--allow-outliers"])
+    assert rc == 0 and ItemBank.load(out).lo[0] == -12540.0
 
 
 def test_calibrate_one_model(tmp_path, capsys):
@@ -164,3 +180,37 @@ def test_argparse_errors_exit_2(capsys):
     with pytest.raises(SystemExit) as ei:
         main(["calibrate"])
     assert ei.value.code == 2
+
+
+@pytest.mark.parametrize("command,flag,value,says", [
+    ("backtest", "--top-k", "0", "an integer >= 1"),
+    ("backtest", "--bootstrap", "0", "an integer >= 1"),
+    ("backtest", "--max-items", "0", "an integer >= 1"),
+    ("backtest", "--partition-seed", "-1", "an integer >= 0"),
+    ("backtest", "--seeds", "0", "an integer >= 1"),
+    ("backtest", "--folds", "0", "an integer >= 1"),
+    ("backtest", "--holdout-size", "1", "an integer >= 2"),
+    ("backtest", "--min-items", "0", "an integer >= 1"),
+    ("backtest", "--target-items", "0", "an integer >= 1"),
+    ("backtest", "--confidence", "1.5", "a confidence level between 0.5 and 1 (exclusive)"),
+    ("backtest", "--seeds", "many", "an integer >= 1"),
+    ("demo", "--max-items", "0", "an integer >= 1"),
+    ("demo", "--seed", "-5", "an integer >= 0"),
+    ("demo", "--min-items", "0", "an integer >= 1"),
+    ("demo", "--confidence", "2", "a confidence level between 0.5 and 1 (exclusive)"),
+    ("demo", "--confidence", "nan", "a confidence level between 0.5 and 1 (exclusive)"),
+    ("demo", "--budget-usd", "-1", "a finite number >= 0"),
+    ("demo", "--budget-usd", "inf", "a finite number >= 0"),
+])
+def test_bad_numbers_are_refused_while_parsing(tmp_path, capsys, command, flag, value, says):
+    out = tmp_path / "out.json"
+    # a table that does not exist: reading it would be another error, so none is read
+    table = str(tmp_path / "never_read.csv")
+    argv = ([command, table] if command == "backtest" else [command, "--table", table])
+    with pytest.raises(SystemExit) as ei:
+        main(argv + [f"{flag}={value}", "--json", str(out)])
+    assert ei.value.code == 2
+    err = capsys.readouterr().err
+    assert f"lm-eval-adaptive {command}: error: argument {flag}: must be {says}, got {value!r}" in err
+    assert "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []

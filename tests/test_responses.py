@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from lm_eval_adaptive.data import responses
-from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.data.responses import ResponseTable, read_table
+from lm_eval_adaptive.errors import InputError
 
 GOOD_CSV = (
     "model,item,score,input_tokens,output_tokens\n"
@@ -223,6 +223,105 @@ def test_from_columns_validates():
         ResponseTable.from_columns(["a", "a"], ["1", "2"], [0.5, 0.5])
     with pytest.raises(InputError, match="no rows"):
         ResponseTable.from_columns([], [], [])
+
+
+@pytest.mark.parametrize("header", ["model,item,score,score", "model,item,score, score",
+                                    "score,model,item,score"])
+@pytest.mark.parametrize("name", ["s.csv", "s.csv.gz", "s.tsv"])
+def test_a_repeated_csv_column_is_refused(tmp_path, header, name):
+    sep = "\t" if name.endswith(".tsv") else ","
+    body = "m1,1,0.5,0.9\nm2,1,0.25,0.3\n" if header.startswith("model") else "0.5,m1,1,0.9\n0.25,m2,1,0.3\n"
+    p = write_text(tmp_path / name, (header + "\n" + body).replace(",", sep))
+    with pytest.raises(InputError, match=rf"^{tmp_path}/{name}: column 'score' appears 2 times"):
+        read_table(p)
+
+
+def test_empty_header_names_may_repeat(tmp_path):
+    p = write_text(tmp_path / "s.csv", "model,item,score,,\nm1,1,0.5,,\nm2,1,0.25,,\n")
+    assert read_table(p).n_obs == 2
+
+
+def test_a_repeated_column_in_jsonl_and_parquet_is_refused(tmp_path):
+    lines = ('{"model": "m1", "item": 1, "score": 0.5}\n\n'
+             '{"model": "m2", "item": 1, "score": 0.25, "score": 0.9}\n')
+    with pytest.raises(InputError, match=r"s\.jsonl, row 3: key 'score' appears more than once"):
+        read_table(write_text(tmp_path / "s.jsonl", lines))
+    lines = '{"model": "m1", "item": 1, "score": 0.5, " score": 0.1}\n{"model": "m2", "item": 1, "score": 0.2}\n'
+    with pytest.raises(InputError, match=r"s2\.jsonl, row 1: key 'score' appears more than once"):
+        read_table(write_text(tmp_path / "s2.jsonl", lines))
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table([pa.array(["a", "b"]), pa.array(["1", "1"]), pa.array([0.1, 0.2]),
+                             pa.array([0.3, 0.4])], names=["model", "item", "score", "score"]),
+                   tmp_path / "s.parquet")
+    with pytest.raises(InputError) as ei:
+        read_table(tmp_path / "s.parquet")
+    assert str(ei.value) == f"{tmp_path}/s.parquet: column 'score' appears 2 times; each column may appear only once"
+
+
+# --------------------------------------------------------------------------- #
+# Outlying scores
+# --------------------------------------------------------------------------- #
+
+
+def _bulk_frame(n_models=4, n_items=30, scale=1.0, seed=0):
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({
+        "model": np.repeat([f"m{j}" for j in range(n_models)], n_items),
+        "item": np.tile([f"i{i:02d}" for i in range(n_items)], n_models),
+        "score": np.round(rng.uniform(0, scale, n_models * n_items), 4),
+    })
+
+
+@pytest.mark.parametrize("scale,value", [(1.0, -12540.0), (1.0, 1e300), (100.0, -12540.0),
+                                         (100.0, 1e300), (1.0, 12.0)])
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".parquet"])
+def test_one_corrupt_score_is_refused_naming_row_model_item_value(tmp_path, suffix, scale, value):
+    frame = _bulk_frame(scale=scale)
+    frame.loc[37, "score"] = value  # model m1, item i07
+    path = tmp_path / f"t{suffix}"
+    if suffix == ".csv":
+        frame.to_csv(path, index=False)
+        row = 39  # header is row 1
+    elif suffix == ".jsonl":
+        frame.to_json(path, orient="records", lines=True, double_precision=15)
+        row = 38
+    else:
+        frame.to_parquet(path)
+        row = 38
+    with pytest.raises(InputError) as ei:
+        read_table(path)
+    msg = str(ei.value)
+    assert msg.startswith(f"{path}, row {row}: score {value!r} of model 'm1' on item 'i07' is far outside")
+    assert "\n" not in msg and ei.value.row == row
+    # the opt-out keeps the value, and the table remembers it
+    t = read_table(path, allow_outliers=True)
+    assert value in t.score and t.outliers_allowed
+    assert t.select_models(["m1", "m0"]).outliers_allowed
+
+
+def test_outlier_rule_counts_further_outliers_and_covers_from_columns():
+    score = np.linspace(0, 1, 200)
+    score[[5, 150]] = [-50.0, 75.0]
+    models = ["a", "b"] * 100
+    with pytest.raises(InputError, match=r"^mem, row 6: score -50\.0 of model 'b' on item '5'.*; 1 more score too"):
+        ResponseTable.from_columns(models, [str(i) for i in range(200)], score, source="mem")
+    ResponseTable.from_columns(models, [str(i) for i in range(200)], score, allow_outliers=True)
+
+
+def test_outlier_fences_rule():
+    # the fences are P1 - 10 s and P99 + 10 s, s = P99 - P1, from order statistics that
+    # leave out the single extreme value of a small table, so one outlier cannot widen them
+    x = np.r_[np.linspace(0.0, 1.0, 99), 1e300]
+    p1, p99 = x[1], x[98]  # 100 scores: the 2nd smallest and 2nd largest
+    spread = p99 - p1
+    assert responses.outlier_fences(x) == pytest.approx((p1 - 10 * spread, p99 + 10 * spread))
+    assert responses.outlier_fences(np.r_[np.zeros(99), 1e300]) is None  # no spread to judge by
+    # near-binary scores (most at 0, some at 1) are the bulk, not outliers
+    y = np.r_[np.zeros(900), np.ones(100), 1e-7]
+    lo, hi = responses.outlier_fences(y)
+    assert lo <= 0 and hi >= 1
 
 
 # --------------------------------------------------------------------------- #

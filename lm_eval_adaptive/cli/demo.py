@@ -29,7 +29,7 @@ DEFAULT_DEMO_SYSTEMS = ("GPT-4", "Claude-3.5", "Gemini-1.5-Pro", "Mistral-Large"
 
 def run_demo(args, console) -> int:
 
-    table = load_any_table(args.table)
+    table = load_any_table(args.table, allow_outliers=args.allow_outliers)
     names = [str(m) for m in table.models]
     models = args.models or [m for m in DEFAULT_DEMO_SYSTEMS if m in names]
     unknown = [m for m in models if m not in names]

@@ -11,6 +11,13 @@ import sys
 
 from lm_eval_adaptive import __version__
 from lm_eval_adaptive.atomic import write_json
+from lm_eval_adaptive.cli.arguments import (
+    confidence_level,
+    int_at_least,
+    nonnegative_float,
+    nonnegative_int,
+    positive_int,
+)
 from lm_eval_adaptive.cli.demo import run_demo
 from lm_eval_adaptive.cli.leaderboard import add_leaderboard_parsers
 from lm_eval_adaptive.cli.rank import add_rank_parser
@@ -53,9 +60,10 @@ def cmd_calibrate(args) -> int:
             raise InputError("--samples needs --task (the harness task name) and --metric "
                              "(the per-document metric in the sample logs)")
 
-        table = table_from_sample_logs(args.samples, task=args.task, metric=args.metric)
+        table = table_from_sample_logs(args.samples, task=args.task, metric=args.metric,
+                                       allow_outliers=args.allow_outliers)
     elif args.table:
-        table = load_any_table(args.table, metric=args.metric)
+        table = load_any_table(args.table, metric=args.metric, allow_outliers=args.allow_outliers)
     else:
         raise InputError("give a response TABLE or --samples PATH... (harness --log_samples output)")
     if args.exclude_models:
@@ -82,7 +90,7 @@ def cmd_backtest(args) -> int:
                             scaling=args.scaling, method=args.method, likelihood=args.likelihood,
                             top_k=args.top_k,
                             partition_seed=args.partition_seed, bootstrap=args.bootstrap)
-    tables = [load_any_table(t) for t in args.table]
+    tables = [load_any_table(t, allow_outliers=args.allow_outliers) for t in args.table]
     console = _console()
     results = []
     from rich.progress import (
@@ -165,20 +173,26 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
         sp.add_argument("--method", choices=("joint", "moments"), default=None,
                         help="calibration: joint quasi-likelihood fit or METHOD.md's moments "
                              "(default: joint; see docs/calibration.md)")
+        sp.add_argument("--allow-outliers", action="store_true",
+                        help="accept scores far outside the bulk of the table (more than 10 x "
+                             "(P99 - P1) beyond [P1, P99]; refused by default as likely corrupt)")
 
     d = sub.add_parser("demo", help="rank recorded real systems adaptively (offline, embedded data)")
     d.add_argument("--table", default="embedded:wmt24-en-de-chrf",
                    help="response table to replay (default: embedded WMT24 en-de chrF)")
     d.add_argument("--models", nargs="+", default=None,
                    help="systems to rank (default: the API systems in the table)")
-    d.add_argument("--confidence", type=float, default=0.95)
-    d.add_argument("--min-items", type=int, default=10)
-    d.add_argument("--max-items", type=int, default=None)
-    d.add_argument("--budget-usd", type=float, default=None,
+    d.add_argument("--confidence", type=confidence_level, default=0.95,
+                   help="confidence level for settling a pair, in (0.5, 1) (default: 0.95)")
+    d.add_argument("--min-items", type=positive_int, default=10,
+                   help="warm-up items per system (default: 10)")
+    d.add_argument("--max-items", type=positive_int, default=None,
+                   help="at most this many items per system (default: the whole bank)")
+    d.add_argument("--budget-usd", type=nonnegative_float, default=None,
                    help="hard dollar cap (default: 10%% of what the full run would cost)")
     d.add_argument("--json", default=None, help="also write the result as JSON here")
     d.add_argument("--plot", default=None, help="write a PNG of abilities with intervals here")
-    d.add_argument("--seed", type=int, default=0)
+    d.add_argument("--seed", type=nonnegative_int, default=0)
     common_model(d)
     d.set_defaults(func=cmd_demo)
 
@@ -203,22 +217,26 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
 
     b = sub.add_parser("backtest", help="adaptive vs random vs fixed-length on held-out models (paper protocol)")
     b.add_argument("table", nargs="+", help="response table file(s) or named real table(s)")
-    b.add_argument("--holdout-size", type=int, default=4)
-    b.add_argument("--folds", type=int, default=5)
-    b.add_argument("--seeds", type=int, default=20)
-    b.add_argument("--confidence", type=float, default=0.95)
-    b.add_argument("--min-items", type=int, default=10)
-    b.add_argument("--target-items", type=int, default=20,
+    b.add_argument("--holdout-size", type=int_at_least(2), default=4,
+                   help="models held out and ranked per fold, at least 2 (default: 4)")
+    b.add_argument("--folds", type=positive_int, default=5)
+    b.add_argument("--seeds", type=positive_int, default=20)
+    b.add_argument("--confidence", type=confidence_level, default=0.95,
+                   help="confidence level for settling a pair, in (0.5, 1) (default: 0.95)")
+    b.add_argument("--min-items", type=positive_int, default=10)
+    b.add_argument("--target-items", type=positive_int, default=20,
                    help="budget = this many items per model at the average item cost")
-    b.add_argument("--max-items", type=int, default=None)
-    b.add_argument("--top-k", type=int, default=1, help="randomesque selection among the top k items")
+    b.add_argument("--max-items", type=positive_int, default=None)
+    b.add_argument("--top-k", type=positive_int, default=1,
+                   help="randomesque selection among the top k items")
     b.add_argument("--costs", default=None, help="per-model prices (JSON or CSV); others use the default")
     b.add_argument("--prices", choices=("litellm", "uniform"), default="litellm",
                    help="litellm (default): API systems at litellm's prices (bundled offline map), "
                         "others at the default $1/$3 per M tokens; uniform: the default price for "
                         "every system (the paper-comparison setting)")
-    b.add_argument("--partition-seed", type=int, default=42)
-    b.add_argument("--bootstrap", type=int, default=10_000, help="bootstrap resamples for ground-truth ties")
+    b.add_argument("--partition-seed", type=nonnegative_int, default=42)
+    b.add_argument("--bootstrap", type=positive_int, default=10_000,
+                   help="bootstrap resamples for ground-truth ties")
     b.add_argument("--json", default=None, help="write the summary as JSON here")
     common_model(b)
     b.set_defaults(func=cmd_backtest)

@@ -46,9 +46,9 @@ __all__ = [
 #: Environment variable naming the data directory.
 DATA_ENV = "LM_EVAL_ADAPTIVE_DATA"
 
-#: WMT24 language pairs available, and the BLEU tokenizer each needs.
-WMT24_TOKENIZE = {"en-de": "13a", "en-es": "13a", "en-ja": "ja-mecab", "en-zh": "zh"}
-WMT24_PAIRS: tuple[str, ...] = tuple(WMT24_TOKENIZE)
+#: WMT24 language pairs available.  BLEU's tokenizer is sacrebleu's choice for the target
+#: language (``BLEU(trg_lang=...)``: ``ja-mecab`` for ja, ``zh`` for zh, ``13a`` otherwise).
+WMT24_PAIRS: tuple[str, ...] = ("en-de", "en-es", "en-ja", "en-zh")
 WMT24_METRICS: tuple[str, ...] = ("bleu", "chrf")
 ALPACA_METRICS: tuple[str, ...] = ("judge",)
 
@@ -123,7 +123,8 @@ def _make_metric(metric: str, pair: str) -> Any:
     from sacrebleu.metrics import BLEU, CHRF
 
     if metric == "bleu":
-        return BLEU(effective_order=True, tokenize=WMT24_TOKENIZE[pair])
+        # sacrebleu picks the tokenizer for the target language; the signature names it.
+        return BLEU(effective_order=True, trg_lang=pair.split("-", 1)[1])
     return CHRF()
 
 
@@ -197,8 +198,9 @@ def load_wmt24(
     item whose id is its 0-based line number.  Canary lines (domain ``canary``
     in ``documents.tsv``) and lines with an empty reference are skipped.
     Scores are sacrebleu's sentence scores divided by 100: BLEU with
-    ``effective_order=True`` (tokenizer ``ja-mecab`` for en-ja, ``zh`` for
-    en-zh, ``13a`` otherwise) or chrF with default settings, clipped to [0, 1]
+    ``effective_order=True`` and sacrebleu's tokenizer for the target language
+    (``trg_lang``: ``ja-mecab`` for en-ja, ``zh`` for en-zh, ``13a`` otherwise)
+    or chrF with default settings, clipped to [0, 1]
     against floating-point rounding.  Token counts are
     estimated as characters / 4 of the source (input) and reference (output).
 
@@ -216,7 +218,7 @@ def load_wmt24(
         InputError: unknown pair, metric or system; missing files; a system file
             whose line count differs from ``source.txt``.
     """
-    if pair not in WMT24_TOKENIZE:
+    if pair not in WMT24_PAIRS:
         raise InputError(f"unknown WMT24 pair {pair!r}; valid pairs: {', '.join(WMT24_PAIRS)}")
     if metric not in WMT24_METRICS:
         raise InputError(

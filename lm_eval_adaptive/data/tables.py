@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from lm_eval_adaptive.data.datasets import NAMED_TABLES, load_named
@@ -20,17 +21,22 @@ def embedded_path(name: str) -> Path:
     return Path(__file__).parent / EMBEDDED[name]
 
 
-def load_any_table(spec: str, *, metric: str | None = None):
-    """A response table from a file, an embedded table (``embedded:NAME``) or a named real table."""
+def load_any_table(spec: str, *, metric: str | None = None, allow_outliers: bool = False):
+    """A response table from a file, an embedded table (``embedded:NAME``) or a named real table.
+
+    ``allow_outliers``: accept scores far outside the bulk of the table (see
+    :func:`~lm_eval_adaptive.data.responses.read_table`); the table remembers it.
+    """
     if spec.startswith("embedded:"):
         name = spec.split(":", 1)[1]
         if name not in EMBEDDED:
             raise InputError(f"unknown embedded table {name!r}; choose one of {', '.join(EMBEDDED)}")
-        return read_table(embedded_path(name), metric=metric or name)
+        return read_table(embedded_path(name), metric=metric or name, allow_outliers=allow_outliers)
     p = Path(spec)
     if p.exists():
-        return read_table(p, metric=metric or p.name.split(".")[0])
+        return read_table(p, metric=metric or p.name.split(".")[0], allow_outliers=allow_outliers)
     if spec in NAMED_TABLES:
-        return load_named(spec)
+        table = load_named(spec)
+        return dataclasses.replace(table, outliers_allowed=True) if allow_outliers else table
     raise InputError(f"no such file, and not a named table ({', '.join(NAMED_TABLES)}) "
                      f"nor embedded:{{{','.join(EMBEDDED)}}}", path=spec)

@@ -53,23 +53,38 @@ class ItemBank:
     calibration: dict = field(default_factory=dict)
 
     def __post_init__(self):
+        """Validate: messages name the field as the bank file spells it (``items.b[3]``)."""
         self.item_ids = np.asarray(self.item_ids, dtype=object)
         n = self.item_ids.size
-        self.b = np.asarray(self.b, dtype=float)
-        self.lo = np.broadcast_to(np.asarray(self.lo, dtype=float), (n,)).copy()
-        self.hi = np.broadcast_to(np.asarray(self.hi, dtype=float), (n,)).copy()
-        self.input_tokens = np.broadcast_to(np.asarray(self.input_tokens, dtype=float), (n,)).copy()
-        self.output_tokens = np.broadcast_to(np.asarray(self.output_tokens, dtype=float), (n,)).copy()
         if n == 0:
             raise BankError("the bank has no items")
-        if self.b.shape != (n,):
-            raise BankError("difficulties and item ids differ in length")
-        if not np.all(np.isfinite(self.b)):
-            raise BankError("difficulties must be finite")
+        if self.item_ids.shape != (n,):
+            raise BankError("items.id must be a flat list of item ids")
         if self.scaling not in SCALINGS + ("none",):
             raise BankError(f"unknown scaling {self.scaling!r}; expected one of {SCALINGS + ('none',)}")
-        if np.any(~(self.hi > self.lo)):
-            raise BankError("every item needs a score range with max > min")
+        per_item = self.scaling == "per_item"
+        lo_name, hi_name = ("items.min", "items.max") if per_item else ("scaling.min", "scaling.max")
+        self.b = _aligned(self.b, n, "items.b", broadcast=False)
+        self.lo = _aligned(self.lo, n, lo_name)
+        self.hi = _aligned(self.hi, n, hi_name)
+        self.input_tokens = _aligned(self.input_tokens, n, "items.input_tokens")
+        self.output_tokens = _aligned(self.output_tokens, n, "items.output_tokens")
+        _require(np.isfinite(self.b), self.b, "items.b", "difficulties must be finite")
+        _require(np.isfinite(self.lo), self.lo, lo_name, "score ranges must be finite", indexed=per_item)
+        _require(np.isfinite(self.hi), self.hi, hi_name, "score ranges must be finite", indexed=per_item)
+        if not per_item and (np.any(self.lo != self.lo[0]) or np.any(self.hi != self.hi[0])):
+            raise BankError(f"{self.scaling} scaling takes one score range for every item")
+        bad = np.flatnonzero(~(self.hi > self.lo))
+        if bad.size:
+            i = int(bad[0])
+            where = f"[{i}]" if per_item else ""
+            raise BankError(f"{hi_name}{where} {float(self.hi[i])!r} is not above {lo_name}{where} "
+                            f"{float(self.lo[i])!r}: "
+                            "every item needs a score range with max > min")
+        for name in ("input_tokens", "output_tokens"):
+            v = getattr(self, name)
+            _require(np.isnan(v) | (np.isfinite(v) & (v >= 0)), v, f"items.{name}",
+                     "token counts must be finite and >= 0 (null if unknown)")
         if len(set(self.item_ids.tolist())) != n:
             raise BankError("item ids must be unique")
         self._index = None
@@ -189,29 +204,42 @@ class ItemBank:
             raise BankError(f"bank format version {d.get('version')!r} is not supported "
                             f"(this lm-eval-adaptive reads version {BANK_VERSION})", path=source)
         try:
-            items = d["items"]
-            model = response_model_from_dict(d["response_model"])
-            sc = d["scaling"]
-            kind = sc["kind"]
-            n = len(items["id"])
+            items = _field(d, "items", dict)
+            ids = _field(items, "id", list, "items.id")
+            n = len(ids)
+            for i, x in enumerate(ids):
+                if not isinstance(x, str):
+                    raise BankError(f"malformed item bank: items.id[{i}] is {x!r}, not a string")
+            rm = _field(d, "response_model", dict)
+            try:
+                model = response_model_from_dict(rm)
+            except (KeyError, TypeError, ValueError) as e:
+                raise BankError(f"response_model: {type(e).__name__}: {e}") from None
+            sc = _field(d, "scaling", dict)
+            kind = sc.get("kind")
             if kind == "per_item":
-                lo, hi = items["min"], items["max"]
+                lo, hi = _numbers(items, "min", n), _numbers(items, "max", n)
             else:
-                lo, hi = np.full(n, sc["min"]), np.full(n, sc["max"])
-
-            def col(name):
-                v = items.get(name)
-                return np.full(n, np.nan) if v is None else np.array(
-                    [np.nan if x is None else x for x in v], dtype=float)
-
-            bank = cls(item_ids=np.array(items["id"], dtype=object), b=np.array(items["b"], dtype=float),
+                lo, hi = _number(sc, "min", "scaling.min"), _number(sc, "max", "scaling.max")
+            stated = d.get("n_items", n)
+            if stated != n:
+                raise BankError(f"n_items is {stated!r} but items.id holds {n} ids")
+            for key, kind_ in (("task", str), ("metric", str), ("dropped", list),
+                               ("diagnostics", dict), ("calibration", dict)):
+                if d.get(key) is not None and not isinstance(d[key], kind_):
+                    raise BankError(f"malformed item bank: {key} is not {_JSON_KIND[kind_]}")
+            for i, e in enumerate(d.get("dropped") or []):
+                if not (isinstance(e, dict) and isinstance(e.get("id"), str) and isinstance(e.get("reason"), str)):
+                    raise BankError(f"malformed item bank: dropped[{i}] needs a string id and reason")
+            bank = cls(item_ids=np.array(ids, dtype=object), b=_numbers(items, "b", n),
                        model=model, scaling=kind, lo=lo, hi=hi,
-                       input_tokens=col("input_tokens"), output_tokens=col("output_tokens"),
-                       task=d.get("task"), metric=d.get("metric"), dropped=d.get("dropped", []),
-                       diagnostics=d.get("diagnostics", {}), calibration=d.get("calibration", {}))
+                       input_tokens=_numbers(items, "input_tokens", n, required=False),
+                       output_tokens=_numbers(items, "output_tokens", n, required=False),
+                       task=d.get("task"), metric=d.get("metric"), dropped=d.get("dropped") or [],
+                       diagnostics=d.get("diagnostics") or {}, calibration=d.get("calibration") or {})
         except BankError as e:
             raise BankError(str(e), path=source) from None
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError) as e:  # pragma: no cover - the checks above come first
             raise BankError(f"malformed item bank: {type(e).__name__}: {e}", path=source) from None
         stored = d.get("bank_id")
         if stored is not None and stored != bank.bank_id:
@@ -228,3 +256,70 @@ class ItemBank:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
             raise BankError(f"cannot read item bank: {e}", path=str(path)) from None
         return cls.from_dict(d, source=str(path))
+
+
+# ------------------------------------------------------------------ validation helpers
+_JSON_KIND = {dict: "an object", list: "an array", str: "a string"}
+
+
+def _field(d: dict, key: str, kind: type, name: str | None = None):
+    """``d[key]``, which must be a JSON value of ``kind``; BankError naming the field otherwise."""
+    name = name or key
+    if key not in d:
+        raise BankError(f"malformed item bank: missing field {name}")
+    value = d[key]
+    if not isinstance(value, kind):
+        raise BankError(f"malformed item bank: {name} is not {_JSON_KIND[kind]}")
+    return value
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _number(d: dict, key: str, name: str) -> float:
+    if key not in d:
+        raise BankError(f"malformed item bank: missing field {name}")
+    if not _is_number(d[key]):
+        raise BankError(f"malformed item bank: {name} is {d[key]!r}, not a number")
+    return float(d[key])
+
+
+def _numbers(items: dict, key: str, n: int, *, required: bool = True) -> np.ndarray:
+    """Column ``items.<key>`` as floats (null -> NaN; absent -> NaN when not required)."""
+    name = f"items.{key}"
+    if key not in items or (items[key] is None and not required):
+        if required:
+            raise BankError(f"malformed item bank: missing field {name}")
+        return np.full(n, np.nan)
+    values = _field(items, key, list, name)
+    for i, x in enumerate(values):
+        if x is not None and not _is_number(x):
+            raise BankError(f"malformed item bank: {name}[{i}] is {x!r}, not a number")
+    if len(values) != n:
+        raise BankError(f"{name} has {len(values)} values, items.id has {n} (the columns differ in length)")
+    return np.array([np.nan if x is None else x for x in values], dtype=float)
+
+
+def _aligned(value, n: int, name: str, *, broadcast: bool = True) -> np.ndarray:
+    """A float array of shape ``(n,)``; a scalar is repeated when ``broadcast``."""
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise BankError(f"{name} must hold numbers") from None
+    if arr.ndim == 0 and broadcast:
+        return np.full(n, float(arr))
+    if arr.shape != (n,):
+        raise BankError(f"{name} has {arr.size} values, items.id has {n} (the columns differ in length)")
+    return arr.copy()
+
+
+def _require(ok: np.ndarray, values: np.ndarray, name: str, rule: str, *, indexed: bool = True) -> None:
+    """BankError naming the first value (``name[i]``, or ``name`` when one value is shared) not ``ok``."""
+    bad = np.flatnonzero(~ok)
+    if bad.size:
+        i = int(bad[0])
+        if not indexed:
+            raise BankError(f"{name} is {float(values[i])!r}: {rule}")
+        more = f" (and {bad.size - 1} more)" if bad.size > 1 else ""
+        raise BankError(f"{name}[{i}] is {float(values[i])!r}{more}: {rule}")

@@ -6,6 +6,10 @@ per model for difficulties and kept one by one for k). Everything is vectorised 
 observations with ``np.bincount``.
 
 Steps
+0. Refuse a table with a score far outside the bulk of its scores (one corrupt value would
+   squash every other score in the global min-max range; the rule is in
+   :mod:`lm_eval_adaptive.data.responses`), unless the table was read with
+   ``allow_outliers=True``.
 1. Scale raw scores into [0, 1]: ``global`` (one min/max over all calibration
    observations, the reference code) or ``per_item`` (each item's own min/max across the
    calibration models, the paper's data preparation). Items whose calibration scores are
@@ -27,6 +31,7 @@ import numpy as np
 from scipy.special import expit, logit
 
 from lm_eval_adaptive import __version__
+from lm_eval_adaptive.data.responses import check_score_outliers
 from lm_eval_adaptive.engine.bank import SCALINGS, ItemBank
 from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
 from lm_eval_adaptive.errors import InputError
@@ -92,7 +97,8 @@ def calibrate(table, *, scaling: str = DEFAULT_SCALING, epsilon: float = DEFAULT
     Parameters
     ----------
     table:
-        A ResponseTable with at least 2 models.
+        A ResponseTable with at least 2 models. Its scores are checked for outliers
+        (step 0) unless ``table.outliers_allowed``.
     scaling:
         ``"global"`` or ``"per_item"`` (see module docstring).
     epsilon:
@@ -118,6 +124,8 @@ def calibrate(table, *, scaling: str = DEFAULT_SCALING, epsilon: float = DEFAULT
     M, N = int(table.n_models), int(table.n_items)
     if M < 2:
         raise InputError(f"calibration needs at least 2 models, the table has {M}", path=table.source)
+    if not getattr(table, "outliers_allowed", False):
+        check_score_outliers(table)
     mi = np.asarray(table.model_idx, dtype=np.int64)
     ii = np.asarray(table.item_idx, dtype=np.int64)
     raw = np.asarray(table.score, dtype=float)

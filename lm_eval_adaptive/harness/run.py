@@ -424,13 +424,14 @@ def _annotate_samples(samples: dict, o: TaskOutcome) -> dict:
 
 
 # ------------------------------------------------------------ sample logs → table
-def table_from_sample_logs(paths, *, task: str, metric: str):
+def table_from_sample_logs(paths, *, task: str, metric: str, allow_outliers: bool = False):
     """A response table from harness ``--log_samples`` output of full runs (several models).
 
     Each PATH is a ``samples_<task>_*.jsonl`` file or a directory searched recursively for
     them. The model name comes from the ``results_*.json`` beside the file (``model_name``
     or ``config.model_args``), else the folder name. Item = ``doc_id``; tokens ≈ characters/4
-    of the prompt and of the response.
+    of the prompt and of the response. ``allow_outliers``: see
+    :func:`~lm_eval_adaptive.data.responses.read_table`.
     """
 
     files = []
@@ -461,7 +462,8 @@ def table_from_sample_logs(paths, *, task: str, metric: str):
                 resp = resp[0]
             otok.append(len(str(resp)) / 4)
     return ResponseTable.from_columns(model, item, score, itok, otok,
-                                      source=", ".join(map(str, paths)), metric=metric)
+                                      source=", ".join(map(str, paths)), metric=metric,
+                                      allow_outliers=allow_outliers)
 
 
 def _prompt_of(arguments) -> str:
