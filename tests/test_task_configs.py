@@ -57,7 +57,7 @@ def _build(manager: TaskManager, name: str):
 
 def test_all_tasks_are_indexed(manager):
     names = set(manager.all_tasks)
-    for name in WMT_TASKS + ["alpaca_eval", "alpaca_eval_rouge_l"] + PUBLIC_TASKS:
+    for name in WMT_TASKS + ["alpaca_eval", "alpaca_eval_judge", "alpaca_eval_rouge_l"] + PUBLIC_TASKS:
         assert name in names
     assert "wmt24" in manager.all_tags
 
@@ -128,6 +128,15 @@ def test_alpaca_eval_task(manager, monkeypatch):
         assert doc["reference"]
     assert task.config.generation_kwargs["until"] == []
     assert set(task.aggregation()) == {"judge", "rouge_l"}
+
+
+@needs_alpaca
+def test_alpaca_eval_judge_task_scores_only_the_judge(manager, monkeypatch):
+    monkeypatch.setenv(JUDGE_MODEL_ENV, "openai/test-judge")
+    task = _build(manager, "alpaca_eval_judge")
+    full = _build(manager, "alpaca_eval")
+    assert [d["id"] for d in task.test_docs()] == [d["id"] for d in full.test_docs()]
+    assert set(task.aggregation()) == {"judge"}
 
 
 @needs_alpaca

@@ -104,10 +104,19 @@ def process_results_rouge_l(doc: dict[str, Any], results: list[str]) -> dict[str
     return {"rouge_l": rouge_l(response, doc["reference"])}
 
 
+def process_results_judge(doc: dict[str, Any], results: list[str]) -> dict[str, float]:
+    """The judge's score of the response (verbatim) in [0, 1]."""
+    return {"judge": _judge(doc, results[0] if results else "")}
+
+
 def process_results_judged(doc: dict[str, Any], results: list[str]) -> dict[str, float]:
     """The judge's score of the response (verbatim) in [0, 1], plus ROUGE-L."""
     response = results[0] if results else ""
-    judge = llm_judge(
+    return {"judge": _judge(doc, response), "rouge_l": rouge_l(response, doc["reference"])}
+
+
+def _judge(doc: dict[str, Any], response: str) -> float:
+    return llm_judge(
         doc["instruction"],
         response,
         model=_JUDGE["model"],
@@ -115,4 +124,3 @@ def process_results_judged(doc: dict[str, Any], results: list[str]) -> dict[str,
         reference=doc["reference"] if _JUDGE["reference"] else None,
         scale=_JUDGE["scale"],
     )
-    return {"judge": judge, "rouge_l": rouge_l(response, doc["reference"])}
