@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import lm_eval_adaptive.atomic as atomic_mod
 import json
 import os
 
 import numpy as np
 import pytest
-
 from conftest import make_sim_bank
+
+import lm_eval_adaptive.atomic as atomic_mod
 from lm_eval_adaptive.engine.bank import BANK_FORMAT, BANK_VERSION, ItemBank
-from lm_eval_adaptive.errors import BankError, InputError
 from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
+from lm_eval_adaptive.errors import BankError, InputError
 
 
 def _rich_bank(scaling="global"):

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+from lm_eval_adaptive.data.responses import ResponseTable
 from lm_eval_adaptive.engine.calibration import calibrate
 from lm_eval_adaptive.errors import InputError
-from lm_eval_adaptive.data.responses import ResponseTable
 
 
 @pytest.fixture

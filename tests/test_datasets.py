@@ -25,8 +25,8 @@ from lm_eval_adaptive.data.datasets import (
     load_named,
     load_wmt24,
 )
-from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.data.responses import read_table
+from lm_eval_adaptive.errors import InputError
 
 PACKAGE_DATA = Path(datasets.__file__).resolve().parent
 

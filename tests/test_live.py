@@ -13,14 +13,13 @@ import threading
 
 import numpy as np
 import pytest
+from conftest import make_sim_bank, simulate_scores
 
-from lm_eval_adaptive.live.ledger import BudgetLedger
-from lm_eval_adaptive.live.journal import Journal
-from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy, is_retryable
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.harness.scorer import ItemScore, parse_model_spec
-
-from conftest import make_sim_bank, simulate_scores
+from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy, is_retryable
+from lm_eval_adaptive.live.journal import Journal
+from lm_eval_adaptive.live.ledger import BudgetLedger
 
 THETAS = {"a": 1.5, "b": 0.0, "c": -1.5}
 PRICE_IN, PRICE_OUT = 1e-6, 3e-6  # USD per token

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import make_sim_bank
 from scipy import stats
 
-from conftest import make_sim_bank
-from lm_eval_adaptive.engine.ranker import STOP_REASONS, AdaptiveRanker, Request, pairwise_matrix, tie_groups
+from lm_eval_adaptive.engine.ranker import (
+    STOP_REASONS,
+    AdaptiveRanker,
+    Request,
+    pairwise_matrix,
+    tie_groups,
+)
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from lm_eval_adaptive.data import responses
-from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.data.responses import ResponseTable, read_table
+from lm_eval_adaptive.errors import InputError
 
 GOOD_CSV = (
     "model,item,score,input_tokens,output_tokens\n"

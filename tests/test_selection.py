@@ -7,7 +7,10 @@ import pytest
 
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.cat import Examinee
-from lm_eval_adaptive.engine.response_model import BernoulliResponseModel, ContinuousResponseModel
+from lm_eval_adaptive.engine.response_model import (
+    BernoulliResponseModel,
+    ContinuousResponseModel,
+)
 from lm_eval_adaptive.engine.selection import MaxInfoSelector, select_max_information
 
 
