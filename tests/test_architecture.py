@@ -34,6 +34,50 @@ def test_the_private_import_check_sees_one(tmp_path):
     assert _private_imports(f, tmp_path) == ["x.py:1: lm_eval_adaptive.live.journal._parse"]
 
 
+def _is_private(name: str) -> bool:
+    return len(name) > 1 and name.startswith("_") and not name.startswith("__")
+
+
+def _engine_private_names() -> set[str]:
+    """Private attributes (``self._x``), functions, classes and module names the engine defines."""
+    names = set()
+    for f in (PACKAGE / "engine").rglob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text(), filename=str(f))):
+            if (isinstance(node, ast.Attribute) and _is_private(node.attr) and isinstance(node.value, ast.Name)
+                    and node.value.id in ("self", "cls")):
+                names.add(node.attr)
+            elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and _is_private(node.name):
+                names.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and _is_private(node.id):
+                names.add(node.id)
+    return names
+
+
+def _private_engine_uses(path: Path, private: set[str], root: Path = REPO) -> list[str]:
+    """``obj._name`` where ``_name`` is private to the engine and ``obj`` is not ``self``/``cls``."""
+    bad = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if (isinstance(node, ast.Attribute) and node.attr in private
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))):
+            bad.append(f"{path.relative_to(root)}:{node.lineno}: .{node.attr}")
+    return bad
+
+
+def test_nothing_outside_the_engine_reads_or_writes_its_private_state():
+    private = _engine_private_names()
+    assert {"_next", "_pending", "_rng", "_mask", "_stopped_because", "_ask_for"} <= private
+    files = [f for f in PACKAGE.rglob("*.py") if (PACKAGE / "engine") not in f.parents]
+    files += [*(REPO / "tests").glob("*.py"), *(REPO / "benchmarks").glob("*.py")]
+    bad = [b for f in files for b in _private_engine_uses(f, private)]
+    assert not bad, "engine internals used outside the engine (use its public methods):\n" + "\n".join(bad)
+
+
+def test_the_private_use_check_sees_one(tmp_path):
+    f = tmp_path / "x.py"
+    f.write_text("ranker._next['a'] = None\nself._next = 1\nranker.rng.bit_generator.state\n")
+    assert _private_engine_uses(f, {"_next"}, tmp_path) == ["x.py:1: ._next"]
+
+
 def test_import_contract_holds():
     assert shutil.which("lint-imports"), "import-linter (the test extra) is not installed"
     r = subprocess.run(["lint-imports", "--config", str(REPO / ".importlinter")], cwd=REPO,

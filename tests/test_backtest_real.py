@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from lm_eval_adaptive.engine.backtest import BacktestConfig, backtest
 from lm_eval_adaptive.cli.main import main
+from lm_eval_adaptive.engine.backtest import BacktestConfig, backtest
 from lm_eval_adaptive.errors import InputError
 
 

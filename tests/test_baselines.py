@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import make_sim_bank
+
 from lm_eval_adaptive.engine.baselines import fixed_length_cat, random_sampling
 
 

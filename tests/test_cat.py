@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import make_sim_bank
+
 from lm_eval_adaptive.engine.cat import AdaptiveTest, full_task_estimate
 
 
@@ -56,8 +56,9 @@ def test_stops_on_budget_never_overspends(sim_bank, simulate, seed):
     assert res.spent <= budget + 1e-12
     assert res.spent == pytest.approx(float(costs[res.items].sum()))
     # the item it would have given next did not fit
-    nxt = t.examinee.next_item(t.rng)
+    nxt = t.peek()
     assert nxt >= 0 and res.spent + costs[nxt] > budget
+    assert t.peek() == nxt  # peeking reserves nothing and is stable
 
 
 def test_budget_needs_costs_and_some_rule(sim_bank):
@@ -73,7 +74,7 @@ def test_stops_on_exhausted_bank(simulate):
     bank = make_sim_bank(n_items=12, seed=3)
     fn, _ = _score_fn(bank, 0.0, simulate, 0)
     t = AdaptiveTest(bank, se_target=1e-6, min_items=0, max_items=None)
-    t.examinee.exclude([0, 1, 2, 3, 4])
+    t.exclude([0, 1, 2, 3, 4])
     res = t.run(fn)
     assert res.stopped_because == "bank_exhausted"
     assert sorted(res.items) == list(range(5, 12))

@@ -16,7 +16,12 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from lm_eval_adaptive.data import price_map, prices  # noqa: E402
-from lm_eval_adaptive.data.price_map import SYSTEM_TO_LITELLM, litellm_price, load_costs_file, price_for  # noqa: E402
+from lm_eval_adaptive.data.price_map import (  # noqa: E402
+    SYSTEM_TO_LITELLM,
+    litellm_price,
+    load_costs_file,
+    price_for,
+)
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE, Price, uniform_prices  # noqa: E402
 from lm_eval_adaptive.errors import InputError  # noqa: E402
 

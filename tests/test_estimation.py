@@ -7,7 +7,10 @@ import pytest
 from scipy import integrate, stats
 
 from lm_eval_adaptive.engine.estimation import DEFAULT_PRIOR_SD, GridPosterior
-from lm_eval_adaptive.engine.response_model import BernoulliResponseModel, ContinuousResponseModel
+from lm_eval_adaptive.engine.response_model import (
+    BernoulliResponseModel,
+    ContinuousResponseModel,
+)
 
 
 def quad_moments(model, b, y, prior_mean, prior_sd):

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.cli.main import main
+from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
 
 TASK = "wmt24_en-de"

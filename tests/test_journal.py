@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from conftest import make_sim_bank, simulate_scores
 
-from lm_eval_adaptive.live.ledger import BudgetLedger
+from lm_eval_adaptive.engine.ranker import AdaptiveRanker, ReplayEvent
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, Journal, redact
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.live.ledger import BudgetLedger
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -395,15 +395,16 @@ def cut_journal(src: Path, dst: Path, n_records: int) -> Path:
 
 
 def examinee_state(ranker, drop_pending=False):
+    """Every model's state, read through the public API (items still in flight left out with
+    ``drop_pending``)."""
     out = {}
     for m, e in ranker.examinees.items():
-        mask = e.mask.copy()
+        taken = e.taken()
         if drop_pending:
             for (pm, item) in ranker.pending:
                 if pm == m:
-                    mask[e.selector.rank[item]] = False
-        out[m] = (list(e.items), list(e.scores), e.theta, e.se, e.spent, list(e.info_at_selection),
-                  mask.tobytes(), int(mask.sum()))
+                    taken[item] = False
+        out[m] = (e.items, e.scores, e.theta, e.se, e.spent, e.info_at_selection, taken.tobytes(), int(taken.sum()))
     return out
 
 
@@ -511,19 +512,47 @@ def test_replay_rejects_a_journal_that_does_not_fit_the_ranker(tmp_path, sim):
     assert r.examinees["m0"].scores == [0.5]
 
 
-def test_a_mismatched_ask_is_undone_completely(sim):
-    from lm_eval_adaptive.live.journal import _ask_for  # noqa: PLC2701 (engine-API work removes this)
+def drive_steps(ranker, n, y=0.5):
+    """Up to ``n`` ask/tell steps with a constant score; the requests asked."""
+    asked = []
+    for _ in range(n):
+        req = ranker.ask()
+        if req is None:
+            break
+        asked.append(req)
+        ranker.tell(req, y)
+    return asked
 
+
+def test_a_mismatched_ask_is_undone_completely(sim):
+    """Replaying an outcome the ranker would not ask for next: the ask made to check it is undone
+    (reservation, cached next items, random state), so the ranker goes on exactly like one that
+    was given the same outcome directly."""
     r = make_ranker(sim, top_k=3)
-    first = r.ask()
-    r.tell(first, 0.5)
-    before = (examinee_state(r), r.rng.bit_generator.state, dict(r._next), dict(r.pending))
-    assert _ask_for(r, "m3", 0) is None  # not what the ranker asks for next
-    assert (examinee_state(r), r.rng.bit_generator.state, dict(r._next), dict(r.pending)) == before
-    req = r.ask()  # the ranker goes on as if the mismatched ask never happened
-    r2 = make_ranker(sim, top_k=3)
-    r2.tell(r2.ask(), 0.5)
-    assert req == r2.ask()
-    broke = make_ranker(sim, budget=0.0)  # an ask that declares the run over is undone too
-    assert _ask_for(broke, "m0", 0) is None
+    r.tell(r.ask(), 0.5)
+    before = examinee_state(r)
+    assert r.peek("m1") != 0
+    stats = r.replay([ReplayEvent.failure("m3", 0)])  # the ranker asks m1 next, not m3
+    assert (stats.asked, stats.failures) == (0, 1) and not r.pending
+    after = examinee_state(r)
+    assert {m: after[m] for m in MODELS if m != "m3"} == {m: before[m] for m in MODELS if m != "m3"}
+    assert r.examinees["m3"].is_taken(0) and not r.examinees["m3"].is_scored(0)
+    twin = make_ranker(sim, top_k=3)
+    twin.tell(twin.ask(), 0.5)
+    twin.exclude("m3", [0])  # the same item taken, with no ask made
+    assert drive_steps(r, 40) == drive_steps(twin, 40)  # the same random stream
+    # a score told out of order is recorded directly
+    r = make_ranker(sim, top_k=3)
+    r.tell(r.ask(), 0.5)
+    stats = r.replay([ReplayEvent.score("m3", "item0007", 0.25, cost=0.002)])
+    assert (stats.asked, stats.direct, stats.scores) == (0, 1, 1)
+    twin = make_ranker(sim, top_k=3)
+    twin.tell(twin.ask(), 0.5)
+    twin.record("m3", 7, 0.25, cost=0.002)
+    assert examinee_state(r) == examinee_state(twin)
+    assert drive_steps(r, 40) == drive_steps(twin, 40)
+    # an ask that declares the run over is undone too
+    broke = make_ranker(sim, budget=0.0)
+    broke.replay([ReplayEvent.failure("m0", 0)])
     assert broke.stopped_because is None and not broke.finished
+    assert broke.ask() is None and broke.stopped_because == "budget"

@@ -13,14 +13,13 @@ import threading
 
 import numpy as np
 import pytest
+from conftest import make_sim_bank, simulate_scores
 
-from lm_eval_adaptive.live.ledger import BudgetLedger
-from lm_eval_adaptive.live.journal import Journal
-from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy, is_retryable
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.harness.scorer import ItemScore, parse_model_spec
-
-from conftest import make_sim_bank, simulate_scores
+from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy, is_retryable
+from lm_eval_adaptive.live.journal import Journal
+from lm_eval_adaptive.live.ledger import BudgetLedger
 
 THETAS = {"a": 1.5, "b": 0.0, "c": -1.5}
 PRICE_IN, PRICE_OUT = 1e-6, 3e-6  # USD per token
@@ -312,17 +311,20 @@ def test_no_money_on_a_pair_only_the_blocked_partner_can_settle(bank):
             r.tell(q, 0.5 if q.model == "a" else 0.45)
         other = "b" if precise == "a" else "a"
         t = r.examinees[other].theta
-        for _ in range(200):  # `precise` gets a small SE next to the other model
-            r.examinees[precise].posterior.update(bank.model, t + 0.05, 0.5)
+        # `precise` gets a small SE next to the other model: 200 items near it, scored as a
+        # model just above the other would score them on average
+        free = np.flatnonzero(~r.examinees[precise].taken())
+        items = free[np.argsort(np.abs(bank.b[free] - t))[:200]]
+        r.record_many(precise, items, bank.model.mean(t + 0.05, bank.b[items]))
         assert r.examinees[precise].se < 0.05 < r.examinees[other].se
         return r
 
     # b cannot be paid for now and its SE alone keeps the pair unsettled: a's items are futile
     r = warmed("a")
-    r.blocked.add("b")
+    r.block("b")
     assert r.ask() is None and r.finished and r.stopped_because == "budget"
     # a's own SE matters: a still gets items while b is blocked
     r = warmed("b")
-    r.blocked.add("b")
+    r.block("b")
     q = r.ask()
     assert q is not None and q.model == "a"

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import make_sim_bank
 from scipy import stats
 
-from conftest import make_sim_bank
-from lm_eval_adaptive.engine.ranker import STOP_REASONS, AdaptiveRanker, Request, pairwise_matrix, tie_groups
+from lm_eval_adaptive.engine.ranker import (
+    STOP_REASONS,
+    AdaptiveRanker,
+    Request,
+    pairwise_matrix,
+    tie_groups,
+)
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +94,7 @@ def test_budget_is_never_exceeded(bank, simulate):
         if res.stopped_because == "budget":
             # nothing a candidate could still be given fits in what is left
             left = budget - res.total_cost
-            nxt = {m: r._peek(m) for m in models if r.examinees[m].n < r.n_max}
+            nxt = {m: r.peek(m) for m in models if r.examinees[m].n < r.n_max}
             # (the ranker may also plan with the model's mean item cost: either must not fit)
             assert any(i >= 0 and max(costs[m][i], costs[m].mean()) > left for m, i in nxt.items())
     assert "budget" in reasons

@@ -7,7 +7,10 @@ import pytest
 
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.cat import Examinee
-from lm_eval_adaptive.engine.response_model import BernoulliResponseModel, ContinuousResponseModel
+from lm_eval_adaptive.engine.response_model import (
+    BernoulliResponseModel,
+    ContinuousResponseModel,
+)
 from lm_eval_adaptive.engine.selection import MaxInfoSelector, select_max_information
 
 
@@ -30,7 +33,7 @@ def _random_b(rng, n, kind):
 
 def _administered(sel, mask):
     """The sorted-order mask as a bank-order boolean array."""
-    return mask[sel.rank]
+    return mask[sel.positions(np.arange(sel.n_items))]
 
 
 @pytest.mark.parametrize("kind", ["normal", "duplicates", "integers"])
@@ -53,13 +56,18 @@ def test_windowed_selection_equals_brute_force(kind, model):
             e.exclude(masked[:half])
         for i in masked[half:]:
             e.reserve(int(i))
-        assert e.n_masked == int(e.mask.sum()) == masked.size
-        admin = _administered(sel, e.mask)
-        assert set(np.flatnonzero(admin)) == set(masked.tolist())
+        assert e.n_taken == masked.size
+        assert set(np.flatnonzero(e.taken())) == set(masked.tolist())
+        # the same mask in the selector's own layout
+        mask = sel.new_mask()
+        mask[sel.positions(masked.astype(np.int64))] = True
+        admin = _administered(sel, mask)
+        assert np.array_equal(admin, e.taken())
+        assert e.next_item() == sel.select(e.theta, mask, masked.size)
         thetas = [float(rng.normal(0, 2)), float(b.min() - 3), float(b.max() + 4), float(rng.choice(b)),
                   0.0, 0.5]
         for theta in thetas:
-            got = sel.select(theta, e.mask, e.n_masked)
+            got = sel.select(theta, mask, masked.size)
             want = select_max_information(model, theta, b, admin)
             if want < 0:
                 assert got == -1
@@ -90,8 +98,8 @@ def test_returns_minus_one_when_exhausted():
         e.record(i, 0.5)
         seen.append(i)
     assert sorted(seen) == [0, 1, 2, 3]
-    assert e.next_item() == -1
-    assert sel.select(0.0, e.mask, e.n_masked) == -1
+    assert e.next_item() == -1 and e.n_taken == 4 and e.taken().all()
+    assert sel.select(0.0, np.ones(4, dtype=bool), 4) == -1
     assert select_max_information(bank.model, 0.0, b, np.ones(4, dtype=bool)) == -1
     e2 = Examinee(bank, sel)
     e2.exclude([0, 1, 2, 3])
@@ -103,7 +111,7 @@ def test_duplicate_difficulties_go_to_lowest_index():
     sel = MaxInfoSelector(b)
     mask = sel.new_mask()
     assert sel.select(0.1, mask, 0) == 1
-    mask[sel.rank[1]] = True
+    mask[sel.positions(1)] = True
     assert sel.select(0.1, mask, 1) == 2
     # equidistant on both sides of θ: lowest bank index too
     b = np.array([1.0, 0.0])
@@ -126,21 +134,22 @@ def test_top_k_picks_only_among_k_nearest_and_covers_them():
     b = rng.normal(0, 1.5, 200)
     theta, k = 0.37, 5
     sel = MaxInfoSelector(b, top_k=k)
-    e = Examinee(_bank(b), sel)
-    e.exclude(np.argsort(np.abs(b - theta))[:3])  # the 3 nearest are masked
-    admin = _administered(sel, e.mask)
+    mask = sel.new_mask()
+    mask[sel.positions(np.argsort(np.abs(b - theta))[:3])] = True  # the 3 nearest are masked
+    n_used = 3
+    admin = _administered(sel, mask)
     free = np.flatnonzero(~admin)
     nearest = set(free[np.argsort(np.abs(b[free] - theta))[:k]].tolist())
-    cand = sel.candidates(theta, e.mask, e.n_masked, k)
+    cand = sel.candidates(theta, mask, n_used, k)
     assert set(cand.tolist()) == nearest
     # nearest first
     assert np.all(np.diff(np.abs(b[cand] - theta)) >= 0)
-    draws = [sel.select(theta, e.mask, e.n_masked, np.random.default_rng(s)) for s in range(300)]
+    draws = [sel.select(theta, mask, n_used, np.random.default_rng(s)) for s in range(300)]
     assert set(draws) == nearest
     counts = np.bincount(draws, minlength=b.size)[sorted(nearest)]
     assert counts.min() > 30  # roughly uniform (60 expected each)
     # seeded rng: reproducible
-    r1 = [sel.select(theta, e.mask, e.n_masked, np.random.default_rng(9)) for _ in range(3)]
+    r1 = [sel.select(theta, mask, n_used, np.random.default_rng(9)) for _ in range(3)]
     assert len(set(r1)) == 1
 
 
@@ -148,7 +157,7 @@ def test_top_k_larger_than_what_is_left():
     b = np.array([0.0, 1.0, 2.0])
     sel = MaxInfoSelector(b, top_k=10)
     mask = sel.new_mask()
-    mask[sel.rank[1]] = True
+    mask[sel.positions(1)] = True
     draws = {sel.select(0.0, mask, 1, np.random.default_rng(s)) for s in range(50)}
     assert draws == {0, 2}
 

@@ -306,7 +306,7 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
             prec, rec, f1 = tie_metrics(pred_ties, gt["ties"])
             n_fixed = max(res.items.values())
             fx = fixed_length_cat(bank, hold, n_fixed, scaled_score, item_costs=bank_costs,
-                                  rng=np.random.default_rng(seed), selector=selector)
+                                  rng=np.random.default_rng(seed), selector=selector, exclude=missing)
             fold_runs.append(_Run(
                 fold=f, seed=seed, adaptive_tau=kendall_tau(res.ranking, truth),
                 adaptive_items=res.total_items, adaptive_cost=res.total_cost,

@@ -16,7 +16,8 @@ import numpy as np
 
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.cat import Examinee
-from lm_eval_adaptive.engine.selection import MaxInfoSelector
+from lm_eval_adaptive.engine.estimation import EstimatorFactory
+from lm_eval_adaptive.engine.selection import MaxInfoSelector, Selector
 
 __all__ = ["BaselineResult", "random_sampling", "fixed_length_cat"]
 
@@ -87,14 +88,22 @@ def fixed_length_cat(bank: ItemBank, models: Sequence[str], n_items: int,
                      scaled_score: Callable[[str, int], float], *,
                      item_costs: Mapping[str, np.ndarray] | None = None, top_k: int = 1,
                      rng: np.random.Generator | None = None,
-                     selector: MaxInfoSelector | None = None) -> BaselineResult:
-    """Maximum-information CAT of exactly ``n_items`` items per model; rank by θ̂."""
+                     selector: Selector | None = None, estimator: EstimatorFactory | None = None,
+                     exclude: Mapping[str, np.ndarray] | None = None) -> BaselineResult:
+    """Maximum-information CAT of exactly ``n_items`` items per model; rank by θ̂.
+
+    ``exclude``: per model, bank items never to give it (it has no score for them); a
+    model whose items run out gets fewer.
+    """
     selector = selector or MaxInfoSelector(bank.b, top_k=top_k)
     rng = rng or np.random.default_rng()
     n_items = min(int(n_items), bank.n_items)
     score, items, cost = {}, {}, {}
     for m in models:
-        e = Examinee(bank, selector, m, item_costs=None if item_costs is None else item_costs[m])
+        e = Examinee(bank, selector, m, item_costs=None if item_costs is None else item_costs[m],
+                     estimator=estimator)
+        if exclude is not None and m in exclude:
+            e.exclude(exclude[m])
         for _ in range(n_items):
             i = e.next_item(rng)
             if i < 0:

@@ -1,85 +1,319 @@
 """Computerized adaptive testing of one model (METHOD.md §3).
 
-:class:`Examinee` is the state of one model under test: its posterior, the items it was
-given and what they cost. :class:`AdaptiveTest` drives one examinee with stopping rules
-(SE target, minimum and maximum length, dollar budget). Neither knows where scores come
-from: ask for the next item, administer it however you like (simulation, the harness,
-an API), then record the scaled score.
+:class:`Examinee` is the state of one model under test: its ability estimate, the items it
+was given and what they cost. :class:`AdaptiveTest` drives one examinee with stopping rules
+(SE target, minimum and maximum length, dollar budget; see
+:mod:`lm_eval_adaptive.engine.stopping`). Neither knows where scores come from: ask for the
+next item, administer it however you like (simulation, the harness, an API), then record
+the scaled score.
+
+The parts are swappable: item selection is any :class:`~lm_eval_adaptive.engine.selection.Selector`,
+ability estimation any :class:`~lm_eval_adaptive.engine.estimation.EstimatorFactory`, and
+the test's stopping rules any :class:`~lm_eval_adaptive.engine.stopping.StoppingRule`.
+
+An examinee's state changes only through its methods (its attributes are read-only), and
+every score and cost is checked (:mod:`lm_eval_adaptive.engine.checks`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
 
 from lm_eval_adaptive.engine.bank import ItemBank
-from lm_eval_adaptive.engine.estimation import DEFAULT_PRIOR_SD, GridPosterior
-from lm_eval_adaptive.engine.selection import MaxInfoSelector
+from lm_eval_adaptive.engine.checks import (
+    check_cost,
+    check_costs,
+    check_score,
+    check_scores,
+)
+from lm_eval_adaptive.engine.estimation import (
+    DEFAULT_PRIOR_SD,
+    AbilityEstimator,
+    EstimatorFactory,
+    GridEAP,
+)
+from lm_eval_adaptive.engine.selection import MaxInfoSelector, Selector
+from lm_eval_adaptive.engine.signature import component_name, format_signature, versions
+from lm_eval_adaptive.engine.stopping import (
+    BankExhausted,
+    Budget,
+    MaxItems,
+    SETarget,
+    StoppingRule,
+)
 
 __all__ = ["Examinee", "AdaptiveTest", "TestResult", "full_task_estimate"]
 
 
 class Examinee:
-    """One model's adaptive-testing state over a bank."""
+    """One model's adaptive-testing state over a bank.
 
-    def __init__(self, bank: ItemBank, selector: MaxInfoSelector, name: str = "model", *,
-                 prior_sd: float = DEFAULT_PRIOR_SD, item_costs: np.ndarray | None = None):
-        self.name = name
-        self.bank = bank
-        self.selector = selector
-        self.posterior = GridPosterior(bank.prior_mean, prior_sd)
-        self.mask = selector.new_mask()
-        self.n_masked = 0  # items administered, reserved or excluded (selection window size)
-        self.items: list[int] = []
-        self.scores: list[float] = []
-        self.info_at_selection: list[float] = []
-        self.item_costs = item_costs
-        self.spent = 0.0
+    Parameters
+    ----------
+    bank, selector:
+        The item bank and the item :class:`~lm_eval_adaptive.engine.selection.Selector`
+        (shared between examinees: it keeps no per-model state).
+    name:
+        The model's name (in error messages).
+    prior_sd:
+        Prior SD of the default estimator (:class:`~lm_eval_adaptive.engine.estimation.GridEAP`).
+    item_costs:
+        USD cost of each bank item for this model (None: items cost 0).
+    estimator:
+        An :class:`~lm_eval_adaptive.engine.estimation.EstimatorFactory`; default
+        ``GridEAP(prior_sd)``.
+
+    An item is *taken* once it is reserved (asked, score not known yet), scored or
+    excluded; the selector never offers a taken item.
+    """
+
+    def __init__(self, bank: ItemBank, selector: Selector, name: str = "model", *,
+                 prior_sd: float = DEFAULT_PRIOR_SD, item_costs: np.ndarray | None = None,
+                 estimator: EstimatorFactory | None = None):
+        factory = estimator if estimator is not None else GridEAP(prior_sd)
+        self._name = name
+        self._bank = bank
+        self._selector = selector
+        self._estimator = factory(bank)
+        self._estimator_name = component_name(factory)
+        self._mask = selector.new_mask()
+        self._n_taken = 0  # True entries of the mask (the selector's window size)
+        self._excluded = np.zeros(bank.n_items, dtype=bool)
+        self._scored = np.zeros(bank.n_items, dtype=bool)
+        self._items: list[int] = []
+        self._scores: list[float] = []
+        self._info: list[float] = []
+        self._item_costs = item_costs
+        self._spent = 0.0
+        self._version = 0
+
+    # ----------------------------------------------------------------- reading
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def bank(self) -> ItemBank:
+        return self._bank
+
+    @property
+    def selector(self) -> Selector:
+        return self._selector
+
+    @property
+    def estimator(self) -> AbilityEstimator:
+        """The ability estimator (read it; change it only by recording scores)."""
+        return self._estimator
+
+    @property
+    def estimator_name(self) -> str:
+        return self._estimator_name
 
     @property
     def theta(self) -> float:
-        return self.posterior.mean
+        return self._estimator.theta
 
     @property
     def se(self) -> float:
-        return self.posterior.sd
+        return self._estimator.se
 
     @property
     def n(self) -> int:
-        return len(self.items)
+        """Items scored."""
+        return len(self._items)
+
+    @property
+    def items(self) -> list[int]:
+        """Bank indices of the scored items, in the order recorded (a copy)."""
+        return list(self._items)
+
+    @property
+    def scores(self) -> list[float]:
+        """Their scaled scores (a copy)."""
+        return list(self._scores)
+
+    @property
+    def info_at_selection(self) -> list[float]:
+        """Fisher information of each scored item at θ̂ just before it was recorded
+        (NaN for items recorded in bulk by :meth:`record_many`)."""
+        return list(self._info)
+
+    @property
+    def spent(self) -> float:
+        """USD spent on this model: the scored items' costs and every :meth:`charge`."""
+        return self._spent
+
+    @property
+    def item_costs(self) -> np.ndarray | None:
+        return self._item_costs
+
+    @property
+    def n_taken(self) -> int:
+        """Items taken: reserved, scored or excluded."""
+        return self._n_taken
+
+    @property
+    def version(self) -> int:
+        """A counter that changes whenever what the selector sees changes (taken items, θ̂):
+        a cached next item is valid while the version is the same."""
+        return self._version
+
+    def item_id(self, item: int) -> str:
+        return str(self._bank.item_ids[item])
+
+    def is_taken(self, item: int) -> bool:
+        """The item is reserved, scored or excluded (the selector will not offer it)."""
+        return bool(self._mask[self._selector.positions(self._check_item(item))])
+
+    def is_scored(self, item: int) -> bool:
+        return bool(self._scored[self._check_item(item)])
+
+    def is_excluded(self, item: int) -> bool:
+        return bool(self._excluded[self._check_item(item)])
+
+    def taken(self) -> np.ndarray:
+        """Bank-order boolean array: True for every taken item (a copy)."""
+        return self._mask[self._selector.positions(np.arange(self._bank.n_items))].copy()
+
+    def cost_of(self, item: int) -> float:
+        return 0.0 if self._item_costs is None else float(self._item_costs[item])
 
     def next_item(self, rng: np.random.Generator | None = None) -> int:
-        """Bank index of the most informative unadministered item (-1 if none left)."""
-        return self.selector.select(self.posterior.mean, self.mask, self.n_masked, rng)
+        """Bank index of the selector's next item (-1 if none is left); reserves nothing."""
+        return self._selector.select(self._estimator.theta, self._mask, self._n_taken, rng)
+
+    def candidates(self, k: int) -> np.ndarray:
+        """Bank indices of (up to) ``k`` untaken items, best first; reserves nothing."""
+        return self._selector.candidates(self._estimator.theta, self._mask, self._n_taken, k)
+
+    # ---------------------------------------------------------------- changing
+    def _check_item(self, item) -> int:
+        if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
+            raise ValueError(f"model {self._name!r}: an item is a bank index (int), got {item!r}")
+        if not 0 <= item < self._bank.n_items:
+            raise ValueError(f"model {self._name!r}: item index {item} is outside the bank "
+                             f"(0..{self._bank.n_items - 1})")
+        return int(item)
+
+    def _check_items(self, items) -> np.ndarray:
+        arr = np.atleast_1d(np.asarray(items))
+        if arr.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        if arr.ndim != 1 or arr.dtype.kind not in "iu":
+            raise ValueError(f"model {self._name!r}: items must be bank indices (ints), got {items!r}")
+        arr = arr.astype(np.int64)
+        bad = arr[(arr < 0) | (arr >= self._bank.n_items)]
+        if bad.size:
+            raise ValueError(f"model {self._name!r}: item index {int(bad[0])} is outside the bank "
+                             f"(0..{self._bank.n_items - 1})")
+        return arr
 
     def _mark(self, item: int) -> None:
-        pos = self.selector.rank[item]
-        if not self.mask[pos]:
-            self.mask[pos] = True
-            self.n_masked += 1
+        pos = self._selector.positions(item)
+        if not self._mask[pos]:
+            self._mask[pos] = True
+            self._n_taken += 1
 
     def exclude(self, items) -> None:
         """Never select these bank items (e.g. the model has no score for them)."""
-        pos = self.selector.rank[np.atleast_1d(np.asarray(items, dtype=np.int64))]
-        self.mask[pos] = True
-        self.n_masked = int(self.mask.sum())
-
-    def cost_of(self, item: int) -> float:
-        return 0.0 if self.item_costs is None else float(self.item_costs[item])
+        items = self._check_items(items)
+        pos = self._selector.positions(items)
+        self._mask[pos] = True
+        self._n_taken = int(self._mask.sum())
+        self._excluded[items] = True
+        self._version += 1
 
     def reserve(self, item: int) -> None:
         """Mark an item as taken (so it is never selected twice), before its score is known."""
-        self._mark(item)
+        self._mark(self._check_item(item))
+        self._version += 1
+
+    def unreserve(self, item: int) -> None:
+        """Undo :meth:`reserve`: the item may be selected again (an excluded item stays excluded)."""
+        item = self._check_item(item)
+        if self._scored[item]:
+            raise ValueError(f"model {self._name!r}, item {self.item_id(item)!r}: already scored, "
+                             "it cannot be given back")
+        if not self._excluded[item]:
+            pos = self._selector.positions(item)
+            if self._mask[pos]:
+                self._mask[pos] = False
+                self._n_taken -= 1
+        self._version += 1
+
+    def _check_new(self, item: int) -> None:
+        if self._scored[item]:
+            raise ValueError(f"model {self._name!r}, item {self.item_id(item)!r}: already scored")
+        if self._excluded[item]:
+            raise ValueError(f"model {self._name!r}, item {self.item_id(item)!r}: excluded for this model")
 
     def record(self, item: int, y: float, *, cost: float | None = None) -> None:
-        """Add the scaled score ``y`` ∈ [0, 1] of bank item ``item``."""
-        self.info_at_selection.append(float(self.bank.model.information(self.posterior.mean, self.bank.b[item])))
+        """Add the scaled score ``y`` ∈ [0, 1] of bank item ``item`` (reserved or not).
+
+        ``cost``: USD charged for it (default: its item cost). ValueError, with nothing
+        changed, for a score that is not a finite number in [0, 1], a negative or
+        non-finite cost, an item already scored or excluded.
+        """
+        item = self._check_item(item)
+        y = check_score(y, model=self._name, item=self.item_id(item))
+        cost = check_cost(cost, model=self._name, item=self.item_id(item))
+        self._check_new(item)
+        self._info.append(float(self._bank.model.information(self._estimator.theta, self._bank.b[item])))
         self._mark(item)
-        self.posterior.update(self.bank.model, self.bank.b[item], y)
-        self.items.append(int(item))
-        self.scores.append(float(y))
-        self.spent += self.cost_of(item) if cost is None else float(cost)
+        self._estimator.update(self._bank.model, self._bank.b[item], y)
+        self._items.append(item)
+        self._scores.append(y)
+        self._scored[item] = True
+        self._spent += self.cost_of(item) if cost is None else cost
+        self._version += 1
+
+    def record_many(self, items, scores, *, costs=None) -> None:
+        """Add the scores of several items at once (one vectorised update; e.g. a full run).
+
+        The items were not chosen one by one, so their information at selection is NaN.
+        ``costs``: USD per item (default: the item costs). Checked like :meth:`record`;
+        nothing is changed when anything is refused.
+        """
+        items = self._check_items(items)
+        ids = [self.item_id(i) for i in items]
+        y = check_scores(scores, model=self._name, items=ids)
+        if y.shape != items.shape:
+            raise ValueError(f"model {self._name!r}: {items.size} items but {y.size} scores")
+        if costs is not None:
+            c = check_costs(costs, model=self._name, items=ids)
+            if c.shape != items.shape:
+                raise ValueError(f"model {self._name!r}: {items.size} items but {c.size} costs")
+        if np.unique(items).size != items.size:
+            raise ValueError(f"model {self._name!r}: an item appears twice in one record_many")
+        clash = items[self._scored[items] | self._excluded[items]]
+        if clash.size:
+            self._check_new(int(clash[0]))
+        if not items.size:
+            return
+        self._estimator.update_many(self._bank.model, self._bank.b[items], y)
+        pos = self._selector.positions(items)
+        self._n_taken += int(np.count_nonzero(~self._mask[pos]))
+        self._mask[pos] = True
+        self._items.extend(items.tolist())
+        self._scores.extend(y.tolist())
+        self._info.extend([math.nan] * items.size)
+        self._scored[items] = True
+        if costs is not None:
+            self._spent += float(np.sum(c))
+        elif self._item_costs is not None:
+            self._spent += float(np.sum(np.asarray(self._item_costs, dtype=float)[items]))
+        self._version += 1
+
+    def charge(self, usd: float) -> None:
+        """Add money spent on this model without a score (a call lost in flight, a paid call
+        whose scoring failed). ValueError for a negative or non-finite amount."""
+        if usd is None:
+            raise ValueError(f"model {self._name!r}: a charge needs an amount (USD)")
+        self._spent += check_cost(usd, model=self._name)
 
 
 def full_task_estimate(bank: ItemBank, items, raw_scores, theta: float, se: float,
@@ -122,6 +356,10 @@ def full_task_estimate(bank: ItemBank, items, raw_scores, theta: float, se: floa
 
 @dataclass
 class TestResult:
+    """What an :class:`AdaptiveTest` found."""
+
+    __test__ = False  # not a pytest test class
+
     theta: float
     se: float
     n_items: int
@@ -129,47 +367,146 @@ class TestResult:
     stopped_because: str
     items: list
     scores: list
+    signature: dict = field(default_factory=dict)  # what produced it (see AdaptiveTest.signature)
+
+    @property
+    def signature_string(self) -> str:
+        return format_signature(self.signature)
+
+    def to_dict(self) -> dict:
+        return {"theta": self.theta, "se": self.se, "n_items": self.n_items, "spent_usd": self.spent,
+                "stopped_because": self.stopped_because, "items": list(self.items), "scores": list(self.scores),
+                "signature": dict(self.signature), "signature_string": self.signature_string}
 
 
 class AdaptiveTest:
     """Adaptive test of a single model with the usual stopping rules.
 
     Stops when SE ≤ ``se_target`` (after ``min_items``), at ``max_items``, when the next
-    item would overrun ``budget`` (needs ``item_costs``), or when the bank is exhausted.
+    item would overrun ``budget`` (needs ``item_costs``), or when the bank is exhausted
+    (rules :class:`~lm_eval_adaptive.engine.stopping.BankExhausted`,
+    :class:`~lm_eval_adaptive.engine.stopping.MaxItems`,
+    :class:`~lm_eval_adaptive.engine.stopping.SETarget`,
+    :class:`~lm_eval_adaptive.engine.stopping.Budget`, checked in that order); ``rules``
+    adds more :class:`~lm_eval_adaptive.engine.stopping.StoppingRule` objects after them.
+    ``selector`` (default: maximum information, randomesque with ``top_k`` > 1) and
+    ``estimator`` (an estimator factory; default grid EAP) swap the other parts.
     """
+
+    __test__ = False  # not a pytest test class
 
     def __init__(self, bank: ItemBank, *, se_target: float | None = 0.2, min_items: int = 30,
                  max_items: int | None = 500, budget: float | None = None,
                  item_costs: np.ndarray | None = None, top_k: int = 1, seed: int | None = None,
-                 name: str = "model"):
-        if se_target is None and max_items is None and budget is None:
-            raise ValueError("give at least one stopping rule: se_target, max_items or budget")
+                 name: str = "model", selector: Selector | None = None,
+                 estimator: EstimatorFactory | None = None, rules: Sequence[StoppingRule] = ()):
+        rules = tuple(rules)
+        if se_target is None and max_items is None and budget is None and not rules:
+            raise ValueError("give at least one stopping rule: se_target, max_items, budget or rules")
         if min_items < 0:
             raise ValueError("min_items must be >= 0")
         if budget is not None and item_costs is None:
             raise ValueError("a budget needs item_costs")
-        self.bank = bank
-        self.se_target = se_target
-        self.min_items = int(min_items)
-        self.max_items = min(int(max_items), bank.n_items) if max_items is not None else bank.n_items
-        self.budget = budget
-        self.rng = np.random.default_rng(seed)
-        self.examinee = Examinee(bank, MaxInfoSelector(bank.b, top_k=top_k), name, item_costs=item_costs)
-        self.stopped_because: str | None = None
+        self._bank = bank
+        self._se_target = se_target
+        self._min_items = int(min_items)
+        self._max_items = min(int(max_items), bank.n_items) if max_items is not None else bank.n_items
+        self._budget = budget
+        self._seed = seed
+        self._rng = np.random.default_rng(seed)
+        sel = selector if selector is not None else MaxInfoSelector(bank.b, top_k=top_k)
+        self._examinee = Examinee(bank, sel, name, item_costs=item_costs, estimator=estimator)
+        built: list = [BankExhausted(), MaxItems(self._max_items)]
+        if se_target is not None:
+            built.append(SETarget(se_target, self._min_items))
+        if budget is not None:
+            built.append(Budget(budget))
+        self._rules = tuple(built) + rules
+        self._stopped_because: str | None = None
         self._pending: set[int] = set()
+        self._peeked: tuple[int, int] | None = None  # (examinee version, item) of peek()
+
+    # ----------------------------------------------------------------- reading
+    @property
+    def bank(self) -> ItemBank:
+        return self._bank
+
+    @property
+    def examinee(self) -> Examinee:
+        """The model's state (read it; record scores through :meth:`record`)."""
+        return self._examinee
+
+    @property
+    def se_target(self) -> float | None:
+        return self._se_target
+
+    @property
+    def min_items(self) -> int:
+        return self._min_items
+
+    @property
+    def max_items(self) -> int:
+        return self._max_items
+
+    @property
+    def budget(self) -> float | None:
+        return self._budget
+
+    @property
+    def seed(self):
+        return self._seed
+
+    @property
+    def rules(self) -> tuple:
+        """The stopping rules, in the order they are checked."""
+        return self._rules
+
+    @property
+    def pending(self) -> frozenset:
+        """Items handed out by :meth:`next_items` and not recorded yet."""
+        return frozenset(self._pending)
+
+    @property
+    def stopped_because(self) -> str | None:
+        """Why the test ended (a rule's reason), or None while it runs."""
+        return self._stopped_because
 
     @property
     def done(self) -> bool:
-        return self.stopped_because is not None
+        return self._stopped_because is not None
 
+    def signature(self) -> dict:
+        """What decides this test's numbers (bank, rules, seed, parts, versions)."""
+        sel = self._examinee.selector
+        return {"bank": self._bank.bank_id, "se_target": self._se_target, "min_items": self._min_items,
+                "max_items": self._max_items, "budget": self._budget, "top_k": getattr(sel, "top_k", None),
+                "seed": _seed_value(self._seed), "selector": component_name(sel),
+                "estimator": self._examinee.estimator_name,
+                "stop": [r.describe() if hasattr(r, "describe") else str(r.reason) for r in self._rules],
+                **versions()}
+
+    # ----------------------------------------------------------------- running
     def _check_stop(self) -> None:
-        e = self.examinee
-        if e.n >= self.bank.n_items:
-            self.stopped_because = "bank_exhausted"
-        elif e.n >= self.max_items:
-            self.stopped_because = "max_items"
-        elif self.se_target is not None and e.n >= self.min_items and e.se <= self.se_target:
-            self.stopped_because = "se_target"
+        e = self._examinee
+        for rule in self._rules:
+            if rule.reached(e):
+                self._stopped_because = str(rule.reason)
+                return
+
+    def peek(self) -> int:
+        """The item :meth:`next_item` would give next (-1: none left), without reserving it.
+
+        The choice is kept until the examinee changes, so peeking draws nothing extra from
+        the random stream.
+        """
+        e = self._examinee
+        if self._peeked is None or self._peeked[0] != e.version:
+            self._peeked = (e.version, e.next_item(self._rng))
+        return self._peeked[1]
+
+    def exclude(self, items) -> None:
+        """Never give these bank items."""
+        self._examinee.exclude(items)
 
     def next_items(self, k: int = 1) -> list[int]:
         """Up to ``k`` items to administer next (the most informative at the current θ̂).
@@ -184,21 +521,28 @@ class AdaptiveTest:
         self._check_stop()
         if self.done:
             return []
-        e = self.examinee
-        k = max(1, min(int(k), self.max_items - e.n))
+        e = self._examinee
+        rooms = [rule.room(e) for rule in self._rules]
+        tight = next((rule for rule, n in zip(self._rules, rooms) if n < 1), None)
+        if tight is not None:  # a rule that allows no more items ends the test
+            self._stopped_because = str(tight.reason)
+            return []
+        k = max(1, int(min(int(k), *rooms)))
         if k == 1:
-            first = e.next_item(self.rng)
+            first = self.peek()
+            self._peeked = None
             items = [] if first < 0 else [first]
         else:
-            items = [int(i) for i in e.selector.candidates(e.theta, e.mask, e.n_masked, k)]
+            items = [int(i) for i in e.candidates(k)]
         if not items:
-            self.stopped_because = "bank_exhausted"
+            self._stopped_because = "bank_exhausted"
             return []
-        if self.budget is not None:
-            spend = np.cumsum([e.cost_of(i) for i in items])
-            items = items[: int(np.sum(e.spent + spend <= self.budget + 1e-12))]
+        for rule in self._rules:
+            n_ok = int(rule.admit(e, items))
+            if n_ok < len(items):
+                items = items[:max(n_ok, 0)]
             if not items:
-                self.stopped_because = "budget"
+                self._stopped_because = str(rule.reason)
                 return []
         for i in items:
             e.reserve(i)
@@ -211,11 +555,18 @@ class AdaptiveTest:
         return items[0] if items else None
 
     def record(self, item: int, y: float, *, cost: float | None = None) -> None:
-        """Record the scaled score of an item returned by :meth:`next_items`."""
+        """Record the scaled score of an item returned by :meth:`next_items`.
+
+        ValueError, with nothing changed, for an item not asked for, a score that is not
+        a finite number in [0, 1], or a negative or non-finite cost.
+        """
         if item not in self._pending:
             raise ValueError(f"item {item} was not asked for (pending: {sorted(self._pending)})")
+        e = self._examinee
+        check_score(y, model=e.name, item=e.item_id(item))
+        check_cost(cost, model=e.name, item=e.item_id(item))
         self._pending.discard(item)
-        self.examinee.record(item, y, cost=cost)
+        e.record(item, y, cost=cost)
         if not self._pending:
             self._check_stop()
 
@@ -226,7 +577,14 @@ class AdaptiveTest:
         return self.result()
 
     def result(self) -> TestResult:
-        e = self.examinee
+        e = self._examinee
         return TestResult(theta=e.theta, se=e.se, n_items=e.n, spent=e.spent,
-                          stopped_because=self.stopped_because or "running",
-                          items=list(e.items), scores=list(e.scores))
+                          stopped_because=self._stopped_because or "running",
+                          items=e.items, scores=e.scores, signature=self.signature())
+
+
+def _seed_value(seed):
+    """A seed as it can be written in a signature (None: not reproducible)."""
+    if seed is None or isinstance(seed, (int, np.integer)):
+        return None if seed is None else int(seed)
+    return str(seed)

@@ -7,21 +7,71 @@ of METHOD.md §3) are sums over the grid. A uniform grid integrates a smooth uni
 posterior very accurately even when the posterior SD is close to the grid step (the
 error of the discrete sum of a Gaussian falls like exp(-2π²σ²/h²)), so the default
 step 0.025 is accurate down to SEs of about 0.02 — well below any useful SE target.
+
+:class:`AbilityEstimator` is the interface of every ability estimator
+(:class:`GridPosterior` is the default). An examinee builds its estimator with an
+:class:`EstimatorFactory` — ``factory(bank) -> AbilityEstimator`` — so a new estimator
+(another prior, a per-model dispersion, a sandwich variance) plugs in as a factory:
+``Examinee(bank, selector, estimator=MyFactory())`` or
+``AdaptiveRanker(bank, models, estimator=MyFactory())``. :class:`GridEAP` is the factory
+of :class:`GridPosterior`.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
 from lm_eval_adaptive.engine.response_model import ResponseModel
 
-__all__ = ["GridPosterior", "DEFAULT_PRIOR_SD", "DEFAULT_GRID_HALF_WIDTH", "DEFAULT_GRID_STEP"]
+if TYPE_CHECKING:  # pragma: no cover
+    from lm_eval_adaptive.engine.bank import ItemBank
+
+__all__ = ["AbilityEstimator", "EstimatorFactory", "GridEAP", "GridPosterior", "DEFAULT_PRIOR_SD",
+           "DEFAULT_GRID_HALF_WIDTH", "DEFAULT_GRID_STEP"]
 
 #: METHOD.md §3: prior θ ~ Normal(median b, 25).
 DEFAULT_PRIOR_SD = 5.0
 DEFAULT_GRID_HALF_WIDTH = 12.0
 DEFAULT_GRID_STEP = 0.025
 _COARSE_STEP = 0.25
+
+
+@runtime_checkable
+class AbilityEstimator(Protocol):
+    """One model's ability estimate, updated one observed score at a time.
+
+    ``theta`` is the point estimate θ̂ and ``se`` its standard error: the ranker orders
+    models by ``theta`` and its pair rule and allocation use ``se``.
+    """
+
+    @property
+    def theta(self) -> float:
+        ...
+
+    @property
+    def se(self) -> float:
+        ...
+
+    def update(self, model: ResponseModel, b: float, y: float) -> None:
+        """Add one scaled score ``y`` ∈ [0, 1] on an item of difficulty ``b``."""
+        ...
+
+    def update_many(self, model: ResponseModel, b: np.ndarray, y: np.ndarray) -> None:
+        """Add several scores at once (the same result as :meth:`update` on each, up to rounding)."""
+        ...
+
+
+@runtime_checkable
+class EstimatorFactory(Protocol):
+    """Builds a fresh :class:`AbilityEstimator` for one model on a bank; ``name`` goes into signatures."""
+
+    name: str
+
+    def __call__(self, bank: ItemBank) -> AbilityEstimator:
+        ...
 
 
 class GridPosterior:
@@ -38,6 +88,7 @@ class GridPosterior:
     """
 
     __slots__ = ("grid", "weights", "log_post", "_mean", "_sd", "n_obs", "prior_mean", "prior_sd")
+    name = "grid-eap"
 
     def __init__(self, prior_mean: float = 0.0, prior_sd: float = DEFAULT_PRIOR_SD, *,
                  half_width: float = DEFAULT_GRID_HALF_WIDTH, step: float = DEFAULT_GRID_STEP,
@@ -108,6 +159,16 @@ class GridPosterior:
             self._summarise()
         return self._sd
 
+    @property
+    def theta(self) -> float:
+        """θ̂ (the :class:`AbilityEstimator` name of :attr:`mean`)."""
+        return self.mean
+
+    @property
+    def se(self) -> float:
+        """SE of θ̂ (the :class:`AbilityEstimator` name of :attr:`sd`)."""
+        return self.sd
+
     def density(self) -> np.ndarray:
         """Normalised posterior density on the grid (integrates to 1 with the trapezoid weights)."""
         p = np.exp(self.log_post - self.log_post.max())
@@ -122,3 +183,23 @@ class GridPosterior:
         lo = float(np.interp((1 - level) / 2, c, self.grid))
         hi = float(np.interp(1 - (1 - level) / 2, c, self.grid))
         return lo, hi
+
+
+@dataclass(frozen=True)
+class GridEAP:
+    """Factory of :class:`GridPosterior` estimators: prior Normal(the bank's median b, ``prior_sd``²)."""
+
+    prior_sd: float = DEFAULT_PRIOR_SD
+    half_width: float = DEFAULT_GRID_HALF_WIDTH
+    step: float = DEFAULT_GRID_STEP
+
+    @property
+    def name(self) -> str:
+        """``grid-eap``, with the settings that differ from the defaults."""
+        diff = [f"{k}={v!r}" for k, v, d in (("prior_sd", self.prior_sd, DEFAULT_PRIOR_SD),
+                                              ("half_width", self.half_width, DEFAULT_GRID_HALF_WIDTH),
+                                              ("step", self.step, DEFAULT_GRID_STEP)) if v != d]
+        return "grid-eap" + (f"({','.join(diff)})" if diff else "")
+
+    def __call__(self, bank: ItemBank) -> GridPosterior:
+        return GridPosterior(bank.prior_mean, self.prior_sd, half_width=self.half_width, step=self.step)

@@ -16,23 +16,42 @@ Algorithm
    model's relative cost) its most informative unseen item.
 4. Stop when every adjacent pair is settled or nothing more can be bought. Report the
    ranking, pairwise confidences and, as ties, the pairs never settled.
+
+The parts are swappable: ``selector`` (a :class:`~lm_eval_adaptive.engine.selection.Selector`),
+``estimator`` (an :class:`~lm_eval_adaptive.engine.estimation.EstimatorFactory`) and
+``pair_rule`` (a :class:`~lm_eval_adaptive.engine.stopping.PairRule`; step 2's rule is
+:class:`~lm_eval_adaptive.engine.stopping.OrderConfidence`).
+
+The ranker owns its state: callers change it only through its methods — ``ask``/``tell``,
+``cancel``, ``release``, ``fail``, ``block``/``unblock``, ``charge``, ``stop``,
+``exclude``, ``record``/``record_many`` and ``replay`` — and read it through read-only
+properties. Every score and cost it is told is checked (finite, score in [0, 1], cost ≥ 0).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
-from scipy.special import ndtr, ndtri
+from scipy.special import ndtr
 
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.cat import Examinee
-from lm_eval_adaptive.engine.selection import MaxInfoSelector
+from lm_eval_adaptive.engine.checks import check_cost, check_score
+from lm_eval_adaptive.engine.estimation import EstimatorFactory
+from lm_eval_adaptive.engine.selection import MaxInfoSelector, Selector
+from lm_eval_adaptive.engine.signature import component_name, format_signature, versions
+from lm_eval_adaptive.engine.stopping import OrderConfidence, PairRule, PairStatus
 
-__all__ = ["AdaptiveRanker", "Request", "RankingResult", "pairwise_matrix", "tie_groups"]
+__all__ = ["AdaptiveRanker", "Request", "RankingResult", "ReplayEvent", "ReplayError", "ReplayStats",
+           "STOP_REASONS", "REPLAY_KINDS", "pairwise_matrix", "tie_groups"]
 
+#: Why a ranking run ended (``AdaptiveRanker.stopped_because``; :meth:`AdaptiveRanker.stop` takes these).
 STOP_REASONS = ("settled", "budget", "max_items", "bank_exhausted", "failed")
+#: Kinds of :class:`ReplayEvent`.
+REPLAY_KINDS = ("score", "failure", "lost")
 
 
 @dataclass(frozen=True)
@@ -44,6 +63,64 @@ class Request:
     item_id: str
     cost: float
     phase: str  # "warmup" or "adaptive"
+
+
+@dataclass(frozen=True)
+class ReplayEvent:
+    """One past outcome for :meth:`AdaptiveRanker.replay` (already parsed from wherever it was kept).
+
+    ``kind``:
+      * ``"score"``: ``model`` was given ``item`` and scored ``y`` (scaled, in [0, 1]) at
+        ``cost`` USD (None: the item's planned cost);
+      * ``"failure"``: the call for ``item`` failed for good (its request was cancelled;
+        nothing charged, the item is not asked again unless a later score event names it);
+      * ``"lost"``: the call was in flight when the run died and its outcome is unknown:
+        the item is never asked again and ``cost`` (its reservation) counts as spent.
+
+    ``item`` is a bank item id (str) or a bank index (int).
+    """
+
+    kind: str
+    model: str
+    item: str | int
+    y: float | None = None
+    cost: float | None = None
+
+    def __post_init__(self):
+        if self.kind not in REPLAY_KINDS:
+            raise ValueError(f"replay event kind must be one of {REPLAY_KINDS}, got {self.kind!r}")
+
+    @classmethod
+    def score(cls, model: str, item, y: float, cost: float | None = None) -> ReplayEvent:
+        return cls("score", model, item, y, cost)
+
+    @classmethod
+    def failure(cls, model: str, item) -> ReplayEvent:
+        return cls("failure", model, item)
+
+    @classmethod
+    def lost(cls, model: str, item, cost: float | None = None) -> ReplayEvent:
+        return cls("lost", model, item, None, cost)
+
+
+class ReplayError(ValueError):
+    """An event that does not fit the ranker; ``index`` is its position in the events given."""
+
+    def __init__(self, index: int, reason: str):
+        super().__init__(f"event {index}: {reason}")
+        self.index = index
+        self.reason = reason
+
+
+@dataclass
+class ReplayStats:
+    """What :meth:`AdaptiveRanker.replay` did."""
+
+    scores: int = 0  # score events replayed
+    asked: int = 0  # ... reproduced through ask() + tell()
+    direct: int = 0  # ... recorded directly (the run had told them in another order than asked)
+    failures: int = 0  # failure events replayed as a cancelled request
+    lost: int = 0  # lost-in-flight events (item excluded, its cost charged)
 
 
 def pairwise_matrix(theta: np.ndarray, se: np.ndarray) -> np.ndarray:
@@ -82,7 +159,7 @@ class RankingResult:
     items: dict
     cost: dict
     pairwise: np.ndarray  # P(ranking[i] > ranking[j])
-    ties: list  # pairs (a, b), a ranked above b, whose order is not settled at γ
+    ties: list  # pairs (a, b), a ranked above b, whose order the pair rule did not settle
     tie_groups: list
     adjacent_confidence: list  # P(ranking[i] > ranking[i+1])
     stopped_because: str
@@ -91,10 +168,16 @@ class RankingResult:
     total_cost: float
     item_log: dict = field(default_factory=dict)  # model -> list of (item_id, scaled score)
     failed: dict = field(default_factory=dict)  # model -> why it was dropped (not ranked)
+    signature: dict = field(default_factory=dict)  # what produced it (AdaptiveRanker.signature)
 
     @property
     def total_items(self) -> int:
         return int(sum(self.items.values()))
+
+    @property
+    def signature_string(self) -> str:
+        """The signature on one line (``bank:...|confidence:0.95|...``)."""
+        return format_signature(self.signature)
 
     def to_dict(self) -> dict:
         return {
@@ -111,6 +194,8 @@ class RankingResult:
             "total_cost_usd": self.total_cost,
             "total_items": self.total_items,
             "failed": dict(self.failed),
+            "signature": dict(self.signature),
+            "signature_string": self.signature_string,
         }
 
 
@@ -130,13 +215,25 @@ class AdaptiveRanker:
         Per model cost weight c_m in the allocation rule; default: each model's mean item
         cost, normalised so the cheapest is 1 (all 1 without item costs).
     confidence:
-        γ; a pair is settled when P(order) > 1 - (1-γ)/2.
+        γ; with the default pair rule a pair is settled when P(order) > 1 - (1-γ)/2.
     n_init, n_max:
         Warm-up length and maximum items per model.
     budget:
         Hard cap on total spend in USD (None: no cap).
     top_k:
         1 for strict maximum information; > 1 for randomesque selection.
+    seed:
+        Seed of the ranker's random stream (randomesque selection).
+    selector:
+        The item :class:`~lm_eval_adaptive.engine.selection.Selector` (default
+        ``MaxInfoSelector(bank.b, top_k)``).
+    estimator:
+        :class:`~lm_eval_adaptive.engine.estimation.EstimatorFactory` of every model's
+        ability estimator (default grid EAP).
+    pair_rule:
+        :class:`~lm_eval_adaptive.engine.stopping.PairRule` deciding when an adjacent pair is
+        settled (default ``OrderConfidence(confidence)``); called in :meth:`ask` and
+        :meth:`result`.
     exclude:
         Per model, bank items never to give it (e.g. it has no recorded answer).
     max_in_flight:
@@ -149,7 +246,8 @@ class AdaptiveRanker:
                  relative_costs: Mapping[str, float] | None = None,
                  confidence: float = 0.95, n_init: int = 10, n_max: int | None = None,
                  budget: float | None = None, top_k: int = 1, seed: int | None = None,
-                 selector: MaxInfoSelector | None = None,
+                 selector: Selector | None = None, estimator: EstimatorFactory | None = None,
+                 pair_rule: PairRule | None = None,
                  exclude: Mapping[str, np.ndarray] | None = None, reserve_mean_cost: bool = True,
                  max_in_flight: int = 1):
         models = [str(m) for m in models]
@@ -165,22 +263,26 @@ class AdaptiveRanker:
             raise ValueError("budget must be >= 0")
         if budget is not None and item_costs is None:
             raise ValueError("a budget needs item_costs")
-        self.bank = bank
-        self.models = models
-        self.confidence = float(confidence)
-        self.upper = 1 - (1 - self.confidence) / 2
-        self.n_init = int(n_init)
-        self.n_max = bank.n_items if n_max is None else min(int(n_max), bank.n_items)
-        if self.n_max < 1:
+        self._bank = bank
+        self._models = tuple(models)
+        self._confidence = float(confidence)
+        self._upper = 1 - (1 - self._confidence) / 2
+        self._n_init = int(n_init)
+        self._n_max = bank.n_items if n_max is None else min(int(n_max), bank.n_items)
+        if self._n_max < 1:
             raise ValueError("n_max must be >= 1")
-        self.budget = budget
-        self.rng = np.random.default_rng(seed)
-        self.selector = selector or MaxInfoSelector(bank.b, top_k=top_k)
+        self._budget = budget
+        self._seed = seed
+        self._rng = np.random.default_rng(seed)
+        self._selector = selector or MaxInfoSelector(bank.b, top_k=top_k)
+        self._pair_rule = pair_rule if pair_rule is not None else OrderConfidence(self._confidence)
         costs = {}
         for m in models:
             c = None if item_costs is None else np.asarray(item_costs[m], dtype=float)
             if c is not None and c.shape != (bank.n_items,):
                 raise ValueError(f"item_costs[{m!r}] must have one cost per bank item ({bank.n_items})")
+            if c is not None and not np.all(np.isfinite(c) & (c >= 0)):
+                raise ValueError(f"item_costs[{m!r}] must be finite numbers >= 0 (USD)")
             costs[m] = c
         if relative_costs is None:
             if item_costs is None:
@@ -190,52 +292,197 @@ class AdaptiveRanker:
         else:
             rel = {m: float(relative_costs[m]) for m in models}
         lo = min(rel.values())
-        self.relative_costs = {m: (v / lo if lo > 0 else 1.0) for m, v in rel.items()}
-        self.examinees = {m: Examinee(bank, self.selector, m, item_costs=costs[m]) for m in models}
+        self._relative_costs = {m: (v / lo if lo > 0 else 1.0) for m, v in rel.items()}
+        self._examinees = {m: Examinee(bank, self._selector, m, item_costs=costs[m], estimator=estimator)
+                           for m in models}
         for m, items in (exclude or {}).items():
-            self.examinees[m].exclude(items)
-        self._next: dict[str, int | None] = {m: None for m in models}
+            self._examinee(m).exclude(self._indices(items))
+        #: per model, its next item and the examinee version it was chosen at
+        self._next: dict[str, tuple[int, int] | None] = {m: None for m in models}
         if int(max_in_flight) < 1:
             raise ValueError("max_in_flight must be >= 1")
-        self.max_in_flight = int(max_in_flight)
-        self.pending: dict[tuple[str, int], Request] = {}  # (model, item) -> request in flight
-        self.failed: dict[str, str] = {}
-        #: models the caller cannot pay for right now (e.g. a live run's ledger refused their
-        #: next call's upper estimate); skipped by ask() as over budget until removed
-        self.blocked: set[str] = set()
-        self.stopped_because: str | None = None
-        self.reserve_mean_cost = bool(reserve_mean_cost)
+        self._max_in_flight = int(max_in_flight)
+        self._pending: dict[tuple[str, int], Request] = {}  # (model, item) -> request in flight
+        self._failed: dict[str, str] = {}
+        # models the caller cannot pay for right now (e.g. a live run's ledger refused their
+        # next call's upper estimate); skipped by ask() as over budget until unblocked
+        self._blocked: set[str] = set()
+        self._stopped_because: str | None = None
+        self._reserve_mean_cost = bool(reserve_mean_cost)
         self._mean_cost = {m: (float(np.mean(costs[m])) if costs[m] is not None else 0.0) for m in models}
 
-    # ----------------------------------------------------------------- state
+    # ------------------------------------------------------------ settings (read-only)
+    @property
+    def bank(self) -> ItemBank:
+        return self._bank
+
+    @property
+    def models(self) -> list[str]:
+        """Every model, in the order given (a copy)."""
+        return list(self._models)
+
+    @property
+    def confidence(self) -> float:
+        return self._confidence
+
+    @property
+    def upper(self) -> float:
+        """1 - (1-γ)/2: the default pair rule's threshold on P(order)."""
+        return self._upper
+
+    @property
+    def n_init(self) -> int:
+        return self._n_init
+
+    @property
+    def n_max(self) -> int:
+        return self._n_max
+
+    @property
+    def budget(self) -> float | None:
+        return self._budget
+
+    @property
+    def seed(self):
+        return self._seed
+
+    @property
+    def max_in_flight(self) -> int:
+        return self._max_in_flight
+
+    @property
+    def reserve_mean_cost(self) -> bool:
+        return self._reserve_mean_cost
+
+    @property
+    def relative_costs(self) -> dict[str, float]:
+        """c_m of the allocation rule (a copy)."""
+        return dict(self._relative_costs)
+
+    @property
+    def selector(self) -> Selector:
+        return self._selector
+
+    @property
+    def pair_rule(self) -> PairRule:
+        return self._pair_rule
+
+    def signature(self) -> dict:
+        """What decides this run's numbers: bank, settings, seed, parts and versions (see
+        :mod:`lm_eval_adaptive.engine.signature`)."""
+        est = {e.estimator_name for e in self._examinees.values()}
+        return {"bank": self._bank.bank_id, "models": len(self._models), "confidence": self._confidence,
+                "n_init": self._n_init, "n_max": self._n_max, "budget": self._budget,
+                "top_k": getattr(self._selector, "top_k", None), "seed": _seed_value(self._seed),
+                "max_in_flight": self._max_in_flight, "selector": component_name(self._selector),
+                "estimator": "+".join(sorted(est)), "pair_rule": component_name(self._pair_rule),
+                **versions()}
+
+    # ------------------------------------------------------------------ state (read-only)
+    @property
+    def examinees(self) -> Mapping[str, Examinee]:
+        """Every model's state, read-only: change it through the ranker's methods."""
+        return MappingProxyType(self._examinees)
+
+    @property
+    def pending(self) -> Mapping[tuple[str, int], Request]:
+        """The requests in flight, by (model, bank index): a read-only view."""
+        return MappingProxyType(self._pending)
+
+    @property
+    def failed(self) -> Mapping[str, str]:
+        """Dropped models and why (read-only view)."""
+        return MappingProxyType(self._failed)
+
+    @property
+    def blocked(self) -> frozenset:
+        """Models :meth:`block` ed: not asked for now."""
+        return frozenset(self._blocked)
+
+    @property
+    def stopped_because(self) -> str | None:
+        """Why the run ended (one of :data:`STOP_REASONS`), or None while it runs."""
+        return self._stopped_because
+
     @property
     def finished(self) -> bool:
-        return self.stopped_because is not None
+        return self._stopped_because is not None
 
     @property
     def spent(self) -> float:
-        return float(sum(e.spent for e in self.examinees.values()))
+        return float(sum(e.spent for e in self._examinees.values()))
 
     @property
     def reserved(self) -> float:
-        return float(sum(r.cost for r in self.pending.values()))
+        return float(sum(r.cost for r in self._pending.values()))
 
     def in_flight(self, m: str) -> int:
         """Requests of model ``m`` in flight."""
-        return sum(1 for (pm, _) in self.pending if pm == m)
+        return sum(1 for (pm, _) in self._pending if pm == m)
+
+    def is_pending(self, request: Request) -> bool:
+        """``request`` was asked and is neither told, cancelled nor released."""
+        return self._pending.get((request.model, request.item)) == request
 
     @property
     def active(self) -> list[str]:
         """The models still ranked (not failed)."""
-        return [m for m in self.models if m not in self.failed]
+        return [m for m in self._models if m not in self._failed]
+
+    def peek(self, model: str) -> int:
+        """The item ``model`` would be given next (-1: none left), without reserving it.
+
+        The choice is kept until the model's state changes, so peeking does not change
+        what the ranker asks later.
+        """
+        self._examinee(model)
+        return self._peek(model)
+
+    # -------------------------------------------------------------------- internals
+    def _examinee(self, model: str) -> Examinee:
+        try:
+            return self._examinees[model]
+        except (KeyError, TypeError):
+            raise ValueError(f"unknown model {model!r} (the ranker's models: {list(self._models)})") from None
+
+    def _index(self, item) -> int:
+        """Bank index of ``item``: an item id (str) or a bank index (int)."""
+        if isinstance(item, str):
+            return int(self._bank.index_of([item])[0])
+        if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
+            raise ValueError(f"an item is a bank item id (str) or index (int), got {item!r}")
+        if not 0 <= item < self._bank.n_items:
+            raise ValueError(f"item index {item} is outside the bank (0..{self._bank.n_items - 1})")
+        return int(item)
+
+    def _indices(self, items) -> np.ndarray:
+        """Bank indices of ``items``: item ids (str) or bank indices (int), one or many."""
+        arr = np.atleast_1d(np.asarray(items, dtype=object if _has_str(items) else None))
+        if arr.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        if arr.ndim != 1:
+            raise ValueError("items must be a 1-d sequence of item ids or bank indices")
+        if arr.dtype.kind in "iu":
+            return self._range_checked(arr.astype(np.int64))
+        if all(isinstance(x, str) for x in arr.tolist()):
+            return self._bank.index_of(arr.tolist())
+        return np.array([self._index(x) for x in arr.tolist()], dtype=np.int64)
+
+    def _range_checked(self, idx: np.ndarray) -> np.ndarray:
+        bad = idx[(idx < 0) | (idx >= self._bank.n_items)]
+        if bad.size:
+            raise ValueError(f"item index {int(bad[0])} is outside the bank (0..{self._bank.n_items - 1})")
+        return idx
 
     def _peek(self, m: str) -> int:
-        """The model's next item (cached until its posterior changes)."""
-        nxt = self._next[m]
-        if nxt is None:
-            nxt = self.examinees[m].next_item(self.rng)
-            self._next[m] = nxt
-        return nxt
+        """The model's next item (cached until its examinee changes)."""
+        e = self._examinees[m]
+        cached = self._next[m]
+        if cached is None or cached[0] != e.version:
+            item = e.next_item(self._rng)
+            self._next[m] = (e.version, item)
+            return item
+        return cached[1]
 
     def _affordable(self, m: str, item: int) -> bool:
         """The item's cost fits in the remaining budget, and so does the model's typical item.
@@ -244,34 +491,31 @@ class AdaptiveRanker:
         the model's mean item cost too: spending the last cents on whatever short items happen
         to be informative would let the budget, not the information, choose the items.
         """
-        if self.budget is None:
+        if self._budget is None:
             return True
-        e = self.examinees[m]
+        e = self._examinees[m]
         need = e.cost_of(item)
-        if self.reserve_mean_cost and e.item_costs is not None:
+        if self._reserve_mean_cost and e.item_costs is not None:
             need = max(need, self._mean_cost[m])
-        return self.spent + self.reserved + need <= self.budget * (1 + 1e-12)
+        return self.spent + self.reserved + need <= self._budget * (1 + 1e-12)
 
     def _request(self, m: str, item: int, phase: str) -> Request:
-        e = self.examinees[m]
-        req = Request(model=m, item=int(item), item_id=str(self.bank.item_ids[item]),
+        e = self._examinees[m]
+        req = Request(model=m, item=int(item), item_id=str(self._bank.item_ids[item]),
                       cost=e.cost_of(item), phase=phase)
         e.reserve(item)
         self._next[m] = None
-        self.pending[(m, req.item)] = req
+        self._pending[(m, req.item)] = req
         return req
 
-    def _order(self):
+    def _state(self):
         models = self.active
-        th = np.array([self.examinees[m].theta for m in models])
-        se = np.array([self.examinees[m].se for m in models])
+        th = np.array([self._examinees[m].theta for m in models])
+        se = np.array([self._examinees[m].se for m in models])
         order = np.argsort(-th, kind="stable")
-        d = th[order[:-1]] - th[order[1:]]
-        s = np.sqrt(se[order[:-1]] ** 2 + se[order[1:]] ** 2)
-        p = ndtr(d / s)
-        return models, order, p, se
+        return models, th, se, order
 
-    # --------------------------------------------------------------- ask/tell
+    # --------------------------------------------------------------------- ask/tell
     def ask(self) -> Request | None:
         """The next administration, or None (finished, or waiting for pending scores)."""
         if self.finished:
@@ -280,22 +524,24 @@ class AdaptiveRanker:
         if len(active) < 2:
             self._stop_if_idle("failed")
             return None
+        ex = self._examinees
         # 1. warm-up, round robin: fewest items first (a model with no unseen item left is done)
-        n_warm = min(self.n_init, self.n_max)
-        warm = [m for m in active if self.examinees[m].n + self.in_flight(m) < n_warm
-                and self.in_flight(m) < self.max_in_flight and m not in self.blocked and self._peek(m) >= 0]
+        n_warm = min(self._n_init, self._n_max)
+        warm = [m for m in active if ex[m].n + self.in_flight(m) < n_warm
+                and self.in_flight(m) < self._max_in_flight and m not in self._blocked and self._peek(m) >= 0]
         if warm:
-            m = min(warm, key=lambda x: self.examinees[x].n + self.in_flight(x))
+            m = min(warm, key=lambda x: ex[x].n + self.in_flight(x))
             item = self._peek(m)
             if not self._affordable(m, item):
                 self._stop_if_idle("budget")
                 return None
             return self._request(m, item, "warmup")
-        if any(self.examinees[m].n < n_warm for (m, _) in self.pending):
+        if any(ex[m].n < n_warm for (m, _) in self._pending):
             return None  # warm-up items still in flight
-        # 2. adaptive phase
-        models, order, p, se = self._order()
-        unsettled = np.flatnonzero(~(p > self.upper))
+        # 2. adaptive phase: the pair rule judges every adjacent pair of the θ̂ order
+        models, th, se, order = self._state()
+        status = np.asarray(self._pair_rule.judge(th[order[:-1]], se[order[:-1]], th[order[1:]], se[order[1:]]))
+        unsettled = np.flatnonzero(status == PairStatus.OPEN)
         if unsettled.size == 0:
             self._stop_if_idle("settled")
             return None
@@ -304,27 +550,24 @@ class AdaptiveRanker:
         for u in unsettled:
             partners.setdefault(int(order[u]), []).append(int(order[u + 1]))
             partners.setdefault(int(order[u + 1]), []).append(int(order[u]))
-        th = np.array([self.examinees[m].theta for m in models])
-        z = float(ndtri(self.upper))
         best, best_val, blocked = None, -np.inf, set()
         for j in cand:
             m = models[j]
-            e = self.examinees[m]
+            e = ex[m]
             # items for m cannot settle a pair whose partner may not be asked now (blocked) when
-            # the partner's uncertainty alone keeps it unsettled even if m's θ̂ moved z·SE_m
-            # away: do not buy them
-            if self.blocked and all(models[p] in self.blocked and abs(th[j] - th[p]) + z * se[j] < z * se[p]
-                                    for p in partners[int(j)]):
+            # the pair rule says m's items alone cannot settle it: do not buy them
+            if self._blocked and all(models[p] in self._blocked and self._pair_rule.futile(th[j], se[j], th[p], se[p])
+                                     for p in partners[int(j)]):
                 blocked.add("pending" if self.in_flight(m) else "budget")
                 continue
             k = self.in_flight(m)
-            if k >= self.max_in_flight:
+            if k >= self._max_in_flight:
                 blocked.add("pending")
                 continue
-            if e.n + k >= self.n_max:
+            if e.n + k >= self._n_max:
                 blocked.add("pending" if k else "max_items")
                 continue
-            if m in self.blocked:
+            if m in self._blocked:
                 blocked.add("pending" if k else "budget")
                 continue
             item = self._peek(m)
@@ -334,7 +577,7 @@ class AdaptiveRanker:
             if not self._affordable(m, item):
                 blocked.add("budget")
                 continue
-            val = se[j] ** 2 / ((e.n + k + 1) * self.relative_costs[m])
+            val = se[j] ** 2 / ((e.n + k + 1) * self._relative_costs[m])
             if val > best_val:
                 best, best_val = m, val
         if best is None:
@@ -342,50 +585,218 @@ class AdaptiveRanker:
                 reason = next(r for r in ("budget", "max_items", "bank_exhausted") if r in blocked)
                 self._stop_if_idle(reason)
             return None
-        return self._request(best, self._next[best], "adaptive")
+        return self._request(best, self._peek(best), "adaptive")
 
     def _stop_if_idle(self, reason: str) -> None:
-        if not self.pending:
-            self.stopped_because = reason
+        if not self._pending:
+            self._stopped_because = reason
 
     def tell(self, request: Request, y: float, *, cost: float | None = None) -> None:
         """Record the scaled score y ∈ [0, 1] for a request from :meth:`ask`.
 
-        ``cost`` is the real charge when it differs from the reserved estimate.
+        ``cost`` is the real charge when it differs from the reserved estimate. ValueError,
+        with nothing changed, for a request not pending, a score that is not a finite number
+        in [0, 1], or a negative or non-finite cost.
         """
         key = (request.model, request.item)
-        if self.pending.get(key) != request:
+        if self._pending.get(key) != request:
             raise ValueError(f"no pending request {request}")
-        del self.pending[key]
-        self.examinees[request.model].record(request.item, float(y), cost=cost)
+        y = check_score(y, model=request.model, item=request.item_id)
+        cost = check_cost(cost, model=request.model, item=request.item_id)
+        del self._pending[key]
+        self._examinees[request.model].record(request.item, y, cost=cost)
         self._next[request.model] = None
 
     def cancel(self, request: Request) -> None:
         """Give up a pending request (e.g. the call failed for good); its item stays unused."""
         key = (request.model, request.item)
-        if self.pending.get(key) == request:
-            del self.pending[key]
+        if self._pending.get(key) == request:
+            del self._pending[key]
 
     def release(self, request: Request) -> None:
         """Take back a pending request that was never made: its item may be asked again."""
         key = (request.model, request.item)
-        if self.pending.get(key) != request:
+        if self._pending.get(key) != request:
             raise ValueError(f"no pending request {request}")
-        del self.pending[key]
-        e = self.examinees[request.model]
-        pos = e.selector.rank[request.item]
-        if e.mask[pos]:
-            e.mask[pos] = False
-            e.n_masked -= 1
+        del self._pending[key]
+        self._examinees[request.model].unreserve(request.item)
         self._next[request.model] = None
 
     def fail(self, model: str, why: str) -> None:
         """Drop ``model`` from the ranking (it keeps failing); its requests in flight are cancelled."""
-        if model not in self.examinees:
-            raise ValueError(f"unknown model {model!r}")
-        self.failed[model] = str(why)
-        for key in [k for k in self.pending if k[0] == model]:
-            del self.pending[key]
+        self._examinee(model)
+        self._failed[model] = str(why)
+        for key in [k for k in self._pending if k[0] == model]:
+            del self._pending[key]
+
+    # ------------------------------------------------------- what the caller decides
+    def block(self, model: str) -> None:
+        """Do not ask for ``model`` for now (e.g. the caller cannot pay for its next call).
+
+        :meth:`ask` treats it as over budget, and gives no items to a model whose only
+        unsettled partners are blocked when the pair rule says they would be futile.
+        """
+        self._examinee(model)
+        self._blocked.add(model)
+
+    def unblock(self, model: str) -> None:
+        """Undo :meth:`block` for ``model``."""
+        self._examinee(model)
+        self._blocked.discard(model)
+
+    def unblock_all(self) -> None:
+        """Undo every :meth:`block` (e.g. money was freed)."""
+        self._blocked.clear()
+
+    def charge(self, model: str, usd: float) -> None:
+        """Count ``usd`` as spent on ``model`` without a score: a call lost in flight, a paid
+        call whose scoring failed, a call that finished after the model was dropped.
+        ValueError for a negative or non-finite amount."""
+        self._examinee(model).charge(usd)
+
+    def stop(self, reason: str) -> None:
+        """End the run with ``reason`` (one of :data:`STOP_REASONS`): :meth:`ask` asks nothing
+        more. A run that already ended keeps its first reason."""
+        if reason not in STOP_REASONS:
+            raise ValueError(f"unknown stop reason {reason!r}; expected one of {STOP_REASONS}")
+        if self._stopped_because is None:
+            self._stopped_because = reason
+
+    def exclude(self, model: str, items) -> None:
+        """Never give ``model`` these items (bank item ids or bank indices)."""
+        e = self._examinee(model)
+        e.exclude(self._indices(items))
+        self._next[model] = None
+
+    def record(self, model: str, item, y: float, *, cost: float | None = None) -> None:
+        """Administer ``item`` (an id or bank index) to ``model`` directly, with scaled score ``y``.
+
+        For scores obtained outside :meth:`ask` (a full run, a replay). ``cost``: USD charged
+        (default: the item's cost). ValueError, with nothing changed, for a bad score or
+        cost, an item in flight, already scored or excluded for the model.
+        """
+        e = self._examinee(model)
+        i = self._index(item)
+        if (model, i) in self._pending:
+            raise ValueError(f"model {model!r}, item {e.item_id(i)!r}: in flight; tell() its request")
+        e.record(i, y, cost=cost)
+        self._next[model] = None
+
+    def record_many(self, model: str, items, scores, *, costs=None) -> None:
+        """Administer several items to ``model`` at once (one vectorised update; e.g. a full
+        run's scores). Checked like :meth:`record`; nothing changes when anything is refused."""
+        e = self._examinee(model)
+        idx = self._indices(items)
+        busy = [i for i in idx.tolist() if (model, i) in self._pending]
+        if busy:
+            raise ValueError(f"model {model!r}, item {e.item_id(busy[0])!r}: in flight; tell() its request")
+        e.record_many(idx, scores, costs=costs)
+        self._next[model] = None
+
+    # ------------------------------------------------------------------------ replay
+    def replay(self, events: Iterable[ReplayEvent]) -> ReplayStats:
+        """Reproduce a run from its outcomes, in the order they happened, asking no model.
+
+        The ranker must be built as the original run's was (bank, models, costs, settings and
+        seed) and have no request in flight (ValueError otherwise). For each score event:
+
+        1. :meth:`ask`; if it returns the event's (model, item), that request is told
+           (score and cost), exactly what the live run did. A run with one request at a
+           time is replayed entirely this way, its random stream (``top_k > 1``) included.
+        2. Otherwise (requests were in flight and completed in another order than asked)
+           the ask is undone completely (the item's reservation, the cached next items, the
+           random state and a stop it declared) and the item is recorded directly
+           (:meth:`record`). With ``top_k = 1`` each model's items depend only on its own
+           history, so every model ends exactly as in the live run; with randomesque
+           selection the random stream is not the live run's (its ask order is not known).
+
+        A failure event is replayed like the live run's :meth:`cancel` of it (the item stays
+        unused for that model; a later score event for it, a retry that succeeded, is still
+        recorded). A lost event excludes the item and :meth:`charge` s its cost.
+
+        Raises :class:`ReplayError` (with the event's index) for an event that does not fit:
+        an unknown model or item, a bad score or cost, an item already given to the model
+        or excluded for it. Returns counts of each path taken.
+        """
+        if self._pending:
+            raise ValueError("replay needs a ranker with no request in flight")
+        stats = ReplayStats()
+        failed: set[tuple[str, int]] = set()
+        for k, ev in enumerate(events):
+            m = ev.model
+            if m not in self._examinees:
+                raise ReplayError(k, f"model {m!r} is not one of the ranker's models {list(self._models)}")
+            try:
+                i = self._index(ev.item)
+            except ValueError as err:
+                raise ReplayError(k, f"item {ev.item!r} is not in the bank ({err})") from None
+            e = self._examinees[m]
+            item_id = e.item_id(i)
+            if ev.kind == "lost":
+                try:
+                    cost = check_cost(ev.cost, model=m, item=item_id)
+                except ValueError as err:
+                    raise ReplayError(k, str(err)) from None
+                e.exclude([i])
+                if cost:
+                    e.charge(cost)
+                self._next[m] = None
+                stats.lost += 1
+                continue
+            if ev.kind == "score":
+                try:
+                    y = check_score(ev.y, model=m, item=item_id)
+                    cost = check_cost(ev.cost, model=m, item=item_id)
+                except ValueError as err:
+                    raise ReplayError(k, str(err)) from None
+            req = self._ask_for(m, i)
+            if ev.kind == "failure":
+                if req is not None:
+                    self.cancel(req)
+                elif not e.is_taken(i):
+                    e.reserve(i)
+                    self._next[m] = None
+                failed.add((m, i))
+                stats.failures += 1
+                continue
+            if req is not None:
+                self.tell(req, y, cost=cost)
+                stats.asked += 1
+            else:
+                if e.is_taken(i) and (m, i) not in failed:
+                    raise ReplayError(k, f"item {item_id!r} was already given to model {m!r} or is excluded "
+                                         "for it: the events do not match this ranker")
+                try:
+                    self.record(m, i, y, cost=cost)
+                except ValueError as err:
+                    raise ReplayError(k, str(err)) from None
+                stats.direct += 1
+            stats.scores += 1
+        return stats
+
+    def _ask_for(self, model: str, item: int) -> Request | None:
+        """:meth:`ask` if it yields (model, item); otherwise None, with the ask undone.
+
+        Undoing restores everything ask() changes: the returned request (pending entry and
+        the item's reservation), the cached next items, the random state and a stop it
+        declared (an ask with nothing in flight may declare the run over).
+        """
+        rng_state = self._rng.bit_generator.state
+        saved = dict(self._next)
+        versions_before = {m: e.version for m, e in self._examinees.items()}
+        stopped = self._stopped_because
+        req = self.ask()
+        if req is not None and req.model == model and req.item == item:
+            return req
+        if req is not None:
+            del self._pending[(req.model, req.item)]
+            self._examinees[req.model].unreserve(req.item)
+        # every examinee is as it was before the ask: cached items chosen then are valid again
+        self._next = {m: (c if c is None or c[0] != versions_before[m] else (self._examinees[m].version, c[1]))
+                      for m, c in saved.items()}
+        self._rng.bit_generator.state = rng_state
+        self._stopped_because = stopped
+        return None
 
     def run(self, score: Callable[[str, int], float]) -> RankingResult:
         """Drive to the end with ``score(model, bank_item_index) -> scaled score``."""
@@ -393,21 +804,26 @@ class AdaptiveRanker:
             self.tell(req, score(req.model, req.item))
         return self.result()
 
-    # ----------------------------------------------------------------- result
+    # ------------------------------------------------------------------------ result
     def result(self) -> RankingResult:
-        models = self.active
-        th = np.array([self.examinees[m].theta for m in models])
-        se = np.array([self.examinees[m].se for m in models])
-        order = np.argsort(-th, kind="stable")
+        models, th, se, order = self._state()
         ranking = [models[i] for i in order]
-        P = pairwise_matrix(th[order], se[order])
-        lower = 1 - self.upper
-        ties = [(ranking[i], ranking[j]) for i in range(len(ranking)) for j in range(i + 1, len(ranking))
-                if lower <= P[i, j] <= self.upper]
-        adj = [float(P[i, i + 1]) for i in range(len(ranking) - 1)]
-        groups = tie_groups(ranking, [p > self.upper for p in adj])
-        ex = self.examinees
-        every = ranking + [m for m in self.models if m in self.failed]
+        th_o, se_o = th[order], se[order]
+        P = pairwise_matrix(th_o, se_o)
+        n = len(ranking)
+        iu, ju = np.triu_indices(n, 1)
+        status = np.asarray(self._pair_rule.judge(th_o[iu], se_o[iu], th_o[ju], se_o[ju]))
+        ties = [(ranking[i], ranking[j]) for i, j, st in zip(iu.tolist(), ju.tolist(), status.tolist())
+                if st != PairStatus.ORDERED]
+        adj = [float(P[i, i + 1]) for i in range(n - 1)]
+        adj_status = np.asarray(self._pair_rule.judge(th_o[:-1], se_o[:-1], th_o[1:], se_o[1:]))
+        groups = tie_groups(ranking, [bool(st == PairStatus.ORDERED) for st in adj_status.tolist()])
+        ex = self._examinees
+        every = ranking + [m for m in self._models if m in self._failed]
+        logs = {}
+        for m in every:
+            e = ex[m]
+            logs[m] = [(e.item_id(i), s) for i, s in zip(e.items, e.scores)]
         return RankingResult(
             ranking=ranking,
             theta={m: ex[m].theta for m in every},
@@ -415,9 +831,25 @@ class AdaptiveRanker:
             items={m: ex[m].n for m in every},
             cost={m: ex[m].spent for m in every},
             pairwise=P, ties=ties, tie_groups=groups, adjacent_confidence=adj,
-            stopped_because=self.stopped_because or "running",
-            confidence=self.confidence, budget=self.budget, total_cost=self.spent,
-            item_log={m: [(str(self.bank.item_ids[i]), s) for i, s in zip(ex[m].items, ex[m].scores)]
-                      for m in every},
-            failed=dict(self.failed),
+            stopped_because=self._stopped_because or "running",
+            confidence=self._confidence, budget=self._budget, total_cost=self.spent,
+            item_log=logs, failed=dict(self._failed), signature=self.signature(),
         )
+
+
+def _has_str(items) -> bool:
+    if isinstance(items, str):
+        return True
+    if isinstance(items, np.ndarray):
+        return items.dtype.kind in "UO"
+    try:
+        return any(isinstance(x, str) for x in items)
+    except TypeError:
+        return False
+
+
+def _seed_value(seed):
+    """A seed as it can be written in a signature (None: not reproducible)."""
+    if seed is None or isinstance(seed, (int, np.integer)):
+        return None if seed is None else int(seed)
+    return str(seed)

@@ -8,15 +8,58 @@ enough to hold the k nearest unadministered items (at most ``n_administered + k`
 each side), so one selection costs O(log N + n_administered) however large the bank.
 :func:`select_max_information` is the brute-force definition over the whole bank; the
 tests check that both always agree.
+
+:class:`Selector` is the interface every selector implements (:class:`MaxInfoSelector`
+is the one used by default); an :class:`~lm_eval_adaptive.engine.cat.Examinee` or an
+:class:`~lm_eval_adaptive.engine.ranker.AdaptiveRanker` takes any object that has it.
 """
 
 from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from lm_eval_adaptive.engine.response_model import ResponseModel
 
-__all__ = ["MaxInfoSelector", "select_max_information"]
+__all__ = ["Selector", "MaxInfoSelector", "select_max_information"]
+
+
+@runtime_checkable
+class Selector(Protocol):
+    """Chooses a model's next item among those it has not taken.
+
+    A selector keeps no per-model state: each examinee owns a boolean *taken mask* in the
+    selector's own layout (``new_mask()``; bank item ``i`` is ``mask[positions(i)]``, True
+    once the item is reserved, scored or excluded) and the number of True entries,
+    ``n_used``. The layout is the selector's choice (bank order is the simplest;
+    :class:`MaxInfoSelector` sorts by difficulty so that it looks at a window only).
+
+    ``name`` appears in result signatures.
+    """
+
+    name: str
+
+    def new_mask(self) -> np.ndarray:
+        """A fresh taken mask (all False) in this selector's layout."""
+        ...
+
+    def positions(self, items) -> np.ndarray:
+        """Where bank items ``items`` (an index or an array of indices) sit in the mask."""
+        ...
+
+    def select(self, theta: float, mask: np.ndarray, n_used: int,
+               rng: np.random.Generator | None = None) -> int:
+        """Bank index of the next item at ability ``theta``, or -1 when none is left.
+
+        ``rng`` is the caller's random stream, for selectors that draw (exposure control).
+        """
+        ...
+
+    def candidates(self, theta: float, mask: np.ndarray, n_used: int, k: int) -> np.ndarray:
+        """Bank indices of (up to) ``k`` untaken items, best first, without drawing at random
+        (several items given at once)."""
+        ...
 
 
 def select_max_information(model: ResponseModel, theta: float, b: np.ndarray,
@@ -43,6 +86,8 @@ class MaxInfoSelector:
         most informative unadministered items (ATLAS' exposure control).
     """
 
+    name = "max-info"
+
     def __init__(self, b: np.ndarray, top_k: int = 1):
         b = np.asarray(b, dtype=float)
         if b.ndim != 1 or b.size == 0:
@@ -60,6 +105,10 @@ class MaxInfoSelector:
     def new_mask(self) -> np.ndarray:
         """A fresh 'administered' mask in sorted order: item i is ``mask[rank[i]]``."""
         return np.zeros(self.n_items, dtype=bool)
+
+    def positions(self, items) -> np.ndarray:
+        """Positions of bank items in the (difficulty-sorted) mask."""
+        return self.rank[items]
 
     def candidates(self, theta: float, mask: np.ndarray, n_used: int, k: int) -> np.ndarray:
         """Bank indices of the (up to) k unmasked items nearest to θ, nearest first.

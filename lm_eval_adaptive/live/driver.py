@@ -183,12 +183,10 @@ class LiveRun:
                 continue
             m, item_id, usd = rec["model"], rec["item_id"], float(rec.get("reserved_usd") or 0.0)
             i = int(bank.index_of([item_id])[0])
-            e = self.ranker.examinees[m]
-            e.exclude([i])  # never asked again: the provider may have answered (and billed) it
-            e.spent += usd
+            self.ranker.exclude(m, [i])  # never asked again: the provider may have answered (and billed) it
+            self.ranker.charge(m, usd)
             self.ledger.charge_known(f"lost:{m}:{item_id}", usd)
             lost.append((m, item_id, usd))
-            self.ranker._next[m] = None
         self.lost_in_flight = lost
         return {"scores": stats.scores, "failures": stats.failures, "lost_in_flight": len(lost),
                 "spent_usd": self.ledger.spent}
@@ -235,7 +233,7 @@ class LiveRun:
                 # this model's next call does not fit now: the others may still buy cheaper
                 # calls; it is asked again once a call in flight settles and frees money
                 r.release(req)
-                r.blocked.add(req.model)
+                r.block(req.model)
                 refused = True
                 continue
             self._reserved_of[key] = est
@@ -265,10 +263,10 @@ class LiveRun:
             self._journal({"type": "score", "model": m, "item_id": req.item_id, "raw": raw, "scaled": scaled,
                            "cost_usd": cost, "usage": list(out.score.usage or []), "attempts": out.attempts,
                            "seconds": round(out.seconds, 4)})
-            if r.pending.get((m, req.item)) == req:
+            if r.is_pending(req):
                 r.tell(req, scaled, cost=cost)
             else:  # the model was dropped meanwhile: paid for and journaled, not ranked
-                r.examinees[m].spent += cost
+                r.charge(m, cost)
             self.raw[m][req.item] = raw
             self.failures[m] = 0
         else:
@@ -304,19 +302,19 @@ class LiveRun:
                     if not futures:
                         if not r.finished:
                             if not fits:
-                                r.stopped_because = "budget"
+                                r.stop("budget")
                             elif len(r.active) < 2:
-                                r.stopped_because = "failed"
+                                r.stop("failed")
                             else:  # nothing asked and nothing in flight: ask once more (state changed)
                                 if r.ask() is None and not r.finished:
-                                    r.stopped_because = "failed" if r.failed else "bank_exhausted"
+                                    r.stop("failed" if r.failed else "bank_exhausted")
                         break
                     done, _ = cf.wait(list(futures), timeout=0.5, return_when=cf.FIRST_COMPLETED)
                     for f in [f for f in futures if f in done]:  # in the order asked: reproducible
                         del futures[f]
                         self._finish(f.result())
                     if done:
-                        r.blocked.clear()  # money was freed: every model may be asked again
+                        r.unblock_all()  # money was freed: every model may be asked again
                     if done and self.on_progress is not None:
                         self.on_progress(self)
                 except KeyboardInterrupt:

@@ -24,8 +24,9 @@ variables) and values under keys such as ``api_key``, ``authorization``, ``token
 One process writes a journal at a time: opening for writing takes an exclusive ``flock``
 (on systems that have it), so two resumes of the same run cannot both pay for the same items.
 
-Resume: :meth:`Journal.replay_into` feeds the score records back into a fresh
-:class:`~lm_eval_adaptive.engine.ranker.AdaptiveRanker`; :meth:`Journal.completed_keys` says which
+Resume: :meth:`Journal.replay_into` feeds the score and failure records back into a fresh
+:class:`~lm_eval_adaptive.engine.ranker.AdaptiveRanker` (through its public
+:meth:`~lm_eval_adaptive.engine.ranker.AdaptiveRanker.replay`); :meth:`Journal.completed_keys` says which
 (model, item) pairs are done; :meth:`Journal.costs` lists what was paid, for
 :meth:`BudgetLedger.charge_known <lm_eval_adaptive.live.ledger.BudgetLedger.charge_known>`.
 """
@@ -40,13 +41,13 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from lm_eval_adaptive.errors import BankError, InputError
+from lm_eval_adaptive.engine.ranker import ReplayError, ReplayEvent, ReplayStats
+from lm_eval_adaptive.errors import InputError
 
 try:  # POSIX advisory locks; without them (Windows) the journal is not locked
     import fcntl
@@ -195,16 +196,6 @@ def _check_record(rec: Any) -> str | None:
         if not _finite_number(rec.get("scaled")):
             return f"a score record needs 'scaled' (a finite number), got {rec.get('scaled')!r}"
     return None
-
-
-@dataclass
-class ReplayStats:
-    """What :meth:`Journal.replay_into` did."""
-
-    scores: int = 0  # score records replayed
-    asked: int = 0  # ... reproduced through ranker.ask() + tell()
-    direct: int = 0  # ... recorded directly on the model's examinee
-    failures: int = 0  # failure records replayed as a cancelled request
 
 
 class Journal:
@@ -481,74 +472,33 @@ class Journal:
                     failures: bool = True) -> ReplayStats:
         """Feed this journal's records into a fresh ranker, in journal order, asking no model.
 
-        ``ranker`` must be built as the original run's was (bank, models, costs, settings and
-        seed) and have no request in flight. For each score record:
-
-        1. ``ranker.ask()``; if it returns the recorded (model, item_id), that request is told
-           (``tell(request, scaled_of(record), cost=record["cost_usd"])``), exactly what the
-           live run did. A run with one request at a time is replayed entirely this way, its
-           random number stream (``top_k > 1``) included.
-        2. Otherwise (requests were in flight and completed in another order than asked) the
-           ask is undone (its item un-reserved, the ranker's selection cache and random state
-           restored) and the recorded item is administered directly: its bank index from
-           ``ranker.bank.index_of``, then ``examinee.reserve(i)`` and
-           ``examinee.record(i, y, cost=...)`` on that model's examinee. With ``top_k = 1``
-           each model's items depend only on its own history, so every examinee ends exactly
-           as in the live run; with randomesque selection the random stream is not the live
-           run's (its ask order is not journaled).
-
-        With ``failures``, a failure record naming ``model`` and ``item_id`` is replayed like
-        the live run's ``ranker.cancel(request)`` of it (the item stays unused for that model);
-        a later score for the same item (a retry that succeeded) is still recorded.
-        ``stop`` and other records are skipped. Returns counts of each path taken.
+        A thin adapter over :meth:`AdaptiveRanker.replay <lm_eval_adaptive.engine.ranker.AdaptiveRanker.replay>`
+        (which says how a replay reproduces the live run): each score record becomes a score
+        event (model, item id, ``scaled_of(record)``, ``cost_usd``) and, with ``failures``,
+        each failure record naming ``model`` and ``item_id`` a failure event. ``stop`` and
+        other records are skipped. ``ranker`` must be built as the original run's was and
+        have no request in flight (ValueError). A record that does not fit the ranker (an
+        unknown model or item, a bad score, an item already given or excluded) is an
+        :class:`~lm_eval_adaptive.errors.InputError` naming the journal line. Returns counts
+        of each path taken.
         """
-        if ranker.pending:
-            raise ValueError("replay needs a ranker with no request in flight")
-        stats = ReplayStats()
-        bank = ranker.bank
-        failed: set[tuple[str, int]] = set()
-        for n, rec in self._numbered():
-            kind = rec.get("type")
-            replayed_failure = (kind == "failure" and failures and isinstance(rec.get("model"), str)
-                                and isinstance(rec.get("item_id"), str))
-            if kind != "score" and not replayed_failure:
-                continue
-            m = rec["model"]
-            if m not in ranker.examinees:
-                raise self._error(n, f"model {m!r} is not one of the ranker's models {ranker.models}")
-            try:
-                i = int(bank.index_of([rec["item_id"]])[0])
-            except BankError as e:
-                raise self._error(n, f"item {rec['item_id']!r} is not in the bank ({e})") from None
-            e = ranker.examinees[m]
-            req = _ask_for(ranker, m, i)
-            if kind == "failure":
-                if req is not None:
-                    ranker.cancel(req)
-                elif not e.mask[e.selector.rank[i]]:
-                    e.reserve(i)
-                    _invalidate(ranker, m)
-                failed.add((m, i))
-                stats.failures += 1
-                continue
-            y = scaled_of(rec)
-            if isinstance(y, bool) or not isinstance(y, (int, float, np.integer, np.floating)) \
-                    or not math.isfinite(y):
-                raise self._error(n, f"scaled score must be a finite number, got {y!r}")
-            cost = rec.get("cost_usd")
-            if req is not None:
-                ranker.tell(req, float(y), cost=cost)
-                stats.asked += 1
-            else:
-                if e.mask[e.selector.rank[i]] and (m, i) not in failed:
-                    raise self._error(n, f"item {rec['item_id']!r} was already given to model {m!r} or "
-                                         "is excluded for it: the journal does not match this ranker")
-                e.reserve(i)
-                e.record(i, float(y), cost=cost)
-                _invalidate(ranker, m)
-                stats.direct += 1
-            stats.scores += 1
-        return stats
+        lines: list[int] = []
+
+        def events():
+            for n, rec in self._numbered():
+                kind = rec.get("type")
+                if kind == "score":
+                    lines.append(n)
+                    yield ReplayEvent.score(rec["model"], rec["item_id"], scaled_of(rec), rec.get("cost_usd"))
+                elif (kind == "failure" and failures and isinstance(rec.get("model"), str)
+                      and isinstance(rec.get("item_id"), str)):
+                    lines.append(n)
+                    yield ReplayEvent.failure(rec["model"], rec["item_id"])
+
+        try:
+            return ranker.replay(events())
+        except ReplayError as e:
+            raise self._error(lines[e.index], e.reason) from None
 
 
 # ---------------------------------------------------------------------------
@@ -590,39 +540,3 @@ def _fsync_dir(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
-
-
-def _invalidate(ranker, model: str) -> None:
-    """Drop the ranker's cached next item of ``model`` (its posterior or mask changed)."""
-    cache = getattr(ranker, "_next", None)
-    if isinstance(cache, dict) and model in cache:
-        cache[model] = None
-
-
-def _ask_for(ranker, model: str, item: int):
-    """``ranker.ask()`` if it yields (model, item); otherwise None, with the ask undone.
-
-    Undoing touches what ask() changes: the returned request's reservation (pending entry and
-    the examinee's mask bit), the ranker's next-item cache (private ``_next``), its random
-    state and ``stopped_because`` (an ask with nothing in flight may declare the run over).
-    """
-    rng_state = ranker.rng.bit_generator.state
-    cache = getattr(ranker, "_next", None)
-    saved_cache = dict(cache) if isinstance(cache, dict) else None
-    stopped = ranker.stopped_because
-    req = ranker.ask()
-    if req is not None and req.model == model and req.item == item:
-        return req
-    if req is not None:
-        del ranker.pending[(req.model, req.item)]
-        e = ranker.examinees[req.model]
-        pos = e.selector.rank[req.item]
-        if e.mask[pos]:
-            e.mask[pos] = False
-            e.n_masked -= 1
-    if saved_cache is not None:
-        cache.clear()
-        cache.update(saved_cache)
-    ranker.rng.bit_generator.state = rng_state
-    ranker.stopped_because = stopped
-    return None

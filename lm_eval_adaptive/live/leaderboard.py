@@ -109,11 +109,8 @@ def _anchor_examinees(bank, table, anchors, ranker) -> None:
         row = raw[names.index(m), cols]
         items = np.flatnonzero(~np.isnan(row))
         y = np.clip(bank.scale(items, row[items]), 0.0, 1.0)
-        e = ranker.examinees[m]
-        e.posterior.update_many(bank.model, bank.b[items], y)
-        e.items, e.scores = items.tolist(), y.tolist()
-        e.info_at_selection = [math.nan] * items.size
-        e.exclude(np.arange(bank.n_items))
+        ranker.record_many(m, items, y, costs=np.zeros(items.size))
+        ranker.exclude(m, np.arange(bank.n_items))
 
 
 def _full_run_metric(table, model) -> float:

@@ -1,0 +1,218 @@
+"""Stopping: rules that end a single-model test, and the rule that settles a pair of models.
+
+Single-model CAT (:class:`~lm_eval_adaptive.engine.cat.AdaptiveTest`) stops on the first of
+a list of :class:`StoppingRule` objects that fires: :class:`BankExhausted`,
+:class:`MaxItems`, :class:`SETarget` (after a minimum length) and :class:`Budget` are the
+usual ones (METHOD.md §3); any object with the same methods can be added.
+
+The ranker (:class:`~lm_eval_adaptive.engine.ranker.AdaptiveRanker`) asks a
+:class:`PairRule` whether two models next to each other in the ranking still need items:
+:class:`OrderConfidence` is METHOD.md §4's rule — the pair is settled when
+P(θ_a > θ_b) = Φ((θ̂_a − θ̂_b)/√(SE_a² + SE_b²)) lies outside [(1−γ)/2, 1 − (1−γ)/2]. A rule
+answers per pair with a :class:`PairStatus`: ``OPEN`` (buy more items), ``ORDERED`` (the
+order is settled) or ``EQUIVALENT`` (settled as a tie, for rules with a tie margin); the
+ranker stops asking for a pair that is not ``OPEN`` and reports as ties the pairs that
+are not ``ORDERED``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import TYPE_CHECKING, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+from scipy.special import ndtr, ndtri
+
+if TYPE_CHECKING:  # pragma: no cover
+    from lm_eval_adaptive.engine.cat import Examinee
+
+__all__ = ["PairStatus", "PairRule", "OrderConfidence", "StoppingRule", "Rule", "BankExhausted",
+           "MaxItems", "SETarget", "Budget"]
+
+
+# --------------------------------------------------------------------------- pairs of models
+class PairStatus(IntEnum):
+    """What a :class:`PairRule` says about a pair of models."""
+
+    OPEN = 0  #: not settled: more items may settle it
+    ORDERED = 1  #: the order of the pair is settled
+    EQUIVALENT = 2  #: settled as a tie (the two are within a margin of each other)
+
+
+@runtime_checkable
+class PairRule(Protocol):
+    """Decides when two models' order needs no more items (see the module docstring).
+
+    Arrays are aligned by pair; in each pair ``a`` is ranked at or above ``b`` (θ̂_a ≥ θ̂_b).
+    """
+
+    name: str
+
+    def judge(self, theta_a: np.ndarray, se_a: np.ndarray, theta_b: np.ndarray,
+              se_b: np.ndarray) -> np.ndarray:
+        """A :class:`PairStatus` code per pair (an int array)."""
+        ...
+
+    def futile(self, theta: float, se: float, theta_partner: float, se_partner: float) -> bool:
+        """True when items for this model alone cannot settle its pair with the partner.
+
+        The ranker asks it only when the partner cannot be given items now (e.g. the caller
+        cannot pay for them); a rule that cannot tell returns False.
+        """
+        ...
+
+
+class OrderConfidence:
+    """METHOD.md §4: a pair is settled when P(θ_a > θ_b) is outside [(1−γ)/2, 1 − (1−γ)/2].
+
+    P(θ_a > θ_b) = Φ((θ̂_a − θ̂_b)/√(SE_a² + SE_b²)) under independent normal posteriors
+    (0.5 when both SEs are 0). :meth:`futile`: even if the model's θ̂ moved z·SE away from
+    the partner's and its SE went to 0, the partner's own SE alone (z·SE_p) keeps the
+    pair open (z = Φ⁻¹(1 − (1−γ)/2)).
+    """
+
+    name = "order-confidence"
+
+    def __init__(self, confidence: float = 0.95):
+        if not (0.5 < confidence < 1):
+            raise ValueError(f"confidence must be in (0.5, 1), got {confidence}")
+        self.confidence = float(confidence)
+        self.upper = 1 - (1 - self.confidence) / 2
+        self.z = float(ndtri(self.upper))
+
+    def probability(self, theta_a, se_a, theta_b, se_b) -> np.ndarray:
+        """P(θ_a > θ_b) per pair."""
+        d = np.asarray(theta_a, dtype=float) - np.asarray(theta_b, dtype=float)
+        s = np.sqrt(np.asarray(se_a, dtype=float) ** 2 + np.asarray(se_b, dtype=float) ** 2)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            p = ndtr(d / s)
+        return np.where(s == 0, 0.5, p)
+
+    def judge(self, theta_a, se_a, theta_b, se_b) -> np.ndarray:
+        p = self.probability(theta_a, se_a, theta_b, se_b)
+        settled = (p > self.upper) | (p < 1 - self.upper)
+        return np.where(settled, int(PairStatus.ORDERED), int(PairStatus.OPEN))
+
+    def futile(self, theta, se, theta_partner, se_partner) -> bool:
+        return bool(abs(theta - theta_partner) + self.z * se < self.z * se_partner)
+
+    def __repr__(self) -> str:
+        return f"OrderConfidence({self.confidence!r})"
+
+
+# --------------------------------------------------------------------------- one model's test
+@runtime_checkable
+class StoppingRule(Protocol):
+    """One reason to end a single-model test (used by :class:`~lm_eval_adaptive.engine.cat.AdaptiveTest`).
+
+    Before it picks items the test asks every rule, in order, whether it is ``reached``
+    (the first that is gives ``reason``), and how much ``room`` it leaves (at most that many
+    items are picked at once; a rule that leaves none ends the test too); once it picked them, each rule may ``admit`` only the first
+    few of them (a budget that the next item would overrun); none admitted → the test
+    stops with that rule's ``reason``. :class:`Rule` has neutral defaults for all three.
+    """
+
+    reason: str
+
+    def reached(self, examinee: Examinee) -> bool:
+        ...
+
+    def room(self, examinee: Examinee) -> float:
+        """How many more items this rule allows (``math.inf``: no limit)."""
+        ...
+
+    def admit(self, examinee: Examinee, items: Sequence[int]) -> int:
+        """How many of ``items`` (in order, not yet given) may be given."""
+        ...
+
+
+class Rule:
+    """Base class of stopping rules: never reached, no limit, admits everything."""
+
+    reason = "rule"
+
+    def reached(self, examinee: Examinee) -> bool:
+        return False
+
+    def room(self, examinee: Examinee) -> float:
+        return math.inf
+
+    def admit(self, examinee: Examinee, items: Sequence[int]) -> int:
+        return len(items)
+
+    def describe(self) -> str:
+        """Short text for signatures."""
+        return self.reason
+
+
+@dataclass(frozen=True)
+class BankExhausted(Rule):
+    """Every bank item was given (a model with excluded items runs out earlier: the test sees it)."""
+
+    reason = "bank_exhausted"
+
+    def reached(self, examinee: Examinee) -> bool:
+        return examinee.n >= examinee.bank.n_items
+
+
+@dataclass(frozen=True)
+class MaxItems(Rule):
+    """At most ``n`` items."""
+
+    n: int
+    reason = "max_items"
+
+    def __post_init__(self):
+        if self.n < 0:
+            raise ValueError(f"max_items must be >= 0, got {self.n}")
+
+    def reached(self, examinee: Examinee) -> bool:
+        return examinee.n >= self.n
+
+    def room(self, examinee: Examinee) -> float:
+        return self.n - examinee.n
+
+    def describe(self) -> str:
+        return f"max_items={self.n}"
+
+
+@dataclass(frozen=True)
+class SETarget(Rule):
+    """SE(θ̂) ≤ ``se``, once at least ``min_items`` items were given."""
+
+    se: float
+    min_items: int = 0
+    reason = "se_target"
+
+    def __post_init__(self):
+        if not (self.se >= 0):
+            raise ValueError(f"se_target must be a number >= 0, got {self.se}")
+        if self.min_items < 0:
+            raise ValueError("min_items must be >= 0")
+
+    def reached(self, examinee: Examinee) -> bool:
+        return examinee.n >= self.min_items and examinee.se <= self.se
+
+    def describe(self) -> str:
+        return f"se_target={self.se!r}/min_items={self.min_items}"
+
+
+@dataclass(frozen=True)
+class Budget(Rule):
+    """Spend at most ``usd``: items whose cost would overrun it are not given (needs item costs)."""
+
+    usd: float
+    reason = "budget"
+
+    def __post_init__(self):
+        if not (self.usd >= 0):
+            raise ValueError(f"budget must be a number >= 0, got {self.usd}")
+
+    def admit(self, examinee: Examinee, items: Sequence[int]) -> int:
+        spend = np.cumsum([examinee.cost_of(i) for i in items])
+        return int(np.sum(examinee.spent + spend <= self.usd + 1e-12))
+
+    def describe(self) -> str:
+        return f"budget={self.usd!r}"
