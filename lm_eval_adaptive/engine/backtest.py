@@ -19,7 +19,6 @@ from typing import Mapping
 import numpy as np
 from scipy import stats
 
-from lm_eval_adaptive import __version__
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE, Price
 from lm_eval_adaptive.engine.baselines import fixed_length_cat, random_sampling
 from lm_eval_adaptive.engine.calibration import (
@@ -29,9 +28,11 @@ from lm_eval_adaptive.engine.calibration import (
 )
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.selection import MaxInfoSelector
+from lm_eval_adaptive.engine.signature import format_signature, versions
 from lm_eval_adaptive.errors import InputError
 
-__all__ = ["BacktestConfig", "BacktestResult", "MethodSummary", "TieSummary", "backtest", "backtest_signature", "holdout_sets", "ground_truth", "kendall_tau",
+__all__ = ["BacktestConfig", "BacktestResult", "MethodSummary", "TieSummary", "backtest", "backtest_signature",
+           "holdout_sets", "ground_truth", "kendall_tau",
            "tie_metrics", "confident_accuracy"]
 
 
@@ -129,9 +130,7 @@ class BacktestResult:
 def backtest_signature(config: BacktestConfig, prices) -> str:
     """``key:value|...`` naming every setting behind a backtest's figures and the versions used."""
     c = asdict(config)
-    parts = [f"{k}:{c[k]}" for k in sorted(c)] + [f"prices:{'+'.join(prices)}",
-                                                 f"version:{__version__}", f"numpy:{np.__version__}"]
-    return "|".join(parts)
+    return format_signature({k: c[k] for k in sorted(c)} | {"prices": list(prices)} | versions())
 
 
 def holdout_sets(models, size: int, folds: int, seed: int) -> list[list[str]]:
