@@ -505,29 +505,12 @@ class ReplayStore:
                     self._judge_prefs[model] = prefs
         return prefs
 
-    # ---------------------------------------------------------------- data access (tests, tools)
+    # ---------------------------------------------------------------- data access (tests)
     def wmt_source(self, pair: str) -> dict[int, str]:
         """``{line: stripped source}`` of the servable segments of a pair (canary skipped;
         a repeated text keeps its first line)."""
         matcher = self._wmt_matcher(pair)
         return {int(k): t for t, k in matcher._exact.items()}  # type: ignore[arg-type]
-
-    def wmt_output(self, pair: str, system: str, line: int) -> str:
-        return self._wmt_outputs(pair, system)[line]
-
-    def alpaca_instructions(self) -> dict[str, str]:
-        """``{id: stripped instruction}``."""
-        return {str(k): t for t, k in self._alpaca()._exact.items()}
-
-    def alpaca_output(self, model: str, item: str | int) -> str | None:
-        if model not in self._alpaca_models:
-            raise ReplayNotFound(f"unknown AlpacaEval model {model!r}", model=model)
-        return self._alpaca_model_outputs(model).get(str(item))
-
-    def judge_preference(self, model: str, item: str | int) -> float | None:
-        if model not in self._judge_models:
-            return None
-        return self._judge_preferences(model).get(str(item))
 
     # ---------------------------------------------------------------- answering
     def _targets(self, name: str) -> list[tuple[str, str]]:
