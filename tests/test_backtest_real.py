@@ -64,3 +64,23 @@ def test_backtest_cli_on_named_real_table(wmt_bleu, tmp_path, capsys):
     assert d["table"] == "wmt24/en-de/bleu"
     assert d["settings"]["folds"] == 2
     assert "adaptive τ" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def wmt25_xcomet():
+    from lm_eval_adaptive.data.datasets import load_wmt25
+
+    try:
+        return load_wmt25("en-de", "xcomet")
+    except InputError as e:
+        pytest.skip(f"real data not available: {e}")
+
+
+def test_backtest_on_a_table_without_token_counts_budgets_items(wmt25_xcomet):
+    r = backtest(wmt25_xcomet, config=BacktestConfig(seeds=1, target_items=15))
+    # every item costs the same (1 + 1 tokens at the default price): the budget buys 15 items a model
+    unit = 1e-6 + 3e-6
+    for f in r.folds:
+        assert f["budget_usd"] == pytest.approx(4 * 15 * unit)
+    assert r.adaptive.cost > 0 and r.adaptive.items <= 4 * 15 + 1e-9
+    assert r.random.items == pytest.approx(r.adaptive.cost / unit, rel=0.35)

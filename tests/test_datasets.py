@@ -20,10 +20,13 @@ from lm_eval_adaptive.data import datasets
 from lm_eval_adaptive.data.datasets import (
     DATA_ENV,
     NAMED_TABLES,
+    WMT25_METRICS,
+    WMT25_PAIRS,
     data_root,
     load_alpaca_eval,
     load_named,
     load_wmt24,
+    load_wmt25,
 )
 from lm_eval_adaptive.data.responses import read_table
 from lm_eval_adaptive.errors import InputError
@@ -287,7 +290,7 @@ def test_alpaca_eval_judge():
         pytest.param(n, marks=pytest.mark.slow)
         if n in ("wmt24/en-es/bleu", "wmt24/en-es/chrf", "wmt24/en-ja/chrf", "wmt24/en-zh/chrf")
         else n
-        for n in NAMED_TABLES
+        for n in NAMED_TABLES if not n.startswith("wmt25/")
     ],
 )
 def test_load_named_real(name):
@@ -295,6 +298,44 @@ def test_load_named_real(name):
     assert t.metric == name
     assert t.n_models >= 19 and 700 < t.n_items <= 997
     assert np.all((t.score >= 0) & (t.score <= 1))
+
+
+WMT25_RANGES = {"xcomet": (-0.2, 1.0), "cometkiwi": (-0.2, 1.0), "metricx": (-25.0, 0.0),
+                "gemba-gpt4.1": (0.0, 100.0), "gemba-cmda": (0.0, 100.0)}
+
+
+@needs_data
+@pytest.mark.parametrize("pair", sorted(WMT25_PAIRS))
+def test_wmt25_named_tables(pair):
+    tables = {m: load_named(f"wmt25/{pair}/{m}") for m in WMT25_METRICS}
+    first = tables["xcomet"]
+    assert 27 <= first.n_models <= 43 and 332 <= first.n_items <= 457
+    assert all(":" in i for i in first.items[:5])
+    for metric, t in tables.items():
+        lo, hi = WMT25_RANGES[metric]
+        assert t.metric == f"wmt25/{pair}/{metric}"
+        assert lo <= t.score.min() and t.score.max() <= hi
+        assert list(t.models) == list(first.models)
+        assert np.isnan(t.input_tokens).all() and np.isnan(t.output_tokens).all()  # none published
+        if metric != "gemba-cmda":  # the only metric with missing (null) scores
+            assert t.n_obs == t.n_models * t.n_items
+
+
+@needs_data
+def test_wmt25_segment_score_matches_the_file():
+    t = load_named("wmt25/en-de/metricx")
+    path = REAL_ROOT / "wmt25" / WMT25_PAIRS["en-de"] / f"{t.models[3]}.jsonl"
+    rec = json.loads(lines_of(path)[5])
+    item = f"{rec['document_id']}:1"
+    m = t.mean_matrix()
+    assert m[3, list(t.items).index(item)] == pytest.approx(rec["metric_scores"]["MetricX-24-Hybrid-XL"][1])
+
+
+def test_wmt25_unknown_names_are_refused():
+    with pytest.raises(InputError, match="unknown WMT25 pair"):
+        load_wmt25("en-xx", "xcomet")
+    with pytest.raises(InputError, match="unknown WMT25 metric"):
+        load_wmt25("en-de", "bleu")
 
 
 # --------------------------------------------------------------------------- #

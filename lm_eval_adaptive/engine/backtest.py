@@ -266,6 +266,11 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
     price = {m: prices.get(m, DEFAULT_PRICE) for m in models}
     raw_all = table.mean_matrix()  # (M, N) raw mean score per pair, NaN = missing
     in_tok, out_tok = table.item_tokens()
+    no_tokens = bool(np.all(np.isnan(in_tok)) and np.all(np.isnan(out_tok)))
+    if no_tokens:
+        # a table without token counts (e.g. WMT25): every item costs the same, one input and
+        # one output token at the model's price, so budgets count items
+        in_tok, out_tok = np.ones(table.n_items), np.ones(table.n_items)
     N = table.n_items
     H = config.holdout_size
     sets = holdout_sets(models, H, config.folds, config.partition_seed)
@@ -283,8 +288,11 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
         raw_bank = raw_h[:, tpos]  # (H, n_bank)
         scaled = bank.scale(np.arange(bank.n_items)[None, :], raw_bank)  # NaN stays NaN
         missing = {m: np.flatnonzero(np.isnan(raw_bank[j])) for j, m in enumerate(hold)}
-        bank_costs = {m: price[m].item_costs(bank.input_tokens, bank.output_tokens) for m in hold}
         all_costs = {m: price[m].item_costs(in_tok, out_tok) for m in hold}
+        if no_tokens:
+            bank_costs = {m: all_costs[m][tpos] for m in hold}
+        else:
+            bank_costs = {m: price[m].item_costs(bank.input_tokens, bank.output_tokens) for m in hold}
         budget = float(np.mean([np.mean(all_costs[m]) for m in hold])) * H * config.target_items
         gt = ground_truth(raw_h, hold, n_resamples=config.bootstrap, confidence=config.confidence,
                           rng=np.random.default_rng([config.partition_seed, f]))
