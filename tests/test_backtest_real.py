@@ -84,3 +84,23 @@ def test_backtest_on_a_table_without_token_counts_budgets_items(wmt25_xcomet):
         assert f["budget_usd"] == pytest.approx(4 * 15 * unit)
     assert r.adaptive.cost > 0 and r.adaptive.items <= 4 * 15 + 1e-9
     assert r.random.items == pytest.approx(r.adaptive.cost / unit, rel=0.35)
+
+
+def test_backtest_reports_how_honest_its_numbers_are(wmt_bleu):
+    r = backtest(wmt_bleu, config=BacktestConfig(seeds=1))
+    assert 0 <= r.full_task_coverage <= 1 and r.folds_run == 5
+    z = r.se_calibration
+    assert z["n"] > 0 and 0 <= z["share_abs_z_over_1_96"] <= 1
+    assert r.person_misfit_flags["n"] == 5 * 4 and 0 <= r.person_misfit_flags["share"] <= 1
+    # an adaptive set costs a few percent of running the four models on every item
+    assert 0 < r.cost_share_of_full_run < 0.1
+    d = r.to_dict()
+    assert {"full_task_coverage", "se_calibration", "person_misfit_flags", "cost_share_of_full_run"} <= set(d)
+
+
+def test_backtest_on_a_small_table_runs_the_hold_out_sets_that_fit(wmt_bleu):
+    small = wmt_bleu.select_models(list(wmt_bleu.models)[:11])  # room for 2 sets of 4 + 3 to calibrate on
+    r = backtest(small, config=BacktestConfig(seeds=1))
+    assert r.folds_run == 2 and len(r.folds) == 2 and r.runs == 2
+    with pytest.raises(InputError, match="needs at least 6 models"):
+        backtest(wmt_bleu.select_models(list(wmt_bleu.models)[:5]), config=BacktestConfig(seeds=1))

@@ -142,12 +142,22 @@ def test_backtest_json_keys(tmp_path, capsys):
 
 
 def test_backtest_too_few_models(tmp_path, capsys):
-    csv = _synthetic_csv(tmp_path / "few.csv", n_models=5, n_items=20)
+    csv = _synthetic_csv(tmp_path / "few.csv", n_models=4, n_items=20)
     js = tmp_path / "few.json"
     rc = main(["backtest", str(csv), "--folds", "2", "--holdout-size", "3", "--json", str(js)])
     cap = capsys.readouterr()
     assert rc == 2 and cap.err.startswith("error:") and "models" in cap.err
     assert not js.exists()
+
+
+def test_backtest_runs_the_complete_hold_out_sets_that_fit(tmp_path, capsys):
+    csv = _synthetic_csv(tmp_path / "few.csv", n_models=7, n_items=40)
+    js = tmp_path / "few.json"
+    rc = main(["backtest", str(csv), "--folds", "3", "--holdout-size", "3", "--seeds", "1", "--json", str(js)])
+    assert rc == 0
+    d = json.loads(js.read_text())
+    assert d["folds_run"] == 1 and len(d["folds"]) == 1
+    assert "1 of 3 folds" in capsys.readouterr().out
 
 
 def test_export_table_parquet(tmp_path, capsys):

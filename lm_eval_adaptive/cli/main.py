@@ -46,7 +46,7 @@ def _console():
 
     c = Console(highlight=False)
     if not c.is_terminal:  # piped or captured: wide enough for the result tables
-        c = Console(highlight=False, width=180)
+        c = Console(highlight=False, width=260)
     return c
 
 
@@ -129,7 +129,11 @@ def _mean_block(results) -> dict:
                   for k in ("tau", "items", "pct_used", "cost")}
            for meth in ("adaptive", "random", "fixed")}
     return out | {"confident_accuracy": float(np.mean([r.confident_accuracy for r in results])),
-                  "discrimination": float(np.mean([r.discrimination for r in results]))}
+                  "discrimination": float(np.mean([r.discrimination for r in results])),
+                  "full_task_coverage": float(np.mean([r.full_task_coverage for r in results])),
+                  "share_abs_z_over_1_96": float(np.mean([r.se_calibration["share_abs_z_over_1_96"]
+                                                          for r in results])),
+                  "cost_share_of_full_run": float(np.mean([r.cost_share_of_full_run for r in results]))}
 
 
 def _prices_for(args, models):

@@ -27,7 +27,8 @@ def print_calibration(console, bank, out_path) -> None:
 def print_backtest(console, results) -> None:
     t = Table(title="Backtest: adaptive ranking vs random sampling (matched $) vs fixed-length CAT")
     for col in ("table", "items", "models", "a", "adaptive τ", "random τ", "fixed τ", "items/set",
-                "% pairs", "conf. acc.", "ties % (true %)", "tie P/R/F1", "saved vs fixed (items/$)", "s"):
+                "% pairs", "conf. acc.", "ties % (true %)", "tie P/R/F1", "saved vs fixed (items/$)",
+                "full-task cover", "|z|>1.96", "misfit", "s"):
         t.add_column(col, justify="right" if col != "table" else "left")
     for r in results:
         a, rd, fx, ti = r.adaptive, r.random, r.fixed, r.ties
@@ -37,7 +38,8 @@ def print_backtest(console, results) -> None:
                   f"{ti.adaptive_pct:.0f} ({ti.truth_pct:.0f})",
                   f"{ti.precision:.2f}/{ti.recall:.2f}/{ti.f1:.2f}",
                   f"{100 * r.item_savings_vs_fixed:.0f}% / {100 * r.cost_savings_vs_fixed:.0f}%",
-                  f"{r.seconds:.1f}")
+                  _f(r.full_task_coverage, 2), _f(r.se_calibration.get("share_abs_z_over_1_96"), 2),
+                  _f(r.person_misfit_flags.get("share"), 2), f"{r.seconds:.1f}")
     if len(results) > 1:
         import numpy as np
 
@@ -47,18 +49,27 @@ def print_backtest(console, results) -> None:
         t.add_row("mean", "", "", "", f"{m(lambda r: r.adaptive.tau):.3f}",
                   f"{m(lambda r: r.random.tau):.3f}", f"{m(lambda r: r.fixed.tau):.3f}",
                   f"{m(lambda r: r.adaptive.items):.0f}", f"{m(lambda r: r.adaptive.pct_used):.1f}%",
-                  _f(m(lambda r: r.confident_accuracy)), "", "", "", "")
+                  _f(m(lambda r: r.confident_accuracy)), "", "", "",
+                  _f(m(lambda r: r.full_task_coverage), 2),
+                  _f(m(lambda r: r.se_calibration.get("share_abs_z_over_1_96", float("nan"))), 2),
+                  _f(m(lambda r: r.person_misfit_flags.get("share", float("nan"))), 2), "")
     console.print(t)
     s = results[0].settings
     console.print(f"{s['folds']} folds × {s['seeds']} seeds, hold-out {s['holdout_size']} models, "
                   f"γ={s['confidence']}, ≥{s['min_items']} items/model, budget {s['target_items']} items/model "
                   f"at the mean item cost, calibration={s['method']}/{s['scaling']}, likelihood={s['likelihood']}, "
                   f"prices: {', '.join(s['prices'])}")
+    short = [f"{r.table}: {r.folds_run} of {s['folds']} folds" for r in results if r.folds_run < s["folds"]]
+    if short:
+        console.print("too few models for every fold (complete hold-out sets only): " + "; ".join(short))
+    console.print("full-task cover: share of hold-out models whose 95% full-task interval holds their true "
+                  "mean; |z|>1.96: share of stops whose θ̂ is further than 1.96 SE from θ̂ on every bank item "
+                  "(honest: 0.05); misfit: share flagged by the person-fit statistic", highlight=False)
     console.print(f"signature: {results[0].signature}", highlight=False)
 
 
-def _f(v) -> str:
-    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
+def _f(v, digits: int = 3) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
 
 
 def print_ranking(console, rows, result, *, metric_name: str, full_cost: float) -> None:

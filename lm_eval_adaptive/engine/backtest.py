@@ -13,7 +13,7 @@ exactly as a live model's would be.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Mapping
 
 import numpy as np
@@ -26,6 +26,9 @@ from lm_eval_adaptive.engine.calibration import (
     DEFAULT_SCALING,
     calibrate,
 )
+from lm_eval_adaptive.engine.cat import full_task_estimate
+from lm_eval_adaptive.engine.estimation import DEFAULT_PRIOR_SD, GridPosterior
+from lm_eval_adaptive.engine.person_fit import dispersion_fit
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.selection import MaxInfoSelector
 from lm_eval_adaptive.engine.signature import format_signature, versions
@@ -52,15 +55,18 @@ class BacktestConfig:
     top_k: int = 1
     bootstrap: int = 10_000
 
+    def folds_that_fit(self, n_models: int) -> int:
+        """Complete hold-out sets that fit with at least 2 models left to calibrate on (at most ``folds``)."""
+        return min(self.folds, (n_models - 2) // self.holdout_size)
+
     def validate(self, n_models: int) -> None:
         if self.holdout_size < 2:
             raise InputError(f"--holdout-size must be at least 2, got {self.holdout_size}")
         if self.folds < 1 or self.seeds < 1:
             raise InputError("--folds and --seeds must be at least 1")
-        need = self.holdout_size * self.folds + 2
-        if n_models < need:
-            raise InputError(f"{self.folds} folds of {self.holdout_size} hold-out models need at least "
-                             f"{need} models (2 left to calibrate on); the table has {n_models}")
+        if n_models < self.holdout_size + 2:
+            raise InputError(f"a hold-out set of {self.holdout_size} models needs at least "
+                             f"{self.holdout_size + 2} models (2 left to calibrate on); the table has {n_models}")
         if not (0.5 < self.confidence < 1):
             raise InputError(f"--confidence must be in (0.5, 1), got {self.confidence}")
         if self.min_items < 1 or self.target_items < 1:
@@ -116,6 +122,11 @@ class BacktestResult:
     settings: dict
     folds: list
     signature: str
+    full_task_coverage: float = float("nan")
+    se_calibration: dict = field(default_factory=dict)
+    person_misfit_flags: dict = field(default_factory=dict)
+    cost_share_of_full_run: float = float("nan")
+    folds_run: int = 0
 
     def method(self, name: str) -> MethodSummary:
         """The summary of ``adaptive``, ``random`` or ``fixed``."""
@@ -244,6 +255,35 @@ class _Run:
     tie_precision: float = 0.0
     tie_recall: float = 0.0
     tie_f1: float = 0.0
+    cost_share: float = float("nan")
+    covered: list = field(default_factory=list)  # per hold-out model: full-task interval holds the truth
+    z: list = field(default_factory=list)  # per model with SE_stop > SE_all: the SE-calibration z
+    misfit: list = field(default_factory=list)  # per model: flagged by the person-fit statistic
+
+
+def _ability_on_every_item(bank, scaled_row: np.ndarray) -> tuple[float, float]:
+    """(θ̂, SE) of one model from every bank item it has a score for (the reference for z)."""
+    have = np.flatnonzero(~np.isnan(scaled_row))
+    post = GridPosterior(bank.prior_mean, DEFAULT_PRIOR_SD)
+    post.update_many(bank.model, bank.b[have], scaled_row[have])
+    return post.mean, post.sd
+
+
+def _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all) -> dict:
+    """For each ranked model at the stop: does its full-task 95% interval hold its true mean; the
+    SE-calibration z = (θ̂_stop - θ̂_all) / √(SE_stop² - SE_all²); is it flagged as misfitting."""
+    covered, zs, misfit = [], [], []
+    for m in res.ranking:
+        e = ranker.examinees[m]
+        items = np.asarray(e.items, dtype=np.int64)
+        theta, se = res.theta[m], res.se[m]
+        est = full_task_estimate(bank, items, raw_bank[row[m], items], theta, se)
+        covered.append(bool(est["lower"] <= truth_mean[m] <= est["upper"]))
+        t_all, s_all = se_all[m]
+        if se * se > s_all * s_all:
+            zs.append(float((theta - t_all) / np.sqrt(se * se - s_all * s_all)))
+        misfit.append(dispersion_fit(bank, items, e.scores, theta).flagged)
+    return {"covered": covered, "z": zs, "misfit": misfit}
 
 
 def _summary(vals) -> tuple[float, float]:
@@ -273,11 +313,12 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
         in_tok, out_tok = np.ones(table.n_items), np.ones(table.n_items)
     N = table.n_items
     H = config.holdout_size
-    sets = holdout_sets(models, H, config.folds, config.partition_seed)
+    n_folds = config.folds_that_fit(len(models))  # fewer than asked on a small table, as the paper's code
+    sets = holdout_sets(models, H, n_folds, config.partition_seed)
     runs: list[_Run] = []
     folds = []
     n_pairs = H * (H - 1) // 2
-    total_steps = config.folds * config.seeds
+    total_steps = n_folds * config.seeds
     for f, hold in enumerate(sets):
         calib = [m for m in models if m not in hold]
         bank = calibrate(table.select_models(calib), scaling=config.scaling, method=config.method,
@@ -299,6 +340,9 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
         truth = gt["ranking"]
         selector = MaxInfoSelector(bank.b, top_k=config.top_k)
         row = {m: j for j, m in enumerate(hold)}
+        truth_mean = {m: float(np.nanmean(raw_h[j])) for j, m in enumerate(hold)}
+        full_run_cost = float(sum(np.sum(all_costs[m][~np.isnan(raw_h[j])]) for j, m in enumerate(hold)))
+        se_all = {m: _ability_on_every_item(bank, scaled[j]) for j, m in enumerate(hold)}
 
         def scaled_score(m, i, _s=scaled, _r=row):
             return float(_s[_r[m], i])
@@ -309,6 +353,7 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
                                     n_init=config.min_items, n_max=config.max_items, budget=budget,
                                     top_k=config.top_k, seed=seed, selector=selector, exclude=missing)
             res = ranker.run(scaled_score)
+            honesty = _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all)
             pred_ties = {frozenset(p) for p in res.ties}
             prec, rec, f1 = tie_metrics(pred_ties, gt["ties"])
             n_fixed = max(res.items.values())
@@ -320,7 +365,9 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
                 adaptive_ties=len(pred_ties), stopped_because=res.stopped_because,
                 fixed_tau=kendall_tau(fx.ranking, truth), fixed_items=fx.total_items,
                 fixed_cost=fx.total_cost, confident_accuracy=confident_accuracy(res.ranking, truth, pred_ties),
-                truth_ties=len(gt["ties"]), tie_precision=prec, tie_recall=rec, tie_f1=f1))
+                truth_ties=len(gt["ties"]), tie_precision=prec, tie_recall=rec, tie_f1=f1,
+                cost_share=res.total_cost / full_run_cost if full_run_cost > 0 else float("nan"),
+                **honesty))
         matched = float(np.mean([r.adaptive_cost for r in fold_runs]))
         available = {m: np.flatnonzero(~np.isnan(raw_h[j])) for j, m in enumerate(hold)}
 
@@ -376,7 +423,26 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
         adaptive=block("adaptive"), random=block("random"), fixed=block("fixed"),
         stopped_because=stops, settings=settings, folds=folds,
         signature=backtest_signature(config, settings["prices"]),
+        full_task_coverage=_share(c for r in runs for c in r.covered),
+        se_calibration=_z_summary([z for r in runs for z in r.z]),
+        person_misfit_flags={"share": _share(x for r in runs for x in r.misfit),
+                             "n": int(sum(len(r.misfit) for r in runs))},
+        cost_share_of_full_run=_summary(r.cost_share for r in runs)[0],
+        folds_run=n_folds,
     )
+
+
+def _share(flags) -> float:
+    a = np.asarray(list(flags), dtype=float)
+    return float(a.mean()) if a.size else float("nan")
+
+
+def _z_summary(zs) -> dict:
+    z = np.asarray(zs, dtype=float)
+    if not z.size:
+        return {"share_abs_z_over_1_96": float("nan"), "mean_z": float("nan"), "sd_z": float("nan"), "n": 0}
+    return {"share_abs_z_over_1_96": float(np.mean(np.abs(z) > 1.959963984540054)), "mean_z": float(z.mean()),
+            "sd_z": float(z.std()), "n": int(z.size)}
 
 
 def _table_positions(table, bank) -> np.ndarray:
