@@ -30,6 +30,8 @@ def server(replay_server):
 
 
 def make_bank(path, *, ids=range(60), task=TASK, metric="bleu", hi=1.0):
+    """A bank whose ids are harness doc ids (runs on it pass --item-field doc_id: in WMT24 every
+    document's `id` field is its doc id + 1, so ids that are both are ambiguous)."""
     ids = [str(i) for i in ids]
     rng = np.random.default_rng(0)
     ItemBank(item_ids=np.array(ids, dtype=object), b=rng.normal(0, 1, len(ids)),
@@ -66,8 +68,8 @@ def test_run_without_adaptive_equals_lm_eval_run(server, tmp_path):
 def test_adaptive_only_requests_bank_documents_and_logs_them(server, tmp_path):
     bank = make_bank(tmp_path / "bank.json", ids=range(100, 160))
     server.reset_stats()
-    assert main(run_args("Claude-3.5", tmp_path / "out", "--adaptive", "--bank", bank,
-                         "--min-items", "8", "--max-items", "8", "--batch-size-adaptive", "4")) == 0
+    assert main(run_args("Claude-3.5", tmp_path / "out", "--adaptive", "--bank", bank, "--item-field",
+                         "doc_id", "--min-items", "8", "--max-items", "8", "--batch-size-adaptive", "4")) == 0
     stats = server.stats()
     assert stats["per_model"] == {"Claude-3.5": 8}  # 8 documents generated, the final pass is cached
     (res,) = glob.glob(str(tmp_path / "out" / "openai__Claude-3.5" / "results_*.json"))
@@ -91,7 +93,7 @@ def test_adaptive_only_requests_bank_documents_and_logs_them(server, tmp_path):
 
 def test_metric_values_outside_the_bank_range_are_clipped_and_counted(server, tmp_path):
     bank = make_bank(tmp_path / "bank.json", hi=0.01)
-    assert main(run_args("GPT-4", tmp_path / "out", "--adaptive", "--bank", bank,
+    assert main(run_args("GPT-4", tmp_path / "out", "--adaptive", "--bank", bank, "--item-field", "doc_id",
                          "--min-items", "4", "--max-items", "4")) == 0
     (res,) = glob.glob(str(tmp_path / "out" / "*" / "results_*.json"))
     a = json.loads(open(res).read())["adaptive"][TASK]
@@ -103,7 +105,7 @@ def test_metric_values_outside_the_bank_range_are_clipped_and_counted(server, tm
     ("other_task", "calibrated for task 'wmt24_en-es'"),
     ("other_metric", "calibrated for metric 'bleu', not 'chrf'"),
     ("docs_not_in_task", "document id(s) the task"),
-    ("metric_not_in_task", "gave no per-document metric 'rouge_l'"),
+    ("metric_not_in_task", "gives no per-document metric 'rouge_l'"),
     ("no_bank", "needs an item bank"),
 ])
 def test_bad_adaptive_input_is_refused_and_nothing_is_written(server, tmp_path, capsys, case, expect):
@@ -117,7 +119,8 @@ def test_bad_adaptive_input_is_refused_and_nothing_is_written(server, tmp_path, 
         "no_bank": lambda: [],
     }[case]()
     out = tmp_path / "out"
-    assert main(run_args("GPT-4", out, "--adaptive", "--min-items", "2", "--max-items", "2", *extra)) == 2
+    assert main(run_args("GPT-4", out, "--adaptive", "--item-field", "doc_id", "--min-items", "2",
+                         "--max-items", "2", *extra)) == 2
     assert expect in capsys.readouterr().err
     assert written(out) == []
 
@@ -125,8 +128,9 @@ def test_bad_adaptive_input_is_refused_and_nothing_is_written(server, tmp_path, 
 def test_unknown_model_at_the_endpoint_fails_cleanly(server, tmp_path, capsys):
     bank = make_bank(tmp_path / "b.json")
     out = tmp_path / "out"
-    rc = main(run_args("No-Such-System", out, "--adaptive", "--bank", bank, "--min-items", "2",
-                       "--max-items", "2", "--model_args", "model=openai/No-Such-System,max_retries=1"))
+    rc = main(run_args("No-Such-System", out, "--adaptive", "--bank", bank, "--item-field", "doc_id",
+                       "--min-items", "2", "--max-items", "2",
+                       "--model_args", "model=openai/No-Such-System,max_retries=1"))
     err = capsys.readouterr().err
     assert rc == 1
     assert "No-Such-System" in err and "nothing was written" in err
@@ -148,8 +152,8 @@ def test_few_shot_documents_get_the_full_runs_prompts_and_are_generated_once(ser
         "process_results: !function utils.process_results_en_de\n")
     bank = make_bank(tmp_path / "bank.json", ids=range(159, 99, -1), task="wmt24fs_en-de")
     server.reset_stats()
-    assert main(run_args("GPT-4", tmp_path / "adaptive", "--adaptive", "--bank", bank, "--min-items", "8",
-                         "--max-items", "8", "--batch-size-adaptive", "4", task="wmt24fs_en-de",
+    assert main(run_args("GPT-4", tmp_path / "adaptive", "--adaptive", "--bank", bank, "--item-field", "doc_id",
+                         "--min-items", "8", "--max-items", "8", "--batch-size-adaptive", "4", task="wmt24fs_en-de",
                          include=tasks)) == 0
     assert server.stats()["per_model"] == {"GPT-4": 8}  # the final pass re-used every generation
     # the harness's own run of the first 160 documents (the same few-shot stream as a full run)

@@ -138,10 +138,14 @@ def test_retryable_errors_are_retried_with_backoff_and_charged_once(bank):
     delays = []
 
     class Policy(RetryPolicy):
-        def delay(self, attempt):
-            d = super().delay(attempt)
-            delays.append((attempt, d))
-            return 0.0
+        def wait_strategy(self):
+            inner = super().wait_strategy()
+
+            def wait(state):
+                delays.append((state.attempt_number, inner(state)))
+                return 0.0
+
+            return wait
 
     live, _ = make_live(bank, callers=callers, retry=Policy(max_attempts=4, base_s=0.5, cap_s=30))
     live.run()
@@ -151,18 +155,27 @@ def test_retryable_errors_are_retried_with_backoff_and_charged_once(bank):
     assert live.retries == 2 * n and live.attempts == 3 * n
     assert all(set(c.served.values()) == {1} for c in callers.values())  # one success per item
     assert live.ledger.n_settled == n
-    # exponential backoff with full jitter: attempt k waits at most base·2^k
-    assert all(0 <= d <= 0.5 * 2 ** k for k, d in delays)
-    assert {k for k, _ in delays} == {0, 1}
+    # exponential backoff with full jitter: after attempt k fails, wait at most base·2^(k-1)
+    assert all(0 <= d <= 0.5 * 2 ** (k - 1) for k, d in delays)
+    assert {k for k, _ in delays} == {1, 2}
 
 
 def test_retry_policy_delays_grow_and_are_capped():
-    p = RetryPolicy(base_s=1.0, cap_s=8.0)
-    p.rng.seed(1)
-    samples = np.array([[p.delay(k) for _ in range(2000)] for k in range(6)])
+    import random
+
+    from tenacity import RetryCallState, Retrying
+
+    wait = RetryPolicy(base_s=1.0, cap_s=8.0).wait_strategy()
+    random.seed(1)
+    samples = []
+    for k in range(1, 7):
+        state = RetryCallState(Retrying(), fn=None, args=(), kwargs={})
+        state.attempt_number = k
+        samples.append([wait(state) for _ in range(2000)])
+    samples = np.array(samples)
     assert samples.min() >= 0 and samples.max() <= 8.0
     means = samples.mean(axis=1)
-    np.testing.assert_allclose(means[:4], [0.5, 1.0, 2.0, 4.0], rtol=0.08)  # uniform(0, 2^k)
+    np.testing.assert_allclose(means[:4], [0.5, 1.0, 2.0, 4.0], rtol=0.08)  # uniform(0, 2^(k-1))
     assert means[5] == pytest.approx(4.0, rel=0.08)  # capped at 8 → mean 4
 
 
@@ -265,8 +278,8 @@ def test_model_spec_parsing():
 
 def test_rank_command_errors_name_the_bad_input(tmp_path, capsys):
     from lm_eval_adaptive.cli.main import main
+    from lm_eval_adaptive.data.price_map import parse_prices
     from lm_eval_adaptive.errors import InputError
-    from lm_eval_adaptive.live.session import parse_prices
 
     base = ["rank", "--models", "litellm:model=a", "litellm:model=b", "--tasks", "t", "--bank", "b.json"]
     assert main(base) == 2
@@ -278,8 +291,10 @@ def test_rank_command_errors_name_the_bad_input(tmp_path, capsys):
     assert "at least 2" in capsys.readouterr().err
     assert main(base[:-4] + ["--tasks", "t1,t2", "--bank", "b.json", "--output", str(tmp_path / "o2")]) == 2
     assert "one task" in capsys.readouterr().err
-    assert main(base + ["--output", str(tmp_path / "o3"), "--budget-usd", "-1"]) == 2
-    assert "--budget-usd" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:  # refused while the command line is parsed
+        main(base + ["--output", str(tmp_path / "o3"), "--budget-usd", "-1"])
+    assert exit_.value.code == 2 and "--budget-usd" in capsys.readouterr().err
+    assert not (tmp_path / "o3").exists()
     with pytest.raises(InputError, match="MODEL=IN,OUT"):
         parse_prices(["gpt=1"])
     p = parse_prices(["org/m=0.5,1.5"])["org/m"]
@@ -328,3 +343,57 @@ def test_no_money_on_a_pair_only_the_blocked_partner_can_settle(bank):
     r.block("b")
     q = r.ask()
     assert q is not None and q.model == "a"
+
+
+class Answered(Exception):
+    """A caller's error after the provider answered: it carries the usage that was paid for."""
+
+    def __init__(self, cause, usage):
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.cause = cause
+        self.paid = ItemScore(raw=float("nan"), usage=usage, calls=len(usage))
+
+
+def test_an_answered_item_whose_scoring_fails_is_charged_not_released(bank, tmp_path):
+    usage = [{"prompt_tokens": 100, "completion_tokens": 50}]
+    each = 100 * PRICE_IN + 50 * PRICE_OUT
+    callers = {m: Caller(bank, t, k) for k, (m, t) in enumerate(THETAS.items())}
+    callers["b"].fail = lambda item, attempt: Answered(ValueError("no metric 'x'"), usage)  # not retryable
+    j = Journal.create(tmp_path, {"run": "t"})
+    live, _ = make_live(bank, callers=callers, journal=j, max_failures=3)
+    live.run()
+    res = live.ranker.result()
+    assert "b" in res.failed and sum(callers["b"].calls.values()) == 3  # not retried
+    failures = list(j.records("failure"))
+    assert [f["cost_usd"] for f in failures] == pytest.approx([each] * 3)
+    assert all(f["usage"] == usage for f in failures)
+    assert res.cost["b"] == pytest.approx(3 * each)  # the model's spend
+    charged = [r["cost_usd"] for r in j.records() if r.get("cost_usd") is not None]
+    assert live.ledger.spent == pytest.approx(sum(charged)) and live.ledger.n_settled == len(charged)
+    assert live.ledger.reserved == 0
+
+
+def test_a_retryable_cause_is_retried_after_an_answer(bank):
+    usage = [{"prompt_tokens": 100, "completion_tokens": 50}]
+    callers = {m: Caller(bank, t, k) for k, (m, t) in enumerate(THETAS.items())}
+    callers["a"].fail = lambda item, attempt: Answered(HTTPError(503), usage) if attempt == 1 else None
+    live, _ = make_live(bank, callers=callers)
+    live.run()
+    assert live.ranker.result().ranking == ["a", "b", "c"]
+    assert set(callers["a"].calls.values()) == {2}  # every item of a: one failed scoring, one retry
+
+
+def test_ctrl_c_cuts_a_retry_wait_short(bank):
+    callers = {m: Caller(bank, t, k, fail=lambda item, attempt: HTTPError(503)) for k, (m, t) in
+               enumerate(THETAS.items())}
+    live, _ = make_live(bank, callers=callers, retry=RetryPolicy(max_attempts=5, base_s=60, cap_s=60))
+    req = live.ranker.ask()
+    import random
+    import time
+
+    random.seed(0)  # the first wait is tens of seconds
+    threading.Timer(0.3, live._stop.set).start()
+    t0 = time.monotonic()
+    out = live._call(req, (req.model, req.item_id))
+    assert time.monotonic() - t0 < 5  # not the minute of backoff
+    assert "interrupted" in str(out.error) and out.attempts == 1

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from lm_eval_adaptive.cli.arguments import (
+    confidence_level,
+    positive_float,
+    positive_int,
+)
 from lm_eval_adaptive.cli.rank import add_live_arguments, add_task_arguments
 from lm_eval_adaptive.live.leaderboard import (
     REFRESH_KEYS,
@@ -56,10 +61,11 @@ def add_leaderboard_parsers(sub) -> None:
     r = sub.add_parser("refresh", help="place new models on a leaderboard adaptively within a dollar cap")
     r.add_argument("--leaderboard", metavar="FILE")
     r.add_argument("--add", nargs="+", metavar="SPEC", help="new harness models, TYPE:ARGS (or NAME=TYPE:ARGS)")
-    r.add_argument("--budget-usd", type=float, default=None, metavar="USD", help="hard cap on the refresh's spend")
-    r.add_argument("--confidence", type=float, default=None, help="γ (default: the leaderboard's)")
-    r.add_argument("--min-items", type=int, default=10)
-    r.add_argument("--max-items", type=int, default=None)
+    r.add_argument("--budget-usd", type=positive_float, default=None, metavar="USD",
+                   help="hard cap on the refresh's spend")
+    r.add_argument("--confidence", type=confidence_level, default=None, help="γ (default: the leaderboard's)")
+    r.add_argument("--min-items", type=positive_int, default=10)
+    r.add_argument("--max-items", type=positive_int, default=None)
     r.add_argument("--output", default=None, metavar="DIR",
                    help="keep the run's settings and journal here (then --resume DIR continues a crashed run)")
     r.add_argument("--resume", default=None, metavar="DIR", help="continue the refresh journaled in DIR")

@@ -22,6 +22,7 @@ from lm_eval_adaptive.cli.demo import run_demo
 from lm_eval_adaptive.cli.leaderboard import add_leaderboard_parsers
 from lm_eval_adaptive.cli.rank import add_rank_parser
 from lm_eval_adaptive.cli.report import print_backtest, print_calibration
+from lm_eval_adaptive.cli.run import add_run_parser
 from lm_eval_adaptive.data.price_map import load_costs_file, price_for
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE
 from lm_eval_adaptive.data.tables import load_any_table
@@ -32,11 +33,7 @@ from lm_eval_adaptive.engine.calibration import (
     calibrate,
 )
 from lm_eval_adaptive.errors import InputError
-from lm_eval_adaptive.harness.run import (
-    ModelCallError,
-    add_run_parser,
-    table_from_sample_logs,
-)
+from lm_eval_adaptive.harness.run import ModelCallError, table_from_sample_logs
 from lm_eval_adaptive.replay.server import add_arguments as add_replay_arguments
 from lm_eval_adaptive.replay.server import serve
 

@@ -20,24 +20,29 @@ import os
 from pathlib import Path
 
 from lm_eval_adaptive.atomic import write_json
+from lm_eval_adaptive.cli.arguments import (
+    confidence_level,
+    nonnegative_float,
+    positive_float,
+    positive_int,
+)
 from lm_eval_adaptive.cli.report import plot_ranking
-from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.harness.run import DEFAULT_TIMEOUT_S
 from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy
-from lm_eval_adaptive.live.journal import JOURNAL_NAME, Journal, redact
+from lm_eval_adaptive.live.journal import JOURNAL_NAME, env_secrets
 from lm_eval_adaptive.live.session import (
     PLOT_FILE,
     RANKING_FILE,
-    RUN_FILE,
     RUN_KEYS,
     LiveProgress,
     Setup,
     announce,
     build_report,
     check_settings,
-    env_secrets,
     open_run,
+    start_run,
 )
 
 __all__ = ["add_rank_parser", "add_task_arguments", "add_live_arguments", "cmd_rank", "print_report"]
@@ -57,20 +62,24 @@ def add_task_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_live_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("live calls")
-    g.add_argument("--concurrency", type=int, default=1, metavar="K",
+    g.add_argument("--concurrency", type=positive_int, default=1, metavar="K",
                    help="calls in flight per model (default 1: each item chosen after the last score); "
                         "every model is in flight at once")
-    g.add_argument("--price", action="append", default=[], metavar="MODEL=IN,OUT",
-                   help="USD per million input,output tokens for MODEL (repeatable); needed for models "
-                        "litellm's price map does not know")
+    g.add_argument("--price", nargs="+", action="extend", default=[], metavar="MODEL=IN,OUT",
+                   help="USD per million input,output tokens for MODEL (a list, or repeated); needed for "
+                        "models (and judge models) litellm's price map does not know")
     g.add_argument("--metric", default=None, help="per-document metric (default: the bank's)")
     g.add_argument("--item-field", default=None, metavar="FIELD",
-                   help="document field that holds the bank's item ids (default: the harness doc_id)")
-    g.add_argument("--max-attempts", type=int, default=6, metavar="N",
+                   help="document field that holds the bank's item ids (doc_id: the harness doc id; "
+                        "default: doc ids, refused when that reading is ambiguous)")
+    g.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                   help=f"seconds one model or judge call may take before it fails (retried as a timeout; "
+                        f"default {DEFAULT_TIMEOUT_S:g})")
+    g.add_argument("--max-attempts", type=positive_int, default=6, metavar="N",
                    help="attempts per call for 429/5xx/timeouts/dropped connections (backoff with jitter)")
-    g.add_argument("--max-failures", type=int, default=3, metavar="N",
+    g.add_argument("--max-failures", type=positive_int, default=3, metavar="N",
                    help="a model whose calls fail N times in a row is dropped and reported as failed")
-    g.add_argument("--backoff", type=float, default=0.5, metavar="S", help="base backoff in seconds")
+    g.add_argument("--backoff", type=nonnegative_float, default=0.5, metavar="S", help="base backoff in seconds")
     g.add_argument("--no-progress", action="store_true", help="no live progress table")
 
 
@@ -81,11 +90,11 @@ def add_rank_parser(sub) -> argparse.ArgumentParser:
                         "(optionally NAME=TYPE:ARGS)")
     p.add_argument("--tasks", metavar="TASK", help="the harness task to rank on (one)")
     p.add_argument("--bank", metavar="BANK.json", help="item bank of the task (lm-eval-adaptive calibrate)")
-    p.add_argument("--confidence", type=float, default=0.95, help="γ for settling a pair (default 0.95)")
-    p.add_argument("--budget-usd", type=float, default=None, metavar="USD",
+    p.add_argument("--confidence", type=confidence_level, default=0.95, help="γ for settling a pair (default 0.95)")
+    p.add_argument("--budget-usd", type=positive_float, default=None, metavar="USD",
                    help="hard cap on total spend (reserved before each call, settled with real usage)")
-    p.add_argument("--min-items", type=int, default=10, help="warm-up items per model (default 10)")
-    p.add_argument("--max-items", type=int, default=None, help="maximum items per model")
+    p.add_argument("--min-items", type=positive_int, default=10, help="warm-up items per model (default 10)")
+    p.add_argument("--max-items", type=positive_int, default=None, help="maximum items per model")
     p.add_argument("--output", metavar="DIR", help="folder for run.json, journal.jsonl, ranking.json/png")
     p.add_argument("--resume", metavar="DIR", default=None,
                    help="continue the run in DIR (crashed or interrupted): nothing is requested or paid twice")
@@ -104,9 +113,11 @@ def cmd_rank(args) -> int:
     out_dir, journal, resumed = open_run(args)
     a = args
     try:
+        # every setting, the bank (against the task and metric) and every price are checked before
+        # the run folder is created or any call is made
         check_settings(a)
-        bank = ItemBank.load(a.bank)
-        setup = Setup(a, bank)
+        setup = Setup(a, a.bank)
+        bank = setup.bank
         names = [s.name for s in setup.specs]
         ranker = AdaptiveRanker(bank, names, item_costs=setup.bank_costs, confidence=a.confidence,
                                 n_init=a.min_items, n_max=a.max_items, budget=a.budget_usd, seed=a.seed,
@@ -115,17 +126,15 @@ def cmd_rank(args) -> int:
             settings = {k: getattr(a, k) for k in RUN_KEYS}
             settings["bank"] = str(Path(a.bank).resolve())
             settings["include_path"] = str(Path(a.include_path).resolve()) if a.include_path else None
-
-            write_json(out_dir / RUN_FILE, redact({"command": "rank", "settings": settings,
-                                                           "bank_id": bank.bank_id}, env_secrets()))
-            journal = Journal.create(out_dir, {"command": "rank", "bank_id": bank.bank_id, "models": names,
-                                               "task": setup.task_name, "budget_usd": a.budget_usd},
-                                     secrets=env_secrets())
+            settings["item_field"] = setup.binding.item_field
+            journal = start_run(out_dir, "rank", settings, {"command": "rank", "bank_id": bank.bank_id,
+                                                            "models": names, "task": setup.task_name,
+                                                            "budget_usd": a.budget_usd}, bank.bank_id)
         elif journal.header.get("bank_id") != bank.bank_id:
             raise InputError(f"the bank changed since the run started ({journal.header.get('bank_id')} → "
                              f"{bank.bank_id})", path=str(out_dir / JOURNAL_NAME))
         live = LiveRun(ranker, setup.scorers, upper_cost=setup.upper_cost, actual_cost=setup.actual_cost,
-                       scale=setup.scale, ledger=setup.ledger, journal=journal,
+                       judge_cost=setup.judge_cost, scale=setup.scale, ledger=setup.ledger, journal=journal,
                        retry=RetryPolicy(max_attempts=a.max_attempts, base_s=a.backoff),
                        max_failures=a.max_failures, secrets=env_secrets())
         if resumed:
@@ -141,7 +150,9 @@ def cmd_rank(args) -> int:
         write_outputs(out_dir, report, live, setup)
         print_report(console, report)
         console.print(f"results: {out_dir / RANKING_FILE}, {out_dir / PLOT_FILE}; journal {out_dir / JOURNAL_NAME}")
-        return 130 if live.interrupted else 0
+        if live.interrupted:
+            return 130
+        return 0 if report["ranked"] else 1
     finally:
         if journal is not None:
             journal.close()
@@ -162,30 +173,39 @@ def print_report(console, report: dict) -> None:
 
     groups = {m: gi + 1 for gi, g in enumerate(report["tie_groups"]) for m in g}
     rows = {r["model"]: r for r in report["rows"]}
+    judged = report.get("judge_cost_usd", 0.0) > 0
     t = Table(title=f"{report['task']}: adaptive ranking (γ = {report['confidence']:.2f})")
-    for c in ("rank", "model", "θ̂ ± SE", f"est. full-task {report['metric']} [95%]", "items", "spent $",
-              "full run $", "tie group"):
+    cols = ["rank", "model", "θ̂ ± SE", f"est. full-task {report['metric']} [95%]", "items", "spent $"]
+    cols += ["of it judge $"] if judged else []
+    for c in cols + ["full run $", "tie group"]:
         t.add_column(c, justify="left" if c == "model" else "right")
     for i, e in enumerate(report["ranking"]):
         r = rows[e["model"]]
         g = groups.get(e["model"])
         t.add_row(str(i + 1), e["model"], f"{r['theta']:+.2f} ± {r['se']:.2f}",
                   f"{r['est']:.4f} [{r['est_lo']:.4f}, {r['est_hi']:.4f}]", str(r["items"]),
-                  f"{r['cost']:.4f}", f"{r['full_cost']:.4f}", f"T{g}" if g else "")
+                  f"{r['cost']:.4f}", *([f"{r['judge_cost']:.4f}"] if judged else []),
+                  f"{r['full_cost']:.4f}", f"T{g}" if g else "")
     for f in report["failed"]:
-        t.add_row("-", f"{f['model']} (failed)", "", "", str(f["items"]), f"{f['cost_usd']:.4f}", "", "")
+        t.add_row("-", f"{f['model']} (failed)", "", "", str(f["items"]), f"{f['cost_usd']:.4f}",
+                  *([f"{f.get('judge_cost_usd', 0.0):.4f}"] if judged else []), "", "")
     console.print(t)
-    adj = "  ".join(f"P({x['model']} > {y['model']}) = {p:.3f}" for x, y, p in
-                    zip(report["ranking"], report["ranking"][1:], report["adjacent_confidence"]))
-    console.print(f"adjacent pairs: {adj}")
-    console.print("ties (order not settled at γ): " + "; ".join(" ≈ ".join(g) for g in report["tie_groups"])
-                  if report["tie_groups"] else "ties: none — every adjacent pair is settled")
+    if not report.get("ranked", True):
+        console.print(f"[red]no ranking[/]: {len(report['ranking'])} model(s) left of "
+                      f"{len(report['ranking']) + len(report['failed'])}; {len(report['failed'])} failed")
+    else:
+        adj = "  ".join(f"P({x['model']} > {y['model']}) = {p:.3f}" for x, y, p in
+                        zip(report["ranking"], report["ranking"][1:], report["adjacent_confidence"]))
+        console.print(f"adjacent pairs: {adj}")
+        console.print("ties (order not settled at γ): " + "; ".join(" ≈ ".join(g) for g in report["tie_groups"])
+                      if report["tie_groups"] else "ties: none — every adjacent pair is settled")
     for f in report["failed"]:
         console.print(f"[red]failed[/]: {f['model']}: {f['error']}")
     full = report["full_run_cost_usd"]
     spent = report["total_cost_usd"]
     cap = report["budget_usd"]
+    judge = f" (judge calls ${report['judge_cost_usd']:.4f} of it)" if judged else ""
     console.print(f"stopped because: {report['stopped_because']}; items: {report['total_items']}; spent ${spent:.4f}"
-                  + (f" of a ${cap:g} cap" if cap is not None else "")
+                  + judge + (f" of a ${cap:g} cap" if cap is not None else "")
                   + (f"; a full run would cost ${full:.4f} ({100 * spent / full:.1f}% of it)" if full > 0 else "")
                   + f"; retries: {report['calls']['retries']}")

@@ -30,7 +30,8 @@ from typing import Any
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE, Price
 from lm_eval_adaptive.errors import InputError
 
-__all__ = ["SYSTEM_TO_LITELLM", "litellm_price", "price_for", "load_costs_file"]
+__all__ = ["SYSTEM_TO_LITELLM", "litellm_price", "price_for", "model_price", "parse_prices", "PRICE_SYNTAX",
+           "load_costs_file"]
 
 
 # System names of the bundled benchmarks -> litellm model ids (keys of litellm.model_cost).
@@ -123,6 +124,69 @@ def price_for(
     if default is None:
         raise InputError(f"no known price for model {name!r}; give one with --costs or --price")
     return default
+
+
+# ---------------------------------------------------------------------------
+# Live models: --price and the price of a model id
+# ---------------------------------------------------------------------------
+
+PRICE_SYNTAX = "MODEL=IN,OUT (USD per million input,output tokens)"
+
+
+def parse_prices(specs, *, bare: str | None = None) -> dict[str, Price]:
+    """The ``--price`` values of ``run``, ``rank`` and ``refresh``: ``MODEL=IN,OUT`` each.
+
+    ``MODEL`` is a model's name or id (a judge model's too); IN and OUT are USD per million
+    input and output tokens. With ``bare`` (``run``'s one model), a bare ``IN,OUT`` prices
+    that model. Raises :class:`InputError` naming the bad value.
+    """
+    out: dict[str, Price] = {}
+    for s in specs or []:
+        name, sep, vals = str(s).rpartition("=")
+        if not sep and bare is not None:
+            name, vals = bare, str(s)
+        try:
+            if not name.strip():
+                raise ValueError
+            parts = [float(x) for x in vals.split(",")]
+            if len(parts) != 2 or not all(math.isfinite(v) and v >= 0 for v in parts):
+                raise ValueError
+        except ValueError:
+            shown = PRICE_SYNTAX if bare is None else f"{PRICE_SYNTAX}, or IN,OUT for the model"
+            raise InputError(f"--price {s!r}: expected {shown}") from None
+        out[name.strip()] = Price.per_million(parts[0], parts[1], source="--price")
+    return out
+
+
+def model_price(model_id: str, *, name: str | None = None, overrides: Mapping[str, Price] | None = None,
+                default: Price | None = None) -> Price:
+    """The price of the live model ``model_id`` (shown as ``name``), for ``run``, ``rank`` and ``refresh``.
+
+    Order: ``overrides`` (``--price``) under the name, the id or the id without its provider
+    prefix (``openai/GPT-4`` → ``GPT-4``); litellm's price map by the id, then by the id
+    without its prefix; the known systems of :data:`SYSTEM_TO_LITELLM` by the name, the bare
+    id or the id; ``default``. With ``default=None`` an unknown model raises
+    :class:`InputError` naming the ``--price`` to give.
+    """
+    bare = model_id.split("/", 1)[1] if "/" in model_id else None
+    keys = [k for k in dict.fromkeys((name, model_id, bare)) if k]
+    for k in keys:
+        if overrides and k in overrides:
+            return overrides[k]
+    for k in (model_id, bare):
+        price = litellm_price(k) if k else None
+        if price is not None:
+            return price
+    for k in keys:
+        mapped = SYSTEM_TO_LITELLM.get(k)
+        price = litellm_price(mapped) if mapped else None
+        if price is not None:
+            return price
+    if default is not None:
+        return default
+    label = repr(name) + (f" ({model_id})" if name and name != model_id else "") if name else repr(model_id)
+    raise InputError(f"no known price for model {label} in litellm's price map; give one with "
+                     f"--price {name or model_id}=IN,OUT (USD per million input,output tokens)")
 
 
 # ---------------------------------------------------------------------------

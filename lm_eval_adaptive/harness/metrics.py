@@ -30,6 +30,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
@@ -48,6 +49,10 @@ __all__ = [
     "bleu_tokenizer",
     "build_judge_prompt",
     "clear_judge_cache",
+    "declare_judge",
+    "declared_judges",
+    "judge_calls",
+    "JudgeCall",
     "llm_judge",
     "parse_judge_score",
     "rouge_l",
@@ -394,6 +399,63 @@ def clear_judge_cache() -> None:
         _judge_cache.clear()
 
 
+@dataclass(frozen=True)
+class JudgeCall:
+    """One judge request that was answered: the litellm model id and the usage it reported."""
+
+    model: str
+    usage: dict | None
+
+
+_judge_tls = threading.local()
+
+
+@contextlib.contextmanager
+def judge_calls(*, timeout: float | None = None) -> Iterator[list[JudgeCall]]:
+    """Record, in a list, every judge request answered in this thread meanwhile.
+
+    Each entry is a :class:`JudgeCall` (model and the provider's usage), so the caller can
+    charge the judge's calls; memoised judgements make no request and record nothing.
+    ``timeout`` (seconds) applies to the judge requests that set none themselves.
+    """
+    saved = getattr(_judge_tls, "calls", None), getattr(_judge_tls, "timeout", None)
+    calls: list[JudgeCall] = []
+    _judge_tls.calls, _judge_tls.timeout = calls, timeout
+    try:
+        yield calls
+    finally:
+        _judge_tls.calls, _judge_tls.timeout = saved
+
+
+def declare_judge(model: str | None) -> None:
+    """Say that a task will call the judge ``model`` (task code calls it when it sets the
+    judge up, e.g. while its dataset is loaded), so callers can price the judge before any
+    call is made (see :func:`declared_judges`)."""
+    found = getattr(_judge_tls, "declared", None)
+    if found is not None and model and model not in found:
+        found.append(model)
+
+
+@contextlib.contextmanager
+def declared_judges() -> Iterator[list[str]]:
+    """Collect the judge models that :func:`declare_judge` names in this thread meanwhile."""
+    saved = getattr(_judge_tls, "declared", None)
+    _judge_tls.declared = found = []
+    try:
+        yield found
+    finally:
+        _judge_tls.declared = saved
+
+
+def _usage_dict(usage: Any) -> dict | None:
+    if usage is None:
+        return None
+    if isinstance(usage, dict):
+        return dict(usage)
+    return {"prompt_tokens": getattr(usage, "prompt_tokens", None),
+            "completion_tokens": getattr(usage, "completion_tokens", None)}
+
+
 def _judge_request(model: str, api_base: str | None, api_key: str | None, prompt: str,
                    timeout: float | None) -> str | None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -408,6 +470,8 @@ def _judge_request(model: str, api_base: str | None, api_key: str | None, prompt
         # A local OpenAI-compatible server usually wants no key, but the OpenAI client
         # refuses to run without one.
         kwargs["api_key"] = "EMPTY"
+    if timeout is None:
+        timeout = getattr(_judge_tls, "timeout", None)
     if timeout is not None:
         kwargs["timeout"] = timeout
     response = litellm.completion(
@@ -416,6 +480,9 @@ def _judge_request(model: str, api_base: str | None, api_key: str | None, prompt
         temperature=0,
         **kwargs,
     )
+    calls = getattr(_judge_tls, "calls", None)
+    if calls is not None:
+        calls.append(JudgeCall(model=model, usage=_usage_dict(getattr(response, "usage", None))))
     return response.choices[0].message.content
 
 

@@ -3,8 +3,9 @@
 Everything about models, tasks, prompts, chat templates, filters, metrics and output
 files stays lm-evaluation-harness's own:
 
-* the ``run`` parser *is* the harness's (``lm_eval._cli.run.Run``), with one extra
-  argument group; without ``--adaptive`` the harness's own ``run`` executes unchanged;
+* the ``run`` parser *is* the harness's, with one extra argument group (added by
+  :mod:`lm_eval_adaptive.cli.run`); without ``--adaptive`` the harness's own ``run``
+  executes unchanged;
 * with ``--adaptive``, each batch of documents the CAT picks is evaluated by the harness's
   own ``simple_evaluate(samples={task: [doc ids]})`` — it builds the requests exactly as a
   full run would (prompt, few-shot, chat template, gen kwargs, filters), runs them on the
@@ -13,8 +14,14 @@ files stays lm-evaluation-harness's own:
   administered documents re-uses the generations and requests nothing new. Documents never
   picked are never generated nor scored.
 
-Supported harness: lm-eval 0.4.13 (the version the tests run against; the ``run``
-parser and ``simple_evaluate(samples=...)`` it relies on exist from 0.4.9).
+Before any model call, every task's bank is bound to the task
+(:func:`~lm_eval_adaptive.harness.binding.bind_bank`: task, metric, bank ids → documents)
+and the model's price resolved (:func:`~lm_eval_adaptive.data.price_map.model_price`).
+Every call gets ``--timeout`` seconds. Calls an LLM judge makes while the task scores a
+document are charged at the judge's price beside the model's.
+
+Supported harness: see :mod:`lm_eval_adaptive.harness.lm_eval_compat` (every access to
+lm-eval internals goes through it).
 """
 
 from __future__ import annotations
@@ -26,98 +33,116 @@ import math
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from lm_eval_adaptive.data.datasets import read_jsonl_records
-from lm_eval_adaptive.data.price_map import price_for
-from lm_eval_adaptive.data.prices import DEFAULT_PRICE, Price, actual_cost
+from lm_eval_adaptive.data.price_map import model_price, parse_prices
+from lm_eval_adaptive.data.prices import DEFAULT_PRICE, actual_cost
 from lm_eval_adaptive.data.responses import ResponseTable
-from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.cat import AdaptiveTest, full_task_estimate
-from lm_eval_adaptive.errors import BankError, InputError
-from lm_eval_adaptive.harness.scorer import (
-    capture_usage,
-    fresh_instance,
-    usage_sink,
-    usage_total,
-)
+from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.harness import lm_eval_compat as compat
+from lm_eval_adaptive.harness.binding import SAMPLE_LOGS_SOURCE, BankBinding, bind_bank
+from lm_eval_adaptive.harness.lm_eval_compat import SUPPORTED_LM_EVAL
+from lm_eval_adaptive.harness.metrics import declared_judges, judge_calls
+from lm_eval_adaptive.harness.scorer import usage_total
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: bundled price map, no fetch
 
+__all__ = ["SUPPORTED_LM_EVAL", "DEFAULT_TIMEOUT_S", "add_harness_run_parser", "execute_run", "run_adaptive",
+           "ModelCallError", "JudgePricing", "table_from_sample_logs"]
+
 log = logging.getLogger("lm_eval_adaptive")
 
-SUPPORTED_LM_EVAL = ">=0.4.9,<0.5"
-_ADAPTIVE_DESTS = ("adaptive", "adaptive_bank", "adaptive_se_target", "adaptive_min_items",
-                   "adaptive_max_items", "adaptive_budget_usd", "adaptive_batch_size",
-                   "adaptive_price", "adaptive_metric")
+#: Seconds a model (or judge) call may take before it is abandoned (``--timeout``).
+DEFAULT_TIMEOUT_S = 120.0
 
 
-def add_run_parser(subparsers) -> argparse.ArgumentParser:
-    """Add the harness's own ``run`` subcommand, plus the adaptive argument group."""
-    from lm_eval._cli.run import Run
-
-    Run.create(subparsers)
-    p = subparsers.choices["run"]
-    p.description = ("Evaluate language models with lm-evaluation-harness; with --adaptive, generate "
-                     "and score only the documents a computerized adaptive test picks.")
-    g = p.add_argument_group("adaptive (lm-eval-adaptive)")
-    g.add_argument("--adaptive", action="store_true",
-                   help="run a computerized adaptive test instead of every document")
-    g.add_argument("--bank", dest="adaptive_bank", nargs="+", default=None, metavar="[TASK=]BANK.json",
-                   help="item bank per task (TASK=PATH; a bare PATH when there is one task)")
-    g.add_argument("--se-target", dest="adaptive_se_target", metavar="SE", type=float, default=0.2,
-                   help="stop when the ability SE falls to this (default 0.2)")
-    g.add_argument("--min-items", dest="adaptive_min_items", metavar="N", type=int, default=30,
-                   help="minimum documents per task before the SE rule may stop (default 30)")
-    g.add_argument("--max-items", dest="adaptive_max_items", metavar="N", type=int, default=500,
-                   help="maximum documents per task (default 500)")
-    g.add_argument("--budget-usd", dest="adaptive_budget_usd", metavar="USD", type=float, default=None,
-                   help="hard cap on estimated spend per task, from the bank's token counts and "
-                        "the model's litellm price (or --price)")
-    g.add_argument("--price", dest="adaptive_price", default=None, metavar="IN,OUT",
-                   help="USD per million input,output tokens for a model litellm has no price for")
-    g.add_argument("--batch-size-adaptive", dest="adaptive_batch_size", metavar="K", type=int, default=1,
-                   help="documents picked per step (the most informative ones; default 1)")
-    g.add_argument("--metric", dest="adaptive_metric", metavar="METRIC", default=None,
-                   help="per-document metric to feed the CAT (default: the bank's metric)")
-    p.set_defaults(func=execute_run)
-    return p
+def add_harness_run_parser(subparsers) -> argparse.ArgumentParser:
+    """The harness's own ``run`` subcommand, executing :func:`execute_run`; the caller adds the
+    adaptive arguments (every dest named ``adaptive`` or ``adaptive_*``)."""
+    parser, harness_execute = compat.add_harness_run_parser(subparsers)
+    parser.description = ("Evaluate language models with lm-evaluation-harness; with --adaptive, generate "
+                          "and score only the documents a computerized adaptive test picks.")
+    parser.set_defaults(func=lambda args: execute_run(args, harness_execute))
+    return parser
 
 
 def _harness_namespace(args: argparse.Namespace) -> argparse.Namespace:
     """The namespace without our arguments (the harness's config rejects unknown keys)."""
-    d = {k: v for k, v in vars(args).items() if k not in _ADAPTIVE_DESTS}
+    d = {k: v for k, v in vars(args).items() if k != "adaptive" and not k.startswith("adaptive_")}
     return argparse.Namespace(**d)
 
 
-def execute_run(args: argparse.Namespace) -> int:
+def execute_run(args: argparse.Namespace, harness_execute) -> int:
     if not args.adaptive:
-        from lm_eval._cli.run import Run
-
-        Run._execute(_harness_namespace(args))
+        harness_execute(_harness_namespace(args))
         return 0
     return run_adaptive(args)
 
 
 # ---------------------------------------------------------------------------- adaptive
+class JudgePricing:
+    """Prices of the LLM judges a task calls, and what their calls cost.
+
+    A judge the task declares while it is loaded is priced before any call (``--price``
+    overrides, litellm's map; refused when unknown and ``required``); a judge seen only when
+    it is called is priced then, at the default price when unknown (with a warning).
+    """
+
+    def __init__(self, overrides: dict, *, required: bool):
+        self.overrides = overrides
+        self.required = required
+        self.prices: dict = {}
+
+    def declare(self, models) -> None:
+        for m in models:
+            if m not in self.prices:
+                self.prices[m] = model_price(m, overrides=self.overrides,
+                                             default=None if self.required else DEFAULT_PRICE)
+
+    def price(self, model: str):
+        if model not in self.prices:
+            p = model_price(model, overrides=self.overrides, default=DEFAULT_PRICE)
+            if p is DEFAULT_PRICE:
+                log.warning("judge model %s has no known price; its calls are charged at the default %s "
+                            "(give one with --price %s=IN,OUT)", model, p, model)
+            self.prices[model] = p
+        return self.prices[model]
+
+    def cost(self, calls) -> float:
+        """USD of judge calls (:class:`~lm_eval_adaptive.harness.metrics.JudgeCall`); ValueError when
+        a call reported no usage."""
+        return float(sum(actual_cost(self.price(c.model), c.usage) for c in calls))
+
+
 @dataclass
 class TaskOutcome:
     task: str
-    bank: ItemBank
+    binding: BankBinding
     test: AdaptiveTest
     doc_ids: list
     raw: list
     clipped: int
-    n_docs: int
     price: object
     usage: dict  # provider-reported tokens of the calls made, and how many items were charged by them
     estimated_usd: float  # the same items at the bank's token counts
+    judge: dict = field(default_factory=dict)  # judge calls: count, tokens, USD, prices
+
+    @property
+    def bank(self):
+        return self.binding.bank
+
+    @property
+    def n_docs(self) -> int:
+        return self.binding.n_docs
 
 
 def _parse_banks(specs, tasks) -> dict:
+    """Task → bank path (nothing is read yet)."""
     if not specs:
         raise InputError("--adaptive needs an item bank per task: --bank TASK=BANK.json "
                          "(build one with `lm-eval-adaptive calibrate --samples ...`)")
@@ -129,7 +154,7 @@ def _parse_banks(specs, tasks) -> dict:
             t, p = tasks[0], s
         else:
             raise InputError(f"--bank {s!r}: with several tasks write TASK=PATH")
-        out[t] = ItemBank.load(p)
+        out[t] = p
     missing = [t for t in tasks if t not in out]
     if missing:
         raise InputError(f"no --bank for task(s): {', '.join(missing)}")
@@ -138,33 +163,15 @@ def _parse_banks(specs, tasks) -> dict:
 
 def _model_name(cfg) -> str:
     ma = cfg.model_args if isinstance(cfg.model_args, dict) else {}
+    if not ma and isinstance(cfg.model_args, str):
+        from lm_eval.utils import simple_parse_args_string
+
+        ma = simple_parse_args_string(cfg.model_args)
     return str(ma.get("model") or ma.get("pretrained") or cfg.model)
-
-
-def _price(cfg, args):
-
-    if args.adaptive_price:
-        try:
-            i, o = (float(x) for x in args.adaptive_price.split(","))
-            return Price.per_million(i, o, source="cli")
-        except ValueError:
-            raise InputError(f"--price must be IN,OUT in USD per million tokens, got {args.adaptive_price!r}")
-    name = _model_name(cfg)
-    bare = name.split("/", 1)[1] if name.startswith(("openai/", "litellm/")) else name
-    for candidate in (name, bare):
-        try:
-            return price_for(candidate, default=None)
-        except InputError:
-            continue
-    if args.adaptive_budget_usd is not None:
-        raise InputError(f"no known price for model {name!r}; give one with --price IN,OUT "
-                         "(USD per million input,output tokens)")
-    return DEFAULT_PRICE
 
 
 def run_adaptive(args: argparse.Namespace) -> int:
     from lm_eval import simple_evaluate
-    from lm_eval.api.registry import get_model
     from lm_eval.config.evaluate_config import EvaluatorConfig
     from lm_eval.loggers import EvaluationTracker
     from lm_eval.utils import make_table
@@ -173,20 +180,33 @@ def run_adaptive(args: argparse.Namespace) -> int:
     cfg = EvaluatorConfig.from_cli(hargs)
     task_manager = cfg.process_tasks(cfg.metadata)
     tasks = list(cfg.tasks)
-    banks = _parse_banks(args.adaptive_bank, tasks)
-    price = _price(cfg, args)
-    if args.adaptive_batch_size < 1:
-        raise InputError("--batch-size-adaptive must be at least 1")
+    bank_paths = _parse_banks(args.adaptive_bank, tasks)
+    name = _model_name(cfg)
+    overrides = parse_prices(args.adaptive_price, bare=name)
+    budgeted = args.adaptive_budget_usd is not None
+    price = model_price(name, overrides=overrides, default=None if budgeted else DEFAULT_PRICE)
+    judges = JudgePricing(overrides, required=budgeted)
+    # every task's bank is checked and bound before the model is built: nothing is asked of a bad input
+    bound = []
+    for task_name in tasks:
+        with declared_judges() as declared:
+            loaded = task_manager.load([task_name])["tasks"]
+        if len(loaded) != 1:
+            raise InputError(f"--adaptive runs single tasks; {task_name!r} expands to {len(loaded)} tasks "
+                             f"({', '.join(list(loaded)[:5])}…): give them one by one with a bank each")
+        tname, task_obj = next(iter(loaded.items()))
+        binding = bind_bank(bank_paths[task_name], tname, task_obj, metric=args.adaptive_metric,
+                            item_field=args.adaptive_item_field)
+        judges.declare(declared)
+        bound.append((tname, task_obj, binding))
 
     if cfg.output_path:
         cfg.hf_hub_log_args["output_path"] = cfg.output_path
     tracker = EvaluationTracker(**cfg.hf_hub_log_args)
     model_args = cfg.model_args
     extra = {"batch_size": cfg.batch_size, "max_batch_size": cfg.max_batch_size, "device": cfg.device}
-    factory = get_model(cfg.model)
-    lm = (factory.create_from_arg_obj(model_args, extra) if isinstance(model_args, dict)
-          else factory.create_from_arg_string(model_args or "", extra))
-    capture_usage(lm)  # API models: each call is charged what the provider reports
+    # API models: each call gets --timeout and is charged what the provider reports
+    lm = compat.build_lm(cfg.model, model_args, extra=extra, timeout=args.adaptive_timeout)
     tmpdir = tempfile.mkdtemp(prefix="lm-eval-adaptive-")
     # the harness's CachingLM (one sqlite file across calls): the final pass re-uses generations
     cache_path = cfg.use_cache or os.path.join(tmpdir, "generations")
@@ -206,8 +226,7 @@ def run_adaptive(args: argparse.Namespace) -> int:
 
     outcomes, all_samples = [], {}
     try:
-        all_results = _evaluate_tasks(tasks, task_manager, banks, price, args, evaluate, tracker, cfg,
-                                      outcomes, all_samples)
+        all_results = _evaluate_tasks(bound, price, judges, args, evaluate, tracker, cfg, outcomes, all_samples)
     except (InputError, KeyboardInterrupt):
         raise
     except Exception as e:  # a model or metric call that failed for good: say so, write nothing
@@ -227,9 +246,11 @@ def run_adaptive(args: argparse.Namespace) -> int:
     for o in outcomes:
         a = all_results["adaptive"][o.task]
         est = a["metric_estimate"]
+        judge = f" (judge ${a['judge_cost_usd']:.4f})" if a["judge"]["calls"] else ""
         print(f"{o.task}: θ̂ = {a['theta']:+.3f} ± {a['se']:.3f}; {a['items']} of {a['task_docs']} documents "
               f"({a['pct_of_task']:.1f}%); estimated full-task {a['metric']} = {est['estimate']:.4f} "
-              f"[{est['lower']:.4f}, {est['upper']:.4f}]; ${a['cost_usd']:.4f}; stopped: {a['stopped_because']}")
+              f"[{est['lower']:.4f}, {est['upper']:.4f}]; ${a['cost_usd']:.4f}{judge}; "
+              f"stopped: {a['stopped_because']}")
     if cfg.output_path:
         print(f"results written under {cfg.output_path}")
     return 0
@@ -239,20 +260,15 @@ class ModelCallError(RuntimeError):
     """A model or metric call failed for good (after the harness's own retries)."""
 
 
-def _evaluate_tasks(tasks, task_manager, banks, price, args, evaluate, tracker, cfg, outcomes,
-                    all_samples) -> dict:
+def _evaluate_tasks(bound, price, judges, args, evaluate, tracker, cfg, outcomes, all_samples) -> dict:
     """Run the adaptive test of every task; return the merged harness results (nothing written)."""
     all_results = None
-    for task_name in tasks:
-        loaded = task_manager.load([task_name])["tasks"]
-        if len(loaded) != 1:
-            raise InputError(f"--adaptive runs single tasks; {task_name!r} expands to {len(loaded)} tasks "
-                             f"({', '.join(list(loaded)[:5])}…): give them one by one with a bank each")
-        tname, task_obj = next(iter(loaded.items()))
-        _full_run_requests(task_obj)
-        o = _adaptive_task(tname, task_obj, banks[task_name], price, args, evaluate)
+    for tname, task_obj, binding in bound:
+        compat.use_full_run_requests(task_obj)
+        o = _adaptive_task(tname, task_obj, binding, price, judges, args, evaluate)
         outcomes.append(o)
         # final pass over the administered documents: every generation comes from the cache
+        # (and every judgement from the judge's in-process memo)
         res = evaluate(task_obj, sorted(o.doc_ids), tracker_=tracker, log=True,
                        bootstrap=getattr(cfg, "bootstrap_iters", 100000))
         all_samples.update(_annotate_samples(res.pop("samples", {}), o))
@@ -268,71 +284,24 @@ def _evaluate_tasks(tasks, task_manager, banks, price, args, evaluate, tracker, 
     return all_results
 
 
-def _full_run_requests(task_obj) -> None:
-    """Make the harness give every document of ``task_obj`` the requests a full run gives it.
-
-    The harness draws few-shot examples from one seeded stream in document order, so
-    building the requests of a subset (``simple_evaluate(samples=...)``) gives a document
-    other examples than the full runs the bank was calibrated on, and the final pass other
-    prompts than the CAT's (its generations would miss the cache and be paid twice). Here
-    ``build_all_requests`` builds every document's requests once, as a full run does, and
-    each call then takes fresh copies of the requested documents' requests.
-    """
-
-    build = task_obj.build_all_requests
-    memo: dict = {}
-
-    def build_all_requests(*, limit=None, samples=None, **kwargs):
-        key = repr(sorted(kwargs.items()))
-        if memo.get("key") != key:
-            build(limit=None, samples=None, **kwargs)
-            by_doc: dict = {}
-            for inst in task_obj.instances:
-                by_doc.setdefault(inst.doc_id, []).append(inst)
-            memo.update(key=key, by_doc=by_doc)
-        by_doc = memo["by_doc"]
-        if samples is None:
-            task_obj._instances = [fresh_instance(i) for d in sorted(by_doc)[:limit] for i in by_doc[d]]
-        else:  # as the harness numbers them: by position among the chosen documents, in task order
-            task_obj._instances = [fresh_instance(i, doc_id=k) for k, d in enumerate(sorted(samples))
-                                   for i in by_doc[d]]
-
-    task_obj.build_all_requests = build_all_requests
-
-
-def _adaptive_task(tname, task_obj, bank: ItemBank, price, args, evaluate) -> TaskOutcome:
-    metric = args.adaptive_metric or bank.metric
-    if args.adaptive_metric and bank.metric and args.adaptive_metric != bank.metric:
-        raise BankError(f"bank {bank.describe()} was calibrated for metric {bank.metric!r}, "
-                        f"not {args.adaptive_metric!r}")
-    if not metric:
-        raise BankError(f"bank {bank.describe()} names no metric; pass --metric")
-    bank_task = bank.task
-    if bank_task and bank_task != tname:
-        raise BankError(f"bank {bank.describe()} was calibrated for task {bank_task!r}, not {tname!r}")
-    n_docs = sum(1 for _ in task_obj.eval_docs)
-    try:
-        doc_of_item = np.array([int(x) for x in bank.item_ids], dtype=np.int64)
-    except ValueError:
-        raise BankError(f"bank {bank.describe()} has non-numeric item ids; harness banks use doc ids")
-    bad = doc_of_item[(doc_of_item < 0) | (doc_of_item >= n_docs)]
-    if bad.size:
-        raise BankError(f"bank {bank.describe()} holds {bad.size} document id(s) the task {tname!r} "
-                        f"does not have (it has {n_docs} documents), e.g. {bad[:5].tolist()}")
+def _adaptive_task(tname, task_obj, binding: BankBinding, price, judges: JudgePricing, args,
+                   evaluate) -> TaskOutcome:
+    bank, metric, doc_of_item = binding.bank, binding.metric, binding.doc_of_item
     costs = price.item_costs(bank.input_tokens, bank.output_tokens)
     test = AdaptiveTest(bank, se_target=args.adaptive_se_target, min_items=args.adaptive_min_items,
                         max_items=args.adaptive_max_items, budget=args.adaptive_budget_usd,
                         item_costs=costs, name=tname)
     doc_ids, raws, clipped = [], [], 0
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "items_charged_by_usage": 0}
+    judge = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "unpriced_calls": 0}
     while True:
         batch = test.next_items(args.adaptive_batch_size)
         if not batch:
             break
         docs = [int(doc_of_item[i]) for i in batch]
-        with usage_sink() as sink:
+        with compat.usage_sink() as sink, judge_calls(timeout=args.adaptive_timeout) as judged:
             res = evaluate(task_obj, docs)
-        charged = _charges(price, sink, costs[batch], usage)
+        charged = _charges(price, sink, costs[batch], usage) + _judge_charges(judges, judged, costs[batch], judge)
         by_doc = {}
         for s in res["samples"][tname]:
             by_doc.setdefault(int(s["doc_id"]), s)  # first filter's sample
@@ -352,9 +321,11 @@ def _adaptive_task(tname, task_obj, bank: ItemBank, price, args, evaluate) -> Ta
             doc_ids.append(d)
             raws.append(v)
         log.info("%s: %d documents, θ̂ = %.3f ± %.3f", tname, len(doc_ids), test.examinee.theta, test.examinee.se)
-    return TaskOutcome(task=tname, bank=bank, test=test, doc_ids=doc_ids, raw=raws, clipped=clipped,
-                       n_docs=n_docs, price=price, usage=usage,
-                       estimated_usd=float(np.sum(costs[test.examinee.items])))
+    judge["prices"] = {m: {"input_per_mtok": p.input_per_mtok, "output_per_mtok": p.output_per_mtok,
+                           "source": p.source} for m, p in judges.prices.items()}
+    return TaskOutcome(task=tname, binding=binding, test=test, doc_ids=doc_ids, raw=raws, clipped=clipped,
+                       price=price, usage=usage, estimated_usd=float(np.sum(costs[test.examinee.items])),
+                       judge=judge)
 
 
 def _charges(price, usage_list, estimates: np.ndarray, totals: dict) -> np.ndarray:
@@ -372,8 +343,27 @@ def _charges(price, usage_list, estimates: np.ndarray, totals: dict) -> np.ndarr
     totals["prompt_tokens"] += usage_total(usage_list, "prompt_tokens", "input_tokens")
     totals["completion_tokens"] += usage_total(usage_list, "completion_tokens", "output_tokens")
     totals["items_charged_by_usage"] += len(estimates)
-    share = estimates / estimates.sum() if estimates.sum() > 0 else np.full(len(estimates), 1 / len(estimates))
-    return total * share
+    return total * _shares(estimates)
+
+
+def _shares(estimates: np.ndarray) -> np.ndarray:
+    return estimates / estimates.sum() if estimates.sum() > 0 else np.full(len(estimates), 1 / len(estimates))
+
+
+def _judge_charges(judges: JudgePricing, calls, estimates: np.ndarray, totals: dict) -> np.ndarray:
+    """USD of the judge calls made while a batch was scored, shared out like the model's
+    (exact for one document per batch); a call that reported no usage is counted, not priced."""
+    priced = [c for c in calls if usage_total([c.usage], "prompt_tokens", "input_tokens") is not None
+              and usage_total([c.usage], "completion_tokens", "output_tokens") is not None]
+    totals["calls"] += len(calls)
+    totals["unpriced_calls"] += len(calls) - len(priced)
+    if not priced:
+        return np.zeros(len(estimates))
+    total = judges.cost(priced)
+    totals["cost_usd"] += total
+    totals["prompt_tokens"] += usage_total([c.usage for c in priced], "prompt_tokens", "input_tokens")
+    totals["completion_tokens"] += usage_total([c.usage for c in priced], "completion_tokens", "output_tokens")
+    return total * _shares(estimates)
 
 
 def _adaptive_block(o: TaskOutcome) -> dict:
@@ -381,13 +371,15 @@ def _adaptive_block(o: TaskOutcome) -> dict:
     est = full_task_estimate(o.bank, e.items, np.asarray(o.raw), e.theta, e.se)
     z = 1.959963984540054
     return {
-        "metric": o.bank.metric if o.bank.metric else "",
+        "metric": o.binding.metric,
         "theta": e.theta, "se": e.se, "theta_ci95": [e.theta - z * e.se, e.theta + z * e.se],
         "items": e.n, "task_docs": o.n_docs, "pct_of_task": 100.0 * e.n / max(o.n_docs, 1),
         "metric_estimate": {"estimate": est["estimate"], "lower": est["lower"], "upper": est["upper"],
                             "level": est["level"], "over_bank_items": est["items_total"]},
         "observed_mean": float(np.mean(o.raw)) if o.raw else None,
         "cost_usd": e.spent,
+        "judge_cost_usd": o.judge.get("cost_usd", 0.0),
+        "judge": dict(o.judge),
         "cost_source": ("provider usage" if o.usage["items_charged_by_usage"] == e.n else
                         "bank estimate" if o.usage["items_charged_by_usage"] == 0 else "provider usage, partly estimated"),
         "cost_estimate_usd": o.estimated_usd,
@@ -397,6 +389,7 @@ def _adaptive_block(o: TaskOutcome) -> dict:
         "stopped_because": o.test.stopped_because,
         "clipped_scores": o.clipped,
         "bank_id": o.bank.bank_id, "bank_task": o.bank.task, "bank_metric": o.bank.metric,
+        "item_field": o.binding.item_field,
         "settings": {"se_target": o.test.se_target, "min_items": o.test.min_items,
                      "max_items": o.test.max_items, "budget_usd": o.test.budget},
     }
@@ -461,9 +454,10 @@ def table_from_sample_logs(paths, *, task: str, metric: str, allow_outliers: boo
             while isinstance(resp, list) and resp:
                 resp = resp[0]
             otok.append(len(str(resp)) / 4)
+    # the source names the sample logs: a bank calibrated from this table knows its ids are doc ids
     return ResponseTable.from_columns(model, item, score, itok, otok,
-                                      source=", ".join(map(str, paths)), metric=metric,
-                                      allow_outliers=allow_outliers)
+                                      source=f"{SAMPLE_LOGS_SOURCE}: " + ", ".join(map(str, paths)),
+                                      metric=metric, allow_outliers=allow_outliers)
 
 
 def _prompt_of(arguments) -> str:

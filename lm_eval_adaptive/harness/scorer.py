@@ -5,14 +5,20 @@
 generation kwargs, all the harness's own code), then, for each document the engine
 picks, runs that document's requests on the harness LM, applies the task's filters and
 takes the per-document metric from the task's own ``process_results``. Documents never
-picked are never generated nor scored.
+picked are never generated nor scored. Which document a bank item names is decided once,
+before any call, by :func:`~lm_eval_adaptive.harness.binding.bind_bank`.
 
 The provider's token usage of every call the LM makes is captured (API models of the
 harness — ``litellm``, ``local-chat-completions``, ``openai-chat-completions``,
-``local-completions``, ... — return the OpenAI-style ``usage`` of each response), so each
-item is charged what the provider reports. The harness's own retry loop is switched off
-(``max_retries = 1``): the live runner retries with exponential backoff and jitter and
-counts attempts itself.
+``local-completions``, ... — return the OpenAI-style ``usage`` of each response), and so is
+every call an LLM judge makes while the task scores the document
+(:func:`~lm_eval_adaptive.harness.metrics.judge_calls`), so each item is charged what the
+providers report. When the model answered but scoring failed, :class:`ScoringFailed`
+carries what was paid; a retry re-uses the answers instead of asking the model again. The
+harness's own retry loop and litellm's are switched off: the live runner retries with
+exponential backoff and jitter and counts attempts itself. Every call gets ``timeout``
+seconds. All access to lm-eval internals goes through
+:mod:`~lm_eval_adaptive.harness.lm_eval_compat`.
 
 Model specs are ``TYPE:ARGS``, the harness's ``--model`` and ``--model_args``, e.g.
 ``litellm:model=gpt-4o-mini`` or ``local-chat-completions:model=X,base_url=http://…``.
@@ -21,20 +27,21 @@ Model specs are ``TYPE:ARGS``, the harness's ``--model`` and ``--model_args``, e
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 from collections import defaultdict
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from lm_eval_adaptive.errors import BankError, InputError
+from lm_eval_adaptive.harness import lm_eval_compat as compat
+from lm_eval_adaptive.harness.binding import BankBinding
+from lm_eval_adaptive.harness.metrics import declared_judges, judge_calls
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: bundled price map, no fetch
 
-__all__ = ["ModelSpec", "parse_model_spec", "HarnessTask", "HarnessItemScorer", "ItemScore", "capture_usage",
-           "usage_sink"]
+__all__ = ["ModelSpec", "parse_model_spec", "HarnessTask", "HarnessItemScorer", "ItemScore", "ScoringFailed",
+           "build_lm", "usage_total", "TEMPLATE_TOKENS"]
 
 log = logging.getLogger("lm_eval_adaptive")
 
@@ -99,6 +106,7 @@ class ItemScore:
     usage: list = field(default_factory=list)  # one OpenAI-style usage dict per call (None if unreported)
     calls: int = 0
     response: str | None = None
+    judge: list = field(default_factory=list)  # JudgeCall of every judge request made to score it
 
     @property
     def prompt_tokens(self) -> int | None:
@@ -127,7 +135,7 @@ class HarnessTask:
 
     def __init__(self, task: str, *, include_path=None, num_fewshot=None, gen_kwargs=None,
                  apply_chat_template=False, fewshot_as_multiturn=False, system_instruction=None,
-                 fewshot_random_seed: int = 1234, metadata=None, item_field: str | None = None):
+                 fewshot_random_seed: int = 1234, metadata=None):
         from lm_eval.tasks import TaskManager
 
         self.task = task
@@ -137,7 +145,7 @@ class HarnessTask:
         self.fewshot_as_multiturn = fewshot_as_multiturn
         self.system_instruction = system_instruction
         self.fewshot_random_seed = fewshot_random_seed
-        self.item_field = item_field
+        self.judges: list[str] = []  # judge models the task declared while it was loaded
         # the harness's own task index takes ~10 s to build; a task in --include_path needs
         # only that folder indexed (its tasks win over the harness's of the same name anyway)
         tm = TaskManager(include_path=include_path, include_defaults=False, metadata=metadata or {}) \
@@ -151,7 +159,9 @@ class HarnessTask:
 
     def load(self):
         """A fresh task object configured as ``simple_evaluate`` configures it."""
-        loaded = self.task_manager.load([self.task])["tasks"]
+        with declared_judges() as found:
+            loaded = self.task_manager.load([self.task])["tasks"]
+        self.judges += [m for m in found if m not in self.judges]
         if len(loaded) != 1:
             raise InputError(f"{self.task!r} expands to {len(loaded)} tasks; rank on one task at a time")
         name, t = next(iter(loaded.items()))
@@ -171,78 +181,40 @@ class HarnessTask:
         return name, t
 
 
-def build_lm(spec: ModelSpec):
-    """The harness LM of ``spec`` (its registry and argument parsing), set up for item-at-a-time use."""
+def build_lm(spec: ModelSpec, *, timeout: float | None = None):
+    """The harness LM of ``spec`` (its registry and argument parsing), set up for item-at-a-time use:
+    one call at a time, no retries but the live runner's, ``timeout`` seconds per call."""
     from lm_eval.api.registry import get_model
 
     try:
-        factory = get_model(spec.type)
+        get_model(spec.type)
     except (ValueError, KeyError) as e:
         raise InputError(f"model spec {spec.type}:{spec.args}: unknown harness model type {spec.type!r} ({e})")
-    lm = factory.create_from_arg_string(spec.args, {"batch_size": 1, "max_batch_size": None, "device": None})
-    if hasattr(lm, "max_retries"):
-        lm.max_retries = 1  # the live runner retries (backoff with jitter) and counts the attempts
-    if hasattr(lm, "_concurrent"):
-        lm._concurrent = 1  # one call at a time per item: the runner runs items concurrently
-    call = getattr(lm, "model_call", None)
-    if call is not None and type(lm).__name__.startswith("LiteLLM"):
-        def model_call(*args, **kwargs):  # no hidden SDK retries: the live runner's policy is the only one
-            kwargs["gen_kwargs"] = {**(kwargs.get("gen_kwargs") or {}), "max_retries": 0}
-            return call(*args, **kwargs)
-
-        lm.model_call = model_call
-    capture_usage(lm)
-    return lm
+    return compat.build_lm(spec.type, spec.args, extra={"batch_size": 1, "max_batch_size": None, "device": None},
+                           timeout=timeout, own_retries=True, one_call_at_a_time=True)
 
 
-_tls = threading.local()
+class ScoringFailed(RuntimeError):
+    """The model answered (its calls are paid for) but scoring the document failed.
 
-
-def capture_usage(lm) -> None:
-    """Report the usage of every response the harness API LM ``lm`` parses to :func:`usage_sink`.
-
-    The harness's API models (``TemplateAPI``: ``litellm``, ``local-chat-completions``,
-    ``openai-chat-completions``, ``local-completions``, ...) pass each response, from their
-    one-at-a-time and their concurrent (asyncio, same thread) paths alike, to
-    ``parse_generations`` or ``parse_logprobs``; those are wrapped here. Responses that come
-    from the harness's cache are never parsed, so they report nothing. Other LMs (local
-    models) report nothing either.
+    ``paid`` is an :class:`ItemScore` with the usage of the calls that were answered (the
+    model's and any judge's), for the caller to charge; ``cause`` is the error. A retry of
+    the same document re-uses the answers: the model is not asked again.
     """
-    for name in ("parse_generations", "parse_logprobs"):
-        parse = getattr(lm, name, None)
-        if parse is None or getattr(parse, "_lm_eval_adaptive_usage", False):
-            continue
 
-        def wrapped(*args, _parse=parse, **kwargs):
-            sink = getattr(_tls, "sink", None)
-            if sink is not None:
-                outputs = kwargs.get("outputs", args[0] if args else None)
-                for out in outputs if isinstance(outputs, list) else [outputs]:
-                    sink.append(_usage_of(out))
-            return _parse(*args, **kwargs)
-
-        wrapped._lm_eval_adaptive_usage = True
-        setattr(lm, name, wrapped)
+    def __init__(self, cause: BaseException, paid: ItemScore):
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.cause = cause
+        self.paid = paid
 
 
-def _usage_of(response) -> dict | None:
-    usage = response.get("usage") if isinstance(response, dict) else getattr(response, "usage", None)
-    if usage is not None and not isinstance(usage, dict):
-        usage = dict(usage) if hasattr(usage, "keys") else {
-            "prompt_tokens": getattr(usage, "prompt_tokens", None),
-            "completion_tokens": getattr(usage, "completion_tokens", None)}
-    return usage
+@dataclass
+class _Answered:
+    """What the calls of an item that failed to score left: answers and usage, for a retry."""
 
-
-@contextmanager
-def usage_sink():
-    """Collect, in a list, the usage of every response parsed in this thread meanwhile
-    (one OpenAI-style dict per response, None where a response carried none)."""
-    _tls.sink = sink = []
-    try:
-        yield sink
-    finally:
-        _tls.sink = None
+    usage: list = field(default_factory=list)
+    judge: list = field(default_factory=list)
+    instances: list | None = None  # every request answered
 
 
 class HarnessItemScorer:
@@ -252,20 +224,21 @@ class HarnessItemScorer:
     ----------
     spec: the model.
     task: the shared :class:`HarnessTask`.
-    bank: the item bank (its item ids name documents, its metric is taken from the task).
-    metric: per-document metric (default: the bank's).
+    binding: the bank bound to the task (which document each item names, the metric).
+    lm: the harness LM (default: built from ``spec``).
+    timeout: seconds per model or judge call.
+    loaded: a ``(name, task object)`` from ``task.load()`` to use (default: a fresh one).
     """
 
-    def __init__(self, spec: ModelSpec, task: HarnessTask, bank, *, metric: str | None = None, lm=None):
+    def __init__(self, spec: ModelSpec, task: HarnessTask, binding: BankBinding, *, lm=None,
+                 timeout: float | None = None, loaded=None):
         self.spec = spec
         self.name = spec.name
-        self.lm = lm if lm is not None else build_lm(spec)
-        self.task_name, self.task = task.load()
-        self.metric = metric or bank.metric
-        if not self.metric:
-            raise BankError(f"bank {bank.describe()} names no metric; pass --metric")
-        if bank.task and bank.task != self.task_name:
-            raise BankError(f"bank {bank.describe()} was calibrated for task {bank.task!r}, not {self.task_name!r}")
+        self.timeout = timeout
+        self.lm = lm if lm is not None else build_lm(spec, timeout=timeout)
+        self.task_name, self.task = loaded if loaded is not None else task.load()
+        self.binding = binding
+        self.metric = binding.metric
         apply = bool(task.apply_chat_template)
         self.task.build_all_requests(
             limit=None, samples=None, rank=0, world_size=1, cache_requests=False,
@@ -280,13 +253,17 @@ class HarnessItemScorer:
             v.sort(key=lambda x: x.idx)
         self._by_doc = dict(by_doc)
         self.n_docs = len(self._by_doc)
-        self._doc_of = _doc_index(bank, self._by_doc, task.item_field, self.task_name)
+        if self.n_docs != binding.n_docs:
+            raise InputError(f"task {self.task_name!r} built requests for {self.n_docs} documents, the bank was "
+                             f"bound to {binding.n_docs}")
+        self._doc_of = binding.doc_of
         self._lock = threading.Lock()
+        self._answered: dict[str, _Answered] = {}
         gk = {}
         first = next(iter(self._by_doc.values()))[0]
         if first.request_type == "generate_until" and len(first.args) > 1 and isinstance(first.args[1], dict):
             gk = first.args[1]
-        self.max_output_tokens = int(gk.get("max_gen_toks", getattr(self.lm, "_max_gen_toks", 256)))
+        self.max_output_tokens = int(gk.get("max_gen_toks", compat.default_max_gen_toks(self.lm)))
 
     def doc_id(self, item_id: str) -> int:
         try:
@@ -310,73 +287,58 @@ class HarnessItemScorer:
         return self.prompt_chars(item_id), n_req * self.max_output_tokens
 
     def __call__(self, item_id: str) -> ItemScore:
-        """Generate and score one document (one attempt; errors propagate to the caller's retry)."""
+        """Generate and score one document (one attempt; errors propagate to the caller's retry).
+
+        When the model answered but scoring failed, :class:`ScoringFailed` carries the usage
+        of the answered calls; the next attempt for this item re-uses the answers.
+        """
         doc_id = self.doc_id(item_id)
-        template = self._by_doc[doc_id]
-        # fresh copies, so a failed attempt leaves nothing behind and retries start clean
-        instances = [fresh_instance(inst) for inst in template]
-        with usage_sink() as sink:
-            by_type = defaultdict(list)
-            for inst in instances:
-                by_type[inst.request_type].extend([inst] * inst.repeats)
-            for reqtype, reqs in by_type.items():
-                resps = getattr(self.lm, reqtype)(reqs, disable_tqdm=True) if reqtype == "generate_until" \
-                    else getattr(self.lm, reqtype)(reqs)
-                for x, req in zip(resps, reqs, strict=True):
-                    req.resps.append(x)
-        with self._lock:  # filters and metrics may keep state on the task
-            for f in getattr(self.task, "_filters", []):
-                f.apply(instances)
-            key = next(iter(instances[0].filtered_resps))
-            metrics = self.task.process_results(instances[0].doc, [i.filtered_resps[key] for i in instances])
-        if self.metric not in metrics:
-            have = sorted(k for k, v in metrics.items() if isinstance(v, (int, float)))
-            raise InputError(f"task {self.task_name!r} gave no per-document metric {self.metric!r} "
-                             f"(it gives: {', '.join(have) or 'none'}); pass --metric or use a bank "
-                             "calibrated on this metric")
-        raw = float(metrics[self.metric])
+        done = self._answered.pop(str(item_id), None) or _Answered()
+        judged: list = []
+        try:
+            if done.instances is None:
+                # fresh copies, so a failed attempt leaves nothing behind and retries start clean
+                instances = [compat.fresh_instance(inst) for inst in self._by_doc[doc_id]]
+                with compat.usage_sink() as sink:
+                    try:
+                        self._generate(instances)
+                    finally:
+                        done.usage += sink
+                done.instances = instances
+            instances = done.instances
+            with self._lock, judge_calls(timeout=self.timeout) as judged:  # filters, metrics may keep state
+                for inst in instances:
+                    inst.filtered_resps = {}
+                for f in compat.task_filters(self.task):
+                    f.apply(instances)
+                key = next(iter(instances[0].filtered_resps))
+                metrics = self.task.process_results(instances[0].doc,
+                                                    [i.filtered_resps[key] for i in instances])
+            if self.metric not in metrics:
+                have = sorted(k for k, v in metrics.items() if isinstance(v, (int, float)))
+                raise InputError(f"task {self.task_name!r} gave no per-document metric {self.metric!r} "
+                                 f"(it gives: {', '.join(have) or 'none'})")
+            raw = float(metrics[self.metric])
+            if not math.isfinite(raw):
+                raise InputError(f"task {self.task_name!r}, item {item_id}: metric {self.metric!r} is {raw}")
+        except Exception as e:
+            done.judge += judged
+            if done.usage or done.judge:  # answered, so paid for
+                self._answered[str(item_id)] = done
+                paid = ItemScore(raw=math.nan, usage=list(done.usage), calls=len(done.usage), judge=list(done.judge))
+                raise ScoringFailed(e, paid) from e
+            raise
+        done.judge += judged
         resp = instances[0].resps[0] if instances[0].resps else None
-        return ItemScore(raw=raw, usage=sink, calls=len(sink), response=resp if isinstance(resp, str) else None)
+        return ItemScore(raw=raw, usage=list(done.usage), calls=len(done.usage),
+                         response=resp if isinstance(resp, str) else None, judge=list(done.judge))
 
-
-def fresh_instance(inst, *, doc_id: int | None = None):
-    """A copy of a harness request with no responses yet (numbered ``doc_id`` if given)."""
-    import copy
-
-    new = copy.copy(inst)
-    if doc_id is not None:
-        new.doc_id = doc_id
-    new.resps = []
-    new.filtered_resps = {}
-    return new
-
-
-def _doc_index(bank, by_doc: dict, item_field: str | None, task_name: str) -> dict:
-    """Bank item id → harness doc_id: by the document field ``item_field``, or the doc_id itself."""
-    ids = [str(x) for x in bank.item_ids]
-    if item_field:
-        index = {}
-        for d, insts in by_doc.items():
-            doc = insts[0].doc
-            if item_field not in doc:
-                raise InputError(f"--item-field {item_field!r}: task {task_name!r} documents have no such "
-                                 f"field (fields: {', '.join(map(str, doc))})")
-            index[str(doc[item_field])] = d
-    else:
-        index = {str(d): d for d in by_doc}
-    missing = [i for i in ids if i not in index]
-    if missing:
-        how = f"field {item_field!r}" if item_field else "doc_id (position in the task's eval split)"
-        raise BankError(f"bank {bank.describe()} holds {len(missing)} item(s) that match no document of task "
-                        f"{task_name!r} by {how}, e.g. {missing[:5]}" +
-                        ("" if item_field else "; if the bank's items are document ids, pass --item-field"))
-    return {i: index[i] for i in ids}
-
-
-def item_upper_costs(scorer: HarnessItemScorer, price, item_ids) -> np.ndarray:
-    """Upper-bound USD of each item for ``scorer``'s model at ``price``."""
-    out = np.empty(len(item_ids))
-    for k, i in enumerate(item_ids):
-        a, b = scorer.upper_tokens(i)
-        out[k] = a * price.input_per_token + b * price.output_per_token
-    return out
+    def _generate(self, instances) -> None:
+        by_type = defaultdict(list)
+        for inst in instances:
+            by_type[inst.request_type].extend([inst] * inst.repeats)
+        for reqtype, reqs in by_type.items():
+            resps = getattr(self.lm, reqtype)(reqs, disable_tqdm=True) if reqtype == "generate_until" \
+                else getattr(self.lm, reqtype)(reqs)
+            for x, req in zip(resps, reqs, strict=True):
+                req.resps.append(x)

@@ -10,15 +10,21 @@ function in simulation) — and an upper cost estimate per item, and it drives a
    run waits for calls in flight; none in flight → the run stops on the budget), a
    ``request`` record is journaled, and the call goes to a worker thread.
 2. A worker makes the call, retrying 429s, timeouts, dropped connections and 5xx with
-   exponential backoff and full jitter (:class:`RetryPolicy`).
+   exponential backoff and full jitter (:class:`RetryPolicy`, tenacity); a wait is cut short
+   when the run is interrupted.
 3. Back on the driver thread a success is settled in the ledger at the cost of the usage the
-   provider returned, appended to the journal (fsynced) and only then told to the ranker:
-   a score counts once it is on disk. A call that failed for good is released (nothing
-   charged), journaled as a ``failure`` and its item given up for that model; a model
-   whose calls fail ``max_failures`` times in a row is dropped and reported as failed
-   while the others finish.
+   provider returned (the model's calls and any judge's), appended to the journal (fsynced)
+   and only then told to the ranker: a score counts once it is on disk. A call that failed
+   for good is journaled as a ``failure`` and its item given up for that model: released
+   (nothing charged) when nothing was answered, settled at the usage of what was answered
+   when the error carries it (``error.paid``: the model answered but scoring failed). A
+   model whose calls fail ``max_failures`` times in a row is dropped and reported as
+   failed while the others finish.
 4. Ctrl-C (KeyboardInterrupt) stops asking, waits for the calls in flight (their results are
    journaled: they were paid for), writes a ``stop`` record and returns the partial result.
+   A second Ctrl-C aborts at once: the workers are daemon threads, so a call that hangs
+   does not hold the process (the journal stays valid; ``--resume`` counts such a call as
+   lost in flight).
 
 Resume (:meth:`LiveRun.resume_from`): score and failure records are replayed into a fresh
 ranker without calling anything, their costs enter the ledger as known charges, and calls
@@ -32,13 +38,19 @@ from __future__ import annotations
 import concurrent.futures as cf
 import logging
 import math
-import random
+import queue
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Mapping
 
 import numpy as np
+from tenacity import (
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_random_exponential,
+)
 
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker, Request
 from lm_eval_adaptive.live.journal import Journal, redact
@@ -75,8 +87,12 @@ def is_retryable(exc: BaseException) -> bool:
     """429, 408/409/425, any 5xx, timeouts and connection errors: worth another attempt.
 
     Errors that are the caller's own (a missing or invalid API key), however they are
-    reported, are not.
+    reported, are not. An error carrying ``paid`` and ``cause`` (the model answered, then
+    scoring failed) is retried when its cause is (a retry re-uses the answers).
     """
+    cause = getattr(exc, "cause", None)
+    if getattr(exc, "paid", None) is not None and isinstance(cause, BaseException):
+        return is_retryable(cause)
     text = str(exc).lower()
     if any(s in text for s in _NEVER_RETRY_TEXT):
         return False
@@ -95,12 +111,13 @@ def is_retryable(exc: BaseException) -> bool:
 
 @dataclass
 class RetryPolicy:
-    """Exponential backoff with full jitter: attempt k waits uniform(0, min(cap, base·2^k)) seconds."""
+    """Exponential backoff with full jitter (tenacity): after attempt k fails, wait
+    uniform(0, min(cap, base·2^(k-1))) seconds; at most ``max_attempts`` attempts; only
+    errors :func:`is_retryable` accepts are retried."""
 
     max_attempts: int = 6
     base_s: float = 0.5
     cap_s: float = 30.0
-    rng: random.Random = field(default_factory=random.Random)
 
     def __post_init__(self):
         if self.max_attempts < 1:
@@ -108,8 +125,80 @@ class RetryPolicy:
         if not (self.base_s >= 0 and self.cap_s >= 0):
             raise ValueError("backoff times must be >= 0")
 
-    def delay(self, attempt: int) -> float:
-        return self.rng.uniform(0.0, min(self.cap_s, self.base_s * 2.0 ** attempt))
+    def wait_strategy(self):
+        """The tenacity wait: full jitter over the capped exponential."""
+        return wait_random_exponential(multiplier=self.base_s, max=self.cap_s)
+
+    def retrying(self, *, sleep: Callable[[float], None], before_sleep=None) -> Retrying:
+        """A tenacity ``Retrying`` that sleeps with ``sleep`` (which may raise to stop waiting)."""
+        return Retrying(stop=stop_after_attempt(self.max_attempts), wait=self.wait_strategy(),
+                        retry=retry_if_exception(is_retryable), sleep=sleep, before_sleep=before_sleep,
+                        reraise=True)
+
+
+class _Interrupted(Exception):
+    """The run was interrupted while a call waited for its retry."""
+
+
+class _DaemonPool:
+    """Worker threads that never hold the process up.
+
+    ``concurrent.futures.ThreadPoolExecutor`` joins its workers when the interpreter exits,
+    so a call hanging in a provider kept the process alive after a second Ctrl-C; these
+    daemon workers do not. ``submit`` returns a ``concurrent.futures.Future``.
+    """
+
+    def __init__(self, max_workers: int, name: str):
+        self._n = max(1, int(max_workers))
+        self._name = name
+        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, fn, *args) -> cf.Future:
+        f: cf.Future = cf.Future()
+        self._q.put((f, fn, args))
+        if len(self._threads) < self._n:
+            t = threading.Thread(target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True)
+            t.start()
+            self._threads.append(t)
+        return f
+
+    def _work(self) -> None:
+        while True:
+            job = self._q.get()
+            if job is None:
+                return
+            f, fn, args = job
+            if not f.set_running_or_notify_cancel():
+                continue
+            try:
+                f.set_result(fn(*args))
+            except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
+                f.set_exception(e)
+
+    def shutdown(self, *, wait: bool = True, cancel_futures: bool = False) -> None:
+        if cancel_futures:
+            while True:
+                try:
+                    job = self._q.get_nowait()
+                except queue.Empty:
+                    break
+                if job is not None:
+                    job[0].cancel()
+        for _ in self._threads:
+            self._q.put(None)
+        if wait:
+            for t in self._threads:
+                t.join()
+
+
+def _judge_fields(score, judge_usd) -> dict:
+    """The journal fields of the judge calls made to score an item (none when there were none)."""
+    calls = getattr(score, "judge", None) or []
+    if not calls:
+        return {}
+    return {"judge_cost_usd": judge_usd,
+            "judge_usage": [{"model": c.model, "usage": c.usage} for c in calls]}
 
 
 @dataclass
@@ -131,7 +220,9 @@ class LiveRun:
         the budget and ``max_in_flight``.
     callers: model → ``caller(item_id) -> ItemScore`` (with ``.raw`` and ``.usage``).
     upper_cost: ``upper_cost(model, item_id) -> USD`` no call for that item can exceed.
-    actual_cost: ``actual_cost(model, ItemScore) -> USD`` from the provider's usage.
+    actual_cost: ``actual_cost(model, ItemScore) -> USD`` from the provider's usage (the
+        model's calls and any judge's).
+    judge_cost: ``judge_cost(model, ItemScore) -> USD``, the judge's part of it (reported apart).
     scale: ``scale(bank_index, raw) -> scaled score in [0, 1]``.
     ledger: the hard cap (shared by every thread).
     journal: where every request, score, failure and stop goes (None: not journaled).
@@ -141,7 +232,8 @@ class LiveRun:
                  upper_cost: Callable[[str, str], float], actual_cost: Callable[[str, object], float],
                  scale: Callable[[int, float], float], ledger: BudgetLedger, journal: Journal | None = None,
                  retry: RetryPolicy | None = None, max_failures: int = 3,
-                 on_progress: Callable[["LiveRun"], None] | None = None, secrets=()):
+                 on_progress: Callable[["LiveRun"], None] | None = None, secrets=(),
+                 judge_cost: Callable[[str, object], float] | None = None):
         missing = [m for m in ranker.models if m not in callers]
         if missing:
             raise ValueError(f"no caller for model(s) {missing}")
@@ -149,6 +241,7 @@ class LiveRun:
         self.callers = dict(callers)
         self.upper_cost = upper_cost
         self.actual_cost = actual_cost
+        self.judge_cost = judge_cost
         self.scale = scale
         self.ledger = ledger
         self.journal = journal
@@ -159,6 +252,7 @@ class LiveRun:
         self.raw: dict[str, dict[int, float]] = {m: {} for m in ranker.models}
         self.failures: dict[str, int] = {m: 0 for m in ranker.models}  # consecutive
         self.failed_calls: dict[str, int] = {m: 0 for m in ranker.models}
+        self.judge_spent: dict[str, float] = {m: 0.0 for m in ranker.models}
         self.attempts = 0
         self.retries = 0
         self.lost_in_flight: list[tuple[str, str, float]] = []
@@ -188,6 +282,12 @@ class LiveRun:
             self.ledger.charge_known(f"lost:{m}:{item_id}", usd)
             lost.append((m, item_id, usd))
         self.lost_in_flight = lost
+        for rec in journal.records():
+            if rec.get("type") not in ("score", "failure") or rec.get("model") not in self.judge_spent:
+                continue
+            self.judge_spent[rec["model"]] += float(rec.get("judge_cost_usd") or 0.0)
+            if rec["type"] == "failure" and rec.get("cost_usd"):  # answered, then failed: paid for
+                self.ranker.charge(rec["model"], float(rec["cost_usd"]))
         return {"scores": stats.scores, "failures": stats.failures, "lost_in_flight": len(lost),
                 "spent_usd": self.ledger.spent}
 
@@ -200,27 +300,47 @@ class LiveRun:
         out = _Outcome(request=req, key=key)
         t0 = time.monotonic()
         caller = self.callers[req.model]
-        for attempt in range(self.retry.max_attempts):
-            if self._stop.is_set() and attempt > 0:
-                out.error = ModelFailed("interrupted before a retry")
-                break
-            out.attempts = attempt + 1
-            try:
-                out.score = caller(req.item_id)
-                out.error = None
-                break
-            except Exception as e:  # noqa: BLE001 - classified below
-                out.error = e
-                if not is_retryable(e) or attempt + 1 == self.retry.max_attempts:
-                    break
-                wait = self.retry.delay(attempt)
-                log.info("%s, item %s: %s; retry %d in %.2fs", req.model, req.item_id,
-                         redact(f"{type(e).__name__}: {e}", self.secrets)[:300], attempt + 1, wait)
-                if self._stop.wait(wait):
-                    out.error = ModelFailed("interrupted before a retry")
-                    break
+        last: list = [None]
+
+        def sleep(seconds: float) -> None:  # Ctrl-C cuts a wait short, and no retry follows
+            if self._stop.wait(seconds):
+                raise _Interrupted
+
+        def before_sleep(state) -> None:
+            e = last[0] = state.outcome.exception()
+            log.info("%s, item %s: %s; retry %d in %.2fs", req.model, req.item_id,
+                     redact(f"{type(e).__name__}: {e}", self.secrets)[:300], state.attempt_number,
+                     state.next_action.sleep if state.next_action else 0.0)
+
+        try:
+            for attempt in self.retry.retrying(sleep=sleep, before_sleep=before_sleep):
+                with attempt:
+                    out.attempts = attempt.retry_state.attempt_number
+                    out.score = caller(req.item_id)
+        except _Interrupted:
+            out.error = ModelFailed("interrupted before a retry")
+            paid = getattr(last[0], "paid", None)
+            if paid is not None:  # the answers of the last attempt were paid for
+                out.error.paid = paid
+        except Exception as e:  # noqa: BLE001 - classified in _finish
+            out.error = e
         out.seconds = time.monotonic() - t0
         return out
+
+    def _cost(self, m: str, score, key: tuple) -> tuple[float, float]:
+        """(USD, judge's USD) of an answered item; its reservation when some call reported no usage."""
+        try:
+            cost = float(self.actual_cost(m, score))
+        except (ValueError, TypeError) as e:  # no usage reported: charge the reservation
+            log.warning("%s, item %s: %s; charged its reserved upper estimate", m, key[1], e)
+            return self._reserved_of[key], 0.0
+        judge = 0.0
+        if self.judge_cost is not None:
+            try:
+                judge = float(self.judge_cost(m, score))
+            except (ValueError, TypeError):
+                judge = 0.0
+        return cost, judge
 
     def _dispatch(self, pool, futures) -> bool:
         """Ask the ranker for everything it wants now; False when the budget refused some call."""
@@ -252,17 +372,14 @@ class LiveRun:
         self.attempts += out.attempts
         self.retries += max(0, out.attempts - 1)
         if out.error is None:
-            try:
-                cost = float(self.actual_cost(m, out.score))
-            except (ValueError, TypeError) as e:  # no usage reported: charge the reservation
-                log.warning("%s, item %s: %s; charged its reserved upper estimate", m, req.item_id, e)
-                cost = self._reserved_of[out.key]
+            cost, judge = self._cost(m, out.score, out.key)
             raw = float(out.score.raw)
             scaled = float(self.scale(req.item, raw))
             self.ledger.settle(out.key, cost)
+            self.judge_spent[m] += judge
             self._journal({"type": "score", "model": m, "item_id": req.item_id, "raw": raw, "scaled": scaled,
                            "cost_usd": cost, "usage": list(out.score.usage or []), "attempts": out.attempts,
-                           "seconds": round(out.seconds, 4)})
+                           "seconds": round(out.seconds, 4), **_judge_fields(out.score, judge)})
             if r.is_pending(req):
                 r.tell(req, scaled, cost=cost)
             else:  # the model was dropped meanwhile: paid for and journaled, not ranked
@@ -270,10 +387,20 @@ class LiveRun:
             self.raw[m][req.item] = raw
             self.failures[m] = 0
         else:
-            self.ledger.release(out.key)
+            paid = getattr(out.error, "paid", None)
+            cost = judge = None
+            if paid is not None:  # the provider answered (and billed) before the item failed: charge it
+                cost, judge = self._cost(m, paid, out.key)
+                self.ledger.settle(out.key, cost)
+                self.judge_spent[m] += judge
+                r.charge(m, cost)
+            else:
+                self.ledger.release(out.key)
             why = redact(f"{type(out.error).__name__}: {out.error}", self.secrets)[:500]
             self._journal({"type": "failure", "model": m, "item_id": req.item_id, "error": why,
-                           "attempts": out.attempts, "cost_usd": None})
+                           "attempts": out.attempts, "cost_usd": cost,
+                           **({"usage": list(paid.usage or []), **_judge_fields(paid, judge)} if paid is not None
+                              else {})})
             self.failed_calls[m] += 1
             interrupted = isinstance(out.error, ModelFailed) and self._stop.is_set()
             if interrupted:
@@ -294,7 +421,7 @@ class LiveRun:
         r = self.ranker
         n_workers = workers or max(1, len(r.models) * r.max_in_flight)
         futures: dict = {}
-        pool = cf.ThreadPoolExecutor(max_workers=n_workers, thread_name_prefix="lm-eval-adaptive")
+        pool = _DaemonPool(n_workers, "lm-eval-adaptive")
         try:
             while True:
                 try:

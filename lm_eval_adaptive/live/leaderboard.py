@@ -34,15 +34,17 @@ from lm_eval_adaptive.data.tables import load_any_table
 from lm_eval_adaptive.engine.calibration import calibrate
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.harness.binding import DOC_ID
 from lm_eval_adaptive.harness.run import table_from_sample_logs
 from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy
-from lm_eval_adaptive.live.journal import JOURNAL_NAME, Journal, env_secrets, redact
+from lm_eval_adaptive.live.journal import JOURNAL_NAME, env_secrets
 from lm_eval_adaptive.live.session import (
-    RUN_FILE,
     LiveProgress,
     Setup,
     announce,
+    check_live_settings,
     model_rows,
+    start_run,
 )
 
 __all__ = ["LEADERBOARD_FORMAT", "REFRESH_KEYS", "load_leaderboard", "create_leaderboard", "refresh",
@@ -130,6 +132,7 @@ def create_leaderboard(history: str | None, *, task: str, metric: str, models=No
     if samples is not None:
 
         table = table_from_sample_logs(samples, task=task, metric=metric)
+        item_field = item_field or DOC_ID  # sample logs name documents by their harness doc id
         history = str(out.with_name(out.name.removesuffix(".json") + ".history.csv.gz"))
         out.parent.mkdir(parents=True, exist_ok=True)
         table.write(history)
@@ -200,6 +203,7 @@ def refresh(args, console, out_dir, journal, resumed) -> int:
         raise InputError("--add: give the new models as harness specs TYPE:ARGS")
     if args.budget_usd is None or not (args.budget_usd > 0 and math.isfinite(args.budget_usd)):
         raise InputError("--budget-usd: a refresh needs a positive dollar cap")
+    check_live_settings(args)
     table = _history_table(lb, path)
     anchors = _anchors(lb, table, path)
     bank = _bank(lb, table, anchors)
@@ -229,15 +233,15 @@ def refresh(args, console, out_dir, journal, resumed) -> int:
         settings["add"] = list(args.models)
         settings["leaderboard"] = str(path.resolve())
         settings["include_path"] = str(Path(args.include_path).resolve()) if args.include_path else None
-        write_json(out_dir / RUN_FILE, redact({"command": "refresh", "settings": settings,
-                                                       "bank_id": bank.bank_id}, env_secrets()))
-        journal = Journal.create(out_dir, {"command": "refresh", "leaderboard": str(path), "models": new,
-                                           "bank_id": bank.bank_id}, secrets=env_secrets())
+        settings["item_field"] = setup.binding.item_field
+        journal = start_run(out_dir, "refresh", settings, {"command": "refresh", "leaderboard": str(path),
+                                                           "models": new, "bank_id": bank.bank_id}, bank.bank_id)
     elif journal is not None and journal.header.get("bank_id") != bank.bank_id:
         raise InputError(f"the leaderboard's history changed since the refresh started (bank "
                          f"{journal.header.get('bank_id')} → {bank.bank_id})", path=str(out_dir / JOURNAL_NAME))
     live = LiveRun(ranker, {**{m: anchor_call for m in anchors}, **setup.scorers},
-                   upper_cost=setup.upper_cost, actual_cost=setup.actual_cost, scale=setup.scale,
+                   upper_cost=setup.upper_cost, actual_cost=setup.actual_cost, judge_cost=setup.judge_cost,
+                   scale=setup.scale,
                    ledger=setup.ledger, journal=journal,
                    retry=RetryPolicy(max_attempts=args.max_attempts, base_s=args.backoff),
                    max_failures=args.max_failures, secrets=env_secrets())
@@ -265,9 +269,14 @@ def refresh(args, console, out_dir, journal, resumed) -> int:
         return (k == 0 or adj[k - 1] > upper) and (k == len(res.ranking) - 1 or adj[k] > upper)
 
     placed = [m for m in new if m in pos]
-    if not placed:
-        stopped = "failed"
-    elif all(settled(m) for m in placed):
+    if not placed:  # nothing to enter: the leaderboard is left as it was
+        for m, why in res.failed.items():
+            console.print(f"[red]failed[/]: {m}: {why}")
+        console.print(f"[red]no new model placed[/]: {len(res.failed)} of {len(new)} failed; spent "
+                      f"${setup.ledger.spent:.4f} of a ${args.budget_usd:g} cap; {path} was not changed"
+                      + (f"; the journal is in {out_dir}" if out_dir is not None else ""))
+        return 1
+    if all(settled(m) for m in placed):
         stopped = "settled"
     else:
         stopped = ranker.stopped_because if ranker.stopped_because in ("budget", "max_items") else "bank_exhausted"
@@ -281,7 +290,7 @@ def refresh(args, console, out_dir, journal, resumed) -> int:
         added[m] = {"model": m, "source": "adaptive", "added": _now(),
                     "spec": next(f"{s.type}:{s.model_id}" for s in setup.specs if s.name == m),
                     "metric": {"estimate": r["est"], "lower": r["est_lo"], "upper": r["est_hi"], "level": 0.95},
-                    "cost_usd": r["cost"], "full_run_cost_usd": r["full_cost"]}
+                    "cost_usd": r["cost"], "judge_cost_usd": r["judge_cost"], "full_run_cost_usd": r["full_cost"]}
     entries = _entries(res, ranker, old, added)
     # earlier adaptive entries keep their stored place (same bank: the history is unchanged)
     earlier = [e for e in lb["entries"] if e.get("source") != "full_run" and e["model"] not in added]
@@ -291,7 +300,8 @@ def refresh(args, console, out_dir, journal, resumed) -> int:
     lb.update({"entries": entries, "bank_id": bank.bank_id, "updated": _now()})
     lb.setdefault("refreshes", []).append({
         "at": _now(), "added": list(added), "failed": dict(res.failed), "budget_usd": args.budget_usd,
-        "spent_usd": setup.ledger.spent, "stopped_because": stopped, "confidence": args.confidence,
+        "spent_usd": setup.ledger.spent, "judge_spent_usd": float(sum(live.judge_spent.values())),
+        "stopped_because": stopped, "confidence": args.confidence,
         "items": {m: res.items[m] for m in new}})
     _write(path, lb)
     print_leaderboard(console, lb, added, res.failed)

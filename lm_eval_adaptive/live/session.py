@@ -1,9 +1,13 @@
 """One live session, shared by ``rank`` and ``refresh``: settings checked, models, prices, scorers, ledger, run folder, progress and report.
 
-A session is built from the command's settings and an item bank. It resolves each model's
-price once, builds one harness document scorer per model, and owns the dollar ledger; the
-live driver (:mod:`lm_eval_adaptive.live.driver`) asks it what a call may cost at most, what
-it cost, and how a raw metric value maps into the bank's [0, 1] scale.
+A session is built from the command's settings and an item bank. Before any model call it
+binds the bank to the harness task (:func:`~lm_eval_adaptive.harness.binding.bind_bank`:
+task, metric, item ids → documents), resolves each model's price (and a declared judge's)
+once (:func:`~lm_eval_adaptive.data.price_map.model_price`), builds one harness document
+scorer per model, and owns the dollar ledger; the live driver
+(:mod:`lm_eval_adaptive.live.driver`) asks it what a call may cost at most, what it cost
+(the model's calls and any judge's), and how a raw metric value maps into the bank's [0, 1]
+scale. The run folder is created only once every setting has been checked.
 """
 
 from __future__ import annotations
@@ -16,21 +20,24 @@ from pathlib import Path
 
 import numpy as np
 
-from lm_eval_adaptive.data.price_map import price_for
-from lm_eval_adaptive.data.prices import Price, actual_cost, upper_estimate
+from lm_eval_adaptive.atomic import write_json
+from lm_eval_adaptive.data.price_map import model_price, parse_prices
+from lm_eval_adaptive.data.prices import actual_cost, upper_estimate
 from lm_eval_adaptive.engine.cat import full_task_estimate
 from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.harness.binding import bind_bank
+from lm_eval_adaptive.harness.run import DEFAULT_TIMEOUT_S, JudgePricing
 from lm_eval_adaptive.harness.scorer import (
     HarnessItemScorer,
     HarnessTask,
     parse_model_spec,
 )
-from lm_eval_adaptive.live.journal import JOURNAL_NAME, Journal, env_secrets
+from lm_eval_adaptive.live.journal import JOURNAL_NAME, Journal, env_secrets, redact
 from lm_eval_adaptive.live.ledger import BudgetLedger
 
-__all__ = ["Setup", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "parse_prices", "price_of",
-           "check_settings", "quiet_libraries", "open_run", "announce", "LiveProgress",
-           "model_rows", "build_report"]
+__all__ = ["Setup", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
+           "open_run", "start_run", "announce", "LiveProgress", "model_rows", "build_report",
+           "JUDGE_PROMPT_ALLOWANCE", "JUDGE_OUTPUT_ALLOWANCE"]
 
 log = logging.getLogger("lm_eval_adaptive")
 
@@ -43,68 +50,60 @@ RUN_KEYS = ("models", "tasks", "bank", "confidence", "budget_usd", "min_items", 
             "price", "metric", "item_field", "include_path", "num_fewshot", "apply_chat_template",
             "fewshot_as_multiturn", "gen_kwargs", "system_instruction", "seed", "metadata")
 
-
-def parse_prices(specs) -> dict:
-
-    out = {}
-    for s in specs or []:
-        name, sep, vals = s.rpartition("=")
-        try:
-            if not sep or not name:
-                raise ValueError
-            i, o = (float(x) for x in vals.split(","))
-            out[name] = Price.per_million(i, o, source="--price")
-        except ValueError:
-            raise InputError(f"--price {s!r}: expected MODEL=IN,OUT (USD per million input,output tokens)") from None
-    return out
+#: A judge call's part of an item's reservation: its prompt is taken as at most twice the
+#: model's prompt plus four bytes per output token of the model plus this many bytes (rubric,
+#: reference), its reply as at most JUDGE_OUTPUT_ALLOWANCE tokens. The judge's reply has no
+#: token limit, so this is an allowance, not a bound: a dearer judge call is still charged,
+#: and reported as the ledger's overshoot.
+JUDGE_PROMPT_ALLOWANCE = 4096
+JUDGE_OUTPUT_ALLOWANCE = 1024
 
 
-def price_of(spec, overrides: dict):
-    """The model's price: --price, else litellm's map (its id, without a provider prefix, or a known system)."""
-
-    for key in (spec.name, spec.model_id):
-        if key in overrides:
-            return overrides[key]
-    mid = spec.model_id
-    cands = [mid, mid.split("/", 1)[1] if "/" in mid else None, spec.name]
-    for c in filter(None, cands):
-        try:
-            return price_for(c, default=None)
-        except InputError:
-            continue
-    raise InputError(f"no known price for model {spec.name!r} ({spec.type}:{mid}) in litellm's price map; "
-                     f"give one with --price {spec.name}=IN,OUT (USD per million input,output tokens)")
-
-
-def check_settings(a) -> None:
-    if not a.models or len(a.models) < 2:
-        raise InputError("--models needs at least 2 model specs")
+def check_settings(a, *, need_models: int = 2) -> None:
+    """Refuse bad settings (the command line's types refuse them too; run.json's are checked here)."""
+    if not a.models or len(a.models) < need_models:
+        raise InputError(f"--models needs at least {need_models} model specs")
     if not a.tasks:
         raise InputError("--tasks: name the harness task to rank on")
     if "," in a.tasks:
         raise InputError(f"--tasks {a.tasks!r}: rank runs on one task at a time")
     if not a.bank:
         raise InputError("--bank: the task's item bank is needed (build one with lm-eval-adaptive calibrate)")
-    if not (0.5 < a.confidence < 1):
+    check_live_settings(a)
+
+
+def check_live_settings(a) -> None:
+    """The settings rank and refresh share."""
+    if a.confidence is not None and not (0.5 < a.confidence < 1):
         raise InputError(f"--confidence must be in (0.5, 1), got {a.confidence}")
     if a.budget_usd is not None and not (a.budget_usd > 0 and math.isfinite(a.budget_usd)):
         raise InputError(f"--budget-usd must be a positive number, got {a.budget_usd}")
-    if a.concurrency < 1:
-        raise InputError("--concurrency must be at least 1")
-    if a.min_items < 1:
-        raise InputError("--min-items must be at least 1")
+    for flag, v in (("--concurrency", a.concurrency), ("--min-items", a.min_items),
+                    ("--max-attempts", getattr(a, "max_attempts", 1)),
+                    ("--max-failures", getattr(a, "max_failures", 1))):
+        if not isinstance(v, int) or v < 1:
+            raise InputError(f"{flag} must be an integer >= 1, got {v!r}")
     if a.max_items is not None and a.max_items < a.min_items:
         raise InputError("--max-items must be at least --min-items")
+    backoff = getattr(a, "backoff", 0.0)
+    if not (isinstance(backoff, (int, float)) and math.isfinite(backoff) and backoff >= 0):
+        raise InputError(f"--backoff must be a finite number >= 0, got {backoff!r}")
+    timeout = getattr(a, "timeout", DEFAULT_TIMEOUT_S)
+    if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
+        raise InputError(f"--timeout must be a finite number > 0, got {timeout!r}")
 
 
 class Setup:
-    """Everything a live run needs, built from the settings (shared by rank and refresh)."""
+    """Everything a live run needs, built from the settings (shared by rank and refresh).
+
+    ``bank`` is an :class:`~lm_eval_adaptive.engine.bank.ItemBank` or a path to one.
+    Nothing is called and nothing is written here.
+    """
 
     def __init__(self, a, bank, *, anchors=None):
 
         os.environ.setdefault("TQDM_DISABLE", "1")  # the harness's per-call progress bars
         quiet_libraries()
-        self.bank = bank
         self.specs = [parse_model_spec(s) for s in a.models]
         names = [s.name for s in self.specs]
         dup = sorted({n for n in names if names.count(n) > 1})
@@ -114,32 +113,52 @@ class Setup:
         if clash:
             raise InputError(f"model(s) {clash} are already on the leaderboard")
         overrides = parse_prices(a.price)
-        self.prices = {s.name: price_of(s, overrides) for s in self.specs}
+        self.prices = {s.name: model_price(s.model_id, name=s.name, overrides=overrides) for s in self.specs}
         metadata = json.loads(a.metadata) if a.metadata else None
         self.task = HarnessTask(a.tasks, include_path=a.include_path, num_fewshot=a.num_fewshot,
                                 gen_kwargs=a.gen_kwargs, apply_chat_template=a.apply_chat_template,
                                 fewshot_as_multiturn=a.fewshot_as_multiturn,
-                                system_instruction=a.system_instruction, metadata=metadata,
-                                item_field=a.item_field)
-        self.scorers = {s.name: HarnessItemScorer(s, self.task, bank, metric=a.metric) for s in self.specs}
-        first = next(iter(self.scorers.values()))
-        self.task_name, self.metric, self.n_docs = first.task_name, first.metric, first.n_docs
+                                system_instruction=a.system_instruction, metadata=metadata)
+        loaded = self.task.load()
+        self.binding = bind_bank(bank, loaded[0], loaded[1], metric=a.metric, item_field=a.item_field)
+        self.bank = self.binding.bank
+        self.judges = JudgePricing(overrides, required=True)
+        self.judges.declare(self.task.judges)  # a judge the task declared is priced before any call
+        self.timeout = float(getattr(a, "timeout", DEFAULT_TIMEOUT_S))
+        self.scorers = {}
+        for s in self.specs:
+            self.scorers[s.name] = HarnessItemScorer(s, self.task, self.binding, timeout=self.timeout,
+                                                     loaded=loaded)
+            loaded = None  # the first scorer takes the task object the bank was bound on
+        self.task_name, self.metric, self.n_docs = self.binding.task, self.binding.metric, self.binding.n_docs
         self.ledger = BudgetLedger(a.budget_usd)
+        bank = self.bank
         self.bank_costs = {m: self.prices[m].item_costs(bank.input_tokens, bank.output_tokens) for m in names}
         self.full_cost = {m: float(np.mean(c)) * self.n_docs for m, c in self.bank_costs.items()}
-        self._upper = {}
 
     def upper_cost(self, model: str, item_id: str) -> float:
-
-        inp, out = self.scorers[model].upper_tokens(item_id)
-        return upper_estimate(self.prices[model], inp, out)
+        """The most the item may cost: the model's calls (prompt bytes, max output tokens) plus,
+        when the task declared a judge, the judge allowance (JUDGE_PROMPT_ALLOWANCE)."""
+        scorer = self.scorers[model]
+        inp, out = scorer.upper_tokens(item_id)
+        usd = upper_estimate(self.prices[model], inp, out)
+        if self.judges.prices:
+            j_in = 2 * scorer.prompt_chars(item_id) + 4 * out + JUDGE_PROMPT_ALLOWANCE
+            usd += max(upper_estimate(p, j_in, JUDGE_OUTPUT_ALLOWANCE) for p in self.judges.prices.values())
+        return usd
 
     def actual_cost(self, model: str, score) -> float:
+        """What the item cost: the model's calls at its price plus the judge's calls at the judge's.
+        ValueError when some call reported no usage."""
+        if not score.usage and score.calls == 0:
+            model_usd = 0.0
+        else:
+            model_usd = float(sum(actual_cost(self.prices[model], u) for u in score.usage))
+        return model_usd + self.judge_cost(model, score)
 
-        if not score.usage:
-            if score.calls == 0:
-                return 0.0
-        return float(sum(actual_cost(self.prices[model], u) for u in score.usage))
+    def judge_cost(self, model: str, score) -> float:
+        """The judge's part of :meth:`actual_cost`."""
+        return self.judges.cost(getattr(score, "judge", None) or [])
 
     def scale(self, item: int, raw: float) -> float:
         return float(self.bank.scale(item, raw))
@@ -189,8 +208,17 @@ def open_run(args, keys=RUN_KEYS, *, command: str = "rank", required: bool = Tru
     d = Path(args.output)
     if (d / JOURNAL_NAME).exists():
         raise InputError(f"a run already exists in {d}; continue it with --resume {d} or choose another --output")
-    d.mkdir(parents=True, exist_ok=True)
-    return d, None, False
+    if d.exists() and not d.is_dir():
+        raise InputError("--output must be a folder", path=str(d))
+    return d, None, False  # created by start_run, once every setting has been checked
+
+
+def start_run(out_dir: Path, command: str, settings: dict, header: dict, bank_id: str) -> Journal:
+    """Create the run folder, its run.json (secrets redacted) and its journal."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json(out_dir / RUN_FILE, redact({"command": command, "settings": settings, "bank_id": bank_id},
+                                          env_secrets()))
+    return Journal.create(out_dir, header, secrets=env_secrets())
 
 
 def announce(console, setup, a) -> None:
@@ -266,7 +294,7 @@ def model_rows(live, setup, models) -> list[dict]:
         est = full_task_estimate(setup.bank, items, raw, e.theta, e.se)
         rows.append({"model": m, "theta": e.theta, "se": e.se, "lo": e.theta - z * e.se, "hi": e.theta + z * e.se,
                      "est": est["estimate"], "est_lo": est["lower"], "est_hi": est["upper"], "items": e.n,
-                     "cost": e.spent, "full_cost": setup.full_cost[m]})
+                     "cost": e.spent, "judge_cost": live.judge_spent.get(m, 0.0), "full_cost": setup.full_cost[m]})
     return rows
 
 
@@ -281,26 +309,37 @@ def build_report(live, setup, a, *, command: str) -> dict:
         entry["theta_ci95"] = [r["lo"], r["hi"]]
         entry["metric_estimate"] = {"estimate": r["est"], "lower": r["est_lo"], "upper": r["est_hi"],
                                     "level": 0.95, "metric": setup.metric}
+        entry["judge_cost_usd"] = r["judge_cost"]
         entry["full_run_cost_usd"] = r["full_cost"]
         entry["price"] = {"input_per_mtok": setup.prices[entry["model"]].input_per_mtok,
                           "output_per_mtok": setup.prices[entry["model"]].output_per_mtok,
                           "source": setup.prices[entry["model"]].source}
     snap = setup.ledger.snapshot()
+    stopped = d["stopped_because"]
+    if live.interrupted:
+        stopped = "interrupted"
+    elif len(d["ranking"]) < 2:
+        stopped = "failed"  # fewer than two models left: nothing was ranked
     d.update({
         "command": command,
         "task": setup.task_name, "metric": setup.metric, "task_docs": setup.n_docs,
         "bank_id": setup.bank.bank_id,
-        "stopped_because": "interrupted" if live.interrupted else d["stopped_because"],
+        "stopped_because": stopped, "ranked": len(d["ranking"]) >= 2,
         "total_cost_usd": snap["spent"], "budget_usd": a.budget_usd,
+        "judge_cost_usd": float(sum(live.judge_spent.values())),
+        "judge_prices": {m: {"input_per_mtok": p.input_per_mtok, "output_per_mtok": p.output_per_mtok,
+                             "source": p.source} for m, p in setup.judges.prices.items()},
         "full_run_cost_usd": float(sum(setup.full_cost[m] for m in live.ranker.models)),
-        "failed": [{"model": m, "error": why, "items": res.items[m], "cost_usd": res.cost[m]}
-                   for m, why in res.failed.items()],
+        "failed": [{"model": m, "error": why, "items": res.items[m], "cost_usd": res.cost[m],
+                    "judge_cost_usd": live.judge_spent.get(m, 0.0)} for m, why in res.failed.items()],
         "calls": {"attempts": live.attempts, "retries": live.retries,
                   "failed_items": int(sum(live.failed_calls.values())),
                   "lost_in_flight": [{"model": m, "item_id": i, "charged_usd": u} for m, i, u in live.lost_in_flight]},
         "ledger": {k: snap[k] for k in ("spent", "reserved", "n_settled", "n_refused", "overshoot_usd")},
         "settings": {"confidence": a.confidence, "min_items": a.min_items, "max_items": a.max_items,
-                     "concurrency": a.concurrency, "seed": a.seed},
+                     "concurrency": a.concurrency, "seed": a.seed, "timeout_s": setup.timeout,
+                     "max_attempts": getattr(a, "max_attempts", None), "backoff_s": getattr(a, "backoff", None),
+                     "item_field": setup.binding.item_field},
         "rows": rows + failed_rows,
     })
     return d

@@ -91,6 +91,7 @@ import random
 import re
 import signal
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -784,6 +785,12 @@ class _HTTPServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128  # the default 5 makes bursts of connections wait for SYN retries
     replay: ReplayServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # a client that gave up (its timeout ran out during injected latency) is no server error
+        if isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):

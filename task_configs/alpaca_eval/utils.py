@@ -32,6 +32,7 @@ from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.metrics import (
     JUDGE_API_BASE_ENV,
     JUDGE_MODEL_ENV,
+    declare_judge,
     llm_judge,
     rouge_l,
 )
@@ -89,6 +90,7 @@ def load_alpaca_eval_judged(
             "the task alpaca_eval_rouge_l needs none"
         )
     lo, hi = (float(x) for x in judge_scale)
+    declare_judge(model)  # lets lm-eval-adaptive price the judge before any call
     _JUDGE.update(
         model=model,
         api_base=judge_api_base or os.environ.get(JUDGE_API_BASE_ENV) or None,

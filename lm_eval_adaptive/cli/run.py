@@ -1,0 +1,53 @@
+"""``lm-eval-adaptive run``: the harness's own ``run`` parser plus the adaptive argument group.
+
+Without ``--adaptive`` the harness's ``run`` executes unchanged; with it
+:func:`lm_eval_adaptive.harness.run.run_adaptive` runs (see docs/harness.md). Every adaptive
+setting is checked while the command line is parsed (:mod:`.arguments`).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from lm_eval_adaptive.cli.arguments import (
+    nonnegative_float,
+    positive_float,
+    positive_int,
+)
+from lm_eval_adaptive.harness.run import DEFAULT_TIMEOUT_S, add_harness_run_parser
+
+__all__ = ["add_run_parser"]
+
+
+def add_run_parser(subparsers) -> argparse.ArgumentParser:
+    """Add the harness's own ``run`` subcommand, plus the adaptive argument group."""
+    p = add_harness_run_parser(subparsers)
+    g = p.add_argument_group("adaptive (lm-eval-adaptive)")
+    g.add_argument("--adaptive", action="store_true",
+                   help="run a computerized adaptive test instead of every document")
+    g.add_argument("--bank", dest="adaptive_bank", nargs="+", default=None, metavar="[TASK=]BANK.json",
+                   help="item bank per task (TASK=PATH; a bare PATH when there is one task)")
+    g.add_argument("--se-target", dest="adaptive_se_target", metavar="SE", type=nonnegative_float, default=0.2,
+                   help="stop when the ability SE falls to this (default 0.2)")
+    g.add_argument("--min-items", dest="adaptive_min_items", metavar="N", type=positive_int, default=30,
+                   help="minimum documents per task before the SE rule may stop (default 30)")
+    g.add_argument("--max-items", dest="adaptive_max_items", metavar="N", type=positive_int, default=500,
+                   help="maximum documents per task (default 500)")
+    g.add_argument("--budget-usd", dest="adaptive_budget_usd", metavar="USD", type=positive_float, default=None,
+                   help="cap on the spend per task: a document is given only while the spend so far plus "
+                        "its estimate (the bank's token counts at the model's price) fits")
+    g.add_argument("--price", dest="adaptive_price", nargs="+", action="extend", default=None,
+                   metavar="[MODEL=]IN,OUT",
+                   help="USD per million input,output tokens for a model litellm has no price for "
+                        "(MODEL=IN,OUT, repeatable; a bare IN,OUT prices the model run; a judge model too)")
+    g.add_argument("--batch-size-adaptive", dest="adaptive_batch_size", metavar="K", type=positive_int, default=1,
+                   help="documents picked per step (the most informative ones; default 1)")
+    g.add_argument("--metric", dest="adaptive_metric", metavar="METRIC", default=None,
+                   help="per-document metric to feed the CAT (default: the bank's metric)")
+    g.add_argument("--item-field", dest="adaptive_item_field", metavar="FIELD", default=None,
+                   help="document field that holds the bank's item ids (doc_id: the harness doc id; "
+                        "default: doc ids, refused when that reading is ambiguous)")
+    g.add_argument("--timeout", dest="adaptive_timeout", metavar="SECONDS", type=positive_float,
+                   default=DEFAULT_TIMEOUT_S,
+                   help=f"seconds one model or judge call may take (default {DEFAULT_TIMEOUT_S:g})")
+    return p

@@ -1,0 +1,231 @@
+"""Every place lm-eval-adaptive reaches past lm-evaluation-harness's public API, in one module.
+
+Tested on lm-eval 0.4.13 (the version installed and run by the test suite); the supported
+range is ``>=0.4.9,<0.5`` (:data:`SUPPORTED_LM_EVAL`), the versions whose ``run`` parser,
+``simple_evaluate(samples=...)`` and ``TemplateAPI`` this module relies on. When the
+harness changes one of these, this is the only module to fix.
+
+The rest of the package uses the harness's public API only: ``simple_evaluate``,
+``lm_eval.api.registry.get_model``, ``LM.create_from_arg_obj``, ``TaskManager``,
+``EvaluatorConfig``, ``EvaluationTracker``, ``Task.eval_docs``, ``Task.instances``,
+``Task.build_all_requests``, ``Task.process_results``, ``Task.aggregation``,
+``lm_eval.utils.simple_parse_args_string`` and ``make_table``.
+
+What is reached here, and why:
+
+* **The ``run`` subcommand** (:func:`add_harness_run_parser`): the harness has no public
+  parser for ``run``; ``lm_eval._cli.run.Run`` builds it. The harness's own execution of a
+  parsed ``run`` is taken from the parser's ``func`` default (an argparse public), not
+  from the private ``Run._execute`` by name.
+* **Model construction** (:func:`build_lm`): ``num_concurrent``, ``max_retries`` and
+  ``timeout`` are constructor arguments of the harness's API models (``TemplateAPI``), so
+  they are set through ``create_from_arg_obj``; the float timeout is then set on the
+  public ``timeout`` attribute (the constructor rounds it down to whole seconds).
+* **litellm calls** (``LiteLLMChatCompletion``): its ``model_call``/``amodel_call`` pass
+  the payload to ``litellm.completion``/``acompletion`` without the model's ``timeout``;
+  both methods are wrapped on the instance to add ``timeout`` (and ``max_retries=0``, so
+  the SDK does not retry behind the live runner's back) to the call's ``gen_kwargs``,
+  which become ``litellm`` keyword arguments.
+* **Usage capture** (:func:`capture_usage`): ``parse_generations``/``parse_logprobs`` of
+  the instance are wrapped to see each raw response (its ``usage``), on the one-at-a-time
+  and the concurrent paths alike.
+* **Task requests** (:func:`use_full_run_requests`): ``Task.build_all_requests`` of the
+  instance is replaced, and the private ``Task._instances`` set, so that a subset of
+  documents gets the requests a full run builds for them (the few-shot stream).
+* **Task filters** (:func:`task_filters`): the private ``Task._filters`` applied to the
+  requests of one document (``Task.apply_filters`` works on the task's whole request list).
+* **Default output limit** (:func:`default_max_gen_toks`): the private
+  ``TemplateAPI._max_gen_toks`` (the ``max_gen_toks`` model argument).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import threading
+from contextlib import contextmanager
+
+__all__ = ["SUPPORTED_LM_EVAL", "TESTED_LM_EVAL", "add_harness_run_parser", "build_lm", "capture_usage",
+           "usage_sink", "use_full_run_requests", "fresh_instance", "task_filters", "default_max_gen_toks",
+           "is_api_model"]
+
+SUPPORTED_LM_EVAL = ">=0.4.9,<0.5"
+TESTED_LM_EVAL = ("0.4.13",)
+
+
+# ------------------------------------------------------------------------------- run
+def add_harness_run_parser(subparsers):
+    """Add the harness's own ``run`` subcommand; return (its parser, the harness's execute(args))."""
+    from lm_eval._cli.run import Run
+
+    Run.create(subparsers)
+    parser = subparsers.choices["run"]
+    return parser, parser.get_default("func")
+
+
+# ----------------------------------------------------------------------------- models
+def is_api_model(factory) -> bool:
+    """Whether the harness model class ``factory`` is one of its HTTP API models (``TemplateAPI``)."""
+    from lm_eval.models.api_models import TemplateAPI
+
+    return isinstance(factory, type) and issubclass(factory, TemplateAPI)
+
+
+def build_lm(model_type: str, model_args, *, extra: dict | None = None, timeout: float | None = None,
+             own_retries: bool = False, one_call_at_a_time: bool = False):
+    """The harness LM ``model_type`` built from ``model_args`` (a ``k=v,...`` string or a dict).
+
+    For the harness's API models: ``timeout`` seconds per HTTP call (also passed to litellm),
+    ``own_retries`` switches the harness's and litellm's retries off (the caller retries and
+    counts attempts), ``one_call_at_a_time`` sets ``num_concurrent=1``. Every response's
+    usage is reported to :func:`usage_sink`. Raises ``ValueError``/``KeyError`` for an
+    unknown model type (the registry's own errors).
+    """
+    from lm_eval.api.registry import get_model
+    from lm_eval.utils import simple_parse_args_string
+
+    factory = get_model(model_type)
+    args = dict(model_args) if isinstance(model_args, dict) else simple_parse_args_string(model_args or "")
+    api = is_api_model(factory)
+    if api:
+        if timeout is not None:
+            args["timeout"] = max(1, math.ceil(timeout))
+        if own_retries:
+            args["max_retries"] = 1
+        if one_call_at_a_time:
+            args["num_concurrent"] = 1
+    lm = factory.create_from_arg_obj(args, extra or {})
+    if api and timeout is not None:
+        lm.timeout = float(timeout)
+    if api and type(lm).__name__.startswith("LiteLLM"):
+        add = {}
+        if timeout is not None:
+            add["timeout"] = float(timeout)
+        if own_retries:
+            add["max_retries"] = 0
+        if add:
+            _add_litellm_kwargs(lm, add)
+    capture_usage(lm)
+    return lm
+
+
+def _add_litellm_kwargs(lm, add: dict) -> None:
+    """Pass ``add`` as keyword arguments of every litellm call the harness LM makes."""
+    for name in ("model_call", "amodel_call"):
+        call = getattr(lm, name, None)
+        if call is None:
+            continue
+        if name == "model_call":
+            def wrapped(*args, _call=call, **kwargs):
+                kwargs["gen_kwargs"] = {**(kwargs.get("gen_kwargs") or {}), **add}
+                return _call(*args, **kwargs)
+        else:
+            async def wrapped(*args, _call=call, **kwargs):
+                kwargs["gen_kwargs"] = {**(kwargs.get("gen_kwargs") or {}), **add}
+                return await _call(*args, **kwargs)
+        setattr(lm, name, wrapped)
+
+
+def default_max_gen_toks(lm, fallback: int = 256) -> int:
+    """The LM's default ``max_gen_toks`` (used when a request sets none)."""
+    return int(getattr(lm, "_max_gen_toks", fallback))
+
+
+# ------------------------------------------------------------------------------ usage
+_tls = threading.local()
+
+
+def capture_usage(lm) -> None:
+    """Report the usage of every response the harness API LM ``lm`` parses to :func:`usage_sink`.
+
+    The harness's API models (``TemplateAPI``: ``litellm``, ``local-chat-completions``,
+    ``openai-chat-completions``, ``local-completions``, ...) pass each response, from their
+    one-at-a-time and their concurrent (asyncio, same thread) paths alike, to
+    ``parse_generations`` or ``parse_logprobs``; those are wrapped here. Responses that come
+    from the harness's cache are never parsed, so they report nothing. Other LMs (local
+    models) report nothing either.
+    """
+    for name in ("parse_generations", "parse_logprobs"):
+        parse = getattr(lm, name, None)
+        if parse is None or getattr(parse, "_lm_eval_adaptive_usage", False):
+            continue
+
+        def wrapped(*args, _parse=parse, **kwargs):
+            sink = getattr(_tls, "sink", None)
+            if sink is not None:
+                outputs = kwargs.get("outputs", args[0] if args else None)
+                for out in outputs if isinstance(outputs, list) else [outputs]:
+                    sink.append(usage_of(out))
+            return _parse(*args, **kwargs)
+
+        wrapped._lm_eval_adaptive_usage = True
+        setattr(lm, name, wrapped)
+
+
+def usage_of(response) -> dict | None:
+    """The OpenAI-style usage dict of a response (dict or SDK object); None if it has none."""
+    usage = response.get("usage") if isinstance(response, dict) else getattr(response, "usage", None)
+    if usage is not None and not isinstance(usage, dict):
+        usage = dict(usage) if hasattr(usage, "keys") else {
+            "prompt_tokens": getattr(usage, "prompt_tokens", None),
+            "completion_tokens": getattr(usage, "completion_tokens", None)}
+    return usage
+
+
+@contextmanager
+def usage_sink():
+    """Collect, in a list, the usage of every response parsed in this thread meanwhile
+    (one OpenAI-style dict per response, None where a response carried none)."""
+    _tls.sink = sink = []
+    try:
+        yield sink
+    finally:
+        _tls.sink = None
+
+
+# ------------------------------------------------------------------------------ tasks
+def fresh_instance(inst, *, doc_id: int | None = None):
+    """A copy of a harness request with no responses yet (numbered ``doc_id`` if given)."""
+    new = copy.copy(inst)
+    if doc_id is not None:
+        new.doc_id = doc_id
+    new.resps = []
+    new.filtered_resps = {}
+    return new
+
+
+def task_filters(task) -> list:
+    """The task's filter ensembles (each has ``apply(instances)``)."""
+    return list(getattr(task, "_filters", []))
+
+
+def use_full_run_requests(task_obj) -> None:
+    """Make the harness give every document of ``task_obj`` the requests a full run gives it.
+
+    The harness draws few-shot examples from one seeded stream in document order, so
+    building the requests of a subset (``simple_evaluate(samples=...)``) gives a document
+    other examples than the full runs the bank was calibrated on, and the final pass other
+    prompts than the CAT's (its generations would miss the cache and be paid twice). Here
+    ``build_all_requests`` builds every document's requests once, as a full run does, and
+    each call then takes fresh copies of the requested documents' requests.
+    """
+
+    build = task_obj.build_all_requests
+    memo: dict = {}
+
+    def build_all_requests(*, limit=None, samples=None, **kwargs):
+        key = repr(sorted(kwargs.items()))
+        if memo.get("key") != key:
+            build(limit=None, samples=None, **kwargs)
+            by_doc: dict = {}
+            for inst in task_obj.instances:
+                by_doc.setdefault(inst.doc_id, []).append(inst)
+            memo.update(key=key, by_doc=by_doc)
+        by_doc = memo["by_doc"]
+        if samples is None:
+            task_obj._instances = [fresh_instance(i) for d in sorted(by_doc)[:limit] for i in by_doc[d]]
+        else:  # as the harness numbers them: by position among the chosen documents, in task order
+            task_obj._instances = [fresh_instance(i, doc_id=k) for k, d in enumerate(sorted(samples))
+                                   for i in by_doc[d]]
+
+    task_obj.build_all_requests = build_all_requests
