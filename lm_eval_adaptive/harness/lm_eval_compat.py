@@ -36,6 +36,11 @@ What is reached here, and why:
   requests of one document (``Task.apply_filters`` works on the task's whole request list).
 * **Default output limit** (:func:`default_max_gen_toks`): the private
   ``TemplateAPI._max_gen_toks`` (the ``max_gen_toks`` model argument).
+* **The task index of a run** (:func:`index_include_path_only`): ``EvaluatorConfig.process_tasks``
+  builds a ``TaskManager`` over every task the harness ships (about 10 s); while the context
+  is active, the ``lm_eval.tasks.TaskManager`` it looks up indexes only ``--include_path``
+  when every requested task is found there (tasks there win over the harness's of the same
+  name anyway), and the harness's whole index otherwise.
 """
 
 from __future__ import annotations
@@ -45,7 +50,8 @@ import math
 import threading
 from contextlib import contextmanager
 
-__all__ = ["SUPPORTED_LM_EVAL", "TESTED_LM_EVAL", "add_harness_run_parser", "build_lm", "capture_usage",
+__all__ = ["SUPPORTED_LM_EVAL", "TESTED_LM_EVAL", "add_harness_run_parser", "index_include_path_only",
+           "build_lm", "capture_usage",
            "usage_sink", "use_full_run_requests", "fresh_instance", "task_filters", "default_max_gen_toks",
            "is_api_model"]
 
@@ -61,6 +67,33 @@ def add_harness_run_parser(subparsers):
     Run.create(subparsers)
     parser = subparsers.choices["run"]
     return parser, parser.get_default("func")
+
+
+@contextmanager
+def index_include_path_only(tasks):
+    """While active, a run's task index covers only ``--include_path`` when it holds every task.
+
+    ``tasks``: the requested task names (a list, or the harness's comma-separated string).
+    Names that are paths (YAML files, folders) or not all found in the include path fall
+    back to the harness's full index.
+    """
+    import lm_eval.tasks as lm_tasks
+
+    names = [t.strip() for t in (tasks.split(",") if isinstance(tasks, str) else list(tasks or [])) if t.strip()]
+    full = lm_tasks.TaskManager
+
+    def task_manager(*args, **kwargs):
+        if kwargs.get("include_path") and names and "include_defaults" not in kwargs:
+            only = full(*args, include_defaults=False, **kwargs)
+            if all(n in only.all_tasks for n in names):
+                return only
+        return full(*args, **kwargs)
+
+    lm_tasks.TaskManager = task_manager
+    try:
+        yield
+    finally:
+        lm_tasks.TaskManager = full
 
 
 # ----------------------------------------------------------------------------- models

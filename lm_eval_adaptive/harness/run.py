@@ -78,10 +78,11 @@ def _harness_namespace(args: argparse.Namespace) -> argparse.Namespace:
 
 
 def execute_run(args: argparse.Namespace, harness_execute) -> int:
-    if not args.adaptive:
-        harness_execute(_harness_namespace(args))
-        return 0
-    return run_adaptive(args)
+    with compat.index_include_path_only(getattr(args, "tasks", None)):
+        if not args.adaptive:
+            harness_execute(_harness_namespace(args))
+            return 0
+        return run_adaptive(args)
 
 
 # ---------------------------------------------------------------------------- adaptive
