@@ -279,8 +279,8 @@ def test_model_spec_parsing():
 
 def test_rank_command_errors_name_the_bad_input(tmp_path, capsys):
     from lm_eval_adaptive.cli.main import main
-    from lm_eval_adaptive.errors import InputError
     from lm_eval_adaptive.data.price_map import parse_prices
+    from lm_eval_adaptive.errors import InputError
 
     base = ["rank", "--models", "litellm:model=a", "litellm:model=b", "--tasks", "t", "--bank", "b.json"]
     assert main(base) == 2
