@@ -297,3 +297,20 @@ def test_run_adaptive_charges_the_judge(server, tmp_path):
         judge["prompt_tokens"] * jp.input_per_token + judge["completion_tokens"] * jp.output_per_token)
     assert a["cost_usd"] == pytest.approx(usd(a["usage"], 1, 3) + a["judge_cost_usd"])
     assert judge["prices"][JUDGE]["source"] == "litellm:gpt-4o-mini"
+
+
+def test_a_task_declares_its_judge_when_loaded_so_it_is_priced_before_any_call(server):
+    from lm_eval_adaptive.harness.scorer import HarnessTask
+
+    t = HarnessTask(ALPACA, include_path=str(REPO / "task_configs"),
+                    metadata={"judge_model": JUDGE, "judge_api_base": server.url})
+    t.load()
+    assert t.judges == [JUDGE]
+
+
+def test_timeout_comes_from_the_flag_else_the_model_arguments_else_the_default():
+    from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S, resolve_timeout
+
+    assert resolve_timeout(3, "model=x,timeout=7") == 3.0
+    assert resolve_timeout(None, "model=x,timeout=7") == 7.0
+    assert resolve_timeout(None, {"model": "x"}) == resolve_timeout(None, "") == DEFAULT_TIMEOUT_S == 120.0

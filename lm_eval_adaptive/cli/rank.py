@@ -29,7 +29,7 @@ from lm_eval_adaptive.cli.arguments import (
 from lm_eval_adaptive.cli.report import plot_ranking
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.errors import InputError
-from lm_eval_adaptive.harness.run import DEFAULT_TIMEOUT_S
+from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S
 from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, env_secrets
 from lm_eval_adaptive.live.session import (
@@ -72,9 +72,9 @@ def add_live_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--item-field", default=None, metavar="FIELD",
                    help="document field that holds the bank's item ids (doc_id: the harness doc id; "
                         "default: doc ids, refused when that reading is ambiguous)")
-    g.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+    g.add_argument("--timeout", type=positive_float, default=None, metavar="SECONDS",
                    help=f"seconds one model or judge call may take before it fails (retried as a timeout; "
-                        f"default {DEFAULT_TIMEOUT_S:g})")
+                        f"default: the model's timeout= argument, else {DEFAULT_TIMEOUT_S:g})")
     g.add_argument("--max-attempts", type=positive_int, default=6, metavar="N",
                    help="attempts per call for 429/5xx/timeouts/dropped connections (backoff with jitter)")
     g.add_argument("--max-failures", type=positive_int, default=3, metavar="N",

@@ -14,7 +14,8 @@ from lm_eval_adaptive.cli.arguments import (
     positive_float,
     positive_int,
 )
-from lm_eval_adaptive.harness.run import DEFAULT_TIMEOUT_S, add_harness_run_parser
+from lm_eval_adaptive.harness.run import add_harness_run_parser
+from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S
 
 __all__ = ["add_run_parser"]
 
@@ -47,7 +48,7 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--item-field", dest="adaptive_item_field", metavar="FIELD", default=None,
                    help="document field that holds the bank's item ids (doc_id: the harness doc id; "
                         "default: doc ids, refused when that reading is ambiguous)")
-    g.add_argument("--timeout", dest="adaptive_timeout", metavar="SECONDS", type=positive_float,
-                   default=DEFAULT_TIMEOUT_S,
-                   help=f"seconds one model or judge call may take (default {DEFAULT_TIMEOUT_S:g})")
+    g.add_argument("--timeout", dest="adaptive_timeout", metavar="SECONDS", type=positive_float, default=None,
+                   help=f"seconds one model or judge call may take (default: the model's timeout= "
+                        f"argument, else {DEFAULT_TIMEOUT_S:g})")
     return p

@@ -48,7 +48,11 @@ from lm_eval_adaptive.harness import lm_eval_compat as compat
 from lm_eval_adaptive.harness.binding import SAMPLE_LOGS_SOURCE, BankBinding, bind_bank
 from lm_eval_adaptive.harness.lm_eval_compat import SUPPORTED_LM_EVAL
 from lm_eval_adaptive.harness.metrics import declared_judges, judge_calls
-from lm_eval_adaptive.harness.scorer import usage_total
+from lm_eval_adaptive.harness.scorer import (
+    DEFAULT_TIMEOUT_S,
+    resolve_timeout,
+    usage_total,
+)
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: bundled price map, no fetch
 
@@ -56,10 +60,6 @@ __all__ = ["SUPPORTED_LM_EVAL", "DEFAULT_TIMEOUT_S", "add_harness_run_parser", "
            "ModelCallError", "JudgePricing", "table_from_sample_logs"]
 
 log = logging.getLogger("lm_eval_adaptive")
-
-#: Seconds a model (or judge) call may take before it is abandoned (``--timeout``).
-DEFAULT_TIMEOUT_S = 120.0
-
 
 def add_harness_run_parser(subparsers) -> argparse.ArgumentParser:
     """The harness's own ``run`` subcommand, executing :func:`execute_run`; the caller adds the
@@ -207,7 +207,8 @@ def run_adaptive(args: argparse.Namespace) -> int:
     model_args = cfg.model_args
     extra = {"batch_size": cfg.batch_size, "max_batch_size": cfg.max_batch_size, "device": cfg.device}
     # API models: each call gets --timeout and is charged what the provider reports
-    lm = compat.build_lm(cfg.model, model_args, extra=extra, timeout=args.adaptive_timeout)
+    timeout = resolve_timeout(args.adaptive_timeout, model_args)
+    lm = compat.build_lm(cfg.model, model_args, extra=extra, timeout=timeout)
     tmpdir = tempfile.mkdtemp(prefix="lm-eval-adaptive-")
     # the harness's CachingLM (one sqlite file across calls): the final pass re-uses generations
     cache_path = cfg.use_cache or os.path.join(tmpdir, "generations")
@@ -227,7 +228,8 @@ def run_adaptive(args: argparse.Namespace) -> int:
 
     outcomes, all_samples = [], {}
     try:
-        all_results = _evaluate_tasks(bound, price, judges, args, evaluate, tracker, cfg, outcomes, all_samples)
+        all_results = _evaluate_tasks(bound, price, judges, args, evaluate, tracker, cfg, outcomes, all_samples,
+                                      timeout)
     except (InputError, KeyboardInterrupt):
         raise
     except Exception as e:  # a model or metric call that failed for good: say so, write nothing
@@ -261,12 +263,12 @@ class ModelCallError(RuntimeError):
     """A model or metric call failed for good (after the harness's own retries)."""
 
 
-def _evaluate_tasks(bound, price, judges, args, evaluate, tracker, cfg, outcomes, all_samples) -> dict:
+def _evaluate_tasks(bound, price, judges, args, evaluate, tracker, cfg, outcomes, all_samples, timeout) -> dict:
     """Run the adaptive test of every task; return the merged harness results (nothing written)."""
     all_results = None
     for tname, task_obj, binding in bound:
         compat.use_full_run_requests(task_obj)
-        o = _adaptive_task(tname, task_obj, binding, price, judges, args, evaluate)
+        o = _adaptive_task(tname, task_obj, binding, price, judges, args, evaluate, timeout)
         outcomes.append(o)
         # final pass over the administered documents: every generation comes from the cache
         # (and every judgement from the judge's in-process memo)
@@ -286,7 +288,7 @@ def _evaluate_tasks(bound, price, judges, args, evaluate, tracker, cfg, outcomes
 
 
 def _adaptive_task(tname, task_obj, binding: BankBinding, price, judges: JudgePricing, args,
-                   evaluate) -> TaskOutcome:
+                   evaluate, timeout: float) -> TaskOutcome:
     bank, metric, doc_of_item = binding.bank, binding.metric, binding.doc_of_item
     costs = price.item_costs(bank.input_tokens, bank.output_tokens)
     test = AdaptiveTest(bank, se_target=args.adaptive_se_target, min_items=args.adaptive_min_items,
@@ -300,7 +302,7 @@ def _adaptive_task(tname, task_obj, binding: BankBinding, price, judges: JudgePr
         if not batch:
             break
         docs = [int(doc_of_item[i]) for i in batch]
-        with compat.usage_sink() as sink, judge_calls(timeout=args.adaptive_timeout) as judged:
+        with compat.usage_sink() as sink, judge_calls(timeout=timeout) as judged:
             res = evaluate(task_obj, docs)
         charged = _charges(price, sink, costs[batch], usage) + _judge_charges(judges, judged, costs[batch], judge)
         by_doc = {}

@@ -41,12 +41,27 @@ from lm_eval_adaptive.harness.metrics import declared_judges, judge_calls
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: bundled price map, no fetch
 
 __all__ = ["ModelSpec", "parse_model_spec", "HarnessTask", "HarnessItemScorer", "ItemScore", "ScoringFailed",
-           "build_lm", "usage_total", "TEMPLATE_TOKENS"]
+           "build_lm", "usage_total", "resolve_timeout", "DEFAULT_TIMEOUT_S", "TEMPLATE_TOKENS"]
 
 log = logging.getLogger("lm_eval_adaptive")
 
 #: Chat-template overhead allowed per call in the upper estimate of input tokens.
 TEMPLATE_TOKENS = 64
+
+#: Seconds a model (or judge) call may take before it is abandoned, unless ``--timeout`` or the
+#: model's own ``timeout=`` argument says otherwise.
+DEFAULT_TIMEOUT_S = 120.0
+
+
+def resolve_timeout(timeout: float | None, model_args) -> float:
+    """``--timeout`` when given, else the model's ``timeout=`` argument, else :data:`DEFAULT_TIMEOUT_S`."""
+    if timeout is not None:
+        return float(timeout)
+    args = model_args if isinstance(model_args, dict) else _args_dict(model_args or "")
+    try:
+        return float(args["timeout"])
+    except (KeyError, TypeError, ValueError):
+        return DEFAULT_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -183,7 +198,8 @@ class HarnessTask:
 
 def build_lm(spec: ModelSpec, *, timeout: float | None = None):
     """The harness LM of ``spec`` (its registry and argument parsing), set up for item-at-a-time use:
-    one call at a time, no retries but the live runner's, ``timeout`` seconds per call."""
+    one call at a time, no retries but the live runner's, ``timeout`` seconds per call
+    (:func:`resolve_timeout`)."""
     from lm_eval.api.registry import get_model
 
     try:
@@ -191,7 +207,7 @@ def build_lm(spec: ModelSpec, *, timeout: float | None = None):
     except (ValueError, KeyError) as e:
         raise InputError(f"model spec {spec.type}:{spec.args}: unknown harness model type {spec.type!r} ({e})")
     return compat.build_lm(spec.type, spec.args, extra={"batch_size": 1, "max_batch_size": None, "device": None},
-                           timeout=timeout, own_retries=True, one_call_at_a_time=True)
+                           timeout=resolve_timeout(timeout, spec.args), own_retries=True, one_call_at_a_time=True)
 
 
 class ScoringFailed(RuntimeError):
@@ -234,8 +250,8 @@ class HarnessItemScorer:
                  timeout: float | None = None, loaded=None):
         self.spec = spec
         self.name = spec.name
-        self.timeout = timeout
-        self.lm = lm if lm is not None else build_lm(spec, timeout=timeout)
+        self.timeout = resolve_timeout(timeout, spec.args)
+        self.lm = lm if lm is not None else build_lm(spec, timeout=self.timeout)
         self.task_name, self.task = loaded if loaded is not None else task.load()
         self.binding = binding
         self.metric = binding.metric

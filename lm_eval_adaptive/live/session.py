@@ -26,7 +26,7 @@ from lm_eval_adaptive.data.prices import actual_cost, upper_estimate
 from lm_eval_adaptive.engine.cat import full_task_estimate
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import bind_bank
-from lm_eval_adaptive.harness.run import DEFAULT_TIMEOUT_S, JudgePricing
+from lm_eval_adaptive.harness.run import JudgePricing
 from lm_eval_adaptive.harness.scorer import (
     HarnessItemScorer,
     HarnessTask,
@@ -88,8 +88,8 @@ def check_live_settings(a) -> None:
     backoff = getattr(a, "backoff", 0.0)
     if not (isinstance(backoff, (int, float)) and math.isfinite(backoff) and backoff >= 0):
         raise InputError(f"--backoff must be a finite number >= 0, got {backoff!r}")
-    timeout = getattr(a, "timeout", DEFAULT_TIMEOUT_S)
-    if not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
+    timeout = getattr(a, "timeout", None)
+    if timeout is not None and not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
         raise InputError(f"--timeout must be a finite number > 0, got {timeout!r}")
 
 
@@ -124,11 +124,10 @@ class Setup:
         self.bank = self.binding.bank
         self.judges = JudgePricing(overrides, required=True)
         self.judges.declare(self.task.judges)  # a judge the task declared is priced before any call
-        self.timeout = float(getattr(a, "timeout", DEFAULT_TIMEOUT_S))
+        timeout = getattr(a, "timeout", None)
         self.scorers = {}
         for s in self.specs:
-            self.scorers[s.name] = HarnessItemScorer(s, self.task, self.binding, timeout=self.timeout,
-                                                     loaded=loaded)
+            self.scorers[s.name] = HarnessItemScorer(s, self.task, self.binding, timeout=timeout, loaded=loaded)
             loaded = None  # the first scorer takes the task object the bank was bound on
         self.task_name, self.metric, self.n_docs = self.binding.task, self.binding.metric, self.binding.n_docs
         self.ledger = BudgetLedger(a.budget_usd)
@@ -337,7 +336,8 @@ def build_report(live, setup, a, *, command: str) -> dict:
                   "lost_in_flight": [{"model": m, "item_id": i, "charged_usd": u} for m, i, u in live.lost_in_flight]},
         "ledger": {k: snap[k] for k in ("spent", "reserved", "n_settled", "n_refused", "overshoot_usd")},
         "settings": {"confidence": a.confidence, "min_items": a.min_items, "max_items": a.max_items,
-                     "concurrency": a.concurrency, "seed": a.seed, "timeout_s": setup.timeout,
+                     "concurrency": a.concurrency, "seed": a.seed,
+                     "timeout_s": {m: sc.timeout for m, sc in setup.scorers.items()},
                      "max_attempts": getattr(a, "max_attempts", None), "backoff_s": getattr(a, "backoff", None),
                      "item_field": setup.binding.item_field},
         "rows": rows + failed_rows,
