@@ -111,12 +111,6 @@ class BudgetLedger:
             self._reserved += u
             return True
 
-    def can_afford(self, upper_estimate_usd: float) -> bool:
-        """Whether a reservation of this size would fit now (books nothing)."""
-        u = _units(upper_estimate_usd, "upper_estimate_usd")
-        with self._lock:
-            return self._cap is None or self._spent + self._reserved + u <= self._cap
-
     def settle(self, key: Hashable, actual_usd: float) -> float:
         """Replace the reservation of ``key`` by the real charge ``actual_usd``.
 
