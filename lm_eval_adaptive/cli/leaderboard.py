@@ -14,7 +14,7 @@ from lm_eval_adaptive.live.leaderboard import (
     print_leaderboard,
     refresh,
 )
-from lm_eval_adaptive.live.session import open_run
+from lm_eval_adaptive.live.session import LiveSettings, open_run
 
 __all__ = ["cmd_leaderboard", "cmd_refresh", "add_leaderboard_parsers"]
 
@@ -23,9 +23,10 @@ def cmd_refresh(args) -> int:
     from rich.console import Console
 
     console = Console(stderr=True)
-    out_dir, journal, resumed = open_run(args, REFRESH_KEYS, command="refresh", required=False)
+    settings = LiveSettings.from_mapping(vars(args))
+    out_dir, journal, resumed = open_run(settings, REFRESH_KEYS, command="refresh", required=False)
     try:
-        return refresh(args, console, out_dir, journal, resumed)
+        return refresh(settings, console, out_dir, journal, resumed)
     finally:
         if journal is not None:
             journal.close()

@@ -37,6 +37,7 @@ from lm_eval_adaptive.live.session import (
     RANKING_FILE,
     RUN_KEYS,
     LiveProgress,
+    LiveSettings,
     Setup,
     announce,
     build_report,
@@ -110,8 +111,8 @@ def cmd_rank(args) -> int:
     from rich.console import Console
 
     console = Console(stderr=True)
-    out_dir, journal, resumed = open_run(args)
-    a = args
+    a = LiveSettings.from_mapping(vars(args))
+    out_dir, journal, resumed = open_run(a)
     try:
         # every setting, the bank (against the task and metric) and every price are checked before
         # the run folder is created or any call is made

@@ -1,7 +1,8 @@
 """``lm-eval-adaptive run``: the harness's own ``run`` parser plus the adaptive argument group.
 
 Without ``--adaptive`` the harness's ``run`` executes unchanged; with it
-:func:`lm_eval_adaptive.harness.run.run_adaptive` runs (see docs/harness.md). Every adaptive
+:func:`lm_eval_adaptive.harness.run.run_adaptive` runs with the adaptive settings gathered in an
+:class:`~lm_eval_adaptive.harness.run.AdaptiveRunConfig` (see docs/harness.md). Every adaptive
 setting is checked while the command line is parsed (:mod:`.arguments`).
 """
 
@@ -14,15 +15,31 @@ from lm_eval_adaptive.cli.arguments import (
     positive_float,
     positive_int,
 )
-from lm_eval_adaptive.harness.run import add_harness_run_parser
+from lm_eval_adaptive.harness.lm_eval_compat import add_harness_run_parser
+from lm_eval_adaptive.harness.run import AdaptiveRunConfig, execute_run
 from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S
 
-__all__ = ["add_run_parser"]
+__all__ = ["add_run_parser", "split_run_arguments"]
+
+
+def split_run_arguments(args: argparse.Namespace) -> tuple[argparse.Namespace, AdaptiveRunConfig | None]:
+    """(the harness's own ``run`` arguments, the adaptive settings or None without ``--adaptive``)."""
+    ours = {k: v for k, v in vars(args).items() if k == "adaptive" or k.startswith("adaptive_")}
+    harness = argparse.Namespace(**{k: v for k, v in vars(args).items() if k not in ours})
+    if not ours.get("adaptive"):
+        return harness, None
+    values = {k[len("adaptive_"):]: v for k, v in ours.items() if k != "adaptive"}
+    for key in ("bank", "price"):
+        values[key] = tuple(values.get(key) or ())
+    return harness, AdaptiveRunConfig(**values)
 
 
 def add_run_parser(subparsers) -> argparse.ArgumentParser:
     """Add the harness's own ``run`` subcommand, plus the adaptive argument group."""
-    p = add_harness_run_parser(subparsers)
+    p, harness_execute = add_harness_run_parser(subparsers)
+    p.description = ("Evaluate language models with lm-evaluation-harness; with --adaptive, generate "
+                     "and score only the documents a computerized adaptive test picks.")
+    p.set_defaults(func=lambda args: execute_run(*split_run_arguments(args), harness_execute))
     g = p.add_argument_group("adaptive (lm-eval-adaptive)")
     g.add_argument("--adaptive", action="store_true",
                    help="run a computerized adaptive test instead of every document")

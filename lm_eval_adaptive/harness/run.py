@@ -56,33 +56,43 @@ from lm_eval_adaptive.harness.scorer import (
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: bundled price map, no fetch
 
-__all__ = ["SUPPORTED_LM_EVAL", "DEFAULT_TIMEOUT_S", "add_harness_run_parser", "execute_run", "run_adaptive",
+__all__ = ["SUPPORTED_LM_EVAL", "DEFAULT_TIMEOUT_S", "AdaptiveRunConfig", "execute_run", "run_adaptive",
            "ModelCallError", "JudgePricing", "table_from_sample_logs"]
 
 log = logging.getLogger("lm_eval_adaptive")
 
-def add_harness_run_parser(subparsers) -> argparse.ArgumentParser:
-    """The harness's own ``run`` subcommand, executing :func:`execute_run`; the caller adds the
-    adaptive arguments (every dest named ``adaptive`` or ``adaptive_*``)."""
-    parser, harness_execute = compat.add_harness_run_parser(subparsers)
-    parser.description = ("Evaluate language models with lm-evaluation-harness; with --adaptive, generate "
-                          "and score only the documents a computerized adaptive test picks.")
-    parser.set_defaults(func=lambda args: execute_run(args, harness_execute))
-    return parser
+@dataclass(frozen=True)
+class AdaptiveRunConfig:
+    """The adaptive settings of ``run --adaptive`` (the rest of a run is the harness's own config).
+
+    ``bank``: ``[TASK=]PATH`` per task; ``se_target``, ``min_items``, ``max_items``: the
+    stopping rules; ``budget_usd``: a cap checked with the bank's token estimates;
+    ``price``: ``MODEL=IN,OUT`` (or a bare ``IN,OUT`` for the model run); ``batch_size``:
+    documents picked per step; ``metric``, ``item_field``: which per-document metric feeds
+    the test and which document field holds the bank's ids; ``timeout``: seconds per call.
+    """
+
+    bank: tuple = ()
+    se_target: float | None = 0.2
+    min_items: int = 30
+    max_items: int | None = 500
+    budget_usd: float | None = None
+    price: tuple = ()
+    batch_size: int = 1
+    metric: str | None = None
+    item_field: str | None = None
+    timeout: float | None = None
 
 
-def _harness_namespace(args: argparse.Namespace) -> argparse.Namespace:
-    """The namespace without our arguments (the harness's config rejects unknown keys)."""
-    d = {k: v for k, v in vars(args).items() if k != "adaptive" and not k.startswith("adaptive_")}
-    return argparse.Namespace(**d)
-
-
-def execute_run(args: argparse.Namespace, harness_execute) -> int:
-    with compat.index_include_path_only(getattr(args, "tasks", None)):
-        if not args.adaptive:
-            harness_execute(_harness_namespace(args))
+def execute_run(harness_args: argparse.Namespace, adaptive: AdaptiveRunConfig | None, harness_execute) -> int:
+    """``run``: the harness's own run of ``harness_args`` (its parsed ``run`` arguments), or with
+    ``adaptive`` the adaptive run of every task. The task index covers only ``--include_path``
+    when it holds every requested task."""
+    with compat.index_include_path_only(getattr(harness_args, "tasks", None)):
+        if adaptive is None:
+            harness_execute(harness_args)
             return 0
-        return run_adaptive(args)
+        return run_adaptive(harness_args, adaptive)
 
 
 # ---------------------------------------------------------------------------- adaptive
@@ -171,20 +181,20 @@ def _model_name(cfg) -> str:
     return str(ma.get("model") or ma.get("pretrained") or cfg.model)
 
 
-def run_adaptive(args: argparse.Namespace) -> int:
+def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig) -> int:
+    """The adaptive run (module docstring) of the harness run ``hargs`` with ``config``."""
     from lm_eval import simple_evaluate
     from lm_eval.config.evaluate_config import EvaluatorConfig
     from lm_eval.loggers import EvaluationTracker
     from lm_eval.utils import make_table
 
-    hargs = _harness_namespace(args)
     cfg = EvaluatorConfig.from_cli(hargs)
     task_manager = cfg.process_tasks(cfg.metadata)
     tasks = list(cfg.tasks)
-    bank_paths = _parse_banks(args.adaptive_bank, tasks)
+    bank_paths = _parse_banks(list(config.bank), tasks)
     name = _model_name(cfg)
-    overrides = parse_prices(args.adaptive_price, bare=name)
-    budgeted = args.adaptive_budget_usd is not None
+    overrides = parse_prices(list(config.price) or None, bare=name)
+    budgeted = config.budget_usd is not None
     price = model_price(name, overrides=overrides, default=None if budgeted else DEFAULT_PRICE)
     judges = JudgePricing(overrides, required=budgeted)
     # every task's bank is checked and bound before the model is built: nothing is asked of a bad input
@@ -196,8 +206,8 @@ def run_adaptive(args: argparse.Namespace) -> int:
             raise InputError(f"--adaptive runs single tasks; {task_name!r} expands to {len(loaded)} tasks "
                              f"({', '.join(list(loaded)[:5])}…): give them one by one with a bank each")
         tname, task_obj = next(iter(loaded.items()))
-        binding = bind_bank(bank_paths[task_name], tname, task_obj, metric=args.adaptive_metric,
-                            item_field=args.adaptive_item_field)
+        binding = bind_bank(bank_paths[task_name], tname, task_obj, metric=config.metric,
+                            item_field=config.item_field)
         judges.declare(declared)
         bound.append((tname, task_obj, binding))
 
@@ -207,7 +217,7 @@ def run_adaptive(args: argparse.Namespace) -> int:
     model_args = cfg.model_args
     extra = {"batch_size": cfg.batch_size, "max_batch_size": cfg.max_batch_size, "device": cfg.device}
     # API models: each call gets --timeout and is charged what the provider reports
-    timeout = resolve_timeout(args.adaptive_timeout, model_args)
+    timeout = resolve_timeout(config.timeout, model_args)
     lm = compat.build_lm(cfg.model, model_args, extra=extra, timeout=timeout)
     tmpdir = tempfile.mkdtemp(prefix="lm-eval-adaptive-")
     # the harness's CachingLM (one sqlite file across calls): the final pass re-uses generations
@@ -228,7 +238,7 @@ def run_adaptive(args: argparse.Namespace) -> int:
 
     outcomes, all_samples = [], {}
     try:
-        all_results = _evaluate_tasks(bound, price, judges, args, evaluate, tracker, cfg, outcomes, all_samples,
+        all_results = _evaluate_tasks(bound, price, judges, config, evaluate, tracker, cfg, outcomes, all_samples,
                                       timeout)
     except (InputError, KeyboardInterrupt):
         raise
@@ -242,9 +252,9 @@ def run_adaptive(args: argparse.Namespace) -> int:
     if cfg.log_samples:
         for t, rows in all_samples.items():
             tracker.save_results_samples(task_name=t, samples=rows)
-    print(f"{cfg.model} ({cfg.model_args}), adaptive: se_target={args.adaptive_se_target}, "
-          f"min_items={args.adaptive_min_items}, max_items={args.adaptive_max_items}, "
-          f"budget_usd={args.adaptive_budget_usd}")
+    print(f"{cfg.model} ({cfg.model_args}), adaptive: se_target={config.se_target}, "
+          f"min_items={config.min_items}, max_items={config.max_items}, "
+          f"budget_usd={config.budget_usd}")
     print(make_table(all_results))
     for o in outcomes:
         a = all_results["adaptive"][o.task]
@@ -263,12 +273,12 @@ class ModelCallError(RuntimeError):
     """A model or metric call failed for good (after the harness's own retries)."""
 
 
-def _evaluate_tasks(bound, price, judges, args, evaluate, tracker, cfg, outcomes, all_samples, timeout) -> dict:
+def _evaluate_tasks(bound, price, judges, config, evaluate, tracker, cfg, outcomes, all_samples, timeout) -> dict:
     """Run the adaptive test of every task; return the merged harness results (nothing written)."""
     all_results = None
     for tname, task_obj, binding in bound:
         compat.use_full_run_requests(task_obj)
-        o = _adaptive_task(tname, task_obj, binding, price, judges, args, evaluate, timeout)
+        o = _adaptive_task(tname, task_obj, binding, price, judges, config, evaluate, timeout)
         outcomes.append(o)
         # final pass over the administered documents: every generation comes from the cache
         # (and every judgement from the judge's in-process memo)
@@ -287,18 +297,18 @@ def _evaluate_tasks(bound, price, judges, args, evaluate, tracker, cfg, outcomes
     return all_results
 
 
-def _adaptive_task(tname, task_obj, binding: BankBinding, price, judges: JudgePricing, args,
+def _adaptive_task(tname, task_obj, binding: BankBinding, price, judges: JudgePricing, config: AdaptiveRunConfig,
                    evaluate, timeout: float) -> TaskOutcome:
     bank, metric, doc_of_item = binding.bank, binding.metric, binding.doc_of_item
     costs = price.item_costs(bank.input_tokens, bank.output_tokens)
-    test = AdaptiveTest(bank, se_target=args.adaptive_se_target, min_items=args.adaptive_min_items,
-                        max_items=args.adaptive_max_items, budget=args.adaptive_budget_usd,
+    test = AdaptiveTest(bank, se_target=config.se_target, min_items=config.min_items,
+                        max_items=config.max_items, budget=config.budget_usd,
                         item_costs=costs, name=tname)
     doc_ids, raws, clipped = [], [], 0
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "items_charged_by_usage": 0}
     judge = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "unpriced_calls": 0}
     while True:
-        batch = test.next_items(args.adaptive_batch_size)
+        batch = test.next_items(config.batch_size)
         if not batch:
             break
         docs = [int(doc_of_item[i]) for i in batch]

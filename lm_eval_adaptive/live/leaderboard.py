@@ -40,6 +40,7 @@ from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, env_secrets
 from lm_eval_adaptive.live.session import (
     LiveProgress,
+    LiveSettings,
     Setup,
     announce,
     check_live_settings,
@@ -193,26 +194,28 @@ REFRESH_KEYS = ("leaderboard", "add", "budget_usd", "confidence", "min_items", "
                  "fewshot_as_multiturn", "gen_kwargs", "system_instruction", "seed", "metadata")
 
 
-def refresh(args, console, out_dir, journal, resumed) -> int:
+def refresh(settings: LiveSettings, console, out_dir, journal, resumed) -> int:
+    """Place ``settings.add`` on the leaderboard ``settings.leaderboard`` live (see the module docstring);
+    the exit status: 0 placed, 1 no new model placed, 130 interrupted."""
 
-    if not args.leaderboard:
+    if not settings.leaderboard:
         raise InputError("--leaderboard FILE: the leaderboard to refresh")
-    path = Path(args.leaderboard)
+    path = Path(settings.leaderboard)
     lb = load_leaderboard(path)
-    if not args.add:
+    if not settings.add:
         raise InputError("--add: give the new models as harness specs TYPE:ARGS")
-    if args.budget_usd is None or not (args.budget_usd > 0 and math.isfinite(args.budget_usd)):
+    if settings.budget_usd is None or not (settings.budget_usd > 0 and math.isfinite(settings.budget_usd)):
         raise InputError("--budget-usd: a refresh needs a positive dollar cap")
-    check_live_settings(args)
+    check_live_settings(settings)
     table = _history_table(lb, path)
     anchors = _anchors(lb, table, path)
     bank = _bank(lb, table, anchors)
     # the settings Setup and LiveRun read, from the leaderboard and the command line
-    args.models, args.tasks, args.bank = args.add, lb["task"], None
-    args.metric = args.metric or lb["metric"]
-    args.item_field = args.item_field or lb.get("item_field")
-    args.confidence = args.confidence or float(lb.get("confidence", 0.95))
-    setup = Setup(args, bank, anchors=[e["model"] for e in lb["entries"]])
+    settings.models, settings.tasks, settings.bank = settings.add, lb["task"], None
+    settings.metric = settings.metric or lb["metric"]
+    settings.item_field = settings.item_field or lb.get("item_field")
+    settings.confidence = settings.confidence or float(lb.get("confidence", 0.95))
+    setup = Setup(settings, bank, anchors=[e["model"] for e in lb["entries"]])
     new = [s.name for s in setup.specs]
     models = anchors + new
     zeros = np.zeros(bank.n_items)
@@ -220,21 +223,21 @@ def refresh(args, console, out_dir, journal, resumed) -> int:
     mean_cost = {m: float(np.mean(c)) for m, c in setup.bank_costs.items()}
     lo = min(mean_cost.values()) or 1.0
     rel = {**{m: 1.0 for m in anchors}, **{m: (mean_cost[m] / lo if lo > 0 else 1.0) for m in new}}
-    ranker = AdaptiveRanker(bank, models, item_costs=item_costs, relative_costs=rel, confidence=args.confidence,
-                            n_init=args.min_items, n_max=args.max_items, budget=args.budget_usd, seed=args.seed,
-                            max_in_flight=args.concurrency)
+    ranker = AdaptiveRanker(bank, models, item_costs=item_costs, relative_costs=rel, confidence=settings.confidence,
+                            n_init=settings.min_items, n_max=settings.max_items, budget=settings.budget_usd, seed=settings.seed,
+                            max_in_flight=settings.concurrency)
     _anchor_examinees(bank, table, anchors, ranker)
 
     def anchor_call(item_id):  # pragma: no cover - anchors have no item left to ask
         raise RuntimeError("anchors are never asked")
 
     if out_dir is not None and journal is None:
-        settings = {k: getattr(args, k, None) for k in REFRESH_KEYS}
-        settings["add"] = list(args.models)
-        settings["leaderboard"] = str(path.resolve())
-        settings["include_path"] = str(Path(args.include_path).resolve()) if args.include_path else None
-        settings["item_field"] = setup.binding.item_field
-        journal = start_run(out_dir, "refresh", settings, {"command": "refresh", "leaderboard": str(path),
+        saved = {k: getattr(settings, k) for k in REFRESH_KEYS}
+        saved["add"] = list(settings.models)
+        saved["leaderboard"] = str(path.resolve())
+        saved["include_path"] = str(Path(settings.include_path).resolve()) if settings.include_path else None
+        saved["item_field"] = setup.binding.item_field
+        journal = start_run(out_dir, "refresh", saved, {"command": "refresh", "leaderboard": str(path),
                                                            "models": new, "bank_id": bank.bank_id}, bank.bank_id)
     elif journal is not None and journal.header.get("bank_id") != bank.bank_id:
         raise InputError(f"the leaderboard's history changed since the refresh started (bank "
@@ -243,15 +246,15 @@ def refresh(args, console, out_dir, journal, resumed) -> int:
                    upper_cost=setup.upper_cost, actual_cost=setup.actual_cost, judge_cost=setup.judge_cost,
                    scale=setup.scale,
                    ledger=setup.ledger, journal=journal,
-                   retry=RetryPolicy(max_attempts=args.max_attempts, base_s=args.backoff),
-                   max_failures=args.max_failures, secrets=env_secrets())
+                   retry=RetryPolicy(max_attempts=settings.max_attempts, base_s=settings.backoff),
+                   max_failures=settings.max_failures, secrets=env_secrets())
     if resumed:
         info = live.resume_from(journal)
         console.print(f"resumed {out_dir}: {info['scores']} scored items replayed, {info['lost_in_flight']} "
                       f"call(s) lost in flight (not requested again), ${info['spent_usd']:.4f} already spent")
-    announce(console, setup, args)
+    announce(console, setup, settings)
     console.print(f"anchors: {len(anchors)} full-run entries of {path} (bank {bank.bank_id}, {bank.n_items} items)")
-    with LiveProgress(console, live, setup, enabled=not args.no_progress) as prog:
+    with LiveProgress(console, live, setup, enabled=not settings.no_progress) as prog:
         live.on_progress = prog.update
         live.run()
     res = ranker.result()
@@ -261,7 +264,7 @@ def refresh(args, console, out_dir, journal, resumed) -> int:
         return 130
     # is every new model's order against its neighbours settled?
     pos = {m: k for k, m in enumerate(res.ranking)}
-    upper = 1 - (1 - args.confidence) / 2
+    upper = 1 - (1 - settings.confidence) / 2
     adj = res.adjacent_confidence  # adj[k] = P(ranking[k] > ranking[k+1])
 
     def settled(m):
@@ -273,7 +276,7 @@ def refresh(args, console, out_dir, journal, resumed) -> int:
         for m, why in res.failed.items():
             console.print(f"[red]failed[/]: {m}: {why}")
         console.print(f"[red]no new model placed[/]: {len(res.failed)} of {len(new)} failed; spent "
-                      f"${setup.ledger.spent:.4f} of a ${args.budget_usd:g} cap; {path} was not changed"
+                      f"${setup.ledger.spent:.4f} of a ${settings.budget_usd:g} cap; {path} was not changed"
                       + (f"; the journal is in {out_dir}" if out_dir is not None else ""))
         return 1
     if all(settled(m) for m in placed):
@@ -299,13 +302,13 @@ def refresh(args, console, out_dir, journal, resumed) -> int:
         e["rank"] = k + 1
     lb.update({"entries": entries, "bank_id": bank.bank_id, "updated": _now()})
     lb.setdefault("refreshes", []).append({
-        "at": _now(), "added": list(added), "failed": dict(res.failed), "budget_usd": args.budget_usd,
+        "at": _now(), "added": list(added), "failed": dict(res.failed), "budget_usd": settings.budget_usd,
         "spent_usd": setup.ledger.spent, "judge_spent_usd": float(sum(live.judge_spent.values())),
-        "stopped_because": stopped, "confidence": args.confidence,
+        "stopped_because": stopped, "confidence": settings.confidence,
         "items": {m: res.items[m] for m in new}})
     _write(path, lb)
     print_leaderboard(console, lb, added, res.failed)
-    console.print(f"stopped because: {stopped}; spent ${setup.ledger.spent:.4f} of a ${args.budget_usd:g} cap; "
+    console.print(f"stopped because: {stopped}; spent ${setup.ledger.spent:.4f} of a ${settings.budget_usd:g} cap; "
                   f"{path} updated")
     return 0
 

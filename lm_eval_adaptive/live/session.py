@@ -16,6 +16,8 @@ import json
 import logging
 import math
 import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +37,7 @@ from lm_eval_adaptive.harness.scorer import (
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, Journal, env_secrets, redact
 from lm_eval_adaptive.live.ledger import BudgetLedger
 
-__all__ = ["Setup", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
+__all__ = ["LiveSettings", "Setup", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
            "open_run", "start_run", "announce", "LiveProgress", "model_rows", "build_report",
            "JUDGE_PROMPT_ALLOWANCE", "JUDGE_OUTPUT_ALLOWANCE"]
 
@@ -59,7 +61,49 @@ JUDGE_PROMPT_ALLOWANCE = 4096
 JUDGE_OUTPUT_ALLOWANCE = 1024
 
 
-def check_settings(a, *, need_models: int = 2) -> None:
+@dataclass
+class LiveSettings:
+    """The settings of one live run (``rank`` or ``refresh``), field for field as their command
+    lines spell them; built by the command line (:meth:`from_mapping`), read by the session, the
+    driver and the report, and stored in ``run.json`` for ``--resume``."""
+
+    models: list | None = None
+    tasks: str | None = None
+    bank: str | None = None
+    confidence: float | None = 0.95
+    budget_usd: float | None = None
+    min_items: int = 10
+    max_items: int | None = None
+    concurrency: int = 1
+    price: list | None = None
+    metric: str | None = None
+    item_field: str | None = None
+    include_path: str | None = None
+    num_fewshot: int | None = None
+    apply_chat_template: bool = False
+    fewshot_as_multiturn: bool = False
+    gen_kwargs: str | None = None
+    system_instruction: str | None = None
+    seed: int = 0
+    metadata: str | None = None
+    timeout: float | None = None
+    max_attempts: int = 6
+    max_failures: int = 3
+    backoff: float = 0.5
+    no_progress: bool = False
+    output: str | None = None
+    resume: str | None = None
+    leaderboard: str | None = None  # refresh: the leaderboard file
+    add: list | None = None  # refresh: the new models
+
+    @classmethod
+    def from_mapping(cls, values: Mapping) -> LiveSettings:
+        """The settings among ``values`` (e.g. ``vars()`` of parsed arguments); other keys are ignored."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def check_settings(a: LiveSettings, *, need_models: int = 2) -> None:
     """Refuse bad settings (the command line's types refuse them too; run.json's are checked here)."""
     if not a.models or len(a.models) < need_models:
         raise InputError(f"--models needs at least {need_models} model specs")
@@ -72,23 +116,22 @@ def check_settings(a, *, need_models: int = 2) -> None:
     check_live_settings(a)
 
 
-def check_live_settings(a) -> None:
+def check_live_settings(a: LiveSettings) -> None:
     """The settings rank and refresh share."""
     if a.confidence is not None and not (0.5 < a.confidence < 1):
         raise InputError(f"--confidence must be in (0.5, 1), got {a.confidence}")
     if a.budget_usd is not None and not (a.budget_usd > 0 and math.isfinite(a.budget_usd)):
         raise InputError(f"--budget-usd must be a positive number, got {a.budget_usd}")
     for flag, v in (("--concurrency", a.concurrency), ("--min-items", a.min_items),
-                    ("--max-attempts", getattr(a, "max_attempts", 1)),
-                    ("--max-failures", getattr(a, "max_failures", 1))):
+                    ("--max-attempts", a.max_attempts), ("--max-failures", a.max_failures)):
         if not isinstance(v, int) or v < 1:
             raise InputError(f"{flag} must be an integer >= 1, got {v!r}")
     if a.max_items is not None and a.max_items < a.min_items:
         raise InputError("--max-items must be at least --min-items")
-    backoff = getattr(a, "backoff", 0.0)
+    backoff = a.backoff
     if not (isinstance(backoff, (int, float)) and math.isfinite(backoff) and backoff >= 0):
         raise InputError(f"--backoff must be a finite number >= 0, got {backoff!r}")
-    timeout = getattr(a, "timeout", None)
+    timeout = a.timeout
     if timeout is not None and not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
         raise InputError(f"--timeout must be a finite number > 0, got {timeout!r}")
 
@@ -100,7 +143,7 @@ class Setup:
     Nothing is called and nothing is written here.
     """
 
-    def __init__(self, a, bank, *, anchors=None):
+    def __init__(self, a: LiveSettings, bank, *, anchors=None):
 
         os.environ.setdefault("TQDM_DISABLE", "1")  # the harness's per-call progress bars
         quiet_libraries()
@@ -124,7 +167,7 @@ class Setup:
         self.bank = self.binding.bank
         self.judges = JudgePricing(overrides, required=True)
         self.judges.declare(self.task.judges)  # a judge the task declared is priced before any call
-        timeout = getattr(a, "timeout", None)
+        timeout = a.timeout
         self.scorers = {}
         for s in self.specs:
             self.scorers[s.name] = HarnessItemScorer(s, self.task, self.binding, timeout=timeout, loaded=loaded)
@@ -178,11 +221,11 @@ def quiet_libraries() -> None:
 
 
 
-def open_run(args, keys=RUN_KEYS, *, command: str = "rank", required: bool = True):
+def open_run(settings: LiveSettings, keys=RUN_KEYS, *, command: str = "rank", required: bool = True):
     """(output dir, journal or None, resumed?); with --resume the settings come from run.json."""
 
-    if args.resume:
-        d = Path(args.resume)
+    if settings.resume:
+        d = Path(settings.resume)
         run_file = d / RUN_FILE
         if not run_file.is_file():
             raise InputError("no run to resume here (run.json is missing)", path=str(d))
@@ -196,15 +239,15 @@ def open_run(args, keys=RUN_KEYS, *, command: str = "rank", required: bool = Tru
                              path=str(run_file))
         for k in keys:
             if k in saved:
-                setattr(args, k, saved[k])
+                setattr(settings, k, saved[k])
         if not (d / JOURNAL_NAME).is_file():
             raise InputError("no journal to resume (journal.jsonl is missing)", path=str(d))
         return d, Journal.open(d, secrets=env_secrets()), True
-    if not args.output:
+    if not settings.output:
         if not required:
             return None, None, False
         raise InputError("--output DIR is needed (the journal, settings and results go there)")
-    d = Path(args.output)
+    d = Path(settings.output)
     if (d / JOURNAL_NAME).exists():
         raise InputError(f"a run already exists in {d}; continue it with --resume {d} or choose another --output")
     if d.exists() and not d.is_dir():
@@ -220,7 +263,7 @@ def start_run(out_dir: Path, command: str, settings: dict, header: dict, bank_id
     return Journal.create(out_dir, header, secrets=env_secrets())
 
 
-def announce(console, setup, a) -> None:
+def announce(console, setup, a: LiveSettings) -> None:
     bank = setup.bank
     console.print(f"[bold]lm-eval-adaptive rank[/]: {len(setup.specs)} models on {setup.task_name} "
                   f"({setup.n_docs} documents; bank {bank.bank_id}, {bank.n_items} items, metric {setup.metric}); "
@@ -297,7 +340,7 @@ def model_rows(live, setup, models) -> list[dict]:
     return rows
 
 
-def build_report(live, setup, a, *, command: str) -> dict:
+def build_report(live, setup, a: LiveSettings, *, command: str) -> dict:
     res = live.ranker.result()
     rows = model_rows(live, setup, res.ranking)
     failed_rows = model_rows(live, setup, list(res.failed)) if res.failed else []
@@ -338,7 +381,7 @@ def build_report(live, setup, a, *, command: str) -> dict:
         "settings": {"confidence": a.confidence, "min_items": a.min_items, "max_items": a.max_items,
                      "concurrency": a.concurrency, "seed": a.seed,
                      "timeout_s": {m: sc.timeout for m, sc in setup.scorers.items()},
-                     "max_attempts": getattr(a, "max_attempts", None), "backoff_s": getattr(a, "backoff", None),
+                     "max_attempts": a.max_attempts, "backoff_s": a.backoff,
                      "item_field": setup.binding.item_field},
         "rows": rows + failed_rows,
     })
