@@ -19,6 +19,8 @@ import pytest
 from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
+from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.harness.run import table_from_sample_logs
 
 TASK = "wmt24_en-de"
 REPO = Path(__file__).resolve().parents[1]
@@ -89,6 +91,40 @@ def test_adaptive_only_requests_bank_documents_and_logs_them(server, tmp_path):
     assert len(rows) == 8
     assert all(100 <= r["doc_id"] < 160 for r in rows)  # documents absent from the bank are never asked
     assert sorted(r["adaptive"]["order"] for r in rows) == list(range(1, 9))
+    # the harness headline is the full-task estimate; the plain mean of the 8 documents says what it is
+    row = r["results"][TASK]
+    est = a["metric_estimate"]
+    assert row["bleu,none"] == pytest.approx(est["estimate"])
+    assert row["bleu_stderr,none"] == pytest.approx((est["upper"] - est["lower"]) / (2 * 1.959963984540054))
+    assert row["bleu_administered_mean,none"] == pytest.approx(np.mean([x["bleu"] for x in rows]))
+    assert row["chrf_administered_mean,none"] == pytest.approx(np.mean([x["chrf"] for x in rows]))
+    assert "chrf,none" not in row  # no biased number keeps a metric's own name
+    # an adaptive run's sample log is no full run: calibration from sample logs skips it, and says so
+    full = tmp_path / "full"
+    for system in ("GPT-4", "Aya23"):
+        assert main(run_args(system, full, "--limit", "12")) == 0
+    with caplog_warnings() as seen:
+        table = table_from_sample_logs([tmp_path / "out", full], task=TASK, metric="bleu")
+    assert sorted(str(m) for m in table.models) == ["openai/Aya23", "openai/GPT-4"] and table.n_items == 12
+    assert any("skipped 1 sample log(s) of adaptive runs" in w and "Claude-3.5" in w for w in seen)
+    with pytest.raises(InputError, match="no full-run sample log is left"):
+        table_from_sample_logs([tmp_path / "out"], task=TASK, metric="bleu")
+
+
+class caplog_warnings:
+    """Collect the package logger's warnings (the harness may reconfigure the root logger)."""
+
+    def __enter__(self):
+        import logging
+
+        self.seen, self.logger = [], logging.getLogger("lm_eval_adaptive")
+        self.handler = logging.Handler(logging.WARNING)
+        self.handler.emit = lambda rec: self.seen.append(rec.getMessage())
+        self.logger.addHandler(self.handler)
+        return self.seen
+
+    def __exit__(self, *exc):
+        self.logger.removeHandler(self.handler)
 
 
 def test_metric_values_outside_the_bank_range_are_clipped_and_counted(server, tmp_path):

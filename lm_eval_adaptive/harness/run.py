@@ -57,7 +57,8 @@ from lm_eval_adaptive.harness.scorer import (
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: bundled price map, no fetch
 
 __all__ = ["SUPPORTED_LM_EVAL", "DEFAULT_TIMEOUT_S", "AdaptiveRunConfig", "execute_run", "run_adaptive",
-           "ModelCallError", "JudgePricing", "table_from_sample_logs"]
+           "ModelCallError", "JudgePricing", "table_from_sample_logs", "headline_estimate", "display_results",
+           "ADAPTIVE_SAMPLE_KEY", "ADMINISTERED_SUFFIX"]
 
 log = logging.getLogger("lm_eval_adaptive")
 
@@ -255,7 +256,7 @@ def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig) -> int:
     print(f"{cfg.model} ({cfg.model_args}), adaptive: se_target={config.se_target}, "
           f"min_items={config.min_items}, max_items={config.max_items}, "
           f"budget_usd={config.budget_usd}")
-    print(make_table(all_results))
+    print(make_table(display_results(all_results)))
     for o in outcomes:
         a = all_results["adaptive"][o.task]
         est = a["metric_estimate"]
@@ -291,6 +292,8 @@ def _evaluate_tasks(bound, price, judges, config, evaluate, tracker, cfg, outcom
             for key in ("results", "configs", "versions", "n-shot", "higher_is_better", "n-samples"):
                 all_results.setdefault(key, {}).update(res.get(key, {}))
     all_results["adaptive"] = {o.task: _adaptive_block(o) for o in outcomes}
+    for o in outcomes:
+        headline_estimate(all_results, o.task, all_results["adaptive"][o.task])
     # the model was built here, so the harness saw "CUSTOM": record what it really is
     all_results["config"]["model"] = cfg.model
     all_results["model_source"] = tracker.general_config_tracker.model_source = cfg.model
@@ -379,6 +382,57 @@ def _judge_charges(judges: JudgePricing, calls, estimates: np.ndarray, totals: d
     return total * _shares(estimates)
 
 
+#: Key every sample row of an adaptive run carries (its order, item id, information, scaled score).
+ADAPTIVE_SAMPLE_KEY = "adaptive"
+#: Suffix of the metrics that hold plain means over the administered documents only.
+ADMINISTERED_SUFFIX = "_administered_mean"
+
+
+def headline_estimate(results: dict, task: str, block: dict) -> None:
+    """Make the full-task estimate the task's metric in the harness results.
+
+    ``results["results"][task]["<metric>,<filter>"]`` becomes the estimate, and its
+    ``_stderr`` the interval's half-width / 1.96. The harness's own values (plain means over
+    the documents the CAT picked, biased toward them) move to ``<metric>_administered_mean``
+    (and its ``_stderr``), every metric of the task alike: no biased number keeps a metric's
+    own name.
+    """
+    row = results.get("results", {}).get(task)
+    if row is None:
+        return
+    est = block["metric_estimate"]
+    metric = block["metric"]
+    hib = results.setdefault("higher_is_better", {}).setdefault(task, {})
+    for key in [k for k in row if "," in k and k != "alias"]:
+        name, _, filt = key.partition(",")
+        if name.endswith("_stderr") or name.endswith(ADMINISTERED_SUFFIX):
+            continue
+        row[f"{name}{ADMINISTERED_SUFFIX},{filt}"] = row.pop(key)
+        if f"{name}_stderr,{filt}" in row:
+            row[f"{name}{ADMINISTERED_SUFFIX}_stderr,{filt}"] = row.pop(f"{name}_stderr,{filt}")
+        if name in hib:
+            hib[f"{name}{ADMINISTERED_SUFFIX}"] = hib[name]
+        if name == metric:
+            row[key] = est["estimate"]
+            row[f"{name}_stderr,{filt}"] = (est["upper"] - est["lower"]) / (2 * 1.959963984540054)
+    block["headline"] = (f"results[{task!r}][{metric!r}] is the full-task estimate; the plain mean of the "
+                         f"administered documents is {metric}{ADMINISTERED_SUFFIX}")
+
+
+def display_results(results: dict) -> dict:
+    """A copy of the results for the harness's table: each estimate shown with its 95% interval."""
+    import copy
+
+    shown = copy.deepcopy(results)
+    for task, block in (results.get("adaptive") or {}).items():
+        row = shown.get("results", {}).get(task, {})
+        est, metric = block["metric_estimate"], block["metric"]
+        for key in [k for k in row if k.split(",", 1)[0] == metric]:
+            row[key] = f"{est['estimate']:.4f} [{est['lower']:.4f}, {est['upper']:.4f}]"
+            row.pop(f"{metric}_stderr,{key.partition(',')[2]}", None)
+    return shown
+
+
 def _adaptive_block(o: TaskOutcome) -> dict:
     e = o.test.examinee
     est = full_task_estimate(o.bank, e.items, np.asarray(o.raw), e.theta, e.se)
@@ -421,10 +475,10 @@ def _annotate_samples(samples: dict, o: TaskOutcome) -> dict:
                 continue
             k = order[d]
             s = dict(s)
-            s["adaptive"] = {"order": k + 1, "item_id": str(o.bank.item_ids[e.items[k]]),
+            s[ADAPTIVE_SAMPLE_KEY] = {"order": k + 1, "item_id": str(o.bank.item_ids[e.items[k]]),
                              "information": e.info_at_selection[k], "scaled_score": e.scores[k]}
             kept.append(s)
-        kept.sort(key=lambda s: s["adaptive"]["order"])
+        kept.sort(key=lambda s: s[ADAPTIVE_SAMPLE_KEY]["order"])
         out[task] = kept
     return out
 
@@ -434,7 +488,9 @@ def table_from_sample_logs(paths, *, task: str, metric: str, allow_outliers: boo
     """A response table from harness ``--log_samples`` output of full runs (several models).
 
     Each PATH is a ``samples_<task>_*.jsonl`` file or a directory searched recursively for
-    them. The model name comes from the ``results_*.json`` beside the file (``model_name``
+    them. Sample logs of adaptive runs (their rows carry an ``adaptive`` record) hold only the
+    documents a CAT picked: they are skipped with a warning naming them, and refused when
+    nothing else is left. The model name comes from the ``results_*.json`` beside the file (``model_name``
     or ``config.model_args``), else the folder name. Item = ``doc_id``; tokens ≈ characters/4
     of the prompt and of the response. ``allow_outliers``: see
     :func:`~lm_eval_adaptive.data.responses.read_table`.
@@ -452,9 +508,14 @@ def table_from_sample_logs(paths, *, task: str, metric: str, allow_outliers: boo
         raise InputError(f"no samples_{task}_*.jsonl under {', '.join(map(str, paths))}; "
                          "run the harness with --log_samples --output_path DIR")
     model, item, score, itok, otok = [], [], [], [], []
+    adaptive_logs = []
     for f in files:
         name = _model_for_samples(f)
-        for n, s in read_jsonl_records(f):
+        records = read_jsonl_records(f)
+        if any(ADAPTIVE_SAMPLE_KEY in s for _, s in records):
+            adaptive_logs.append(str(f))  # only the documents a CAT picked: not a full run
+            continue
+        for n, s in records:
             if metric not in s:
                 have = sorted(k for k, v in s.items() if isinstance(v, (int, float)) and k != "doc_id")
                 raise InputError(f"no metric {metric!r} in the sample (numeric fields: {', '.join(have)})",
@@ -467,6 +528,12 @@ def table_from_sample_logs(paths, *, task: str, metric: str, allow_outliers: boo
             while isinstance(resp, list) and resp:
                 resp = resp[0]
             otok.append(len(str(resp)) / 4)
+    if adaptive_logs:
+        msg = (f"skipped {len(adaptive_logs)} sample log(s) of adaptive runs (only the documents the CAT "
+               f"picked; calibration needs full runs): {', '.join(adaptive_logs)}")
+        if not model:
+            raise InputError(msg + "; no full-run sample log is left")
+        log.warning(msg)
     # the source names the sample logs: a bank calibrated from this table knows its ids are doc ids
     return ResponseTable.from_columns(model, item, score, itok, otok,
                                       source=f"{SAMPLE_LOGS_SOURCE}: " + ", ".join(map(str, paths)),
