@@ -117,8 +117,8 @@ def test_live_ranking_matches_the_full_data_ranking_within_the_cap(server, clean
     assert set(r) >= {"ranking", "ties", "pairwise", "total_cost_usd", "budget_usd", "full_run_cost_usd",
                       "stopped_because"}
     for e in r["ranking"]:
-        assert set(e) >= {"model", "theta", "se", "items", "cost_usd", "metric_estimate"}
-        assert e["items"] >= 10
+        assert set(e) >= {"model", "theta", "se", "items", "cost_usd", "metric_estimate", "person_fit"}
+        assert e["items"] >= 10 and e["person_fit"]["n"] == e["items"]
         m = e["metric_estimate"]
         assert m["lower"] < m["estimate"] < m["upper"]
     # every item was asked once, and the server answered exactly what was journaled

@@ -46,7 +46,8 @@ from lm_eval_adaptive.live.session import (
     start_run,
 )
 
-__all__ = ["add_rank_parser", "add_task_arguments", "add_live_arguments", "cmd_rank", "print_report"]
+__all__ = ["add_rank_parser", "add_task_arguments", "add_live_arguments", "cmd_rank", "print_report",
+           "print_misfits"]
 
 
 def add_task_arguments(p: argparse.ArgumentParser) -> None:
@@ -169,6 +170,15 @@ def write_outputs(out_dir: Path, report: dict, live, setup) -> None:
     write_json(out_dir / RANKING_FILE, report)
 
 
+def print_misfits(console, rows) -> None:
+    """One line per model the person-fit statistic flags (its scores scatter more than the bank's)."""
+    for r in rows:
+        fit = r.get("person_fit") or {}
+        if fit.get("flagged"):
+            console.print(f"[yellow]misfit[/]: {r['model']}: its scores scatter {fit['dispersion']:.2f}× the bank's "
+                          f"noise around its curve (z = {fit['z']:.1f}, {fit['n']} items): treat its interval with care")
+
+
 def print_report(console, report: dict) -> None:
     from rich.table import Table
 
@@ -202,6 +212,7 @@ def print_report(console, report: dict) -> None:
                       if report["tie_groups"] else "ties: none — every adjacent pair is settled")
     for f in report["failed"]:
         console.print(f"[red]failed[/]: {f['model']}: {f['error']}")
+    print_misfits(console, report["rows"])
     full = report["full_run_cost_usd"]
     spent = report["total_cost_usd"]
     cap = report["budget_usd"]

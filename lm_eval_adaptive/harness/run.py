@@ -43,6 +43,7 @@ from lm_eval_adaptive.data.price_map import model_price, parse_prices
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE, actual_cost
 from lm_eval_adaptive.data.responses import ResponseTable
 from lm_eval_adaptive.engine.cat import AdaptiveTest, full_task_estimate
+from lm_eval_adaptive.engine.person_fit import dispersion_fit
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness import lm_eval_compat as compat
 from lm_eval_adaptive.harness.binding import SAMPLE_LOGS_SOURCE, BankBinding, bind_bank
@@ -265,6 +266,9 @@ def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig) -> int:
               f"({a['pct_of_task']:.1f}%); estimated full-task {a['metric']} = {est['estimate']:.4f} "
               f"[{est['lower']:.4f}, {est['upper']:.4f}]; ${a['cost_usd']:.4f}{judge}; "
               f"stopped: {a['stopped_because']}")
+        if a["person_fit"]["flagged"]:
+            print(f"{o.task}: misfit: the model's scores scatter {a['person_fit']['dispersion']:.2f}× the bank's "
+                  f"noise around its curve (z = {a['person_fit']['z']:.1f}): treat the interval with care")
     if cfg.output_path:
         print(f"results written under {cfg.output_path}")
     return 0
@@ -444,6 +448,7 @@ def _adaptive_block(o: TaskOutcome) -> dict:
         "metric_estimate": {"estimate": est["estimate"], "lower": est["lower"], "upper": est["upper"],
                             "level": est["level"], "over_bank_items": est["items_total"]},
         "observed_mean": float(np.mean(o.raw)) if o.raw else None,
+        "person_fit": dispersion_fit(o.bank, e.items, e.scores, e.theta).to_dict(),
         "cost_usd": e.spent,
         "judge_cost_usd": o.judge.get("cost_usd", 0.0),
         "judge": dict(o.judge),

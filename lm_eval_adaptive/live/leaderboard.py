@@ -293,7 +293,8 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed) -> int:
         added[m] = {"model": m, "source": "adaptive", "added": _now(),
                     "spec": next(f"{s.type}:{s.model_id}" for s in setup.specs if s.name == m),
                     "metric": {"estimate": r["est"], "lower": r["est_lo"], "upper": r["est_hi"], "level": 0.95},
-                    "cost_usd": r["cost"], "judge_cost_usd": r["judge_cost"], "full_run_cost_usd": r["full_cost"]}
+                    "cost_usd": r["cost"], "judge_cost_usd": r["judge_cost"], "full_run_cost_usd": r["full_cost"],
+                    "person_fit": r["person_fit"]}
     entries = _entries(res, ranker, old, added)
     # earlier adaptive entries keep their stored place (same bank: the history is unchanged)
     earlier = [e for e in lb["entries"] if e.get("source") != "full_run" and e["model"] not in added]
@@ -308,6 +309,10 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed) -> int:
         "items": {m: res.items[m] for m in new}})
     _write(path, lb)
     print_leaderboard(console, lb, added, res.failed)
+    for m, e in added.items():
+        if e["person_fit"]["flagged"]:
+            console.print(f"[yellow]misfit[/]: {m}: its scores scatter {e['person_fit']['dispersion']:.2f}× the "
+                          f"bank's noise around its curve (z = {e['person_fit']['z']:.1f}): treat its place with care")
     console.print(f"stopped because: {stopped}; spent ${setup.ledger.spent:.4f} of a ${settings.budget_usd:g} cap; "
                   f"{path} updated")
     return 0

@@ -26,6 +26,7 @@ from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.price_map import model_price, parse_prices
 from lm_eval_adaptive.data.prices import actual_cost, upper_estimate
 from lm_eval_adaptive.engine.cat import full_task_estimate
+from lm_eval_adaptive.engine.person_fit import dispersion_fit
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import bind_bank
 from lm_eval_adaptive.harness.run import JudgePricing
@@ -334,9 +335,11 @@ def model_rows(live, setup, models) -> list[dict]:
         e = r.examinees[m]
         items, raw = live.raw_scores(m)
         est = full_task_estimate(setup.bank, items, raw, e.theta, e.se)
+        fit = dispersion_fit(setup.bank, e.items, e.scores, e.theta)
         rows.append({"model": m, "theta": e.theta, "se": e.se, "lo": e.theta - z * e.se, "hi": e.theta + z * e.se,
                      "est": est["estimate"], "est_lo": est["lower"], "est_hi": est["upper"], "items": e.n,
-                     "cost": e.spent, "judge_cost": live.judge_spent.get(m, 0.0), "full_cost": setup.full_cost[m]})
+                     "cost": e.spent, "judge_cost": live.judge_spent.get(m, 0.0), "full_cost": setup.full_cost[m],
+                     "person_fit": fit.to_dict()})
     return rows
 
 
@@ -352,6 +355,7 @@ def build_report(live, setup, a: LiveSettings, *, command: str) -> dict:
         entry["metric_estimate"] = {"estimate": r["est"], "lower": r["est_lo"], "upper": r["est_hi"],
                                     "level": 0.95, "metric": setup.metric}
         entry["judge_cost_usd"] = r["judge_cost"]
+        entry["person_fit"] = r["person_fit"]
         entry["full_run_cost_usd"] = r["full_cost"]
         entry["price"] = {"input_per_mtok": setup.prices[entry["model"]].input_per_mtok,
                           "output_per_mtok": setup.prices[entry["model"]].output_per_mtok,
