@@ -20,6 +20,7 @@ from lm_eval_adaptive.data.tables import load_any_table
 from lm_eval_adaptive.engine.calibration import calibrate
 from lm_eval_adaptive.engine.cat import full_task_estimate
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.stopping import pair_rule_for
 from lm_eval_adaptive.errors import InputError
 
 #: Systems of WMT24 that are (or wrap) commercial LLM APIs.
@@ -63,7 +64,7 @@ def run_demo(args, console) -> int:
                                          for m, p in prices.items()))
     ranker = AdaptiveRanker(bank, models, item_costs=item_costs, confidence=args.confidence,
                             n_init=args.min_items, n_max=args.max_items, budget=budget, seed=args.seed,
-                            exclude=missing)
+                            exclude=missing, pair_rule=pair_rule_for(bank, args.confidence, args.tie_margin))
 
     def replay(m, i):  # the recorded score of system m on bank item i, mapped with the bank's range
         return float(bank.scale(i, raw[rows[m], cols[i]]))

@@ -16,6 +16,7 @@ from lm_eval_adaptive.cli.arguments import (
     int_at_least,
     nonnegative_float,
     nonnegative_int,
+    positive_float,
     positive_int,
 )
 from lm_eval_adaptive.cli.demo import run_demo
@@ -86,7 +87,8 @@ def cmd_backtest(args) -> int:
                             target_items=args.target_items, max_items=args.max_items,
                             scaling=args.scaling, method=args.method, likelihood=args.likelihood,
                             top_k=args.top_k,
-                            partition_seed=args.partition_seed, bootstrap=args.bootstrap)
+                            partition_seed=args.partition_seed, bootstrap=args.bootstrap,
+                            tie_margin=args.tie_margin)
     tables = [load_any_table(t, allow_outliers=args.allow_outliers) for t in args.table]
     console = _console()
     results = []
@@ -194,6 +196,9 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
     d.add_argument("--json", default=None, help="also write the result as JSON here")
     d.add_argument("--plot", default=None, help="write a PNG of abilities with intervals here")
     d.add_argument("--seed", type=nonnegative_int, default=0)
+    d.add_argument("--tie-margin", type=positive_float, default=None, metavar="DELTA",
+                   help="settle a pair as a tie once its difference is confidently within ±DELTA "
+                        "(the table's metric units; default: none)")
     common_model(d)
     d.set_defaults(func=cmd_demo)
 
@@ -236,6 +241,9 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
                         "others at the default $1/$3 per M tokens; uniform: the default price for "
                         "every system (the paper-comparison setting)")
     b.add_argument("--partition-seed", type=nonnegative_int, default=42)
+    b.add_argument("--tie-margin", type=positive_float, default=None, metavar="DELTA",
+                   help="settle a pair as a tie once its difference is confidently within ±DELTA "
+                        "(the table's metric units; default: none)")
     b.add_argument("--bootstrap", type=positive_int, default=10_000,
                    help="bootstrap resamples for ground-truth ties")
     b.add_argument("--json", default=None, help="write the summary as JSON here")

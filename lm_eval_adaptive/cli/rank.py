@@ -28,6 +28,7 @@ from lm_eval_adaptive.cli.arguments import (
 )
 from lm_eval_adaptive.cli.report import plot_ranking
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.stopping import pair_rule_for
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S
 from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy
@@ -64,6 +65,9 @@ def add_task_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_live_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("live calls")
+    g.add_argument("--tie-margin", type=positive_float, default=None, metavar="DELTA",
+                   help="a pair whose metric difference is confidently within ±DELTA (the metric's units, "
+                        "e.g. 0.01 BLEU on a 0-1 scale) is settled as a tie (default: none)")
     g.add_argument("--concurrency", type=positive_int, default=1, metavar="K",
                    help="calls in flight per model (default 1: each item chosen after the last score); "
                         "every model is in flight at once")
@@ -123,7 +127,7 @@ def cmd_rank(args) -> int:
         names = [s.name for s in setup.specs]
         ranker = AdaptiveRanker(bank, names, item_costs=setup.bank_costs, confidence=a.confidence,
                                 n_init=a.min_items, n_max=a.max_items, budget=a.budget_usd, seed=a.seed,
-                                max_in_flight=a.concurrency)
+                                max_in_flight=a.concurrency, pair_rule=pair_rule_for(bank, a.confidence, a.tie_margin))
         if journal is None:
             settings = {k: getattr(a, k) for k in RUN_KEYS}
             settings["bank"] = str(Path(a.bank).resolve())
@@ -210,6 +214,10 @@ def print_report(console, report: dict) -> None:
         console.print(f"adjacent pairs: {adj}")
         console.print("ties (order not settled at γ): " + "; ".join(" ≈ ".join(g) for g in report["tie_groups"])
                       if report["tie_groups"] else "ties: none — every adjacent pair is settled")
+        if report.get("equivalent"):
+            margin = report.get("signature", {}).get("tie_margin")
+            console.print(f"settled as ties (difference confidently within ±{margin:g}): "
+                          + "; ".join(" ≈ ".join(p) for p in report["equivalent"]))
     for f in report["failed"]:
         console.print(f"[red]failed[/]: {f['model']}: {f['error']}")
     print_misfits(console, report["rows"])

@@ -32,6 +32,7 @@ from lm_eval_adaptive.engine.person_fit import dispersion_fit
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.selection import MaxInfoSelector
 from lm_eval_adaptive.engine.signature import format_signature, versions
+from lm_eval_adaptive.engine.stopping import pair_rule_for
 from lm_eval_adaptive.errors import InputError
 
 __all__ = ["BacktestConfig", "BacktestResult", "MethodSummary", "TieSummary", "backtest", "backtest_signature",
@@ -54,6 +55,7 @@ class BacktestConfig:
     likelihood: str = "quasi"
     top_k: int = 1
     bootstrap: int = 10_000
+    tie_margin: float | None = None  # metric units: a pair closer than this is settled as a tie
 
     def folds_that_fit(self, n_models: int) -> int:
         """Complete hold-out sets that fit with at least 2 models left to calibrate on (at most ``folds``)."""
@@ -351,7 +353,8 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
         for seed in range(config.seeds):
             ranker = AdaptiveRanker(bank, hold, item_costs=bank_costs, confidence=config.confidence,
                                     n_init=config.min_items, n_max=config.max_items, budget=budget,
-                                    top_k=config.top_k, seed=seed, selector=selector, exclude=missing)
+                                    top_k=config.top_k, seed=seed, selector=selector, exclude=missing,
+                                    pair_rule=pair_rule_for(bank, config.confidence, config.tie_margin))
             res = ranker.run(scaled_score)
             honesty = _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all)
             pred_ties = {frozenset(p) for p in res.ties}

@@ -169,6 +169,7 @@ class RankingResult:
     item_log: dict = field(default_factory=dict)  # model -> list of (item_id, scaled score)
     failed: dict = field(default_factory=dict)  # model -> why it was dropped (not ranked)
     signature: dict = field(default_factory=dict)  # what produced it (AdaptiveRanker.signature)
+    equivalent: list = field(default_factory=list)  # of the ties, those settled as ties (within a margin)
 
     @property
     def total_items(self) -> int:
@@ -184,6 +185,7 @@ class RankingResult:
             "ranking": [{"model": m, "theta": self.theta[m], "se": self.se[m], "items": self.items[m],
                          "cost_usd": self.cost[m]} for m in self.ranking],
             "ties": [list(p) for p in self.ties],
+            "equivalent": [list(p) for p in self.equivalent],
             "tie_groups": self.tie_groups,
             "pairwise": {a: {b: float(self.pairwise[i, j]) for j, b in enumerate(self.ranking) if j != i}
                          for i, a in enumerate(self.ranking)},
@@ -376,7 +378,7 @@ class AdaptiveRanker:
                 "top_k": getattr(self._selector, "top_k", None), "seed": _seed_value(self._seed),
                 "max_in_flight": self._max_in_flight, "selector": component_name(self._selector),
                 "estimator": "+".join(sorted(est)), "pair_rule": component_name(self._pair_rule),
-                **versions()}
+                "tie_margin": getattr(self._pair_rule, "margin", None), **versions()}
 
     # ------------------------------------------------------------------ state (read-only)
     @property
@@ -815,6 +817,8 @@ class AdaptiveRanker:
         status = np.asarray(self._pair_rule.judge(th_o[iu], se_o[iu], th_o[ju], se_o[ju]))
         ties = [(ranking[i], ranking[j]) for i, j, st in zip(iu.tolist(), ju.tolist(), status.tolist())
                 if st != PairStatus.ORDERED]
+        equivalent = [(ranking[i], ranking[j]) for i, j, st in zip(iu.tolist(), ju.tolist(), status.tolist())
+                      if st == PairStatus.EQUIVALENT]
         adj = [float(P[i, i + 1]) for i in range(n - 1)]
         adj_status = np.asarray(self._pair_rule.judge(th_o[:-1], se_o[:-1], th_o[1:], se_o[1:]))
         groups = tie_groups(ranking, [bool(st == PairStatus.ORDERED) for st in adj_status.tolist()])
@@ -833,7 +837,7 @@ class AdaptiveRanker:
             pairwise=P, ties=ties, tie_groups=groups, adjacent_confidence=adj,
             stopped_because=self._stopped_because or "running",
             confidence=self._confidence, budget=self._budget, total_cost=self.spent,
-            item_log=logs, failed=dict(self._failed), signature=self.signature(),
+            item_log=logs, failed=dict(self._failed), signature=self.signature(), equivalent=equivalent,
         )
 
 

@@ -28,7 +28,7 @@ from scipy.special import ndtr, ndtri
 if TYPE_CHECKING:  # pragma: no cover
     from lm_eval_adaptive.engine.cat import Examinee
 
-__all__ = ["PairStatus", "PairRule", "OrderConfidence", "StoppingRule", "Rule", "BankExhausted",
+__all__ = ["PairStatus", "PairRule", "OrderConfidence", "EquivalenceMargin", "pair_rule_for", "StoppingRule", "Rule", "BankExhausted",
            "MaxItems", "SETarget", "Budget"]
 
 
@@ -100,6 +100,79 @@ class OrderConfidence:
 
     def __repr__(self) -> str:
         return f"OrderConfidence({self.confidence!r})"
+
+
+class EquivalenceMargin:
+    """:class:`OrderConfidence`, plus practical equivalence: a pair closer than a margin is a tie.
+
+    Two one-sided tests (Schuirmann 1987; METHOD.md §7) in the metric's own units: with
+    m(θ) the model's predicted mean raw metric over the bank's items (the bank's stored
+    ranges map μ(θ, b) back to the metric), Δ = m(θ̂_a) − m(θ̂_b) and
+    SE_Δ = √((m'(θ̂_a)·SE_a)² + (m'(θ̂_b)·SE_b)²), a pair whose order is not settled is
+    ``EQUIVALENT`` once |Δ| + z·SE_Δ < ``margin``, z = Φ⁻¹(γ) (both one-sided tests at
+    level 1 − γ). A near-tie then stops as a tie instead of buying items until the budget
+    runs out. ``margin`` is in the metric's units (e.g. 0.01 BLEU on a 0-1 scale).
+    """
+
+    name = "equivalence-margin"
+
+    def __init__(self, bank, margin: float, confidence: float = 0.95):
+        if not (isinstance(margin, (int, float)) and math.isfinite(margin) and margin > 0):
+            raise ValueError(f"the tie margin must be a positive number, got {margin!r}")
+        self.order = OrderConfidence(confidence)
+        self.margin = float(margin)
+        self.z = float(ndtri(confidence))
+        self._model = bank.model
+        self._b = np.asarray(bank.b, dtype=float)
+        n = self._b.size
+        self._lo = np.broadcast_to(np.asarray(bank.lo, dtype=float), (n,))
+        self._span = np.broadcast_to(np.asarray(bank.hi, dtype=float), (n,)) - self._lo
+
+    @property
+    def confidence(self) -> float:
+        return self.order.confidence
+
+    def metric(self, theta) -> np.ndarray:
+        """m(θ): the predicted mean raw metric over the bank's items, per θ."""
+        t = np.atleast_1d(np.asarray(theta, dtype=float))
+        mu = self._model.mean(t[:, None], self._b[None, :])
+        return (self._lo[None, :] + self._span[None, :] * mu).mean(axis=1)
+
+    def slope(self, theta, h: float = 1e-4) -> np.ndarray:
+        """m'(θ) by central difference."""
+        t = np.atleast_1d(np.asarray(theta, dtype=float))
+        return (self.metric(t + h) - self.metric(t - h)) / (2 * h)
+
+    def difference(self, theta_a, se_a, theta_b, se_b) -> tuple[np.ndarray, np.ndarray]:
+        """(Δ, SE_Δ) of the predicted metric per pair."""
+        ta, tb = np.atleast_1d(theta_a), np.atleast_1d(theta_b)
+        d = self.metric(ta) - self.metric(tb)
+        s = np.hypot(self.slope(ta) * np.asarray(se_a, dtype=float), self.slope(tb) * np.asarray(se_b, dtype=float))
+        return d, s
+
+    def judge(self, theta_a, se_a, theta_b, se_b) -> np.ndarray:
+        status = self.order.judge(theta_a, se_a, theta_b, se_b)
+        if np.asarray(theta_a).size == 0:
+            return status
+        d, s = self.difference(theta_a, se_a, theta_b, se_b)
+        equivalent = np.abs(d) + self.z * s < self.margin
+        return np.where(status == int(PairStatus.ORDERED), status,
+                        np.where(equivalent, int(PairStatus.EQUIVALENT), int(PairStatus.OPEN)))
+
+    def futile(self, theta, se, theta_partner, se_partner) -> bool:
+        # items for this model cannot make the pair equivalent when the partner's part alone is too wide
+        partner = float(self.z * self.slope(theta_partner)[0] * se_partner)
+        return self.order.futile(theta, se, theta_partner, se_partner) and partner >= self.margin
+
+    def __repr__(self) -> str:
+        return f"EquivalenceMargin(margin={self.margin!r}, confidence={self.confidence!r})"
+
+
+def pair_rule_for(bank, confidence: float = 0.95, tie_margin: float | None = None):
+    """The pair rule of a ranking: :class:`EquivalenceMargin` with a tie margin, else :class:`OrderConfidence`."""
+    if tie_margin is None:
+        return OrderConfidence(confidence)
+    return EquivalenceMargin(bank, tie_margin, confidence)
 
 
 # --------------------------------------------------------------------------- one model's test

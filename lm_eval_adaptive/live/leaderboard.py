@@ -33,6 +33,7 @@ from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.tables import load_any_table
 from lm_eval_adaptive.engine.calibration import calibrate
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.stopping import pair_rule_for
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import DOC_ID
 from lm_eval_adaptive.harness.run import table_from_sample_logs
@@ -191,7 +192,7 @@ def _entries(res, ranker, old: dict, new: dict) -> list[dict]:
 
 REFRESH_KEYS = ("leaderboard", "add", "budget_usd", "confidence", "min_items", "max_items", "concurrency",
                  "price", "metric", "item_field", "include_path", "num_fewshot", "apply_chat_template",
-                 "fewshot_as_multiturn", "gen_kwargs", "system_instruction", "seed", "metadata")
+                 "fewshot_as_multiturn", "gen_kwargs", "system_instruction", "seed", "metadata", "tie_margin")
 
 
 def refresh(settings: LiveSettings, console, out_dir, journal, resumed) -> int:
@@ -225,7 +226,8 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed) -> int:
     rel = {**{m: 1.0 for m in anchors}, **{m: (mean_cost[m] / lo if lo > 0 else 1.0) for m in new}}
     ranker = AdaptiveRanker(bank, models, item_costs=item_costs, relative_costs=rel, confidence=settings.confidence,
                             n_init=settings.min_items, n_max=settings.max_items, budget=settings.budget_usd, seed=settings.seed,
-                            max_in_flight=settings.concurrency)
+                            max_in_flight=settings.concurrency,
+                            pair_rule=pair_rule_for(bank, settings.confidence, settings.tie_margin))
     _anchor_examinees(bank, table, anchors, ranker)
 
     def anchor_call(item_id):  # pragma: no cover - anchors have no item left to ask

@@ -51,7 +51,7 @@ PLOT_FILE = "ranking.png"
 # settings a resumed run takes from run.json (the rest of the command line is ignored)
 RUN_KEYS = ("models", "tasks", "bank", "confidence", "budget_usd", "min_items", "max_items", "concurrency",
             "price", "metric", "item_field", "include_path", "num_fewshot", "apply_chat_template",
-            "fewshot_as_multiturn", "gen_kwargs", "system_instruction", "seed", "metadata")
+            "fewshot_as_multiturn", "gen_kwargs", "system_instruction", "seed", "metadata", "tie_margin")
 
 #: A judge call's part of an item's reservation: its prompt is taken as at most twice the
 #: model's prompt plus four bytes per output token of the model plus this many bytes (rubric,
@@ -88,6 +88,7 @@ class LiveSettings:
     seed: int = 0
     metadata: str | None = None
     timeout: float | None = None
+    tie_margin: float | None = None
     max_attempts: int = 6
     max_failures: int = 3
     backoff: float = 0.5
