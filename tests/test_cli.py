@@ -224,3 +224,20 @@ def test_bad_numbers_are_refused_while_parsing(tmp_path, capsys, command, flag, 
     assert f"lm-eval-adaptive {command}: error: argument {flag}: must be {says}, got {value!r}" in err
     assert "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_calibrate_stores_and_prints_the_banks_self_check(tmp_path, capsys):
+    csv = _synthetic_csv(tmp_path / "t.csv", n_models=10, n_items=60)
+    out = tmp_path / "bank.json"
+    assert main(["calibrate", str(csv), "--out", str(out)]) == 0
+    check = json.loads(out.read_text())["diagnostics"]["self_check"]
+    assert check["models"] == 10 and check["holdout_size"] == 4 and check["folds"] == 2
+    assert check["tests"] == 2 * 4 * 2 and 0 <= check["full_task_coverage"] <= 1
+    assert 0 <= check["share_abs_z_over_1_96"] <= 1
+    assert "self-check (models left out)" in capsys.readouterr().out
+    small = _synthetic_csv(tmp_path / "s.csv", n_models=3, n_items=30)
+    assert main(["calibrate", str(small), "--out", str(tmp_path / "s.json")]) == 0
+    assert json.loads((tmp_path / "s.json").read_text())["diagnostics"]["self_check"] is None
+    assert "too few models" in capsys.readouterr().out
+    assert main(["calibrate", str(csv), "--out", str(tmp_path / "n.json"), "--no-self-check"]) == 0
+    assert "self_check" not in json.loads((tmp_path / "n.json").read_text())["diagnostics"]

@@ -33,6 +33,7 @@ from lm_eval_adaptive.engine.calibration import (
     DEFAULT_SCALING,
     calibrate,
 )
+from lm_eval_adaptive.engine.self_check import self_check
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.run import ModelCallError, table_from_sample_logs
 from lm_eval_adaptive.replay.server import add_arguments as add_replay_arguments
@@ -73,6 +74,9 @@ def cmd_calibrate(args) -> int:
     bank = calibrate(table, scaling=args.scaling, method=args.method, drop_negative=not args.keep_negative,
                      atlas_filters=args.atlas_filters, likelihood=args.likelihood,
                      task=args.task, metric=args.metric or table.metric)
+    if not args.no_self_check:
+        check = self_check(table, scaling=args.scaling, method=args.method, likelihood=args.likelihood)
+        bank.diagnostics["self_check"] = check.to_dict() if check is not None else None
     bank.save(args.out)
 
     print_calibration(_console(), bank, args.out)
@@ -216,6 +220,9 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
                    help="also drop items with SD<1%%, mean>95%% or point-biserial<0.1")
     c.add_argument("--keep-negative", action="store_true",
                    help="keep items whose scores correlate negatively with ability")
+    c.add_argument("--no-self-check", action="store_true",
+                   help="skip the bank's self-check (leave-models-out cross-validation on this history "
+                        "of how often its intervals and confident pairs hold)")
     c.add_argument("--exclude-models", nargs="+", default=None, metavar="MODEL",
                    help="leave these models out of the calibration (e.g. the ones about to be ranked)")
     common_model(c)

@@ -21,6 +21,17 @@ def print_calibration(console, bank, out_path) -> None:
     r2 = d.get("conformance_r2")
     t.add_row("conformance R² (variance model)", "-" if r2 is None or math.isnan(r2) else f"{r2:.3f}")
     t.add_row("difficulty range", f"{bank.b.min():.2f} … {bank.b.max():.2f} (median {bank.prior_mean:.2f})")
+    check = d.get("self_check")
+    if "self_check" in d:
+        if check is None:
+            t.add_row("self-check", "too few models to hold some out")
+        else:
+            acc = check["confident_accuracy"]
+            t.add_row("self-check (models left out)",
+                      f"{check['tests']} tests ({check['folds']} × {check['holdout_size']} models × {check['seeds']} "
+                      f"seeds): 95% full-task intervals held {100 * check['full_task_coverage']:.0f}% of the time; "
+                      f"|θ̂ − θ̂(all items)| > 1.96 SE in {100 * check['share_abs_z_over_1_96']:.0f}% (honest: 5%); "
+                      f"confident pairs right {'-' if acc is None else f'{100 * acc:.0f}%'}; mean τ {check['mean_tau']:.2f}")
     console.print(t)
 
 
