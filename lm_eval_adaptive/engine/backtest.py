@@ -36,6 +36,7 @@ from lm_eval_adaptive.engine.stopping import pair_rule_for
 from lm_eval_adaptive.errors import InputError
 
 __all__ = ["BacktestConfig", "BacktestResult", "MethodSummary", "TieSummary", "backtest", "backtest_signature",
+           "confident_counts", "pooled",
            "holdout_sets", "ground_truth", "kendall_tau",
            "tie_metrics", "confident_accuracy"]
 
@@ -129,6 +130,7 @@ class BacktestResult:
     person_misfit_flags: dict = field(default_factory=dict)
     cost_share_of_full_run: float = float("nan")
     folds_run: int = 0
+    counts: dict = field(default_factory=dict)  # the counts behind the shares, for pooling over tables
 
     def method(self, name: str) -> MethodSummary:
         """The summary of ``adaptive``, ``random`` or ``fixed``."""
@@ -225,6 +227,12 @@ def tie_metrics(predicted: set, truth: set) -> tuple[float, float, float]:
 
 def confident_accuracy(predicted: list, truth: list, ties: set) -> float | None:
     """Share of non-tie pairs whose predicted order matches the truth (None if all tied)."""
+    ok, n = confident_counts(predicted, truth, ties)
+    return ok / n if n else None
+
+
+def confident_counts(predicted: list, truth: list, ties: set) -> tuple[int, int]:
+    """(right, all) non-tie pairs: how many of the pairs reported as ordered are in the true order."""
     p = {m: i for i, m in enumerate(predicted)}
     t = {m: i for i, m in enumerate(truth)}
     ok = n = 0
@@ -234,7 +242,7 @@ def confident_accuracy(predicted: list, truth: list, ties: set) -> float | None:
                 continue
             n += 1
             ok += (p[a] < p[b]) == (t[a] < t[b])
-    return ok / n if n else None
+    return ok, n
 
 
 @dataclass
@@ -258,6 +266,8 @@ class _Run:
     tie_recall: float = 0.0
     tie_f1: float = 0.0
     cost_share: float = float("nan")
+    confident: tuple = (0, 0)  # (right, all) pairs reported as ordered
+    tie_counts: tuple = (0, 0, 0)  # predicted ties: (true positives, false positives, false negatives)
     covered: list = field(default_factory=list)  # per hold-out model: full-task interval holds the truth
     z: list = field(default_factory=list)  # per model with SE_stop > SE_all: the SE-calibration z
     misfit: list = field(default_factory=list)  # per model: flagged by the person-fit statistic
@@ -370,6 +380,8 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
                 fixed_cost=fx.total_cost, confident_accuracy=confident_accuracy(res.ranking, truth, pred_ties),
                 truth_ties=len(gt["ties"]), tie_precision=prec, tie_recall=rec, tie_f1=f1,
                 cost_share=res.total_cost / full_run_cost if full_run_cost > 0 else float("nan"),
+                confident=confident_counts(res.ranking, truth, pred_ties),
+                tie_counts=(len(pred_ties & gt["ties"]), len(pred_ties - gt["ties"]), len(gt["ties"] - pred_ties)),
                 **honesty))
         matched = float(np.mean([r.adaptive_cost for r in fold_runs]))
         available = {m: np.flatnonzero(~np.isnan(raw_h[j])) for j, m in enumerate(hold)}
@@ -432,6 +444,12 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
                              "n": int(sum(len(r.misfit) for r in runs))},
         cost_share_of_full_run=_summary(r.cost_share for r in runs)[0],
         folds_run=n_folds,
+        counts={"confident_right": sum(r.confident[0] for r in runs), "confident": sum(r.confident[1] for r in runs),
+                "ties_tp": sum(r.tie_counts[0] for r in runs), "ties_fp": sum(r.tie_counts[1] for r in runs),
+                "ties_fn": sum(r.tie_counts[2] for r in runs),
+                "covered": sum(sum(r.covered) for r in runs), "models": sum(len(r.covered) for r in runs),
+                "z_over_1_96": sum(int(abs(z) > 1.959963984540054) for r in runs for z in r.z),
+                "z": sum(len(r.z) for r in runs)},
     )
 
 
@@ -452,3 +470,25 @@ def _table_positions(table, bank) -> np.ndarray:
     """Table item index of each bank item."""
     pos = {v: i for i, v in enumerate(np.asarray(table.items, dtype=object).tolist())}
     return np.array([pos[str(x)] for x in bank.item_ids], dtype=np.int64)
+
+
+def pooled(results) -> dict:
+    """Figures pooled over several tables' results: shares from the summed counts, means of τ and items."""
+    c = {k: sum(r.counts.get(k, 0) for r in results) for k in
+         ("confident_right", "confident", "ties_tp", "ties_fp", "ties_fn", "covered", "models", "z_over_1_96", "z")}
+
+    def share(a, b):
+        return c[a] / c[b] if c[b] else float("nan")
+
+    tp, fp, fn = c["ties_tp"], c["ties_fp"], c["ties_fn"]
+    return {"tables": len(results),
+            "adaptive_tau": float(np.mean([r.adaptive.tau for r in results])),
+            "random_tau": float(np.mean([r.random.tau for r in results])),
+            "fixed_tau": float(np.mean([r.fixed.tau for r in results])),
+            "items": float(np.mean([r.adaptive.items for r in results])),
+            "confident_accuracy": share("confident_right", "confident"), "confident_pairs": c["confident"],
+            "tie_precision": tp / (tp + fp) if tp + fp else float("nan"),
+            "tie_recall": tp / (tp + fn) if tp + fn else float("nan"),
+            "full_task_coverage": share("covered", "models"),
+            "share_abs_z_over_1_96": share("z_over_1_96", "z"),
+            "cost_share_of_full_run": float(np.mean([r.cost_share_of_full_run for r in results]))}

@@ -1,0 +1,81 @@
+"""How honest are the numbers? The backtest on every dev table, tuning half and report half apart.
+
+Defaults are chosen on the TUNING half (WMT25 en-de, en-ja, en-zh, en-ko × 5 metrics, the
+WMT24 tables, AlpacaEval judge); the REPORT half (WMT25 cs-de, en-ar, en-et, en-it × 5
+metrics) is only reported. For each table and pooled per half: mean Kendall τ (adaptive,
+random at the same spend, fixed-length CAT), items per 4-model set, confident-pair accuracy,
+tie precision and recall, full-task 95% interval coverage, the share of |z| > 1.96 (z of θ̂ at
+the stop against θ̂ on every bank item), and the cost share of a full run.
+
+    python benchmarks/bench_honesty.py [--seeds 5] [--half tuning|report|both] [--json out.json]
+        [--tie-margin DELTA] [--tables NAME ...]
+
+Uniform prices (the paper-comparison setting); 5 folds of 4 hold-out models.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from lm_eval_adaptive.data.datasets import WMT24_METRICS, WMT24_PAIRS, WMT25_METRICS  # noqa: E402
+from lm_eval_adaptive.data.tables import load_any_table  # noqa: E402
+from lm_eval_adaptive.engine.backtest import BacktestConfig, backtest, pooled  # noqa: E402
+
+TUNING = ([f"wmt25/{p}/{m}" for p in ("en-de", "en-ja", "en-zh", "en-ko") for m in WMT25_METRICS]
+          + [f"wmt24/{p}/{m}" for p in WMT24_PAIRS for m in WMT24_METRICS] + ["alpaca_eval/judge"])
+REPORT = [f"wmt25/{p}/{m}" for p in ("cs-de", "en-ar", "en-et", "en-it") for m in WMT25_METRICS]
+
+COLS = ("adaptive_tau", "random_tau", "fixed_tau", "items", "confident_accuracy", "tie_precision", "tie_recall",
+        "full_task_coverage", "share_abs_z_over_1_96", "cost_share_of_full_run")
+
+
+def row(name, r) -> dict:
+    return {"table": name, **pooled([r])}
+
+
+def show(rows, title):
+    print(f"\n{title}")
+    print(f"{'table':<26}" + "".join(f"{c[:12]:>13}" for c in COLS))
+    for x in rows:
+        print(f"{x['table']:<26}" + "".join(f"{x[c]:>13.3f}" for c in COLS))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--half", choices=("tuning", "report", "both"), default="both")
+    ap.add_argument("--tables", nargs="+", default=None, help="only these tables (one half named 'custom')")
+    ap.add_argument("--tie-margin", type=float, default=None)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args(argv)
+    halves = {"custom": a.tables} if a.tables else {
+        k: v for k, v in (("tuning", TUNING), ("report", REPORT)) if a.half in (k, "both")}
+    config = BacktestConfig(seeds=a.seeds, tie_margin=a.tie_margin)
+    out = {"settings": {"seeds": a.seeds, "tie_margin": a.tie_margin, "prices": "uniform"}}
+    t0 = time.perf_counter()
+    for half, names in halves.items():
+        results, rows = [], []
+        for name in names:
+            r = backtest(load_any_table(name), config=config)
+            results.append(r)
+            rows.append(row(name, r))
+            print(f"  {name}: {r.seconds:.1f} s", file=sys.stderr, flush=True)
+        pool = {"table": f"POOLED {half}", **pooled(results)}
+        show(rows + [pool], f"{half} half ({len(names)} tables, {a.seeds} seeds)")
+        out[half] = {"tables": rows, "pooled": pool}
+    print(f"\n{time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    if a.json:
+        Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
