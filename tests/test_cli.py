@@ -241,3 +241,14 @@ def test_calibrate_stores_and_prints_the_banks_self_check(tmp_path, capsys):
     assert "too few models" in capsys.readouterr().out
     assert main(["calibrate", str(csv), "--out", str(tmp_path / "n.json"), "--no-self-check"]) == 0
     assert "self_check" not in json.loads((tmp_path / "n.json").read_text())["diagnostics"]
+
+
+@pytest.mark.parametrize("command", ["demo", "calibrate", "backtest", "export-table", "replay-server", "rank",
+                                     "leaderboard", "refresh"])
+def test_every_commands_help_shows_a_working_example(command, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([command, "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert f"usage: lm-eval-adaptive {command}" in out
+    assert f"example:\n  lm-eval-adaptive {command}" in out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 from lm_eval_adaptive.cli.arguments import (
     confidence_level,
     positive_float,
@@ -44,7 +46,9 @@ def cmd_leaderboard(args) -> int:
 
 def add_leaderboard_parsers(sub) -> None:
 
-    c = sub.add_parser("leaderboard", help="create a leaderboard file from full runs (a response table)")
+    c = sub.add_parser("leaderboard", help="create a leaderboard file from full runs (a response table)",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        epilog="example:\n  " + 'lm-eval-adaptive leaderboard --history wmt24/en-de/bleu --task wmt24_en-de --metric bleu --item-field id --out board.json')
     c.add_argument("--history", default=None, metavar="TABLE",
                    help="response table of the full runs (file, or a named table such as wmt24/en-de/bleu)")
     c.add_argument("--samples", nargs="+", default=None, metavar="PATH",
@@ -59,7 +63,9 @@ def add_leaderboard_parsers(sub) -> None:
     c.add_argument("--out", required=True, help="the leaderboard JSON to write")
     c.set_defaults(func=cmd_leaderboard)
 
-    r = sub.add_parser("refresh", help="place new models on a leaderboard adaptively within a dollar cap")
+    r = sub.add_parser("refresh", help="place new models on a leaderboard adaptively within a dollar cap",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        epilog="example:\n  " + 'lm-eval-adaptive refresh --leaderboard board.json --add litellm:model=openai/Mistral-Large --budget-usd 0.3 \\\n      --include_path task_configs --apply_chat_template')
     r.add_argument("--leaderboard", metavar="FILE")
     r.add_argument("--add", nargs="+", metavar="SPEC", help="new harness models, TYPE:ARGS (or NAME=TYPE:ARGS)")
     r.add_argument("--budget-usd", type=positive_float, default=None, metavar="USD",

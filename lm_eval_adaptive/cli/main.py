@@ -184,7 +184,9 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
                         help="accept scores far outside the bulk of the table (more than 10 x "
                              "(P99 - P1) beyond [P1, P99]; refused by default as likely corrupt)")
 
-    d = sub.add_parser("demo", help="rank recorded real systems adaptively (offline, embedded data)")
+    d = sub.add_parser("demo", help="rank recorded real systems adaptively (offline, embedded data)",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        epilog="example:\n  " + 'lm-eval-adaptive demo\n  lm-eval-adaptive demo --models GPT-4 Claude-3.5 Phi-3-Medium Llama3-70B --budget-usd 0.2 --plot rank.png')
     d.add_argument("--table", default="embedded:wmt24-en-de-chrf",
                    help="response table to replay (default: embedded WMT24 en-de chrF)")
     d.add_argument("--models", nargs="+", default=None,
@@ -206,7 +208,9 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
     common_model(d)
     d.set_defaults(func=cmd_demo)
 
-    c = sub.add_parser("calibrate", help="build an item bank from full runs (a response table)")
+    c = sub.add_parser("calibrate", help="build an item bank from full runs (a response table)",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        epilog="example:\n  " + 'lm-eval-adaptive calibrate wmt24/en-de/bleu --out wmt24_en-de.bleu.json\n  lm-eval-adaptive calibrate --samples runs/ --task wmt24_en-de --metric bleu --out wmt24_en-de.bleu.json')
     c.add_argument("table", nargs="?", default=None,
                    help="CSV/JSONL/Parquet with model,item,score[,input_tokens,output_tokens], "
                         "or a named real table such as wmt24/en-de/bleu")
@@ -228,7 +232,9 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
     common_model(c)
     c.set_defaults(func=cmd_calibrate)
 
-    b = sub.add_parser("backtest", help="adaptive vs random vs fixed-length on held-out models (paper protocol)")
+    b = sub.add_parser("backtest", help="adaptive vs random vs fixed-length on held-out models (paper protocol)",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        epilog="example:\n  " + 'lm-eval-adaptive backtest wmt24/en-de/bleu alpaca_eval/judge --prices uniform --seeds 5 --json backtest.json\n  lm-eval-adaptive backtest my_runs.parquet --costs prices.json --tie-margin 0.01')
     b.add_argument("table", nargs="+", help="response table file(s) or named real table(s)")
     b.add_argument("--holdout-size", type=int_at_least(2), default=4,
                    help="models held out and ranked per fold, at least 2 (default: 4)")
@@ -270,11 +276,16 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
     add_leaderboard_parsers(sub)
 
     r = sub.add_parser("replay-server", help="OpenAI-compatible endpoint answering with recorded real "
-                                             "outputs (offline tests and demos)")
+                                             "outputs (offline tests and demos)",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        epilog="example:\n  lm-eval-adaptive replay-server --port 8123   "
+                               "# then OPENAI_API_BASE=http://127.0.0.1:8123/v1 OPENAI_API_KEY=replay")
     add_replay_arguments(r)
     r.set_defaults(func=cmd_replay_server)
 
-    e = sub.add_parser("export-table", help="write a named real table (e.g. wmt24/en-de/bleu) to a file")
+    e = sub.add_parser("export-table", help="write a named real table (e.g. wmt24/en-de/bleu) to a file",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        epilog="example:\n  " + 'lm-eval-adaptive export-table wmt25/en-de/xcomet --out ende_xcomet.parquet')
     e.add_argument("name")
     e.add_argument("--out", required=True, help="output .csv/.csv.gz/.jsonl/.parquet")
     e.set_defaults(func=cmd_export_table)

@@ -90,7 +90,9 @@ def add_live_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_rank_parser(sub) -> argparse.ArgumentParser:
-    p = sub.add_parser("rank", help="rank harness models live under a hard dollar cap (ties reported as ties)")
+    p = sub.add_parser("rank", help="rank harness models live under a hard dollar cap (ties reported as ties)",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        epilog="example:\n  " + 'lm-eval-adaptive rank --models litellm:model=openai/GPT-4 litellm:model=openai/Aya23 --tasks wmt24_en-de \\\n      --include_path task_configs --apply_chat_template --bank bank.json --budget-usd 2 --output runs/rank1\n  lm-eval-adaptive rank --resume runs/rank1')
     p.add_argument("--models", nargs="+", metavar="SPEC",
                    help="harness models as TYPE:ARGS, e.g. litellm:model=gpt-4o-mini "
                         "(optionally NAME=TYPE:ARGS)")
