@@ -51,8 +51,13 @@ def test_hold_out_models_never_calibrate_their_own_bank(wmt_bleu, monkeypatch):
 
     monkeypatch.setattr(bt, "calibrate", spy)
     r = backtest(wmt_bleu, config=BacktestConfig(seeds=1, folds=3))
-    for used, f in zip(seen, r.folds):
-        assert not used & set(f["holdout"])
+    # each fold calibrates its bank on the other models, then its self-check calibrates inner banks on
+    # subsets of those: no call, outer or inner, sees the fold's hold-out models
+    n_calib = wmt_bleu.n_models - 4
+    starts = [k for k, used in enumerate(seen) if len(used) == n_calib]
+    assert len(starts) == 3 and len(seen) > 3
+    for f, (a, b) in zip(r.folds, zip(starts, starts[1:] + [len(seen)])):
+        assert all(not used & set(f["holdout"]) for used in seen[a:b])
 
 
 def test_backtest_cli_on_named_real_table(wmt_bleu, tmp_path, capsys):
@@ -104,3 +109,19 @@ def test_backtest_on_a_small_table_runs_the_hold_out_sets_that_fit(wmt_bleu):
     assert r.folds_run == 2 and len(r.folds) == 2 and r.runs == 2
     with pytest.raises(InputError, match="needs at least 6 models"):
         backtest(wmt_bleu.select_models(list(wmt_bleu.models)[:5]), config=BacktestConfig(seeds=1))
+
+
+@pytest.mark.slow
+def test_the_self_check_predicts_the_coverage_measured_on_left_out_models():
+    """Each fold's bank is corrected by its own self-check, which aims its intervals at 95% on the
+    calibration models; the coverage then measured on the truly left-out models is within 5 points."""
+    from lm_eval_adaptive.data.datasets import load_named
+    from lm_eval_adaptive.engine.backtest import pooled
+
+    try:
+        tables = [load_named(n) for n in ("wmt24/en-de/bleu", "wmt25/en-ja/gemba-gpt4.1", "wmt25/en-zh/cometkiwi")]
+    except InputError as e:
+        pytest.skip(f"real data not available: {e}")
+    p = pooled([backtest(t, config=BacktestConfig(seeds=3)) for t in tables])
+    assert abs(p["full_task_coverage"] - 0.95) <= 0.05
+    assert p["share_abs_z_over_1_96"] <= 0.10

@@ -556,3 +556,27 @@ def test_a_mismatched_ask_is_undone_completely(sim):
     broke.replay([ReplayEvent.failure("m0", 0)])
     assert broke.stopped_because is None and not broke.finished
     assert broke.ask() is None and broke.stopped_because == "budget"
+
+
+def test_a_ctrl_c_during_an_append_waits_until_the_record_is_on_disk(tmp_path, monkeypatch):
+    import os
+    import signal
+
+    j = Journal.create(tmp_path, {"command": "test"})
+    real_fsync = os.fsync
+    fired = []
+
+    def fsync_with_ctrl_c(fd):
+        if not fired:
+            fired.append(1)
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C in the middle of writing the record
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync_with_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        j.append({"type": "score", "model": "a", "item_id": "1", "raw": 0.5, "scaled": 0.5, "cost_usd": 0.0})
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    # the record is whole and on disk, and the journal still takes the calls in flight
+    j.append({"type": "score", "model": "a", "item_id": "2", "raw": 0.4, "scaled": 0.4, "cost_usd": 0.0})
+    j.close()
+    assert [r["item_id"] for r in Journal.open(tmp_path, writable=False).scores()] == ["1", "2"]

@@ -17,9 +17,9 @@ from lm_eval_adaptive.cli.report import plot_ranking, print_ranking
 from lm_eval_adaptive.data.price_map import price_for
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE
 from lm_eval_adaptive.data.tables import load_any_table
-from lm_eval_adaptive.engine.calibration import calibrate
 from lm_eval_adaptive.engine.cat import full_task_estimate
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.self_check import calibrate_checked
 from lm_eval_adaptive.engine.stopping import pair_rule_for
 from lm_eval_adaptive.errors import InputError
 
@@ -42,9 +42,8 @@ def run_demo(args, console) -> int:
     calib = [m for m in names if m not in models]
     if len(calib) < 2:
         raise InputError("keep at least 2 systems out of the ranking to calibrate the bank on")
-    bank = calibrate(table.select_models(calib), scaling=args.scaling, method=args.method,
-                     likelihood=args.likelihood,
-                     metric=table.metric)
+    bank = calibrate_checked(table.select_models(calib), scaling=args.scaling, method=args.method,
+                             likelihood=args.likelihood, metric=table.metric)
     raw = table.mean_matrix()
     tpos = {v: i for i, v in enumerate(np.asarray(table.items, dtype=object).tolist())}
     cols = np.array([tpos[str(x)] for x in bank.item_ids])

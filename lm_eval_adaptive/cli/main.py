@@ -31,9 +31,8 @@ from lm_eval_adaptive.engine.backtest import BacktestConfig, backtest
 from lm_eval_adaptive.engine.calibration import (
     DEFAULT_METHOD,
     DEFAULT_SCALING,
-    calibrate,
 )
-from lm_eval_adaptive.engine.self_check import self_check
+from lm_eval_adaptive.engine.self_check import calibrate_checked
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.run import ModelCallError, table_from_sample_logs
 from lm_eval_adaptive.replay.server import add_arguments as add_replay_arguments
@@ -71,12 +70,9 @@ def cmd_calibrate(args) -> int:
         if unknown:
             raise InputError(f"--exclude-models: not in the table: {', '.join(unknown)}", path=table.source)
         table = table.select_models([m for m in names if m not in args.exclude_models])
-    bank = calibrate(table, scaling=args.scaling, method=args.method, drop_negative=not args.keep_negative,
-                     atlas_filters=args.atlas_filters, likelihood=args.likelihood,
-                     task=args.task, metric=args.metric or table.metric)
-    if not args.no_self_check:
-        check = self_check(table, scaling=args.scaling, method=args.method, likelihood=args.likelihood)
-        bank.diagnostics["self_check"] = check.to_dict() if check is not None else None
+    bank = calibrate_checked(table, scaling=args.scaling, method=args.method, likelihood=args.likelihood,
+                             check=not args.no_self_check, drop_negative=not args.keep_negative,
+                             atlas_filters=args.atlas_filters, task=args.task, metric=args.metric or table.metric)
     bank.save(args.out)
 
     print_calibration(_console(), bank, args.out)

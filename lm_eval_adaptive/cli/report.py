@@ -32,6 +32,11 @@ def print_calibration(console, bank, out_path) -> None:
                       f"seeds): 95% full-task intervals held {100 * check['full_task_coverage']:.0f}% of the time; "
                       f"|θ̂ − θ̂(all items)| > 1.96 SE in {100 * check['share_abs_z_over_1_96']:.0f}% (honest: 5%); "
                       f"confident pairs right {'-' if acc is None else f'{100 * acc:.0f}%'}; mean τ {check['mean_tau']:.2f}")
+            c = check.get("correction") or {}
+            t.add_row("correction applied", f"every ability SE × {c.get('se_factor', 1.0):.2f}; full-task intervals "
+                      f"widened by ±1.96 × {c.get('full_task_sd', 0.0):.4g} in quadrature → on the same runs they hold "
+                      f"{100 * check['corrected_coverage']:.0f}%, |z| > 1.96 in "
+                      f"{100 * check['corrected_share_abs_z_over_1_96']:.0f}%")
     console.print(t)
 
 

@@ -28,6 +28,7 @@ from lm_eval_adaptive.engine.calibration import (
 )
 from lm_eval_adaptive.engine.cat import full_task_estimate
 from lm_eval_adaptive.engine.estimation import DEFAULT_PRIOR_SD, GridPosterior
+from lm_eval_adaptive.engine.model_error import correction_from_records
 from lm_eval_adaptive.engine.person_fit import dispersion_fit
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.selection import MaxInfoSelector
@@ -57,6 +58,8 @@ class BacktestConfig:
     top_k: int = 1
     bootstrap: int = 10_000
     tie_margin: float | None = None  # metric units: a pair closer than this is settled as a tie
+    self_check: bool = True  # each fold's bank corrected by its own self-check (nested cross-validation)
+    self_check_seeds: int = 2
 
     def folds_that_fit(self, n_models: int) -> int:
         """Complete hold-out sets that fit with at least 2 models left to calibrate on (at most ``folds``)."""
@@ -131,6 +134,7 @@ class BacktestResult:
     cost_share_of_full_run: float = float("nan")
     folds_run: int = 0
     counts: dict = field(default_factory=dict)  # the counts behind the shares, for pooling over tables
+    records: list = field(default_factory=list, repr=False)  # per held-out model run (for the self-check)
 
     def method(self, name: str) -> MethodSummary:
         """The summary of ``adaptive``, ``random`` or ``fixed``."""
@@ -139,7 +143,9 @@ class BacktestResult:
         return getattr(self, name)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d.pop("records")
+        return d
 
 
 def backtest_signature(config: BacktestConfig, prices) -> str:
@@ -270,7 +276,24 @@ class _Run:
     tie_counts: tuple = (0, 0, 0)  # predicted ties: (true positives, false positives, false negatives)
     covered: list = field(default_factory=list)  # per hold-out model: full-task interval holds the truth
     z: list = field(default_factory=list)  # per model with SE_stop > SE_all: the SE-calibration z
+    records: list = field(default_factory=list)  # per model: what the self-check needs (see _honesty)
     misfit: list = field(default_factory=list)  # per model: flagged by the person-fit statistic
+
+
+def self_check_correction(table, config: BacktestConfig) -> dict:
+    """The model-error correction a bank calibrated on ``table`` gets from its self-check:
+    leave-models-out cross-validation on ``table`` itself (hold-out sets of up to
+    ``holdout_size`` models, ``self_check_seeds`` seeds, no further nesting); {} when the
+    table has too few models to hold some out."""
+    n = int(table.n_models)
+    if n < 4:
+        return {}
+    inner = BacktestConfig(holdout_size=min(config.holdout_size, n - 2), folds=config.folds,
+                           seeds=config.self_check_seeds, confidence=config.confidence, min_items=config.min_items,
+                           target_items=config.target_items, max_items=config.max_items, scaling=config.scaling,
+                           method=config.method, likelihood=config.likelihood, top_k=config.top_k, bootstrap=200,
+                           tie_margin=config.tie_margin, self_check=False)
+    return correction_from_records(backtest(table, config=inner).records)
 
 
 def _ability_on_every_item(bank, scaled_row: np.ndarray) -> tuple[float, float]:
@@ -284,18 +307,23 @@ def _ability_on_every_item(bank, scaled_row: np.ndarray) -> tuple[float, float]:
 def _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all) -> dict:
     """For each ranked model at the stop: does its full-task 95% interval hold its true mean; the
     SE-calibration z = (θ̂_stop - θ̂_all) / √(SE_stop² - SE_all²); is it flagged as misfitting."""
-    covered, zs, misfit = [], [], []
+    covered, zs, misfit, records = [], [], [], []
     for m in res.ranking:
         e = ranker.examinees[m]
         items = np.asarray(e.items, dtype=np.int64)
         theta, se = res.theta[m], res.se[m]
-        est = full_task_estimate(bank, items, raw_bank[row[m], items], theta, se)
+        raw = raw_bank[row[m], items]
+        est = full_task_estimate(bank, items, raw, theta, se)
         covered.append(bool(est["lower"] <= truth_mean[m] <= est["upper"]))
         t_all, s_all = se_all[m]
         if se * se > s_all * s_all:
             zs.append(float((theta - t_all) / np.sqrt(se * se - s_all * s_all)))
         misfit.append(dispersion_fit(bank, items, e.scores, theta).flagged)
-    return {"covered": covered, "z": zs, "misfit": misfit}
+        wide = full_task_estimate(bank, items, raw, theta, 2 * se)  # the ability part grows about linearly in SE
+        records.append({"d": theta - t_all, "s2": se * se - s_all * s_all, "err": truth_mean[m] - est["estimate"],
+                        "lo": est["estimate"] - est["lower"], "hi": est["upper"] - est["estimate"],
+                        "lo2": wide["estimate"] - wide["lower"], "hi2": wide["upper"] - wide["estimate"]})
+    return {"covered": covered, "z": zs, "misfit": misfit, "records": records}
 
 
 def _summary(vals) -> tuple[float, float]:
@@ -335,6 +363,8 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
         calib = [m for m in models if m not in hold]
         bank = calibrate(table.select_models(calib), scaling=config.scaling, method=config.method,
                          likelihood=config.likelihood, metric=getattr(table, "metric", None))
+        if config.self_check:  # as `calibrate` does: the bank measures its own model error on its history
+            bank.set_model_error(self_check_correction(table.select_models(calib), config))
         tpos = _table_positions(table, bank)  # table index of each bank item
         hidx = [models.index(m) for m in hold]
         raw_h = raw_all[hidx]  # (H, N)
@@ -444,6 +474,7 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
                              "n": int(sum(len(r.misfit) for r in runs))},
         cost_share_of_full_run=_summary(r.cost_share for r in runs)[0],
         folds_run=n_folds,
+        records=[x for r in runs for x in r.records],
         counts={"confident_right": sum(r.confident[0] for r in runs), "confident": sum(r.confident[1] for r in runs),
                 "ties_tp": sum(r.tie_counts[0] for r in runs), "ties_fp": sum(r.tie_counts[1] for r in runs),
                 "ties_fn": sum(r.tie_counts[2] for r in runs),

@@ -51,6 +51,9 @@ class ItemBank:
     dropped: list = field(default_factory=list)
     diagnostics: dict = field(default_factory=dict)
     calibration: dict = field(default_factory=dict)
+    #: The correction the bank's self-check measured (engine/self_check.py): ``se_factor`` (≥ 1)
+    #: multiplies every ability SE, ``full_task_sd`` (metric units) widens full-task intervals.
+    model_error: dict = field(default_factory=dict)
 
     def __post_init__(self):
         """Validate: messages name the field as the bank file spells it (``items.b[3]``)."""
@@ -102,6 +105,21 @@ class ItemBank:
     @property
     def discrimination(self) -> float:
         return self.model.discrimination
+
+    def set_model_error(self, correction: dict) -> None:
+        """Store the self-check's correction (``se_factor``, ``full_task_sd``; {} for none), checked."""
+        self.model_error = _model_error(correction)
+        self._hash = None
+
+    @property
+    def se_factor(self) -> float:
+        """Factor on every ability SE (1: no correction)."""
+        return float(self.model_error.get("se_factor", 1.0))
+
+    @property
+    def full_task_sd(self) -> float:
+        """Extra SD of a full-task estimate, in the metric's units (0: no correction)."""
+        return float(self.model_error.get("full_task_sd", 0.0))
 
     @property
     def prior_mean(self) -> float:
@@ -173,6 +191,7 @@ class ItemBank:
             "dropped": list(self.dropped),
             "diagnostics": self.diagnostics,
             "calibration": self.calibration,
+            **({"model_error": dict(self.model_error)} if self.model_error else {}),
         }
 
     @property
@@ -180,7 +199,8 @@ class ItemBank:
         """Short content hash: the same items, parameters and ranges give the same id."""
         if self._hash is None:
             d = self.to_dict()
-            content = {k: d[k] for k in ("task", "metric", "response_model", "scaling", "items")}
+            content = {k: d[k] for k in ("task", "metric", "response_model", "scaling", "items", "model_error")
+                       if k in d}
             blob = json.dumps(content, sort_keys=True, separators=(",", ":")).encode()
             self._hash = "sha256:" + hashlib.sha256(blob).hexdigest()[:16]
         return self._hash
@@ -236,7 +256,8 @@ class ItemBank:
                        input_tokens=_numbers(items, "input_tokens", n, required=False),
                        output_tokens=_numbers(items, "output_tokens", n, required=False),
                        task=d.get("task"), metric=d.get("metric"), dropped=d.get("dropped") or [],
-                       diagnostics=d.get("diagnostics") or {}, calibration=d.get("calibration") or {})
+                       diagnostics=d.get("diagnostics") or {}, calibration=d.get("calibration") or {},
+                       model_error=_model_error(d.get("model_error")))
         except BankError as e:
             raise BankError(str(e), path=source) from None
         except (KeyError, TypeError, ValueError) as e:  # pragma: no cover - the checks above come first
@@ -323,3 +344,18 @@ def _require(ok: np.ndarray, values: np.ndarray, name: str, rule: str, *, indexe
             raise BankError(f"{name} is {float(values[i])!r}: {rule}")
         more = f" (and {bad.size - 1} more)" if bad.size > 1 else ""
         raise BankError(f"{name}[{i}] is {float(values[i])!r}{more}: {rule}")
+
+
+def _model_error(v) -> dict:
+    """The bank file's ``model_error`` block, checked (``se_factor`` ≥ 1, ``full_task_sd`` ≥ 0)."""
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise BankError("malformed item bank: model_error is not an object")
+    for key, lo in (("se_factor", 1.0), ("full_task_sd", 0.0)):
+        x = v.get(key)
+        if x is None:
+            continue
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not np.isfinite(x) or x < lo:
+            raise BankError(f"model_error.{key} is {x!r}: it must be a finite number >= {lo:g}")
+    return dict(v)

@@ -119,7 +119,8 @@ class Examinee:
 
     @property
     def se(self) -> float:
-        return self._estimator.se
+        """The ability SE: the estimator's, times the bank's measured ``se_factor`` (model error)."""
+        return self._estimator.se * self._bank.se_factor
 
     @property
     def n(self) -> int:
@@ -327,7 +328,8 @@ def full_task_estimate(bank: ItemBank, items, raw_scores, theta: float, se: floa
     (exact for constant items), so the estimate is over every task document the
     calibration saw. The interval adds linearly (a conservative combination) the ability
     uncertainty (θ̂ ± z·SE pushed through the prediction) and the response-model noise of
-    the unobserved items.
+    the unobserved items, then in quadrature the model error the bank's self-check measured
+    (``bank.full_task_sd``: how far full-task estimates of left-out models missed).
     """
     from scipy.stats import norm
 
@@ -350,7 +352,12 @@ def full_task_estimate(bank: ItemBank, items, raw_scores, theta: float, se: floa
     mu = bank.model.mean(theta, bank.b[rest])
     k = bank.k if bank.k is not None else 1.0
     noise_sd = float(np.sqrt(np.sum(k * mu * (1 - mu) * span ** 2))) / n
-    return {"estimate": est, "lower": lo_t - z * noise_sd, "upper": hi_t + z * noise_sd,
+    lower, upper = lo_t - z * noise_sd, hi_t + z * noise_sd
+    extra = z * bank.full_task_sd  # the model error the bank's self-check measured, in quadrature
+    if extra > 0:
+        lower = est - float(np.hypot(est - lower, extra))
+        upper = est + float(np.hypot(upper - est, extra))
+    return {"estimate": est, "lower": lower, "upper": upper,
             "level": level, "items_observed": int(items.size), "items_total": int(n)}
 
 

@@ -12,17 +12,29 @@ uncertainty held. :func:`self_check` reports
 * ``confident_accuracy``: the share of pairs reported as ordered that are in the right order
   (stated: at least γ);
 
-with how many tests each figure rests on. ``calibrate`` stores it in the bank's diagnostics
-and prints it.
+with how many tests each figure rests on, and the correction the engine then applies
+(:mod:`lm_eval_adaptive.engine.model_error`: a factor on every ability SE and an extra
+full-task SD, chosen so that 95% of these held-out runs are covered) with the coverage and
+|z| share the corrected intervals reach on the same runs. ``calibrate`` stores the figures in
+the bank's diagnostics and the correction in the bank, and prints both.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from lm_eval_adaptive.engine.backtest import BacktestConfig, backtest
+import numpy as np
 
-__all__ = ["SelfCheck", "self_check", "MIN_MODELS"]
+from lm_eval_adaptive.engine.backtest import BacktestConfig, backtest
+from lm_eval_adaptive.engine.bank import ItemBank
+from lm_eval_adaptive.engine.calibration import (
+    DEFAULT_METHOD,
+    DEFAULT_SCALING,
+    calibrate,
+)
+from lm_eval_adaptive.engine.model_error import Z95, correction_from_records
+
+__all__ = ["SelfCheck", "self_check", "calibrate_checked", "MIN_MODELS"]
 
 #: Fewest models a self-check can run on: a hold-out pair and two to calibrate on.
 MIN_MODELS = 4
@@ -41,6 +53,9 @@ class SelfCheck:
     share_abs_z_over_1_96: float
     confident_accuracy: float | None
     mean_tau: float
+    correction: dict  # se_factor, full_task_sd: what the engine applies with this bank
+    corrected_coverage: float  # the full-task coverage of the corrected intervals on the same runs
+    corrected_share_abs_z_over_1_96: float
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -61,10 +76,44 @@ def self_check(table, *, scaling: str, method: str, likelihood: str = "quasi", c
     h = min(holdout_size, n - 2)
     config = BacktestConfig(holdout_size=h, folds=folds, seeds=seeds, confidence=confidence,
                             min_items=min_items, target_items=target_items, scaling=scaling, method=method,
-                            likelihood=likelihood, bootstrap=200)
+                            likelihood=likelihood, bootstrap=200, self_check=False)
     r = backtest(table, config=config)
     acc = r.confident_accuracy
+    correction = correction_from_records(r.records)
+    cover, zshare = _corrected(r.records, correction)
     return SelfCheck(models=n, holdout_size=h, folds=r.folds_run, seeds=seeds, tests=r.folds_run * seeds * h,
                      full_task_coverage=r.full_task_coverage,
                      share_abs_z_over_1_96=r.se_calibration.get("share_abs_z_over_1_96", float("nan")),
-                     confident_accuracy=None if acc != acc else acc, mean_tau=r.adaptive.tau)
+                     confident_accuracy=None if acc != acc else acc, mean_tau=r.adaptive.tau,
+                     correction=correction, corrected_coverage=cover, corrected_share_abs_z_over_1_96=zshare)
+
+
+def _corrected(records, correction: dict) -> tuple[float, float]:
+    """(coverage, |z| > 1.96 share) of the corrected intervals on the self-check's own runs."""
+    if not records:
+        return float("nan"), float("nan")
+    f, sd = correction.get("se_factor", 1.0), correction.get("full_task_sd", 0.0)
+    err = np.array([x["err"] for x in records])
+    up = err > 0
+    h1 = np.where(up, [x["hi"] for x in records], [x["lo"] for x in records])
+    h2 = np.where(up, [x["hi2"] for x in records], [x["lo2"] for x in records])
+    h = np.hypot(h1 + (f - 1.0) * np.maximum(h2 - h1, 0.0), Z95 * sd)
+    d = np.array([x["d"] for x in records])
+    s2 = np.array([x["s2"] for x in records])
+    ok = s2 > 0
+    z = np.abs(d[ok]) / (np.sqrt(s2[ok]) * f)
+    return float(np.mean(np.abs(err) <= h)), float(np.mean(z > Z95)) if ok.any() else float("nan")
+
+
+def calibrate_checked(table, *, scaling: str = DEFAULT_SCALING, method: str = DEFAULT_METHOD,
+                      likelihood: str = "quasi", check: bool = True, **calibrate_kwargs) -> ItemBank:
+    """:func:`~lm_eval_adaptive.engine.calibration.calibrate`, then the bank's self-check on the same
+    history: its figures go to ``diagnostics["self_check"]`` (None when the table has too few models)
+    and its correction into the bank (``model_error``). ``check=False``: calibration alone."""
+    bank = calibrate(table, scaling=scaling, method=method, likelihood=likelihood, **calibrate_kwargs)
+    if check:
+        result = self_check(table, scaling=scaling, method=method, likelihood=likelihood)
+        bank.diagnostics["self_check"] = result.to_dict() if result is not None else None
+        if result is not None:
+            bank.set_model_error(result.correction)
+    return bank

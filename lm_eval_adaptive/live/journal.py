@@ -38,9 +38,11 @@ import logging
 import math
 import os
 import re
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -417,7 +419,7 @@ class Journal:
             raise ValueError(why)
         line = (json.dumps(rec, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n").encode()
         rec = json.loads(line)  # exactly what a later open() will read
-        with self._lock:
+        with self._lock, _ctrl_c_after():
             if not self.writable or self._fd is None:
                 raise ValueError(f"journal {self.path} is not open for writing")
             if self._broken:
@@ -520,6 +522,29 @@ def _parse(raw: bytes) -> Any:
 
 def _is_header(rec: Any) -> bool:
     return isinstance(rec, dict) and rec.get("type") == "header"
+
+
+@contextmanager
+def _ctrl_c_after():
+    """Hold a Ctrl-C (SIGINT) that arrives inside the block until the block has finished.
+
+    A record is written and fsynced whole or not at all: an interrupt in the middle would
+    leave the journal unable to take the records of the calls still in flight, which were
+    paid for. Only in the main thread and only over Python's default SIGINT handler;
+    anywhere else the block runs as it is.
+    """
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    held = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if held:
+        raise KeyboardInterrupt
 
 
 def _write_all(fd: int, data: bytes) -> None:

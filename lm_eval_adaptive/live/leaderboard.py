@@ -31,8 +31,8 @@ import numpy as np
 
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.tables import load_any_table
-from lm_eval_adaptive.engine.calibration import calibrate
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.self_check import calibrate_checked
 from lm_eval_adaptive.engine.stopping import pair_rule_for
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import DOC_ID
@@ -99,7 +99,7 @@ def _anchors(lb: dict, table, path) -> list[str]:
 
 def _bank(lb: dict, table, anchors):
 
-    bank = calibrate(table.select_models(anchors), metric=lb["metric"], task=lb["task"])
+    bank = calibrate_checked(table.select_models(anchors), metric=lb["metric"], task=lb["task"])
     return bank
 
 
