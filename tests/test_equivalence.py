@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import simulate_scores
 
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
-from lm_eval_adaptive.engine.stopping import EquivalenceMargin, OrderConfidence, PairStatus
-
-from conftest import simulate_scores
+from lm_eval_adaptive.engine.stopping import (
+    EquivalenceMargin,
+    OrderConfidence,
+    PairStatus,
+)
 
 
 def _rank(bank, thetas, rule, seed=0, n_max=300):
