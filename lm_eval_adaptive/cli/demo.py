@@ -82,6 +82,15 @@ def run_demo(args, console) -> int:
                          "price_source": prices[m].source})
     print_ranking(console, out_rows, res, metric_name=str(table.metric).split("/")[-1],
                   full_cost=sum(full_cost.values()))
+    check = bank.diagnostics.get("self_check")
+    if check:
+        c = check["correction"]
+        console.print(f"bank self-check ({check['tests']} left-out runs): SEs × {c.get('se_factor', 1.0):.2f} and "
+                      f"full-task intervals widened so that 95% of them hold (they held "
+                      f"{100 * check['full_task_coverage']:.0f}% uncorrected)", highlight=False)
+    if res.tie_groups and res.stopped_because == "budget":
+        console.print(f"next: more budget settles more pairs (--budget-usd, now ${budget:.2f}); "
+                      "--tie-margin DELTA reports pairs confidently closer than DELTA as ties", highlight=False)
     if args.plot:
         plot_ranking(args.plot, out_rows, res, title=f"{table.metric}: adaptive ranking")
         console.print(f"wrote {args.plot}")
