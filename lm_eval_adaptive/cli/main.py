@@ -88,7 +88,7 @@ def cmd_backtest(args) -> int:
                             scaling=args.scaling, method=args.method, likelihood=args.likelihood,
                             top_k=args.top_k,
                             partition_seed=args.partition_seed, bootstrap=args.bootstrap,
-                            tie_margin=args.tie_margin)
+                            tie_margin=args.tie_margin, self_check=not args.no_self_check)
     tables = [load_any_table(t, allow_outliers=args.allow_outliers) for t in args.table]
     console = _console()
     results = []
@@ -253,6 +253,9 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
     b.add_argument("--tie-margin", type=positive_float, default=None, metavar="DELTA",
                    help="settle a pair as a tie once its difference is confidently within ±DELTA "
                         "(the table's metric units; default: none)")
+    b.add_argument("--no-self-check", action="store_true",
+                   help="rank with each fold's bank as calibrated, without the correction its self-check "
+                        "(leave-models-out cross-validation on the fold's calibration models) measures")
     b.add_argument("--bootstrap", type=positive_int, default=10_000,
                    help="bootstrap resamples for ground-truth ties")
     b.add_argument("--json", default=None, help="write the summary as JSON here")
