@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["int_at_least", "positive_int", "nonnegative_int", "positive_float", "nonnegative_float",
+__all__ = ["add_tie_margin_argument", "int_at_least", "positive_int", "nonnegative_int", "positive_float", "nonnegative_float",
            "open_unit_interval", "confidence_level"]
 
 
@@ -62,3 +62,10 @@ def open_unit_interval(text: str) -> float:
 def confidence_level(text: str) -> float:
     """γ: a number strictly between 0.5 and 1."""
     return _float(text, lambda v: 0.5 < v < 1, "a confidence level between 0.5 and 1 (exclusive)")
+
+
+def add_tie_margin_argument(parser) -> None:
+    """``--tie-margin DELTA`` (a parser or an argument group): the equivalence margin of a ranking."""
+    parser.add_argument("--tie-margin", type=positive_float, default=None, metavar="DELTA",
+                        help="settle a pair as a tie once its difference is confidently within ±DELTA "
+                             "(the metric's units, e.g. 0.01 BLEU on a 0-1 scale; default: none)")

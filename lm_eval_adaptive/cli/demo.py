@@ -18,6 +18,7 @@ from lm_eval_adaptive.data.price_map import price_for
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE
 from lm_eval_adaptive.data.tables import load_any_table
 from lm_eval_adaptive.engine.cat import full_task_estimate
+from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.self_check import calibrate_checked
 from lm_eval_adaptive.engine.stopping import pair_rule_for
@@ -74,7 +75,7 @@ def run_demo(args, console) -> int:
         e = ranker.examinees[m]
         obs_raw = raw[rows[m], cols[e.items]]
         est = full_task_estimate(bank, e.items, obs_raw, e.theta, e.se)
-        lo, hi = e.theta - 1.959964 * e.se, e.theta + 1.959964 * e.se
+        lo, hi = e.theta - Z95 * e.se, e.theta + Z95 * e.se
         truth = float(np.nanmean(raw[rows[m]]))  # every document of the full run
         out_rows.append({"model": m, "theta": e.theta, "se": e.se, "lo": lo, "hi": hi,
                          "est": est["estimate"], "est_lo": est["lower"], "est_hi": est["upper"],

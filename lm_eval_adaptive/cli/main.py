@@ -12,11 +12,11 @@ import sys
 from lm_eval_adaptive import __version__
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.cli.arguments import (
+    add_tie_margin_argument,
     confidence_level,
     int_at_least,
     nonnegative_float,
     nonnegative_int,
-    positive_float,
     positive_int,
 )
 from lm_eval_adaptive.cli.demo import run_demo
@@ -198,9 +198,7 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
     d.add_argument("--json", default=None, help="also write the result as JSON here")
     d.add_argument("--plot", default=None, help="write a PNG of abilities with intervals here")
     d.add_argument("--seed", type=nonnegative_int, default=0)
-    d.add_argument("--tie-margin", type=positive_float, default=None, metavar="DELTA",
-                   help="settle a pair as a tie once its difference is confidently within ±DELTA "
-                        "(the table's metric units; default: none)")
+    add_tie_margin_argument(d)
     common_model(d)
     d.set_defaults(func=cmd_demo)
 
@@ -250,9 +248,7 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
                         "others at the default $1/$3 per M tokens; uniform: the default price for "
                         "every system (the paper-comparison setting)")
     b.add_argument("--partition-seed", type=nonnegative_int, default=42)
-    b.add_argument("--tie-margin", type=positive_float, default=None, metavar="DELTA",
-                   help="settle a pair as a tie once its difference is confidently within ±DELTA "
-                        "(the table's metric units; default: none)")
+    add_tie_margin_argument(b)
     b.add_argument("--no-self-check", action="store_true",
                    help="rank with each fold's bank as calibrated, without the correction its self-check "
                         "(leave-models-out cross-validation on the fold's calibration models) measures")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.cli.arguments import (
+    add_tie_margin_argument,
     confidence_level,
     nonnegative_float,
     positive_float,
@@ -65,9 +66,7 @@ def add_task_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_live_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("live calls")
-    g.add_argument("--tie-margin", type=positive_float, default=None, metavar="DELTA",
-                   help="a pair whose metric difference is confidently within ±DELTA (the metric's units, "
-                        "e.g. 0.01 BLEU on a 0-1 scale) is settled as a tie (default: none)")
+    add_tie_margin_argument(g)
     g.add_argument("--concurrency", type=positive_int, default=1, metavar="K",
                    help="calls in flight per model (default 1: each item chosen after the last score); "
                         "every model is in flight at once")

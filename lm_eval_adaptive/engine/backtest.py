@@ -13,7 +13,7 @@ exactly as a live model's would be.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Mapping
 
 import numpy as np
@@ -27,7 +27,7 @@ from lm_eval_adaptive.engine.calibration import (
     calibrate,
 )
 from lm_eval_adaptive.engine.cat import full_task_estimate
-from lm_eval_adaptive.engine.estimation import DEFAULT_PRIOR_SD, GridPosterior
+from lm_eval_adaptive.engine.estimation import DEFAULT_PRIOR_SD, Z95, GridPosterior
 from lm_eval_adaptive.engine.model_error import correction_from_records
 from lm_eval_adaptive.engine.person_fit import dispersion_fit
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
@@ -37,7 +37,7 @@ from lm_eval_adaptive.engine.stopping import pair_rule_for
 from lm_eval_adaptive.errors import InputError
 
 __all__ = ["BacktestConfig", "BacktestResult", "MethodSummary", "TieSummary", "backtest", "backtest_signature",
-           "confident_counts", "pooled",
+           "confident_counts", "pooled", "self_check_backtest", "self_check_correction", "SELF_CHECK_MIN_MODELS",
            "holdout_sets", "ground_truth", "kendall_tau",
            "tie_metrics", "confident_accuracy"]
 
@@ -280,20 +280,28 @@ class _Run:
     misfit: list = field(default_factory=list)  # per model: flagged by the person-fit statistic
 
 
-def self_check_correction(table, config: BacktestConfig) -> dict:
-    """The model-error correction a bank calibrated on ``table`` gets from its self-check:
-    leave-models-out cross-validation on ``table`` itself (hold-out sets of up to
-    ``holdout_size`` models, ``self_check_seeds`` seeds, no further nesting); {} when the
-    table has too few models to hold some out."""
+#: Fewest models a self-check can run on: a hold-out pair and two to calibrate on.
+SELF_CHECK_MIN_MODELS = 4
+
+
+def self_check_backtest(table, config: BacktestConfig) -> BacktestResult | None:
+    """Leave-models-out cross-validation on ``table`` itself, as a bank calibrated on it checks
+    itself: ``config``'s settings with hold-out sets of up to ``holdout_size`` models (fewer on a
+    small table, at least 2), ``self_check_seeds`` seeds, a 200-resample bootstrap, the default
+    partition and no further nesting. None when the table has too few models to hold some out."""
     n = int(table.n_models)
-    if n < 4:
-        return {}
-    inner = BacktestConfig(holdout_size=min(config.holdout_size, n - 2), folds=config.folds,
-                           seeds=config.self_check_seeds, confidence=config.confidence, min_items=config.min_items,
-                           target_items=config.target_items, max_items=config.max_items, scaling=config.scaling,
-                           method=config.method, likelihood=config.likelihood, top_k=config.top_k, bootstrap=200,
-                           tie_margin=config.tie_margin, self_check=False)
-    return correction_from_records(backtest(table, config=inner).records)
+    if n < SELF_CHECK_MIN_MODELS:
+        return None
+    inner = replace(config, holdout_size=min(config.holdout_size, n - 2), seeds=config.self_check_seeds,
+                    bootstrap=200, partition_seed=BacktestConfig.partition_seed, self_check=False)
+    return backtest(table, config=inner)
+
+
+def self_check_correction(table, config: BacktestConfig) -> dict:
+    """The model-error correction a bank calibrated on ``table`` gets from its self-check
+    (:func:`self_check_backtest`); {} when the table has too few models to hold some out."""
+    r = self_check_backtest(table, config)
+    return correction_from_records(r.records) if r is not None else {}
 
 
 def _ability_on_every_item(bank, scaled_row: np.ndarray) -> tuple[float, float]:
@@ -479,7 +487,7 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
                 "ties_tp": sum(r.tie_counts[0] for r in runs), "ties_fp": sum(r.tie_counts[1] for r in runs),
                 "ties_fn": sum(r.tie_counts[2] for r in runs),
                 "covered": sum(sum(r.covered) for r in runs), "models": sum(len(r.covered) for r in runs),
-                "z_over_1_96": sum(int(abs(z) > 1.959963984540054) for r in runs for z in r.z),
+                "z_over_1_96": sum(int(abs(z) > Z95) for r in runs for z in r.z),
                 "z": sum(len(r.z) for r in runs)},
     )
 
@@ -493,7 +501,7 @@ def _z_summary(zs) -> dict:
     z = np.asarray(zs, dtype=float)
     if not z.size:
         return {"share_abs_z_over_1_96": float("nan"), "mean_z": float("nan"), "sd_z": float("nan"), "n": 0}
-    return {"share_abs_z_over_1_96": float(np.mean(np.abs(z) > 1.959963984540054)), "mean_z": float(z.mean()),
+    return {"share_abs_z_over_1_96": float(np.mean(np.abs(z) > Z95)), "mean_z": float(z.mean()),
             "sd_z": float(z.std()), "n": int(z.size)}
 
 

@@ -29,11 +29,13 @@ from lm_eval_adaptive.engine.response_model import ResponseModel
 if TYPE_CHECKING:  # pragma: no cover
     from lm_eval_adaptive.engine.bank import ItemBank
 
-__all__ = ["AbilityEstimator", "EstimatorFactory", "GridEAP", "GridPosterior", "DEFAULT_PRIOR_SD",
+__all__ = ["AbilityEstimator", "EstimatorFactory", "GridEAP", "GridPosterior", "DEFAULT_PRIOR_SD", "Z95",
            "DEFAULT_GRID_HALF_WIDTH", "DEFAULT_GRID_STEP"]
 
 #: METHOD.md §3: prior θ ~ Normal(median b, 25).
 DEFAULT_PRIOR_SD = 5.0
+#: Φ⁻¹(0.975): the normal quantile of every two-sided 95% interval the package reports.
+Z95 = 1.959963984540054
 DEFAULT_GRID_HALF_WIDTH = 12.0
 DEFAULT_GRID_STEP = 0.025
 _COARSE_STEP = 0.25

@@ -23,22 +23,20 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-import numpy as np
-
-from lm_eval_adaptive.engine.backtest import BacktestConfig, backtest
+from lm_eval_adaptive.engine.backtest import SELF_CHECK_MIN_MODELS as MIN_MODELS
+from lm_eval_adaptive.engine.backtest import BacktestConfig, self_check_backtest
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.calibration import (
     DEFAULT_METHOD,
     DEFAULT_SCALING,
     calibrate,
 )
-from lm_eval_adaptive.engine.model_error import Z95, correction_from_records
+from lm_eval_adaptive.engine.model_error import (
+    corrected_figures,
+    correction_from_records,
+)
 
 __all__ = ["SelfCheck", "self_check", "calibrate_checked", "MIN_MODELS"]
-
-#: Fewest models a self-check can run on: a hold-out pair and two to calibrate on.
-MIN_MODELS = 4
-
 
 @dataclass(frozen=True)
 class SelfCheck:
@@ -70,40 +68,21 @@ def self_check(table, *, scaling: str, method: str, likelihood: str = "quasi", c
     complete sets as fit with two models left to calibrate on (at most ``folds``); each is
     ranked ``seeds`` times at the backtest's budget of ``target_items`` items per model.
     """
-    n = int(table.n_models)
-    if n < MIN_MODELS:
-        return None
-    h = min(holdout_size, n - 2)
-    config = BacktestConfig(holdout_size=h, folds=folds, seeds=seeds, confidence=confidence,
+    config = BacktestConfig(holdout_size=holdout_size, folds=folds, self_check_seeds=seeds, confidence=confidence,
                             min_items=min_items, target_items=target_items, scaling=scaling, method=method,
-                            likelihood=likelihood, bootstrap=200, self_check=False)
-    r = backtest(table, config=config)
+                            likelihood=likelihood)
+    r = self_check_backtest(table, config)
+    if r is None:
+        return None
+    h = r.settings["holdout_size"]
     acc = r.confident_accuracy
     correction = correction_from_records(r.records)
-    cover, zshare = _corrected(r.records, correction)
-    return SelfCheck(models=n, holdout_size=h, folds=r.folds_run, seeds=seeds, tests=r.folds_run * seeds * h,
-                     full_task_coverage=r.full_task_coverage,
+    cover, zshare = corrected_figures(r.records, correction)
+    return SelfCheck(models=int(table.n_models), holdout_size=h, folds=r.folds_run, seeds=seeds,
+                     tests=r.folds_run * seeds * h, full_task_coverage=r.full_task_coverage,
                      share_abs_z_over_1_96=r.se_calibration.get("share_abs_z_over_1_96", float("nan")),
                      confident_accuracy=None if acc != acc else acc, mean_tau=r.adaptive.tau,
                      correction=correction, corrected_coverage=cover, corrected_share_abs_z_over_1_96=zshare)
-
-
-def _corrected(records, correction: dict) -> tuple[float, float]:
-    """(coverage, |z| > 1.96 share) of the corrected intervals on the self-check's own runs."""
-    if not records:
-        return float("nan"), float("nan")
-    f, sd = correction.get("se_factor", 1.0), correction.get("full_task_sd", 0.0)
-    err = np.array([x["err"] for x in records])
-    up = err > 0
-    h1 = np.where(up, [x["hi"] for x in records], [x["lo"] for x in records])
-    h2 = np.where(up, [x["hi2"] for x in records], [x["lo2"] for x in records])
-    h = np.hypot(h1 + (f - 1.0) * np.maximum(h2 - h1, 0.0), Z95 * sd)
-    d = np.array([x["d"] for x in records])
-    s2 = np.array([x["s2"] for x in records])
-    ok = s2 > 0
-    z = np.abs(d[ok]) / (np.sqrt(s2[ok]) * f)
-    return float(np.mean(np.abs(err) <= h)), float(np.mean(z > Z95)) if ok.any() else float("nan")
-
 
 def calibrate_checked(table, *, scaling: str = DEFAULT_SCALING, method: str = DEFAULT_METHOD,
                       likelihood: str = "quasi", check: bool = True, **calibrate_kwargs) -> ItemBank:

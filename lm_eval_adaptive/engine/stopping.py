@@ -122,11 +122,8 @@ class EquivalenceMargin:
         self.order = OrderConfidence(confidence)
         self.margin = float(margin)
         self.z = float(ndtri(confidence))
-        self._model = bank.model
-        self._b = np.asarray(bank.b, dtype=float)
-        n = self._b.size
-        self._lo = np.broadcast_to(np.asarray(bank.lo, dtype=float), (n,))
-        self._span = np.broadcast_to(np.asarray(bank.hi, dtype=float), (n,)) - self._lo
+        self._bank = bank
+        self._items = np.arange(bank.n_items)[None, :]
 
     @property
     def confidence(self) -> float:
@@ -135,8 +132,8 @@ class EquivalenceMargin:
     def metric(self, theta) -> np.ndarray:
         """m(θ): the predicted mean raw metric over the bank's items, per θ."""
         t = np.atleast_1d(np.asarray(theta, dtype=float))
-        mu = self._model.mean(t[:, None], self._b[None, :])
-        return (self._lo[None, :] + self._span[None, :] * mu).mean(axis=1)
+        bank = self._bank
+        return bank.unscale(self._items, bank.model.mean(t[:, None], bank.b[None, :])).mean(axis=1)
 
     def slope(self, theta, h: float = 1e-4) -> np.ndarray:
         """m'(θ) by central difference."""

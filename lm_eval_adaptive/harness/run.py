@@ -43,6 +43,7 @@ from lm_eval_adaptive.data.price_map import model_price, parse_prices
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE, actual_cost
 from lm_eval_adaptive.data.responses import ResponseTable
 from lm_eval_adaptive.engine.cat import AdaptiveTest, full_task_estimate
+from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.person_fit import dispersion_fit
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness import lm_eval_compat as compat
@@ -418,7 +419,7 @@ def headline_estimate(results: dict, task: str, block: dict) -> None:
             hib[f"{name}{ADMINISTERED_SUFFIX}"] = hib[name]
         if name == metric:
             row[key] = est["estimate"]
-            row[f"{name}_stderr,{filt}"] = (est["upper"] - est["lower"]) / (2 * 1.959963984540054)
+            row[f"{name}_stderr,{filt}"] = (est["upper"] - est["lower"]) / (2 * Z95)
     block["headline"] = (f"results[{task!r}][{metric!r}] is the full-task estimate; the plain mean of the "
                          f"administered documents is {metric}{ADMINISTERED_SUFFIX}")
 
@@ -440,7 +441,7 @@ def display_results(results: dict) -> dict:
 def _adaptive_block(o: TaskOutcome) -> dict:
     e = o.test.examinee
     est = full_task_estimate(o.bank, e.items, np.asarray(o.raw), e.theta, e.se)
-    z = 1.959963984540054
+    z = Z95
     return {
         "metric": o.binding.metric,
         "theta": e.theta, "se": e.se, "theta_ci95": [e.theta - z * e.se, e.theta + z * e.se],

@@ -31,6 +31,7 @@ import numpy as np
 
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.tables import load_any_table
+from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.self_check import calibrate_checked
 from lm_eval_adaptive.engine.stopping import pair_rule_for
@@ -54,7 +55,6 @@ __all__ = ["LEADERBOARD_FORMAT", "REFRESH_KEYS", "load_leaderboard", "create_lea
 
 LEADERBOARD_FORMAT = "lm-eval-adaptive/leaderboard"
 LEADERBOARD_VERSION = 1
-Z95 = 1.959963984540054
 
 
 def load_leaderboard(path) -> dict:

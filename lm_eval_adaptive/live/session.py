@@ -26,6 +26,7 @@ from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.price_map import model_price, parse_prices
 from lm_eval_adaptive.data.prices import actual_cost, upper_estimate
 from lm_eval_adaptive.engine.cat import full_task_estimate
+from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.person_fit import dispersion_fit
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import bind_bank
@@ -330,7 +331,7 @@ class LiveProgress:
 def model_rows(live, setup, models) -> list[dict]:
 
     r = live.ranker
-    z = 1.959963984540054
+    z = Z95
     rows = []
     for m in models:
         e = r.examinees[m]
