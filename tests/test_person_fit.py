@@ -42,3 +42,11 @@ def test_no_items_is_not_flagged(sim_bank):
     fit = dispersion_fit(sim_bank, [], [], 0.0)
     assert fit.n == 0 and not fit.flagged and np.isnan(fit.z)
     assert FLAG_Z == pytest.approx(2.326, abs=1e-3)
+
+
+def test_only_a_flagged_model_gets_a_misfit_note():
+    from lm_eval_adaptive.engine.person_fit import PersonFit, misfit_note
+
+    assert misfit_note(PersonFit(40, 1.0, 0.1, False).to_dict()) is None and misfit_note(None) is None
+    note = misfit_note(PersonFit(40, 3.2, 6.5, True).to_dict())
+    assert "3.20× the bank's noise" in note and "z = 6.5" in note and "40 items" in note

@@ -28,6 +28,7 @@ from lm_eval_adaptive.cli.arguments import (
     positive_int,
 )
 from lm_eval_adaptive.cli.report import plot_ranking
+from lm_eval_adaptive.engine.person_fit import misfit_note
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.stopping import pair_rule_for
 from lm_eval_adaptive.errors import InputError
@@ -178,10 +179,9 @@ def write_outputs(out_dir: Path, report: dict, live, setup) -> None:
 def print_misfits(console, rows) -> None:
     """One line per model the person-fit statistic flags (its scores scatter more than the bank's)."""
     for r in rows:
-        fit = r.get("person_fit") or {}
-        if fit.get("flagged"):
-            console.print(f"[yellow]misfit[/]: {r['model']}: its scores scatter {fit['dispersion']:.2f}× the bank's "
-                          f"noise around its curve (z = {fit['z']:.1f}, {fit['n']} items): treat its interval with care")
+        note = misfit_note(r.get("person_fit"))
+        if note:
+            console.print(f"[yellow]misfit[/]: {r['model']}: {note}")
 
 
 def print_report(console, report: dict) -> None:

@@ -21,7 +21,7 @@ from scipy.stats import norm
 
 from lm_eval_adaptive.engine.bank import ItemBank
 
-__all__ = ["PersonFit", "dispersion_fit", "FLAG_Z"]
+__all__ = ["PersonFit", "dispersion_fit", "misfit_note", "FLAG_Z"]
 
 #: z above which a model is flagged (one-sided p < 0.01).
 FLAG_Z = float(norm.ppf(0.99))
@@ -56,3 +56,11 @@ def dispersion_fit(bank: ItemBank, items, scores, theta: float, *, flag_z: float
     c = 2.0 / (9.0 * n)
     z = float((ratio ** (1.0 / 3.0) - (1.0 - c)) / np.sqrt(c))
     return PersonFit(n=n, dispersion=ratio, z=z, flagged=bool(z > flag_z))
+
+
+def misfit_note(fit: dict) -> str | None:
+    """The report line for a flagged model (a :meth:`PersonFit.to_dict`), None when it fits."""
+    if not (fit or {}).get("flagged"):
+        return None
+    return (f"its scores scatter {fit['dispersion']:.2f}× the bank's noise around its curve "
+            f"(z = {fit['z']:.1f}, {fit['n']} items): treat its interval with care")

@@ -44,7 +44,7 @@ from lm_eval_adaptive.data.prices import DEFAULT_PRICE, actual_cost
 from lm_eval_adaptive.data.responses import ResponseTable
 from lm_eval_adaptive.engine.cat import AdaptiveTest, full_task_estimate
 from lm_eval_adaptive.engine.estimation import Z95
-from lm_eval_adaptive.engine.person_fit import dispersion_fit
+from lm_eval_adaptive.engine.person_fit import dispersion_fit, misfit_note
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness import lm_eval_compat as compat
 from lm_eval_adaptive.harness.binding import SAMPLE_LOGS_SOURCE, BankBinding, bind_bank
@@ -267,9 +267,9 @@ def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig) -> int:
               f"({a['pct_of_task']:.1f}%); estimated full-task {a['metric']} = {est['estimate']:.4f} "
               f"[{est['lower']:.4f}, {est['upper']:.4f}]; ${a['cost_usd']:.4f}{judge}; "
               f"stopped: {a['stopped_because']}")
-        if a["person_fit"]["flagged"]:
-            print(f"{o.task}: misfit: the model's scores scatter {a['person_fit']['dispersion']:.2f}× the bank's "
-                  f"noise around its curve (z = {a['person_fit']['z']:.1f}): treat the interval with care")
+        note = misfit_note(a["person_fit"])
+        if note:
+            print(f"{o.task}: misfit: {note}")
     if cfg.output_path:
         print(f"results written under {cfg.output_path}")
     return 0

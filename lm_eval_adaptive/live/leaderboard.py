@@ -32,6 +32,7 @@ import numpy as np
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.tables import load_any_table
 from lm_eval_adaptive.engine.estimation import Z95
+from lm_eval_adaptive.engine.person_fit import misfit_note
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.self_check import calibrate_checked
 from lm_eval_adaptive.engine.stopping import pair_rule_for
@@ -312,9 +313,9 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed) -> int:
     _write(path, lb)
     print_leaderboard(console, lb, added, res.failed)
     for m, e in added.items():
-        if e["person_fit"]["flagged"]:
-            console.print(f"[yellow]misfit[/]: {m}: its scores scatter {e['person_fit']['dispersion']:.2f}× the "
-                          f"bank's noise around its curve (z = {e['person_fit']['z']:.1f}): treat its place with care")
+        note = misfit_note(e["person_fit"])
+        if note:
+            console.print(f"[yellow]misfit[/]: {m}: {note}")
     console.print(f"stopped because: {stopped}; spent ${setup.ledger.spent:.4f} of a ${settings.budget_usd:g} cap; "
                   f"{path} updated")
     return 0
