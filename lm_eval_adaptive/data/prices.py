@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Price", "DEFAULT_PRICE", "uniform_prices", "upper_estimate", "actual_cost"]
+__all__ = ["Price", "DEFAULT_PRICE", "uniform_prices", "upper_estimate", "actual_cost", "nonnegative_amount"]
 
 _PER_MILLION = 1_000_000.0
 
@@ -78,15 +78,20 @@ def uniform_prices(models: Iterable[str], price: Price = DEFAULT_PRICE) -> dict[
     return {m: price for m in models}
 
 
-def _tokens(value: Any, what: str) -> float:
-    if value is None:
-        raise ValueError(f"{what} is missing")
+def nonnegative_amount(value: Any, what: str) -> float:
+    """``value`` as a float: a finite number >= 0 (token counts, dollars); ValueError naming ``what``."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
         raise ValueError(f"{what} must be a number, got {value!r}")
     v = float(value)
     if not math.isfinite(v) or v < 0:
         raise ValueError(f"{what} must be a finite number >= 0, got {value!r}")
     return v
+
+
+def _tokens(value: Any, what: str) -> float:
+    if value is None:
+        raise ValueError(f"{what} is missing")
+    return nonnegative_amount(value, what)
 
 
 def upper_estimate(price: Price, input_tokens: float, max_output_tokens: float, *,

@@ -37,7 +37,7 @@ from collections.abc import Hashable
 from fractions import Fraction
 from typing import Any
 
-import numpy as np
+from lm_eval_adaptive.data.prices import nonnegative_amount
 
 __all__ = ["BudgetLedger"]
 
@@ -46,18 +46,9 @@ log = logging.getLogger(__name__)
 _UNITS_PER_USD = 10**12  # the ledger counts in 1e-12 USD
 
 
-def _amount(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{what} must be a number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{what} must be a finite number >= 0, got {value!r}")
-    return value
-
-
 def _units(value: Any, what: str) -> int:
     """USD -> integer 1e-12 USD (exact conversion of the float, rounded to nearest)."""
-    return round(Fraction(_amount(value, what)) * _UNITS_PER_USD)
+    return round(Fraction(nonnegative_amount(value, what)) * _UNITS_PER_USD)
 
 
 def _usd(units: int) -> float:
