@@ -369,10 +369,11 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
     total_steps = n_folds * config.seeds
     for f, hold in enumerate(sets):
         calib = [m for m in models if m not in hold]
-        bank = calibrate(table.select_models(calib), scaling=config.scaling, method=config.method,
+        history = table.select_models(calib)
+        bank = calibrate(history, scaling=config.scaling, method=config.method,
                          likelihood=config.likelihood, metric=getattr(table, "metric", None))
         if config.self_check:  # as `calibrate` does: the bank measures its own model error on its history
-            bank.set_model_error(self_check_correction(table.select_models(calib), config))
+            bank.set_model_error(self_check_correction(history, config))
         tpos = _table_positions(table, bank)  # table index of each bank item
         hidx = [models.index(m) for m in hold]
         raw_h = raw_all[hidx]  # (H, N)
@@ -397,16 +398,18 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
         def scaled_score(m, i, _s=scaled, _r=row):
             return float(_s[_r[m], i])
 
+        pair_rule = pair_rule_for(bank, config.confidence, config.tie_margin)
         fold_runs = []
         for seed in range(config.seeds):
             ranker = AdaptiveRanker(bank, hold, item_costs=bank_costs, confidence=config.confidence,
                                     n_init=config.min_items, n_max=config.max_items, budget=budget,
                                     top_k=config.top_k, seed=seed, selector=selector, exclude=missing,
-                                    pair_rule=pair_rule_for(bank, config.confidence, config.tie_margin))
+                                    pair_rule=pair_rule)
             res = ranker.run(scaled_score)
             honesty = _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all)
             pred_ties = {frozenset(p) for p in res.ties}
             prec, rec, f1 = tie_metrics(pred_ties, gt["ties"])
+            right, confident = confident_counts(res.ranking, truth, pred_ties)
             n_fixed = max(res.items.values())
             fx = fixed_length_cat(bank, hold, n_fixed, scaled_score, item_costs=bank_costs,
                                   rng=np.random.default_rng(seed), selector=selector, exclude=missing)
@@ -415,10 +418,10 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
                 adaptive_items=res.total_items, adaptive_cost=res.total_cost,
                 adaptive_ties=len(pred_ties), stopped_because=res.stopped_because,
                 fixed_tau=kendall_tau(fx.ranking, truth), fixed_items=fx.total_items,
-                fixed_cost=fx.total_cost, confident_accuracy=confident_accuracy(res.ranking, truth, pred_ties),
+                fixed_cost=fx.total_cost, confident_accuracy=right / confident if confident else None,
                 truth_ties=len(gt["ties"]), tie_precision=prec, tie_recall=rec, tie_f1=f1,
                 cost_share=res.total_cost / full_run_cost if full_run_cost > 0 else float("nan"),
-                confident=confident_counts(res.ranking, truth, pred_ties),
+                confident=(right, confident),
                 tie_counts=(len(pred_ties & gt["ties"]), len(pred_ties - gt["ties"]), len(gt["ties"] - pred_ties)),
                 **honesty))
         matched = float(np.mean([r.adaptive_cost for r in fold_runs]))
