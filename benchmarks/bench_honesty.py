@@ -54,12 +54,14 @@ def main(argv=None) -> int:
     ap.add_argument("--half", choices=("tuning", "report", "both"), default="both")
     ap.add_argument("--tables", nargs="+", default=None, help="only these tables (one half named 'custom')")
     ap.add_argument("--tie-margin", type=float, default=None)
+    ap.add_argument("--futility", type=float, default=None, help="the ranker's futility factor (default: the engine's)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     halves = {"custom": a.tables} if a.tables else {
         k: v for k, v in (("tuning", TUNING), ("report", REPORT)) if a.half in (k, "both")}
-    config = BacktestConfig(seeds=a.seeds, tie_margin=a.tie_margin)
-    out = {"settings": {"seeds": a.seeds, "tie_margin": a.tie_margin, "prices": "uniform"}}
+    config = BacktestConfig(seeds=a.seeds, tie_margin=a.tie_margin,
+                            **({} if a.futility is None else {"futility": a.futility}))
+    out = {"settings": {"seeds": a.seeds, "tie_margin": a.tie_margin, "futility": config.futility, "prices": "uniform"}}
     t0 = time.perf_counter()
     for half, names in halves.items():
         results, rows = [], []

@@ -19,6 +19,7 @@ import lm_eval_adaptive
 from lm_eval_adaptive.engine.cat import AdaptiveTest, Examinee
 from lm_eval_adaptive.engine.estimation import (
     AbilityEstimator,
+    DispersionPosterior,
     EstimatorFactory,
     GridEAP,
     GridPosterior,
@@ -255,9 +256,13 @@ def test_record_many_is_one_vectorised_update(bank, world):
     y = np.clip(np.linspace(0.1, 0.9, items.size), 0, 1)
     r.record_many("m2", items, y, costs=np.zeros(items.size))
     e = r.examinees["m2"]
-    ref = GridPosterior(bank.prior_mean)
+    ref = DispersionPosterior(bank.prior_mean)
     ref.update_many(bank.model, bank.b[items], y)
-    assert (e.theta, e.se) == (ref.mean, ref.sd)
+    assert (e.theta, e.se) == (ref.mean, ref.se)
+    one = DispersionPosterior(bank.prior_mean)  # the same as one update per item
+    for b, s in zip(bank.b[items], y):
+        one.update(bank.model, b, s)
+    assert one.mean == pytest.approx(ref.mean, abs=1e-9) and one.se == pytest.approx(ref.se, rel=1e-9)
     assert e.items == items.tolist() and e.n_taken == items.size and e.spent == 0
     assert all(math.isnan(v) for v in e.info_at_selection)
     with pytest.raises(ValueError, match="twice"):
@@ -445,7 +450,8 @@ def test_results_carry_a_reproducibility_signature(bank, world):
     assert sig == r.signature()
     assert sig["bank"] == bank.bank_id and sig["confidence"] == 0.95 and sig["n_init"] == 5
     assert sig["n_max"] == 60 and sig["budget"] == 0.6 and sig["top_k"] == 3 and sig["seed"] == 7
-    assert sig["selector"] == "max-info" and sig["estimator"] == "grid-eap"
+    assert sig["selector"] == "max-info+random(share=0.5,seed=7)" and sig["estimator"] == "grid-eap+dispersion"
+    assert sig["futility"] == 0.5
     assert sig["pair_rule"] == "order-confidence"
     assert sig["version"] == lm_eval_adaptive.__version__ and sig["numpy"] == np.__version__
     line = res.signature_string

@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 from conftest import make_sim_bank, simulate_scores
 
+from lm_eval_adaptive.engine.estimation import GridEAP
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.selection import MaxInfoSelector
 from lm_eval_adaptive.harness.scorer import ItemScore, parse_model_spec
 from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy, is_retryable
 from lm_eval_adaptive.live.journal import Journal
@@ -320,7 +322,9 @@ def test_refresh_errors_leave_the_leaderboard_untouched(tmp_path, capsys):
 
 def test_no_money_on_a_pair_only_the_blocked_partner_can_settle(bank):
     def warmed(precise):
-        r = AdaptiveRanker(bank, ["a", "b"], n_init=2, seed=0)
+        # maximum information and plain posterior SEs: the SEs below are what these scores make them
+        r = AdaptiveRanker(bank, ["a", "b"], n_init=2, seed=0, estimator=GridEAP(),
+                           selector=MaxInfoSelector(bank.b))
         for _ in range(4):
             q = r.ask()
             r.tell(q, 0.5 if q.model == "a" else 0.45)

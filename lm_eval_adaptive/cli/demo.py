@@ -19,6 +19,7 @@ from lm_eval_adaptive.data.prices import DEFAULT_PRICE
 from lm_eval_adaptive.data.tables import load_any_table
 from lm_eval_adaptive.engine.cat import full_task_estimate
 from lm_eval_adaptive.engine.estimation import Z95
+from lm_eval_adaptive.engine.model_error import describe_correction
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.self_check import calibrate_checked
 from lm_eval_adaptive.engine.stopping import pair_rule_for
@@ -74,7 +75,7 @@ def run_demo(args, console) -> int:
     for m in res.ranking:
         e = ranker.examinees[m]
         obs_raw = raw[rows[m], cols[e.items]]
-        est = full_task_estimate(bank, e.items, obs_raw, e.theta, e.se)
+        est = full_task_estimate(bank, e.items, obs_raw, e.theta, e.se, misfit=e.misfit)
         lo, hi = e.theta - Z95 * e.se, e.theta + Z95 * e.se
         truth = float(np.nanmean(raw[rows[m]]))  # every document of the full run
         out_rows.append({"model": m, "theta": e.theta, "se": e.se, "lo": lo, "hi": hi,
@@ -86,9 +87,9 @@ def run_demo(args, console) -> int:
     check = bank.diagnostics.get("self_check")
     if check:
         c = check["correction"]
-        console.print(f"bank self-check ({check['tests']} left-out runs): SEs × {c.get('se_factor', 1.0):.2f} and "
-                      f"full-task intervals widened so that 95% of them hold (they held "
-                      f"{100 * check['full_task_coverage']:.0f}% uncorrected)", highlight=False)
+        console.print(f"bank self-check ({check['tests']} left-out runs): {describe_correction(c)} "
+                      f"(uncorrected, full-task intervals held {100 * check['full_task_coverage']:.0f}%)",
+                      highlight=False)
     if res.tie_groups and res.stopped_because == "budget":
         console.print(f"next: more budget settles more pairs (--budget-usd, now ${budget:.2f}); "
                       "--tie-margin DELTA reports pairs confidently closer than DELTA as ties", highlight=False)

@@ -6,6 +6,8 @@ import math
 
 from rich.table import Table
 
+from lm_eval_adaptive.engine.model_error import describe_correction
+
 
 def print_calibration(console, bank, out_path) -> None:
     d = bank.diagnostics
@@ -33,8 +35,7 @@ def print_calibration(console, bank, out_path) -> None:
                       f"|θ̂ − θ̂(all items)| > 1.96 SE in {100 * check['share_abs_z_over_1_96']:.0f}% (honest: 5%); "
                       f"confident pairs right {'-' if acc is None else f'{100 * acc:.0f}%'}; mean τ {check['mean_tau']:.2f}")
             c = check.get("correction") or {}
-            t.add_row("correction applied", f"every ability SE × {c.get('se_factor', 1.0):.2f}; full-task intervals "
-                      f"widened by ±1.96 × {c.get('full_task_sd', 0.0):.4g} in quadrature → on the same runs they hold "
+            t.add_row("correction applied", f"{describe_correction(c)} → on the same runs they hold "
                       f"{100 * check['corrected_coverage']:.0f}%, |z| > 1.96 in "
                       f"{100 * check['corrected_share_abs_z_over_1_96']:.0f}%")
     console.print(t)

@@ -29,9 +29,8 @@ from lm_eval_adaptive.engine.calibration import (
 from lm_eval_adaptive.engine.cat import full_task_estimate
 from lm_eval_adaptive.engine.estimation import DEFAULT_PRIOR_SD, Z95, GridPosterior
 from lm_eval_adaptive.engine.model_error import correction_from_records
-from lm_eval_adaptive.engine.person_fit import dispersion_fit
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker
-from lm_eval_adaptive.engine.selection import MaxInfoSelector
+from lm_eval_adaptive.engine.ranker import DEFAULT_FUTILITY, AdaptiveRanker
+from lm_eval_adaptive.engine.selection import default_selector
 from lm_eval_adaptive.engine.signature import format_signature, versions
 from lm_eval_adaptive.engine.stopping import pair_rule_for
 from lm_eval_adaptive.errors import InputError
@@ -60,6 +59,7 @@ class BacktestConfig:
     tie_margin: float | None = None  # metric units: a pair closer than this is settled as a tie
     self_check: bool = True  # each fold's bank corrected by its own self-check (nested cross-validation)
     self_check_seeds: int = 2
+    futility: float = DEFAULT_FUTILITY  # the ranker's futility stop (engine/ranker.py)
 
     def folds_that_fit(self, n_models: int) -> int:
         """Complete hold-out sets that fit with at least 2 models left to calibrate on (at most ``folds``)."""
@@ -321,14 +321,16 @@ def _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all) -> dict:
         items = np.asarray(e.items, dtype=np.int64)
         theta, se = res.theta[m], res.se[m]
         raw = raw_bank[row[m], items]
-        est = full_task_estimate(bank, items, raw, theta, se)
+        est = full_task_estimate(bank, items, raw, theta, se, misfit=e.misfit)
         covered.append(bool(est["lower"] <= truth_mean[m] <= est["upper"]))
         t_all, s_all = se_all[m]
         if se * se > s_all * s_all:
             zs.append(float((theta - t_all) / np.sqrt(se * se - s_all * s_all)))
-        misfit.append(dispersion_fit(bank, items, e.scores, theta).flagged)
-        wide = full_task_estimate(bank, items, raw, theta, 2 * se)  # the ability part grows about linearly in SE
-        records.append({"d": theta - t_all, "s2": se * se - s_all * s_all, "err": truth_mean[m] - est["estimate"],
+        flagged = e.person_fit.flagged
+        misfit.append(flagged)
+        wide = full_task_estimate(bank, items, raw, theta, 2 * se, misfit=e.misfit)  # the ability part grows about linearly in SE
+        records.append({"d": theta - t_all, "s2": se * se - s_all * s_all, "se": se, "misfit": flagged,
+                        "err": truth_mean[m] - est["estimate"],
                         "lo": est["estimate"] - est["lower"], "hi": est["upper"] - est["estimate"],
                         "lo2": wide["estimate"] - wide["lower"], "hi2": wide["upper"] - wide["estimate"]})
     return {"covered": covered, "z": zs, "misfit": misfit, "records": records}
@@ -389,7 +391,6 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
         gt = ground_truth(raw_h, hold, n_resamples=config.bootstrap, confidence=config.confidence,
                           rng=np.random.default_rng([config.partition_seed, f]))
         truth = gt["ranking"]
-        selector = MaxInfoSelector(bank.b, top_k=config.top_k)
         row = {m: j for j, m in enumerate(hold)}
         truth_mean = {m: float(np.nanmean(raw_h[j])) for j, m in enumerate(hold)}
         full_run_cost = float(sum(np.sum(all_costs[m][~np.isnan(raw_h[j])]) for j, m in enumerate(hold)))
@@ -401,10 +402,11 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
         pair_rule = pair_rule_for(bank, config.confidence, config.tie_margin)
         fold_runs = []
         for seed in range(config.seeds):
+            selector = default_selector(bank.b, top_k=config.top_k, seed=[config.partition_seed, f, seed])
             ranker = AdaptiveRanker(bank, hold, item_costs=bank_costs, confidence=config.confidence,
                                     n_init=config.min_items, n_max=config.max_items, budget=budget,
                                     top_k=config.top_k, seed=seed, selector=selector, exclude=missing,
-                                    pair_rule=pair_rule)
+                                    pair_rule=pair_rule, futility=config.futility)
             res = ranker.run(scaled_score)
             honesty = _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all)
             pred_ties = {frozenset(p) for p in res.ties}

@@ -51,8 +51,9 @@ class ItemBank:
     dropped: list = field(default_factory=list)
     diagnostics: dict = field(default_factory=dict)
     calibration: dict = field(default_factory=dict)
-    #: The correction the bank's self-check measured (engine/self_check.py): ``se_factor`` (≥ 1)
-    #: multiplies every ability SE, ``full_task_sd`` (metric units) widens full-task intervals.
+    #: The model error the bank's self-check measured (engine/model_error.py): ``ability_sd`` is
+    #: added in quadrature to every ability SE, ``full_task_sd`` (metric units) to full-task
+    #: intervals; ``*_misfit`` are the same for a model the person-fit statistic flags.
     model_error: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -107,19 +108,21 @@ class ItemBank:
         return self.model.discrimination
 
     def set_model_error(self, correction: dict) -> None:
-        """Store the self-check's correction (``se_factor``, ``full_task_sd``; {} for none), checked."""
+        """Store the self-check's correction (engine/model_error.py; {} for none), checked."""
         self.model_error = _model_error(correction)
         self._hash = None
 
-    @property
-    def se_factor(self) -> float:
-        """Factor on every ability SE (1: no correction)."""
-        return float(self.model_error.get("se_factor", 1.0))
+    def ability_error_sd(self, misfit: bool = False) -> float:
+        """Model-error SD added in quadrature to an ability SE (0: no correction); ``misfit``: for a
+        model the person-fit statistic flags."""
+        me = self.model_error
+        return float(me.get("ability_sd_misfit", me.get("ability_sd", 0.0)) if misfit else me.get("ability_sd", 0.0))
 
-    @property
-    def full_task_sd(self) -> float:
-        """Extra SD of a full-task estimate, in the metric's units (0: no correction)."""
-        return float(self.model_error.get("full_task_sd", 0.0))
+    def full_task_error_sd(self, misfit: bool = False) -> float:
+        """Model-error SD of a full-task estimate, in the metric's units (0: no correction)."""
+        me = self.model_error
+        return float(me.get("full_task_sd_misfit", me.get("full_task_sd", 0.0)) if misfit
+                     else me.get("full_task_sd", 0.0))
 
     @property
     def prior_mean(self) -> float:
@@ -346,16 +349,22 @@ def _require(ok: np.ndarray, values: np.ndarray, name: str, rule: str, *, indexe
         raise BankError(f"{name}[{i}] is {float(values[i])!r}{more}: {rule}")
 
 
+_MODEL_ERROR_SDS = ("ability_sd", "full_task_sd", "ability_sd_misfit", "full_task_sd_misfit")
+
+
 def _model_error(v) -> dict:
-    """The bank file's ``model_error`` block, checked (``se_factor`` ≥ 1, ``full_task_sd`` ≥ 0)."""
+    """The bank file's ``model_error`` block, checked (every SD a finite number ≥ 0)."""
     if v is None:
         return {}
     if not isinstance(v, dict):
         raise BankError("malformed item bank: model_error is not an object")
-    for key, lo in (("se_factor", 1.0), ("full_task_sd", 0.0)):
+    if "se_factor" in v:
+        raise BankError("model_error.se_factor: this bank was written before the "
+                        "additive model-error correction; calibrate it again")
+    for key in _MODEL_ERROR_SDS:
         x = v.get(key)
         if x is None:
             continue
-        if isinstance(x, bool) or not isinstance(x, (int, float)) or not np.isfinite(x) or x < lo:
-            raise BankError(f"model_error.{key} is {x!r}: it must be a finite number >= {lo:g}")
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not np.isfinite(x) or x < 0:
+            raise BankError(f"model_error.{key} is {x!r}: it must be a finite number >= 0")
     return dict(v)

@@ -39,7 +39,7 @@ from lm_eval_adaptive.errors import InputError
 __all__ = ["calibrate", "DEFAULT_SCALING", "DEFAULT_EPSILON"]
 
 #: Chosen by backtest on the real tables: see docs/calibration.md.
-DEFAULT_SCALING = "global"
+DEFAULT_SCALING = "per_item"
 DEFAULT_EPSILON = 1e-3
 METHODS = ("moments", "joint")
 DEFAULT_METHOD = "joint"

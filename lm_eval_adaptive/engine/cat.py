@@ -33,10 +33,11 @@ from lm_eval_adaptive.engine.checks import (
 from lm_eval_adaptive.engine.estimation import (
     DEFAULT_PRIOR_SD,
     AbilityEstimator,
+    DispersionEAP,
     EstimatorFactory,
-    GridEAP,
 )
-from lm_eval_adaptive.engine.selection import MaxInfoSelector, Selector
+from lm_eval_adaptive.engine.person_fit import PersonFit, dispersion_fit
+from lm_eval_adaptive.engine.selection import Selector, default_selector
 from lm_eval_adaptive.engine.signature import component_name, format_signature, versions
 from lm_eval_adaptive.engine.stopping import (
     BankExhausted,
@@ -65,7 +66,12 @@ class Examinee:
         USD cost of each bank item for this model (None: items cost 0).
     estimator:
         An :class:`~lm_eval_adaptive.engine.estimation.EstimatorFactory`; default
-        ``GridEAP(prior_sd)``.
+        ``DispersionEAP(prior_sd)`` (the grid posterior, its SE scaled by the model's own dispersion).
+
+    The SE an examinee reports (:attr:`se`) is the estimator's (:attr:`measurement_se`, which
+    shrinks as items are added) and the bank's measured model error (:attr:`model_error_sd`,
+    which does not) in quadrature; the model error is the one for misfitting models when the
+    person-fit statistic flags this one (:attr:`person_fit`).
 
     An item is *taken* once it is reserved (asked, score not known yet), scored or
     excluded; the selector never offers a taken item.
@@ -74,7 +80,7 @@ class Examinee:
     def __init__(self, bank: ItemBank, selector: Selector, name: str = "model", *,
                  prior_sd: float = DEFAULT_PRIOR_SD, item_costs: np.ndarray | None = None,
                  estimator: EstimatorFactory | None = None):
-        factory = estimator if estimator is not None else GridEAP(prior_sd)
+        factory = estimator if estimator is not None else DispersionEAP(prior_sd)
         self._name = name
         self._bank = bank
         self._selector = selector
@@ -90,6 +96,7 @@ class Examinee:
         self._item_costs = item_costs
         self._spent = 0.0
         self._version = 0
+        self._fit: tuple[int, PersonFit] | None = None  # (version, person fit at that version)
 
     # ----------------------------------------------------------------- reading
     @property
@@ -118,9 +125,36 @@ class Examinee:
         return self._estimator.theta
 
     @property
+    def measurement_se(self) -> float:
+        """The estimator's SE: what more items reduce."""
+        return self._estimator.se
+
+    @property
+    def person_fit(self) -> PersonFit:
+        """How this model's scores fit the bank (:func:`~lm_eval_adaptive.engine.person_fit.dispersion_fit` at θ̂)."""
+        if self._fit is None or self._fit[0] != self._version:
+            fit = dispersion_fit(self._bank, self._items, self._scores, self._estimator.theta)
+            self._fit = (self._version, fit)
+        return self._fit[1]
+
+    @property
+    def misfit(self) -> bool:
+        """The person-fit statistic flags this model."""
+        return self.person_fit.flagged if self._bank.model_error else False
+
+    @property
+    def model_error_sd(self) -> float:
+        """The bank's measured model error on θ (its misfit class's when :attr:`misfit`); 0 without one."""
+        if not self._bank.model_error:
+            return 0.0
+        return self._bank.ability_error_sd(self.misfit)
+
+    @property
     def se(self) -> float:
-        """The ability SE: the estimator's, times the bank's measured ``se_factor`` (model error)."""
-        return self._estimator.se * self._bank.se_factor
+        """The ability SE: :attr:`measurement_se` and :attr:`model_error_sd` in quadrature."""
+        m = self._estimator.se
+        t = self.model_error_sd
+        return float(math.hypot(m, t)) if t else m
 
     @property
     def n(self) -> int:
@@ -318,7 +352,7 @@ class Examinee:
 
 
 def full_task_estimate(bank: ItemBank, items, raw_scores, theta: float, se: float,
-                       level: float = 0.95, *, include_dropped: bool = True) -> dict:
+                       level: float = 0.95, *, include_dropped: bool = True, misfit: bool = False) -> dict:
     """Estimate of the model's mean raw metric over the whole task (ATLAS' p-IRT blend, METHOD.md §6).
 
     Observed raw scores on the administered items plus the model's predicted raw scores
@@ -329,7 +363,8 @@ def full_task_estimate(bank: ItemBank, items, raw_scores, theta: float, se: floa
     calibration saw. The interval adds linearly (a conservative combination) the ability
     uncertainty (θ̂ ± z·SE pushed through the prediction) and the response-model noise of
     the unobserved items, then in quadrature the model error the bank's self-check measured
-    (``bank.full_task_sd``: how far full-task estimates of left-out models missed).
+    (``bank.full_task_error_sd(misfit)``: how far full-task estimates of left-out models
+    missed; ``misfit``: the person-fit statistic flags this model).
     """
     from scipy.stats import norm
 
@@ -353,7 +388,7 @@ def full_task_estimate(bank: ItemBank, items, raw_scores, theta: float, se: floa
     k = bank.k if bank.k is not None else 1.0
     noise_sd = float(np.sqrt(np.sum(k * mu * (1 - mu) * span ** 2))) / n
     lower, upper = lo_t - z * noise_sd, hi_t + z * noise_sd
-    extra = z * bank.full_task_sd  # the model error the bank's self-check measured, in quadrature
+    extra = z * bank.full_task_error_sd(misfit)  # the model error the bank's self-check measured, in quadrature
     if extra > 0:
         lower = est - float(np.hypot(est - lower, extra))
         upper = est + float(np.hypot(upper - est, extra))
@@ -421,7 +456,7 @@ class AdaptiveTest:
         self._budget = budget
         self._seed = seed
         self._rng = np.random.default_rng(seed)
-        sel = selector if selector is not None else MaxInfoSelector(bank.b, top_k=top_k)
+        sel = selector if selector is not None else default_selector(bank.b, top_k=top_k, seed=seed)
         self._examinee = Examinee(bank, sel, name, item_costs=item_costs, estimator=estimator)
         built: list = [BankExhausted(), MaxItems(self._max_items)]
         if se_target is not None:

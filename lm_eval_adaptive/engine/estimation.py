@@ -29,13 +29,17 @@ from lm_eval_adaptive.engine.response_model import ResponseModel
 if TYPE_CHECKING:  # pragma: no cover
     from lm_eval_adaptive.engine.bank import ItemBank
 
-__all__ = ["AbilityEstimator", "EstimatorFactory", "GridEAP", "GridPosterior", "DEFAULT_PRIOR_SD", "Z95",
+__all__ = ["AbilityEstimator", "EstimatorFactory", "GridEAP", "GridPosterior", "DispersionEAP", "DispersionPosterior",
+           "DEFAULT_PRIOR_SD", "Z95", "DEFAULT_DISPERSION_PRIOR_ITEMS",
            "DEFAULT_GRID_HALF_WIDTH", "DEFAULT_GRID_STEP"]
 
 #: METHOD.md §3: prior θ ~ Normal(median b, 25).
 DEFAULT_PRIOR_SD = 5.0
 #: Φ⁻¹(0.975): the normal quantile of every two-sided 95% interval the package reports.
 Z95 = 1.959963984540054
+#: Pseudo-items of the dispersion prior (:class:`DispersionPosterior`): the bank's noise counts
+#: as this many items' worth of evidence about a model's own noise.
+DEFAULT_DISPERSION_PRIOR_ITEMS = 10.0
 DEFAULT_GRID_HALF_WIDTH = 12.0
 DEFAULT_GRID_STEP = 0.025
 _COARSE_STEP = 0.25
@@ -205,3 +209,76 @@ class GridEAP:
 
     def __call__(self, bank: ItemBank) -> GridPosterior:
         return GridPosterior(bank.prior_mean, self.prior_sd, half_width=self.half_width, step=self.step)
+
+
+class DispersionPosterior(GridPosterior):
+    """:class:`GridPosterior`, with the SE scaled by the model's own dispersion (person fit).
+
+    The bank's noise k describes its calibration models; a model may scatter more around its
+    curve. Its dispersion φ (its noise relative to k) is estimated from its own residuals at θ̂,
+    information-weighted: φ̂ = Σ(y - μ)² / (k·Σμ(1 - μ)) · n/(n - 1), and shrunk toward 1 with a
+    prior worth ``prior_items`` items: φ = (ν₀ + (n - 1)·φ̂) / (ν₀ + n - 1), never below 1. The
+    SE is the posterior SD × √φ; θ̂ is the posterior mean, unchanged.
+    """
+
+    __slots__ = ("prior_items", "_b", "_y", "_model")
+    name = "grid-eap+dispersion"
+
+    def __init__(self, prior_mean: float = 0.0, prior_sd: float = DEFAULT_PRIOR_SD, *,
+                 prior_items: float = DEFAULT_DISPERSION_PRIOR_ITEMS, **grid):
+        super().__init__(prior_mean, prior_sd, **grid)
+        if not prior_items >= 0:
+            raise ValueError(f"prior_items must be >= 0, got {prior_items!r}")
+        self.prior_items = float(prior_items)
+        self._b: list = []
+        self._y: list = []
+        self._model = None
+
+    def update(self, model: ResponseModel, b: float, y: float) -> None:
+        super().update(model, b, y)
+        self._model = model
+        self._b.append(float(b))
+        self._y.append(float(y))
+
+    def update_many(self, model: ResponseModel, b: np.ndarray, y: np.ndarray) -> None:
+        super().update_many(model, b, y)
+        self._model = model
+        self._b.extend(np.asarray(b, dtype=float).ravel().tolist())
+        self._y.extend(np.asarray(y, dtype=float).ravel().tolist())
+
+    @property
+    def dispersion(self) -> float:
+        """φ: the shrunk dispersion (1 until two scores are known)."""
+        n = len(self._b)
+        if n < 2:
+            return 1.0
+        mu = np.asarray(self._model.mean(self.mean, np.asarray(self._b)), dtype=float)
+        k = 1.0 / self._model.discrimination ** 2
+        info = float(np.sum(mu * (1.0 - mu)))
+        if info <= 0:
+            return 1.0
+        raw = float(np.sum((np.asarray(self._y) - mu) ** 2)) / (k * info) * n / (n - 1)
+        phi = (self.prior_items + (n - 1) * raw) / (self.prior_items + n - 1)
+        return max(1.0, phi)
+
+    @property
+    def se(self) -> float:
+        return self.sd * float(np.sqrt(self.dispersion))
+
+
+@dataclass(frozen=True)
+class DispersionEAP(GridEAP):
+    """Factory of :class:`DispersionPosterior` estimators (the engine's default)."""
+
+    prior_items: float = DEFAULT_DISPERSION_PRIOR_ITEMS
+
+    @property
+    def name(self) -> str:
+        base = super().name.replace("grid-eap", "grid-eap+dispersion", 1)
+        if self.prior_items != DEFAULT_DISPERSION_PRIOR_ITEMS:
+            base += f"(prior_items={self.prior_items!r})"
+        return base
+
+    def __call__(self, bank: ItemBank) -> DispersionPosterior:
+        return DispersionPosterior(bank.prior_mean, self.prior_sd, half_width=self.half_width, step=self.step,
+                                   prior_items=self.prior_items)

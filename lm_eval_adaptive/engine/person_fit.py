@@ -23,8 +23,10 @@ from lm_eval_adaptive.engine.bank import ItemBank
 
 __all__ = ["PersonFit", "dispersion_fit", "misfit_note", "FLAG_Z"]
 
-#: z above which a model is flagged (one-sided p < 0.01).
-FLAG_Z = float(norm.ppf(0.99))
+#: z above which a model is flagged (one-sided p < 0.05). The flag also picks the model-error
+#: correction a model gets (engine/model_error.py): flagged models get the one measured on
+#: flagged held-out runs.
+FLAG_Z = float(norm.ppf(0.95))
 
 
 @dataclass(frozen=True)

@@ -40,13 +40,17 @@ from scipy.special import ndtr
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.cat import Examinee
 from lm_eval_adaptive.engine.checks import check_cost, check_score
-from lm_eval_adaptive.engine.estimation import EstimatorFactory
-from lm_eval_adaptive.engine.selection import MaxInfoSelector, Selector
+from lm_eval_adaptive.engine.estimation import Z95, EstimatorFactory
+from lm_eval_adaptive.engine.selection import Selector, default_selector
 from lm_eval_adaptive.engine.signature import component_name, format_signature, versions
 from lm_eval_adaptive.engine.stopping import OrderConfidence, PairRule, PairStatus
 
 __all__ = ["AdaptiveRanker", "Request", "RankingResult", "ReplayEvent", "ReplayError", "ReplayStats",
-           "STOP_REASONS", "REPLAY_KINDS", "pairwise_matrix", "tie_groups"]
+           "STOP_REASONS", "REPLAY_KINDS", "pairwise_matrix", "tie_groups", "DEFAULT_FUTILITY"]
+
+#: A pair stops drawing items when its gap is below this share of the gap the bank's model
+#: error alone keeps it from settling (docs/honesty.md; chosen on the tuning tables).
+DEFAULT_FUTILITY = 0.5
 
 #: Why a ranking run ended (``AdaptiveRanker.stopped_because``; :meth:`AdaptiveRanker.stop` takes these).
 STOP_REASONS = ("settled", "budget", "max_items", "bank_exhausted", "failed")
@@ -170,6 +174,7 @@ class RankingResult:
     failed: dict = field(default_factory=dict)  # model -> why it was dropped (not ranked)
     signature: dict = field(default_factory=dict)  # what produced it (AdaptiveRanker.signature)
     equivalent: list = field(default_factory=list)  # of the ties, those settled as ties (within a margin)
+    inseparable: list = field(default_factory=list)  # adjacent ties closer than the bank's model error resolves
 
     @property
     def total_items(self) -> int:
@@ -186,6 +191,7 @@ class RankingResult:
                          "cost_usd": self.cost[m]} for m in self.ranking],
             "ties": [list(p) for p in self.ties],
             "equivalent": [list(p) for p in self.equivalent],
+            "inseparable": [list(p) for p in self.inseparable],
             "tie_groups": self.tie_groups,
             "pairwise": {a: {b: float(self.pairwise[i, j]) for j, b in enumerate(self.ranking) if j != i}
                          for i, a in enumerate(self.ranking)},
@@ -241,6 +247,12 @@ class AdaptiveRanker:
     max_in_flight:
         Requests one model may have in flight at once (1: each item is chosen after the
         previous score; k > 1: the k most informative unseen items at the current θ̂).
+    futility:
+        A pair needs a gap of at least z · √(τ_a² + τ_b²) to settle however many items it gets
+        (τ: the bank's measured model error, :attr:`Examinee.model_error_sd`, which no item
+        removes). An adjacent pair whose gap |θ̂_a - θ̂_b| is below ``futility`` times that, or
+        confidently below it (gap + z · √(m_a² + m_b²) with m the measurement SEs), is given no
+        more items and is reported as a tie (``inseparable``). 0: off.
     """
 
     def __init__(self, bank: ItemBank, models: Sequence[str], *,
@@ -251,7 +263,7 @@ class AdaptiveRanker:
                  selector: Selector | None = None, estimator: EstimatorFactory | None = None,
                  pair_rule: PairRule | None = None,
                  exclude: Mapping[str, np.ndarray] | None = None, reserve_mean_cost: bool = True,
-                 max_in_flight: int = 1):
+                 max_in_flight: int = 1, futility: float = DEFAULT_FUTILITY):
         models = [str(m) for m in models]
         if len(models) < 2:
             raise ValueError("ranking needs at least 2 models")
@@ -276,7 +288,10 @@ class AdaptiveRanker:
         self._budget = budget
         self._seed = seed
         self._rng = np.random.default_rng(seed)
-        self._selector = selector or MaxInfoSelector(bank.b, top_k=top_k)
+        self._selector = selector or default_selector(bank.b, top_k=top_k, seed=seed)
+        if not (futility >= 0):
+            raise ValueError(f"futility must be >= 0, got {futility!r}")
+        self._futility = float(futility)
         self._pair_rule = pair_rule if pair_rule is not None else OrderConfidence(self._confidence)
         costs = {}
         for m in models:
@@ -366,6 +381,10 @@ class AdaptiveRanker:
         return self._selector
 
     @property
+    def futility(self) -> float:
+        return self._futility
+
+    @property
     def pair_rule(self) -> PairRule:
         return self._pair_rule
 
@@ -378,7 +397,7 @@ class AdaptiveRanker:
                 "top_k": getattr(self._selector, "top_k", None), "seed": _seed_value(self._seed),
                 "max_in_flight": self._max_in_flight, "selector": component_name(self._selector),
                 "estimator": "+".join(sorted(est)), "pair_rule": component_name(self._pair_rule),
-                "tie_margin": getattr(self._pair_rule, "margin", None), **versions()}
+                "tie_margin": getattr(self._pair_rule, "margin", None), "futility": self._futility, **versions()}
 
     # ------------------------------------------------------------------ state (read-only)
     @property
@@ -510,6 +529,20 @@ class AdaptiveRanker:
         self._pending[(m, req.item)] = req
         return req
 
+    def _inseparable(self, th: np.ndarray, order: np.ndarray, pairs: np.ndarray, models: list) -> np.ndarray:
+        """Which adjacent pairs ``pairs`` (positions u: order[u] vs order[u+1]) the bank's model error
+        keeps from settling (see ``futility``)."""
+        if self._futility == 0 or pairs.size == 0:
+            return np.zeros(pairs.size, dtype=bool)
+        ex = [self._examinees[m] for m in models]
+        tau = np.array([e.model_error_sd for e in ex])
+        a, b = order[pairs], order[pairs + 1]
+        gap = np.abs(th[a] - th[b])
+        reach = Z95 * np.hypot(tau[a], tau[b])  # the gap a pair needs to settle with infinitely many items
+        meas = np.array([e.measurement_se for e in ex])
+        # clearly hopeless now, or confidently below what could ever settle
+        return (gap < self._futility * reach) | (gap + Z95 * np.hypot(meas[a], meas[b]) < reach)
+
     def _state(self):
         models = self.active
         th = np.array([self._examinees[m].theta for m in models])
@@ -544,6 +577,7 @@ class AdaptiveRanker:
         models, th, se, order = self._state()
         status = np.asarray(self._pair_rule.judge(th[order[:-1]], se[order[:-1]], th[order[1:]], se[order[1:]]))
         unsettled = np.flatnonzero(status == PairStatus.OPEN)
+        unsettled = unsettled[~self._inseparable(th, order, unsettled, models)]
         if unsettled.size == 0:
             self._stop_if_idle("settled")
             return None
@@ -822,6 +856,9 @@ class AdaptiveRanker:
         adj = [float(P[i, i + 1]) for i in range(n - 1)]
         adj_status = np.asarray(self._pair_rule.judge(th_o[:-1], se_o[:-1], th_o[1:], se_o[1:]))
         groups = tie_groups(ranking, [bool(st == PairStatus.ORDERED) for st in adj_status.tolist()])
+        open_adj = np.flatnonzero(adj_status == PairStatus.OPEN)
+        cut = open_adj[self._inseparable(th, order, open_adj, models)]
+        inseparable = [(ranking[u], ranking[u + 1]) for u in cut.tolist()]
         ex = self._examinees
         every = ranking + [m for m in self._models if m in self._failed]
         logs = {}
@@ -838,6 +875,7 @@ class AdaptiveRanker:
             stopped_because=self._stopped_because or "running",
             confidence=self._confidence, budget=self._budget, total_cost=self.spent,
             item_log=logs, failed=dict(self._failed), signature=self.signature(), equivalent=equivalent,
+            inseparable=inseparable,
         )
 
 

@@ -22,7 +22,13 @@ import numpy as np
 
 from lm_eval_adaptive.engine.response_model import ResponseModel
 
-__all__ = ["Selector", "MaxInfoSelector", "select_max_information"]
+__all__ = ["Selector", "MaxInfoSelector", "RandomShareSelector", "select_max_information", "DEFAULT_RANDOM_SHARE",
+           "default_selector"]
+
+#: Share of every model's items drawn at random (docs/honesty.md): maximum information alone
+#: concentrates a test on a narrow band of items where a model's curve may differ from the
+#: bank's; a random half keeps θ̂ close to what every item would give.
+DEFAULT_RANDOM_SHARE = 0.5
 
 
 @runtime_checkable
@@ -150,3 +156,70 @@ class MaxInfoSelector:
         if rng is None:
             rng = np.random.default_rng()
         return int(cand[rng.integers(cand.size)])
+
+
+class RandomShareSelector(MaxInfoSelector):
+    """Maximum information, except that a share ``share`` of every model's items are drawn at random.
+
+    Slot ``k`` of a model (its ``k``-th taken item, counted by ``n_used``) is random iff
+    ⌊(k+1)·share⌋ > ⌊k·share⌋ (share 0.5: every second item); a random slot takes the first
+    item the model has not taken in one random permutation of the bank (``seed``), the same
+    permutation for every model that shares this selector. The other slots are
+    :class:`MaxInfoSelector`'s. The random half keeps an adaptive test from drifting on a band
+    of items where the model's curve differs from the bank's (docs/honesty.md).
+    """
+
+    def __init__(self, b: np.ndarray, top_k: int = 1, *, share: float = DEFAULT_RANDOM_SHARE,
+                 seed: int | None = None):
+        super().__init__(b, top_k)
+        if not (0.0 <= float(share) <= 1.0):
+            raise ValueError(f"the random share must be in [0, 1], got {share}")
+        self.share = float(share)
+        self.seed = seed
+        perm = np.random.default_rng(seed).permutation(self.n_items)
+        self.perm_pos = self.rank[perm]  # mask positions in permutation order
+
+    @property
+    def name(self) -> str:
+        return f"max-info+random(share={self.share:g},seed={self.seed})"
+
+    def is_random_slot(self, k: int) -> bool:
+        """Slot ``k`` (0-based) is drawn at random."""
+        s = self.share
+        return s > 0 and np.floor((k + 1) * s) > np.floor(k * s)
+
+    def _random(self, mask: np.ndarray) -> int:
+        free = ~mask[self.perm_pos]
+        j = int(np.argmax(free))
+        return int(self.order[self.perm_pos[j]]) if free[j] else -1
+
+    def select(self, theta: float, mask: np.ndarray, n_used: int,
+               rng: np.random.Generator | None = None) -> int:
+        if self.is_random_slot(n_used):
+            return self._random(mask)
+        return super().select(theta, mask, n_used, rng)
+
+    def candidates(self, theta: float, mask: np.ndarray, n_used: int, k: int) -> np.ndarray:
+        """The next ``k`` slots' items in order: random slots from the permutation, the others
+        the most informative untaken items."""
+        if self.share == 0:
+            return super().candidates(theta, mask, n_used, k)
+        m = mask.copy()
+        out = []
+        for j in range(k):
+            if self.is_random_slot(n_used + j):
+                item = self._random(m)
+            else:
+                c = super().candidates(theta, m, n_used + j, 1)
+                item = int(c[0]) if c.size else -1
+            if item < 0:
+                break
+            out.append(item)
+            m[self.rank[item]] = True
+        return np.asarray(out, dtype=np.int64)
+
+
+def default_selector(b: np.ndarray, top_k: int = 1, seed: int | None = None) -> RandomShareSelector:
+    """The selector the engine uses unless told otherwise: :class:`RandomShareSelector` with
+    :data:`DEFAULT_RANDOM_SHARE`."""
+    return RandomShareSelector(b, top_k, share=DEFAULT_RANDOM_SHARE, seed=seed)

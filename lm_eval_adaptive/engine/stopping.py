@@ -250,7 +250,13 @@ class MaxItems(Rule):
 
 @dataclass(frozen=True)
 class SETarget(Rule):
-    """SE(θ̂) ≤ ``se``, once at least ``min_items`` items were given."""
+    """The SE items can still reduce (``examinee.measurement_se``) is ≤ ``se``, once at least
+    ``min_items`` items were given.
+
+    The bank's measured model error (added to the SE the examinee reports) does not shrink as
+    items are added, so a target below it would never be met: the target applies to the part
+    that more items buy down.
+    """
 
     se: float
     min_items: int = 0
@@ -263,7 +269,7 @@ class SETarget(Rule):
             raise ValueError("min_items must be >= 0")
 
     def reached(self, examinee: Examinee) -> bool:
-        return examinee.n >= self.min_items and examinee.se <= self.se
+        return examinee.n >= self.min_items and examinee.measurement_se <= self.se
 
     def describe(self) -> str:
         return f"se_target={self.se!r}/min_items={self.min_items}"

@@ -44,7 +44,7 @@ from lm_eval_adaptive.data.prices import DEFAULT_PRICE, actual_cost
 from lm_eval_adaptive.data.responses import ResponseTable
 from lm_eval_adaptive.engine.cat import AdaptiveTest, full_task_estimate
 from lm_eval_adaptive.engine.estimation import Z95
-from lm_eval_adaptive.engine.person_fit import dispersion_fit, misfit_note
+from lm_eval_adaptive.engine.person_fit import misfit_note
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness import lm_eval_compat as compat
 from lm_eval_adaptive.harness.binding import SAMPLE_LOGS_SOURCE, BankBinding, bind_bank
@@ -440,7 +440,7 @@ def display_results(results: dict) -> dict:
 
 def _adaptive_block(o: TaskOutcome) -> dict:
     e = o.test.examinee
-    est = full_task_estimate(o.bank, e.items, np.asarray(o.raw), e.theta, e.se)
+    est = full_task_estimate(o.bank, e.items, np.asarray(o.raw), e.theta, e.se, misfit=e.misfit)
     z = Z95
     return {
         "metric": o.binding.metric,
@@ -449,7 +449,7 @@ def _adaptive_block(o: TaskOutcome) -> dict:
         "metric_estimate": {"estimate": est["estimate"], "lower": est["lower"], "upper": est["upper"],
                             "level": est["level"], "over_bank_items": est["items_total"]},
         "observed_mean": float(np.mean(o.raw)) if o.raw else None,
-        "person_fit": dispersion_fit(o.bank, e.items, e.scores, e.theta).to_dict(),
+        "person_fit": e.person_fit.to_dict(),
         "cost_usd": e.spent,
         "judge_cost_usd": o.judge.get("cost_usd", 0.0),
         "judge": dict(o.judge),

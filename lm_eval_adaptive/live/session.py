@@ -27,7 +27,6 @@ from lm_eval_adaptive.data.price_map import model_price, parse_prices
 from lm_eval_adaptive.data.prices import actual_cost, upper_estimate
 from lm_eval_adaptive.engine.cat import full_task_estimate
 from lm_eval_adaptive.engine.estimation import Z95
-from lm_eval_adaptive.engine.person_fit import dispersion_fit
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import bind_bank
 from lm_eval_adaptive.harness.run import JudgePricing
@@ -336,8 +335,8 @@ def model_rows(live, setup, models) -> list[dict]:
     for m in models:
         e = r.examinees[m]
         items, raw = live.raw_scores(m)
-        est = full_task_estimate(setup.bank, items, raw, e.theta, e.se)
-        fit = dispersion_fit(setup.bank, e.items, e.scores, e.theta)
+        est = full_task_estimate(setup.bank, items, raw, e.theta, e.se, misfit=e.misfit)
+        fit = e.person_fit
         rows.append({"model": m, "theta": e.theta, "se": e.se, "lo": e.theta - z * e.se, "hi": e.theta + z * e.se,
                      "est": est["estimate"], "est_lo": est["lower"], "est_hi": est["upper"], "items": e.n,
                      "cost": e.spent, "judge_cost": live.judge_spent.get(m, 0.0), "full_cost": setup.full_cost[m],
