@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 import numpy as np
 import pandas as pd
 import pytest
 from conftest import simulate_scores
 
-from lm_eval_adaptive.cli.main import main
+from lm_eval_adaptive.cli.main import build_parser, main
 from lm_eval_adaptive.data.responses import read_table
 from lm_eval_adaptive.data.tables import embedded_path
 from lm_eval_adaptive.engine.bank import ItemBank
@@ -243,12 +244,34 @@ def test_calibrate_stores_and_prints_the_banks_self_check(tmp_path, capsys):
     assert "self_check" not in json.loads((tmp_path / "n.json").read_text())["diagnostics"]
 
 
-@pytest.mark.parametrize("command", ["demo", "calibrate", "backtest", "export-table", "replay-server", "rank",
-                                     "leaderboard", "refresh"])
-def test_every_commands_help_shows_a_working_example(command, capsys):
+COMMANDS = ["demo", "calibrate", "backtest", "export-table", "replay-server", "run", "rank", "leaderboard",
+            "refresh"]
+
+
+def _help(command, capsys) -> str:
     with pytest.raises(SystemExit) as e:
         main([command, "--help"])
     assert e.value.code == 0
-    out = capsys.readouterr().out
+    return capsys.readouterr().out
+
+
+def _examples(text: str, command: str) -> list[list[str]]:
+    """The command lines of the help's ``example:`` block (``\\`` continues a line; ``#`` comments)."""
+    block = text.split("\nexample:\n", 1)[1].split("\n\n", 1)[0].replace("\\\n", " ")
+    lines = [shlex.split(x, comments=True) for x in block.splitlines()]
+    return [x for x in lines if x[:2] == ["lm-eval-adaptive", command]]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_commands_help_shows_its_own_usage_and_a_working_example(command, capsys):
+    out = _help(command, capsys)
     assert f"usage: lm-eval-adaptive {command}" in out
+    assert "usage: lm-eval " not in out and "$ lm-eval run" not in out
     assert f"example:\n  lm-eval-adaptive {command}" in out
+    examples = _examples(out, command)
+    assert examples
+    for argv in examples:  # every example is accepted by the command's parser as written
+        args = build_parser(with_run=command == "run").parse_args(argv[1:])
+        assert args.command == command
+        if command == "run":
+            assert args.adaptive

@@ -131,7 +131,7 @@ def test_a_hung_call_times_out_is_retried_and_a_run_that_cannot_rank_exits_1(ser
     finally:
         server.latency = 0.0
     took = time.monotonic() - t0
-    err = capsys.readouterr().err
+    err = "".join(capsys.readouterr())  # the report (stdout) and the plan (stderr)
     assert rc == 1, err
     assert "settled" not in err and "no ranking" in err and "failed" in err
     failures = list(Journal.open(out, writable=False).records("failure"))
@@ -146,7 +146,7 @@ def test_rank_and_refresh_exit_1_when_every_model_fails(server, tmp_path, capsys
     bank = make_bank(tmp_path / "bank.json")
     out = tmp_path / "out"
     assert main(rank_args(out, ["NoSuchA", "NoSuchB"], bank, "--item-field", "doc_id")) == 1
-    err = capsys.readouterr().err
+    err = "".join(capsys.readouterr())  # the report (stdout) and the plan (stderr)
     assert "settled" not in err and "NoSuchA" in err and "NoSuchB" in err and "no ranking" in err
     assert json.loads((out / "ranking.json").read_text())["stopped_because"] == "failed"
     lb = tmp_path / "lb.json"
@@ -156,7 +156,7 @@ def test_rank_and_refresh_exit_1_when_every_model_fails(server, tmp_path, capsys
     assert main(["refresh", "--leaderboard", str(lb), "--add", "Nope=litellm:model=openai/NoSuchSystem",
                  "--price", "Nope=1,1", "--budget-usd", "0.1", "--include_path", str(REPO / "task_configs"),
                  "--apply_chat_template", "--no-progress", "--backoff", "0"]) == 1
-    err = capsys.readouterr().err
+    err = "".join(capsys.readouterr())
     assert "no new model placed" in err and "Nope" in err and "settled" not in err
     assert lb.read_bytes() == before
 
@@ -246,7 +246,7 @@ def test_rank_charges_judge_calls_and_answered_calls_whose_scoring_failed(server
     args = rank_args(out, [*JUDGED, UNJUDGED], bank, *judge_metadata(server), "--min-items", "3",
                      "--max-items", "6", "--budget-usd", "2", task=ALPACA)
     assert main(args) == 0
-    err = capsys.readouterr().err
+    err = "".join(capsys.readouterr())  # the report (stdout) and the plan (stderr)
     r = json.loads((out / "ranking.json").read_text())
     j = Journal.open(out, writable=False)
     jp = litellm_price("gpt-4o-mini")

@@ -292,7 +292,7 @@ def test_rank_command_errors_name_the_bad_input(tmp_path, capsys):
                  "--output", str(tmp_path / "o1")]) == 2
     assert "at least 2" in capsys.readouterr().err
     assert main(base[:-4] + ["--tasks", "t1,t2", "--bank", "b.json", "--output", str(tmp_path / "o2")]) == 2
-    assert "one task" in capsys.readouterr().err
+    assert "with several tasks write TASK=PATH" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_:  # refused while the command line is parsed
         main(base + ["--output", str(tmp_path / "o3"), "--budget-usd", "-1"])
     assert exit_.value.code == 2 and "--budget-usd" in capsys.readouterr().err

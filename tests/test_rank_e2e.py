@@ -322,3 +322,72 @@ def test_refresh_places_two_new_systems_on_a_15_system_leaderboard(server, tmp_p
     assert len(d2["entries"]) == 17 and d2["refreshes"][0]["spent_usd"] <= cap
     asked_after = {(m, k.rsplit("/", 1)[1]) for m, items in server.stats()["per_item"].items() for k in items}
     assert asked_before and not (asked_before & asked_after)
+
+
+# ------------------------------------------------- the harness's spelling, several tasks, piped output
+LONG = ["NVIDIA-NeMo", "TranssionMT"]  # named openai/<system> by --model_args: too long for an 80-column table
+
+
+def _piped(args, timeout=600):
+    """The command with stdout and stderr to pipes (not a terminal), as `... | tee log` runs it;
+    COLUMNS=80 is what a narrow terminal or a CI log would give rich."""
+    env = dict(os.environ, COLUMNS="80",
+               PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "lm_eval_adaptive.cli", *args], env=env, cwd=str(REPO),
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def assert_whole(names, out):
+    """Every name is printed whole: on one line, never cut (…) or folded."""
+    missing = [n for n in names if n not in out]
+    assert not missing and "…" not in out, (missing, out)
+
+
+def test_rank_in_the_harness_spelling_ranks_each_task_in_turn_and_pipes_whole_names(server, bank, tmp_path):
+    enes = tmp_path / "enes.json"
+    assert main(["calibrate", "wmt24/en-es/bleu", "--exclude-models", *LONG, "--task", "wmt24_en-es",
+                 "--metric", "bleu", "--no-self-check", "--out", str(enes)]) == 0
+    out = tmp_path / "two"
+    server.reset_stats()
+    r = _piped(["rank", "--model", "litellm", *[a for s in LONG for a in ("--model_args", f"model=openai/{s}")],
+                "--tasks", "wmt24_en-de,wmt24_en-es", "--bank", f"wmt24_en-de={bank}", f"wmt24_en-es={enes}",
+                "--include_path", str(REPO / "task_configs"), "--apply_chat_template", "--item-field", "id",
+                "--budget-usd", "0.2", "--min-items", "3", "--max-items", "4", "--output_path", str(out),
+                "--backoff", "0.05", "--no-progress", "--price", *[f"{s}=1,3" for s in LONG]])
+    assert r.returncode == 0, r.stderr[-3000:]
+    names = [f"openai/{s}" for s in LONG]
+    served = 0
+    for task in ("wmt24_en-de", "wmt24_en-es"):
+        rep = read(out / task)
+        assert rep["task"] == task and sorted(e["model"] for e in rep["ranking"]) == sorted(names)
+        served += rep["total_items"]
+    assert server.stats()["served"] == served
+    # the reports, in turn, on stdout; the plan and progress on stderr
+    assert r.stdout.index("wmt24_en-de: adaptive ranking") < r.stdout.index("wmt24_en-es: adaptive ranking")
+    assert "lm-eval-adaptive rank" in r.stderr and "lm-eval-adaptive rank" not in r.stdout
+    assert_whole(names, r.stdout)
+    # resuming the folder of both tasks reports them and asks nothing again
+    server.reset_stats()
+    r2 = _piped(["rank", "--resume", str(out)])
+    assert r2.returncode == 0, r2.stderr[-3000:]
+    assert server.stats()["requests"] == 0 and r2.stderr.count("already ranked") == 2
+    assert r2.stdout.count("adaptive ranking") == 2
+    assert_whole(names, r2.stdout)
+
+
+def test_leaderboard_and_refresh_pipe_whole_names(server, tmp_path):
+    board = ["Unbabel-Tower70B", "Gemini-1.5-Pro", "CommandR-plus", "IOL-Research", "Mistral-Large", "Phi-3-Medium"]
+    lb = tmp_path / "lb.json"
+    r = _piped(["leaderboard", "--history", "wmt24/en-de/bleu", "--task", "wmt24_en-de", "--metric", "bleu",
+                "--item-field", "id", "--models", *board, "--out", str(lb)])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert_whole(board, r.stdout)
+    r = _piped(["refresh", "--leaderboard", str(lb), "--tasks", "wmt24_en-de", "--model", "litellm",
+                "--model_args", "model=openai/TranssionMT", "--price", "TranssionMT=1,3", "--budget-usd", "0.1",
+                "--min-items", "3", "--max-items", "6", "--include_path", str(REPO / "task_configs"),
+                "--apply_chat_template", "--no-progress", "--backoff", "0.05", "--output_path", str(tmp_path / "run")])
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (tmp_path / "run" / "journal.jsonl").is_file()
+    assert [e["model"] for e in json.loads(lb.read_text())["entries"] if e["source"] == "adaptive"] == [
+        "openai/TranssionMT"]
+    assert_whole([*board, "openai/TranssionMT"], r.stdout)

@@ -1,46 +1,103 @@
-"""``lm-eval-adaptive leaderboard`` (create a leaderboard from full runs) and ``refresh`` (place new models live)."""
+"""``lm-eval-adaptive leaderboard`` (create a leaderboard from full runs) and ``refresh`` (place new models live).
+
+``refresh`` takes one leaderboard per task (``--leaderboard FILE...``), each refreshed and
+reported in turn with the same new models (``--add TYPE:ARGS...``, or the harness's
+``--model``/``--model_args``: :mod:`.harness_options`), each under its own cap and, with
+``--output DIR``, in its own run folder ``DIR/TASK``. ``--tasks``, when given, must name
+exactly the leaderboards' tasks. Results go to stdout (full width when it is not a
+terminal), the plan and progress to stderr.
+"""
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from lm_eval_adaptive.cli.arguments import (
     confidence_level,
     positive_float,
     positive_int,
 )
+from lm_eval_adaptive.cli.harness_options import (
+    add_model_arguments,
+    model_specs,
+    task_folder,
+    task_list,
+)
 from lm_eval_adaptive.cli.rank import add_live_arguments, add_task_arguments
+from lm_eval_adaptive.cli.report import report_console
+from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.live.leaderboard import (
     REFRESH_KEYS,
     create_leaderboard,
+    load_leaderboard,
     print_leaderboard,
     refresh,
 )
 from lm_eval_adaptive.live.session import LiveSettings, open_run
 
-__all__ = ["cmd_leaderboard", "cmd_refresh", "add_leaderboard_parsers"]
+__all__ = ["add_leaderboard_parsers", "cmd_leaderboard", "cmd_refresh", "refresh_settings"]
 
 
 def cmd_refresh(args) -> int:
-    from rich.console import Console
+    notes = report_console(stderr=True)  # plan, progress, notes
+    out = report_console()  # the new leaderboard
+    runs = refresh_settings(args)
+    # every run folder is checked (a journal there is refused) before the first refresh; each
+    # leaderboard, its bank and prices are checked as its refresh starts
+    opened = [open_run(settings, REFRESH_KEYS, command="refresh", required=False) for settings in runs]
+    status = []
+    for k, (settings, (out_dir, journal, resumed)) in enumerate(zip(runs, opened)):
+        try:
+            code = refresh(settings, notes, out_dir, journal, resumed, report=out)
+        except InputError:
+            if k:
+                notes.print("refreshed before this error: " + ", ".join(r.leaderboard for r in runs[:k]))
+            raise
+        finally:
+            if journal is not None:
+                journal.close()
+        if code == 130:
+            if runs[k + 1:]:
+                notes.print("not refreshed: " + ", ".join(r.leaderboard for r in runs[k + 1:]))
+            return 130
+        status.append(code)
+    return 0 if all(c == 0 for c in status) else 1
 
-    console = Console(stderr=True)
-    settings = LiveSettings.from_mapping(vars(args))
-    out_dir, journal, resumed = open_run(settings, REFRESH_KEYS, command="refresh", required=False)
-    try:
-        return refresh(settings, console, out_dir, journal, resumed)
-    finally:
-        if journal is not None:
-            journal.close()
+
+def refresh_settings(args) -> list[LiveSettings]:
+    """One :class:`LiveSettings` per leaderboard to refresh (in ``--tasks`` order when given)."""
+    values = dict(vars(args))
+    values["add"] = model_specs(args.add, args.model, args.model_args)
+    boards = list(args.leaderboard or [])
+    values["leaderboard"] = boards[0] if boards else None
+    base = LiveSettings.from_mapping(values)
+    tasks = task_list(args.tasks)
+    if args.resume or (len(boards) <= 1 and not tasks):
+        return [base]  # one leaderboard (refresh checks it), or a run folder to resume
+    if not boards:
+        raise InputError("--leaderboard FILE...: the leaderboard of each task to refresh")
+    task_of = {}
+    for b in boards:
+        t = str(load_leaderboard(b)["task"])
+        if t in task_of:
+            raise InputError(f"--leaderboard: {task_of[t]} and {b} are both of task {t!r}; refresh one at a time")
+        task_of[t] = b
+    if tasks and set(tasks) != set(task_of):
+        raise InputError(f"--tasks {','.join(tasks)}: the leaderboards are of task(s) {', '.join(task_of)}; "
+                         f"each task needs its own leaderboard (--leaderboard FILE...)")
+    order = tasks or list(task_of)
+    if len(order) == 1:
+        return [base]
+    return [replace(base, leaderboard=task_of[t],
+                    output=str(task_folder(args.output, t)) if args.output else None) for t in order]
 
 
 def cmd_leaderboard(args) -> int:
-    from rich.console import Console
-
     lb = create_leaderboard(args.history, task=args.task, metric=args.metric, models=args.models,
                             item_field=args.item_field, confidence=args.confidence, out=args.out,
                             samples=args.samples)
-    print_leaderboard(Console(stderr=True), lb, {}, {})
+    print_leaderboard(report_console(), lb, {}, {})
     return 0
 
 
@@ -65,18 +122,36 @@ def add_leaderboard_parsers(sub) -> None:
 
     r = sub.add_parser("refresh", help="place new models on a leaderboard adaptively within a dollar cap",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
-                        epilog="example:\n  " + 'lm-eval-adaptive refresh --leaderboard board.json --add litellm:model=openai/Mistral-Large --budget-usd 0.3 \\\n      --include_path task_configs --apply_chat_template')
-    r.add_argument("--leaderboard", metavar="FILE")
-    r.add_argument("--add", nargs="+", metavar="SPEC", help="new harness models, TYPE:ARGS (or NAME=TYPE:ARGS)")
+                        epilog=REFRESH_EXAMPLES)
+    r.add_argument("--leaderboard", nargs="+", action="extend", metavar="FILE",
+                   help="the leaderboard to refresh; several (one per task) are refreshed and reported in turn")
+    r.add_argument("--add", nargs="+", action="extend", metavar="SPEC",
+                   help="new harness models, TYPE:ARGS (or NAME=TYPE:ARGS); or --model/--model_args below")
+    r.add_argument("--tasks", nargs="+", action="extend", metavar="TASK",
+                   help="the tasks to refresh (space- or comma-separated): exactly the leaderboards' tasks, "
+                        "refreshed in this order (default: the leaderboards' order)")
     r.add_argument("--budget-usd", type=positive_float, default=None, metavar="USD",
-                   help="hard cap on the refresh's spend")
+                   help="hard cap on the refresh's spend (of each leaderboard's, with several)")
     r.add_argument("--confidence", type=confidence_level, default=None, help="γ (default: the leaderboard's)")
     r.add_argument("--min-items", type=positive_int, default=10)
     r.add_argument("--max-items", type=positive_int, default=None)
-    r.add_argument("--output", default=None, metavar="DIR",
-                   help="keep the run's settings and journal here (then --resume DIR continues a crashed run)")
-    r.add_argument("--resume", default=None, metavar="DIR", help="continue the refresh journaled in DIR")
+    r.add_argument("--output", "--output_path", dest="output", default=None, metavar="DIR",
+                   help="keep the run's settings and journal here (then --resume DIR continues a crashed run); "
+                        "DIR/TASK with several leaderboards")
+    r.add_argument("--resume", default=None, metavar="DIR",
+                   help="continue the refresh journaled in DIR (with several leaderboards: DIR/TASK, one at a time)")
     r.add_argument("--seed", type=int, default=0)
+    add_model_arguments(r, adds_to="--add")
     add_task_arguments(r)
     add_live_arguments(r)
     r.set_defaults(func=cmd_refresh)
+
+
+REFRESH_EXAMPLES = """\
+example:
+  lm-eval-adaptive refresh --leaderboard board.json --add litellm:model=openai/Mistral-Large --budget-usd 0.3 \\
+      --include_path task_configs --apply_chat_template
+  # the harness's spelling; two leaderboards (one per task), each with a $0.3 cap, refreshed in turn
+  lm-eval-adaptive refresh --leaderboard ende.json enes.json --tasks wmt24_en-de,wmt24_en-es \\
+      --model litellm --model_args model=openai/Mistral-Large --budget-usd 0.3 \\
+      --include_path task_configs --apply_chat_template --output_path runs/refresh1"""

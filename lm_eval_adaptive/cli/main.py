@@ -22,7 +22,11 @@ from lm_eval_adaptive.cli.arguments import (
 from lm_eval_adaptive.cli.demo import run_demo
 from lm_eval_adaptive.cli.leaderboard import add_leaderboard_parsers
 from lm_eval_adaptive.cli.rank import add_rank_parser
-from lm_eval_adaptive.cli.report import print_backtest, print_calibration
+from lm_eval_adaptive.cli.report import (
+    print_backtest,
+    print_calibration,
+    report_console,
+)
 from lm_eval_adaptive.cli.run import add_run_parser
 from lm_eval_adaptive.data.price_map import load_costs_file, price_for
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE
@@ -37,15 +41,6 @@ from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.run import ModelCallError, table_from_sample_logs
 from lm_eval_adaptive.replay.server import add_arguments as add_replay_arguments
 from lm_eval_adaptive.replay.server import serve
-
-
-def _console():
-    from rich.console import Console
-
-    c = Console(highlight=False)
-    if not c.is_terminal:  # piped or captured: wide enough for the result tables
-        c = Console(highlight=False, width=260)
-    return c
 
 
 # ---------------------------------------------------------------- calibrate
@@ -75,7 +70,7 @@ def cmd_calibrate(args) -> int:
                              atlas_filters=args.atlas_filters, task=args.task, metric=args.metric or table.metric)
     bank.save(args.out)
 
-    print_calibration(_console(), bank, args.out)
+    print_calibration(report_console(), bank, args.out)
     return 0
 
 
@@ -90,7 +85,7 @@ def cmd_backtest(args) -> int:
                             partition_seed=args.partition_seed, bootstrap=args.bootstrap,
                             tie_margin=args.tie_margin, self_check=not args.no_self_check)
     tables = [load_any_table(t, allow_outliers=args.allow_outliers) for t in args.table]
-    console = _console()
+    console = report_console()
     results = []
     from rich.progress import (
         BarColumn,
@@ -146,7 +141,7 @@ def _prices_for(args, models):
 # --------------------------------------------------------------------- demo
 def cmd_demo(args) -> int:
 
-    return run_demo(args, _console())
+    return run_demo(args, report_console())
 
 
 # ------------------------------------------------------------- export-table

@@ -1,11 +1,17 @@
 """``lm-eval-adaptive rank``: rank harness models live, to a stated confidence, under a hard dollar cap.
 
-Each model (``--models TYPE:ARGS …``, the harness's ``--model``/``--model_args``) gets its own
-harness LM and task object (:mod:`lm_eval_adaptive.harness.scorer`); the engine's
-multi-model ranker picks items, :class:`~lm_eval_adaptive.live.driver.LiveRun` runs every model's
-calls at once, each charged at litellm's price for the usage the provider returns.
+Each model (``--models TYPE:ARGS …``, or the harness's ``--model``/``--model_args``:
+:mod:`.harness_options`) gets its own harness LM and task object
+(:mod:`lm_eval_adaptive.harness.scorer`); the engine's multi-model ranker picks items,
+:class:`~lm_eval_adaptive.live.driver.LiveRun` runs every model's calls at once, each charged at
+litellm's price for the usage the provider returns. With several ``--tasks`` each task is ranked
+and reported in turn, with its own bank (``--bank TASK=BANK.json``), cap and run folder
+``DIR/TASK``; every task's settings, bank and prices are checked before the first call.
 
-Files in ``--output DIR``:
+The report goes to stdout (full width when it is not a terminal); the plan, progress and
+notes to stderr.
+
+Files in ``--output DIR`` (``--output_path``), or in ``DIR/TASK`` with several tasks:
 
 * ``run.json``: the run's settings (what ``--resume DIR`` rebuilds the run from; secrets redacted);
 * ``journal.jsonl``: every request, score, failure and stop, fsynced (see :mod:`.journal`);
@@ -16,7 +22,9 @@ Files in ``--output DIR``:
 from __future__ import annotations
 
 import argparse
+import json
 import os
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from lm_eval_adaptive.atomic import write_json
@@ -27,17 +35,25 @@ from lm_eval_adaptive.cli.arguments import (
     positive_float,
     positive_int,
 )
-from lm_eval_adaptive.cli.report import plot_ranking
+from lm_eval_adaptive.cli.harness_options import (
+    add_model_arguments,
+    model_specs,
+    task_folder,
+    task_list,
+)
+from lm_eval_adaptive.cli.report import plot_ranking, report_console
 from lm_eval_adaptive.engine.person_fit import misfit_note
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.stopping import pair_rule_for
 from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.harness.run import parse_banks
 from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S
 from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, env_secrets
 from lm_eval_adaptive.live.session import (
     PLOT_FILE,
     RANKING_FILE,
+    RUN_FILE,
     RUN_KEYS,
     LiveProgress,
     LiveSettings,
@@ -50,7 +66,7 @@ from lm_eval_adaptive.live.session import (
 )
 
 __all__ = ["add_rank_parser", "add_task_arguments", "add_live_arguments", "cmd_rank", "print_report",
-           "print_misfits"]
+           "print_misfits", "RankRun", "rank_settings", "prepare_rank", "start_rank", "run_rank"]
 
 
 def add_task_arguments(p: argparse.ArgumentParser) -> None:
@@ -89,24 +105,42 @@ def add_live_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-progress", action="store_true", help="no live progress table")
 
 
+RANK_EXAMPLES = """\
+example:
+  lm-eval-adaptive rank --models litellm:model=openai/GPT-4 litellm:model=openai/Aya23 --tasks wmt24_en-de \\
+      --include_path task_configs --apply_chat_template --bank bank.json --budget-usd 2 --output runs/rank1
+  lm-eval-adaptive rank --resume runs/rank1
+  # the harness's spelling; two tasks, each with its bank and a $1 cap, ranked in turn (runs/rank2/TASK)
+  lm-eval-adaptive rank --model litellm --model_args model=openai/GPT-4 --model_args model=openai/Aya23 \\
+      --tasks wmt24_en-de,wmt24_en-es --bank wmt24_en-de=ende.json wmt24_en-es=enes.json \\
+      --include_path task_configs --apply_chat_template --budget-usd 1 --output_path runs/rank2"""
+
+
 def add_rank_parser(sub) -> argparse.ArgumentParser:
     p = sub.add_parser("rank", help="rank harness models live under a hard dollar cap (ties reported as ties)",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
-                        epilog="example:\n  " + 'lm-eval-adaptive rank --models litellm:model=openai/GPT-4 litellm:model=openai/Aya23 --tasks wmt24_en-de \\\n      --include_path task_configs --apply_chat_template --bank bank.json --budget-usd 2 --output runs/rank1\n  lm-eval-adaptive rank --resume runs/rank1')
-    p.add_argument("--models", nargs="+", metavar="SPEC",
+                        epilog=RANK_EXAMPLES)
+    p.add_argument("--models", nargs="+", action="extend", metavar="SPEC",
                    help="harness models as TYPE:ARGS, e.g. litellm:model=gpt-4o-mini "
-                        "(optionally NAME=TYPE:ARGS)")
-    p.add_argument("--tasks", metavar="TASK", help="the harness task to rank on (one)")
-    p.add_argument("--bank", metavar="BANK.json", help="item bank of the task (lm-eval-adaptive calibrate)")
+                        "(optionally NAME=TYPE:ARGS); or --model/--model_args below")
+    p.add_argument("--tasks", nargs="+", action="extend", metavar="TASK",
+                   help="harness task(s) to rank on, space- or comma-separated; each is ranked and reported in "
+                        "turn, in its own folder DIR/TASK of --output DIR")
+    p.add_argument("--bank", nargs="+", action="extend", metavar="[TASK=]BANK.json",
+                   help="item bank per task (lm-eval-adaptive calibrate): TASK=PATH, a bare PATH with one task")
     p.add_argument("--confidence", type=confidence_level, default=0.95, help="γ for settling a pair (default 0.95)")
     p.add_argument("--budget-usd", type=positive_float, default=None, metavar="USD",
-                   help="hard cap on total spend (reserved before each call, settled with real usage)")
+                   help="hard cap on total spend (reserved before each call, settled with real usage); "
+                        "with several tasks, the cap of each task's ranking")
     p.add_argument("--min-items", type=positive_int, default=10, help="warm-up items per model (default 10)")
     p.add_argument("--max-items", type=positive_int, default=None, help="maximum items per model")
-    p.add_argument("--output", metavar="DIR", help="folder for run.json, journal.jsonl, ranking.json/png")
+    p.add_argument("--output", "--output_path", dest="output", metavar="DIR",
+                   help="folder for run.json, journal.jsonl, ranking.json/png (DIR/TASK with several tasks)")
     p.add_argument("--resume", metavar="DIR", default=None,
-                   help="continue the run in DIR (crashed or interrupted): nothing is requested or paid twice")
+                   help="continue the run in DIR (crashed or interrupted): nothing is requested or paid twice; "
+                        "a folder of several tasks continues the tasks not finished, in turn")
     p.add_argument("--seed", type=int, default=0)
+    add_model_arguments(p, adds_to="--models")
     add_task_arguments(p)
     add_live_arguments(p)
     p.set_defaults(func=cmd_rank)
@@ -114,15 +148,87 @@ def add_rank_parser(sub) -> argparse.ArgumentParser:
 
 
 # ----------------------------------------------------------------------------- command
-def cmd_rank(args) -> int:
-    from rich.console import Console
+@dataclass
+class RankRun:
+    """One task's ranking, checked and ready: its settings, run folder, journal and ranker (or, when
+    a multi-task run is resumed, the report of a task it had already ranked)."""
 
-    console = Console(stderr=True)
-    a = LiveSettings.from_mapping(vars(args))
+    settings: LiveSettings
+    out_dir: Path
+    journal: object = None
+    resumed: bool = False
+    setup: Setup | None = None
+    ranker: AdaptiveRanker | None = None
+    finished: dict | None = None
+
+
+def cmd_rank(args) -> int:
+    notes = report_console(stderr=True)  # plan, progress, notes
+    out = report_console()  # the report
+    runs = []
+    try:
+        # every task's settings, bank (against the task and metric) and prices are checked
+        # before any run folder is created or any call is made
+        settings, several = rank_settings(args)
+        for a in settings:
+            runs.append(prepare_rank(a, skip_finished=several and bool(a.resume)))
+        for r in runs:
+            if not r.resumed:
+                r.journal = start_rank(r)
+        status = []
+        for k, r in enumerate(runs):
+            if r.finished is not None:
+                notes.print(f"{r.out_dir}: already ranked (stopped because: {r.finished['stopped_because']})")
+                print_report(out, r.finished)
+                status.append(0 if r.finished.get("ranked") else 1)
+                continue
+            code = run_rank(r, notes, out)
+            if code == 130:
+                if runs[k + 1:]:
+                    notes.print(f"not ranked yet: {', '.join(str(x.out_dir) for x in runs[k + 1:])}; continue "
+                                f"with rank --resume {args.resume or args.output}")
+                return 130
+            status.append(code)
+        return 0 if all(c == 0 for c in status) else 1
+    finally:
+        for r in runs:
+            if r.journal is not None:
+                r.journal.close()
+
+
+def rank_settings(args) -> tuple[list[LiveSettings], bool]:
+    """(one :class:`LiveSettings` per task to rank, or per task folder to resume; several tasks?)"""
+    values = dict(vars(args))
+    values["models"] = model_specs(args.models, args.model, args.model_args)
+    values["tasks"] = values["bank"] = None
+    base = LiveSettings.from_mapping(values)
+    if args.resume:
+        d = Path(args.resume)
+        folders = [] if (d / RUN_FILE).is_file() or not d.is_dir() else \
+            sorted(x for x in d.iterdir() if (x / RUN_FILE).is_file())
+        if not folders:  # one task's run folder (open_run refuses anything else)
+            return [base], False
+        return [replace(base, resume=str(x)) for x in folders], True
+    tasks = task_list(args.tasks)
+    if not tasks:
+        raise InputError("--tasks: name the harness task(s) to rank on")
+    banks = parse_banks(args.bank, tasks, command="rank")
+    if len(tasks) == 1:
+        return [replace(base, tasks=tasks[0], bank=banks[tasks[0]])], False
+    if not args.output:
+        raise InputError("--output DIR is needed (each task's journal, settings and results go to DIR/TASK)")
+    return [replace(base, tasks=t, bank=banks[t], output=str(task_folder(args.output, t))) for t in tasks], True
+
+
+def prepare_rank(a: LiveSettings, *, skip_finished: bool = False) -> RankRun:
+    """Check one task's settings, bank and prices and build its ranker; nothing is called or written.
+    ``skip_finished``: a resumed run that had ended is not run again (its report is kept)."""
     out_dir, journal, resumed = open_run(a)
     try:
-        # every setting, the bank (against the task and metric) and every price are checked before
-        # the run folder is created or any call is made
+        finished = finished_report(out_dir) if resumed and skip_finished else None
+        if finished is not None:
+            journal.close()
+            return RankRun(a, out_dir, resumed=True, finished=finished)
         check_settings(a)
         setup = Setup(a, a.bank)
         bank = setup.bank
@@ -130,40 +236,61 @@ def cmd_rank(args) -> int:
         ranker = AdaptiveRanker(bank, names, item_costs=setup.bank_costs, confidence=a.confidence,
                                 n_init=a.min_items, n_max=a.max_items, budget=a.budget_usd, seed=a.seed,
                                 max_in_flight=a.concurrency, pair_rule=pair_rule_for(bank, a.confidence, a.tie_margin))
-        if journal is None:
-            settings = {k: getattr(a, k) for k in RUN_KEYS}
-            settings["bank"] = str(Path(a.bank).resolve())
-            settings["include_path"] = str(Path(a.include_path).resolve()) if a.include_path else None
-            settings["item_field"] = setup.binding.item_field
-            journal = start_run(out_dir, "rank", settings, {"command": "rank", "bank_id": bank.bank_id,
-                                                            "models": names, "task": setup.task_name,
-                                                            "budget_usd": a.budget_usd}, bank.bank_id)
-        elif journal.header.get("bank_id") != bank.bank_id:
+        if journal is not None and journal.header.get("bank_id") != bank.bank_id:
             raise InputError(f"the bank changed since the run started ({journal.header.get('bank_id')} → "
                              f"{bank.bank_id})", path=str(out_dir / JOURNAL_NAME))
-        live = LiveRun(ranker, setup.scorers, upper_cost=setup.upper_cost, actual_cost=setup.actual_cost,
-                       judge_cost=setup.judge_cost, scale=setup.scale, ledger=setup.ledger, journal=journal,
-                       retry=RetryPolicy(max_attempts=a.max_attempts, base_s=a.backoff),
-                       max_failures=a.max_failures, secrets=env_secrets())
-        if resumed:
-            info = live.resume_from(journal)
-            console.print(f"resumed {out_dir}: {info['scores']} scored items replayed, {info['failures']} failures, "
-                          f"{info['lost_in_flight']} call(s) lost in flight (not requested again), "
-                          f"${info['spent_usd']:.4f} already spent")
-        announce(console, setup, a)
-        with LiveProgress(console, live, setup, enabled=not a.no_progress) as prog:
-            live.on_progress = prog.update
-            live.run()
-        report = build_report(live, setup, a, command="rank")
-        write_outputs(out_dir, report, live, setup)
-        print_report(console, report)
-        console.print(f"results: {out_dir / RANKING_FILE}, {out_dir / PLOT_FILE}; journal {out_dir / JOURNAL_NAME}")
-        if live.interrupted:
-            return 130
-        return 0 if report["ranked"] else 1
-    finally:
+    except BaseException:
         if journal is not None:
             journal.close()
+        raise
+    return RankRun(a, out_dir, journal, resumed, setup, ranker)
+
+
+def finished_report(out_dir: Path) -> dict | None:
+    """The report of a run that ended (not interrupted), else None."""
+    try:
+        report = json.loads((out_dir / RANKING_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return report if isinstance(report, dict) and report.get("stopped_because") != "interrupted" else None
+
+
+def start_rank(r: RankRun):
+    """Create the run folder, its run.json and its journal."""
+    a, setup = r.settings, r.setup
+    settings = {k: getattr(a, k) for k in RUN_KEYS}
+    settings["bank"] = str(Path(a.bank).resolve())
+    settings["include_path"] = str(Path(a.include_path).resolve()) if a.include_path else None
+    settings["item_field"] = setup.binding.item_field
+    return start_run(r.out_dir, "rank", settings, {"command": "rank", "bank_id": setup.bank.bank_id,
+                                                   "models": [s.name for s in setup.specs],
+                                                   "task": setup.task_name, "budget_usd": a.budget_usd},
+                     setup.bank.bank_id)
+
+
+def run_rank(r: RankRun, notes, out) -> int:
+    """Rank one task live, write its results and print its report; the exit status."""
+    a, setup, out_dir, journal = r.settings, r.setup, r.out_dir, r.journal
+    live = LiveRun(r.ranker, setup.scorers, upper_cost=setup.upper_cost, actual_cost=setup.actual_cost,
+                   judge_cost=setup.judge_cost, scale=setup.scale, ledger=setup.ledger, journal=journal,
+                   retry=RetryPolicy(max_attempts=a.max_attempts, base_s=a.backoff),
+                   max_failures=a.max_failures, secrets=env_secrets())
+    if r.resumed:
+        info = live.resume_from(journal)
+        notes.print(f"resumed {out_dir}: {info['scores']} scored items replayed, {info['failures']} failures, "
+                    f"{info['lost_in_flight']} call(s) lost in flight (not requested again), "
+                    f"${info['spent_usd']:.4f} already spent")
+    announce(notes, setup, a)
+    with LiveProgress(notes, live, setup, enabled=not a.no_progress) as prog:
+        live.on_progress = prog.update
+        live.run()
+    report = build_report(live, setup, a, command="rank")
+    write_outputs(out_dir, report, live, setup)
+    print_report(out, report)
+    out.print(f"results: {out_dir / RANKING_FILE}, {out_dir / PLOT_FILE}; journal {out_dir / JOURNAL_NAME}")
+    if live.interrupted:
+        return 130
+    return 0 if report["ranked"] else 1
 
 
 def write_outputs(out_dir: Path, report: dict, live, setup) -> None:
@@ -194,7 +321,8 @@ def print_report(console, report: dict) -> None:
     cols = ["rank", "model", "θ̂ ± SE", f"est. full-task {report['metric']} [95%]", "items", "spent $"]
     cols += ["of it judge $"] if judged else []
     for c in cols + ["full run $", "tie group"]:
-        t.add_column(c, justify="left" if c == "model" else "right")
+        t.add_column(c, justify="left" if c == "model" else "right",
+                     overflow="fold" if c == "model" else "ellipsis")
     for i, e in enumerate(report["ranking"]):
         r = rows[e["model"]]
         g = groups.get(e["model"])

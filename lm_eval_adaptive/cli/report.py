@@ -1,12 +1,32 @@
-"""Terminal tables and plots for calibration, backtest and ranking results (rich, matplotlib)."""
+"""Terminal tables and plots for calibration, backtest and ranking results (rich, matplotlib).
+
+Output that is not a terminal (a pipe, a file, a captured stream) is written at
+:data:`PIPE_WIDTH` columns, so no table cell is wrapped or cut: every model name stays whole.
+On a terminal a model name that does not fit is folded onto the next line, never ellipsised.
+"""
 
 from __future__ import annotations
 
 import math
 
+from rich.console import Console
 from rich.table import Table
 
 from lm_eval_adaptive.engine.model_error import describe_correction
+
+__all__ = ["PIPE_WIDTH", "plot_ranking", "print_backtest", "print_calibration", "print_ranking", "report_console"]
+
+#: Columns of output that is not a terminal: wider than any table, so nothing is wrapped or cut.
+PIPE_WIDTH = 100_000
+
+
+def report_console(*, stderr: bool = False) -> Console:
+    """A rich console on stdout (or stderr): the terminal's width, or :data:`PIPE_WIDTH` when
+    the stream is not a terminal."""
+    console = Console(highlight=False, stderr=stderr)
+    if not console.is_terminal:
+        console = Console(highlight=False, stderr=stderr, width=PIPE_WIDTH)
+    return console
 
 
 def print_calibration(console, bank, out_path) -> None:
@@ -46,7 +66,8 @@ def print_backtest(console, results) -> None:
     for col in ("table", "items", "models", "a", "adaptive τ", "random τ", "fixed τ", "items/set",
                 "% pairs", "conf. acc.", "ties % (true %)", "tie P/R/F1", "saved vs fixed (items/$)",
                 "full-task cover", "|z|>1.96", "misfit", "s"):
-        t.add_column(col, justify="right" if col != "table" else "left")
+        t.add_column(col, justify="right" if col != "table" else "left",
+                     overflow="fold" if col == "table" else "ellipsis")
     for r in results:
         a, rd, fx, ti = r.adaptive, r.random, r.fixed, r.ties
         t.add_row(r.table, str(r.n_items), str(r.n_models), f"{r.discrimination:.2f}",
@@ -96,7 +117,8 @@ def print_ranking(console, rows, result, *, metric_name: str, full_cost: float) 
     t = Table(title=f"Adaptive ranking (γ = {result.confidence:.2f})")
     for col in ["rank", "model", "θ̂ ± SE", "95% interval", f"est. full-task {metric_name} [95%]"] + \
                (["full run (truth)"] if has_truth else []) + ["items", "spent $", "full run $", "tie group"]:
-        t.add_column(col, justify="left" if col in ("model",) else "right")
+        t.add_column(col, justify="left" if col in ("model",) else "right",
+                     overflow="fold" if col == "model" else "ellipsis")
     for i, r in enumerate(rows):
         g = groups.get(r["model"])
         t.add_row(str(i + 1), r["model"], f"{r['theta']:+.2f} ± {r['se']:.2f}",

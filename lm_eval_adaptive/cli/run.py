@@ -19,7 +19,13 @@ from lm_eval_adaptive.harness.lm_eval_compat import add_harness_run_parser
 from lm_eval_adaptive.harness.run import AdaptiveRunConfig, execute_run
 from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S
 
-__all__ = ["add_run_parser", "split_run_arguments"]
+__all__ = ["add_run_parser", "split_run_arguments", "RUN_EXAMPLE"]
+
+RUN_EXAMPLE = """\
+example:
+  lm-eval-adaptive run --model litellm --model_args model=openai/GPT-4 --tasks wmt24_en-de \\
+      --include_path task_configs --apply_chat_template --adaptive --bank wmt24_en-de.bleu.json --max-items 100
+"""
 
 
 def split_run_arguments(args: argparse.Namespace) -> tuple[argparse.Namespace, AdaptiveRunConfig | None]:
@@ -39,6 +45,9 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
     p, harness_execute = add_harness_run_parser(subparsers)
     p.description = ("Evaluate language models with lm-evaluation-harness; with --adaptive, generate "
                      "and score only the documents a computerized adaptive test picks.")
+    # the harness's usage and examples, spelled with this command's name
+    p.usage = (p.usage or "").replace("lm-eval run", "lm-eval-adaptive run") or None
+    p.epilog = RUN_EXAMPLE + "\n" + (p.epilog or "").replace("$ lm-eval run", "$ lm-eval-adaptive run")
     p.set_defaults(func=lambda args: execute_run(*split_run_arguments(args), harness_execute))
     g = p.add_argument_group("adaptive (lm-eval-adaptive)")
     g.add_argument("--adaptive", action="store_true",

@@ -59,8 +59,8 @@ from lm_eval_adaptive.harness.scorer import (
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: bundled price map, no fetch
 
 __all__ = ["SUPPORTED_LM_EVAL", "DEFAULT_TIMEOUT_S", "AdaptiveRunConfig", "execute_run", "run_adaptive",
-           "ModelCallError", "JudgePricing", "table_from_sample_logs", "headline_estimate", "display_results",
-           "ADAPTIVE_SAMPLE_KEY", "ADMINISTERED_SUFFIX"]
+           "ModelCallError", "JudgePricing", "parse_banks", "table_from_sample_logs", "headline_estimate",
+           "display_results", "ADAPTIVE_SAMPLE_KEY", "ADMINISTERED_SUFFIX"]
 
 log = logging.getLogger("lm_eval_adaptive")
 
@@ -155,10 +155,12 @@ class TaskOutcome:
         return self.binding.n_docs
 
 
-def _parse_banks(specs, tasks) -> dict:
-    """Task → bank path (nothing is read yet)."""
+def parse_banks(specs, tasks, *, command: str = "--adaptive") -> dict:
+    """Task → bank path from ``--bank [TASK=]PATH ...`` (a bare PATH when there is one task);
+    nothing is read yet. Refused: a task without a bank, a bank for a task not run, a task given
+    two banks."""
     if not specs:
-        raise InputError("--adaptive needs an item bank per task: --bank TASK=BANK.json "
+        raise InputError(f"{command} needs an item bank per task: --bank TASK=BANK.json "
                          "(build one with `lm-eval-adaptive calibrate --samples ...`)")
     out = {}
     for s in specs:
@@ -168,10 +170,15 @@ def _parse_banks(specs, tasks) -> dict:
             t, p = tasks[0], s
         else:
             raise InputError(f"--bank {s!r}: with several tasks write TASK=PATH")
+        if t in out:
+            raise InputError(f"--bank: task {t!r} is given two banks")
         out[t] = p
     missing = [t for t in tasks if t not in out]
     if missing:
         raise InputError(f"no --bank for task(s): {', '.join(missing)}")
+    extra = [t for t in out if t not in tasks]
+    if extra:
+        raise InputError(f"--bank names task(s) not in --tasks: {', '.join(extra)}")
     return out
 
 
@@ -194,7 +201,7 @@ def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig) -> int:
     cfg = EvaluatorConfig.from_cli(hargs)
     task_manager = cfg.process_tasks(cfg.metadata)
     tasks = list(cfg.tasks)
-    bank_paths = _parse_banks(list(config.bank), tasks)
+    bank_paths = parse_banks(list(config.bank), tasks)
     name = _model_name(cfg)
     overrides = parse_prices(list(config.price) or None, bare=name)
     budgeted = config.budget_usd is not None

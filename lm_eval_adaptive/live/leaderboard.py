@@ -196,9 +196,12 @@ REFRESH_KEYS = ("leaderboard", "add", "budget_usd", "confidence", "min_items", "
                  "fewshot_as_multiturn", "gen_kwargs", "system_instruction", "seed", "metadata", "tie_margin")
 
 
-def refresh(settings: LiveSettings, console, out_dir, journal, resumed) -> int:
+def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, report=None) -> int:
     """Place ``settings.add`` on the leaderboard ``settings.leaderboard`` live (see the module docstring);
-    the exit status: 0 placed, 1 no new model placed, 130 interrupted."""
+    the exit status: 0 placed, 1 no new model placed, 130 interrupted. The plan and progress go to
+    ``console``, the result (the new leaderboard, what failed, why it stopped) to ``report``
+    (default: ``console``)."""
+    report = report if report is not None else console
 
     if not settings.leaderboard:
         raise InputError("--leaderboard FILE: the leaderboard to refresh")
@@ -277,8 +280,8 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed) -> int:
     placed = [m for m in new if m in pos]
     if not placed:  # nothing to enter: the leaderboard is left as it was
         for m, why in res.failed.items():
-            console.print(f"[red]failed[/]: {m}: {why}")
-        console.print(f"[red]no new model placed[/]: {len(res.failed)} of {len(new)} failed; spent "
+            report.print(f"[red]failed[/]: {m}: {why}")
+        report.print(f"[red]no new model placed[/]: {len(res.failed)} of {len(new)} failed; spent "
                       f"${setup.ledger.spent:.4f} of a ${settings.budget_usd:g} cap; {path} was not changed"
                       + (f"; the journal is in {out_dir}" if out_dir is not None else ""))
         return 1
@@ -311,12 +314,12 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed) -> int:
         "stopped_because": stopped, "confidence": settings.confidence,
         "items": {m: res.items[m] for m in new}})
     _write(path, lb)
-    print_leaderboard(console, lb, added, res.failed)
+    print_leaderboard(report, lb, added, res.failed)
     for m, e in added.items():
         note = misfit_note(e["person_fit"])
         if note:
-            console.print(f"[yellow]misfit[/]: {m}: {note}")
-    console.print(f"stopped because: {stopped}; spent ${setup.ledger.spent:.4f} of a ${settings.budget_usd:g} cap; "
+            report.print(f"[yellow]misfit[/]: {m}: {note}")
+    report.print(f"stopped because: {stopped}; spent ${setup.ledger.spent:.4f} of a ${settings.budget_usd:g} cap; "
                   f"{path} updated")
     return 0
 
@@ -326,7 +329,8 @@ def print_leaderboard(console, lb, added, failed) -> None:
 
     t = Table(title=f"{lb['task']} leaderboard ({lb['metric']})")
     for c in ("rank", "model", "source", "θ ± SE", f"{lb['metric']} [95%]", "items", "tie group"):
-        t.add_column(c, justify="left" if c in ("model", "source") else "right")
+        t.add_column(c, justify="left" if c in ("model", "source") else "right",
+                     overflow="fold" if c in ("model", "tie group") else "ellipsis")
     for e in lb["entries"]:
         met = e.get("metric") or {}
         val = (f"{met['value']:.4f}" if "value" in met else

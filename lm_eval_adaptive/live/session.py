@@ -294,7 +294,8 @@ class LiveProgress:
         t = Table(title=f"spent ${led.spent:.4f}" + (f" of ${led.cap:g}" if led.cap is not None else "")
                   + f", reserved ${led.reserved:.4f}, retries {self.live_run.retries}")
         for c in ("model", "items", "in flight", "θ̂ ± SE", "$", "failed calls"):
-            t.add_column(c, justify="left" if c == "model" else "right")
+            t.add_column(c, justify="left" if c == "model" else "right",
+                         overflow="fold" if c == "model" else "ellipsis")
         for m in r.models:
             e = r.examinees[m]
             t.add_row(m + (" (failed)" if m in r.failed else ""), str(e.n), str(r.in_flight(m)),

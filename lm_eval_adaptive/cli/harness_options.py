@@ -1,0 +1,79 @@
+"""The harness's command-line conventions that ``rank`` and ``refresh`` accept.
+
+* ``--model TYPE`` and ``--model_args ARGS``, as ``lm-eval run`` spells them. Each
+  ``--model_args`` is one model: its values (``key=val,key2=val2`` or ``key=val key2=val2``)
+  are that model's arguments, as in ``lm-eval run``. One ``--model`` gives the type of every
+  ``--model_args``; otherwise there is one ``--model`` per ``--model_args``, paired in order.
+  They add to ``--models TYPE:ARGS …`` (``rank``) or ``--add TYPE:ARGS …`` (``refresh``).
+* ``--tasks a,b`` or ``--tasks a b``: several tasks, each ranked (or refreshed) and reported
+  in turn, each in its own run folder ``DIR/TASK`` of ``--output DIR``.
+* ``--output_path DIR``: the same as ``--output DIR``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from lm_eval_adaptive.errors import InputError
+
+__all__ = ["add_model_arguments", "model_specs", "task_folder", "task_list"]
+
+
+def add_model_arguments(parser: argparse.ArgumentParser, *, adds_to: str) -> None:
+    """``--model TYPE`` (repeatable) and ``--model_args ARGS…`` (repeatable, one model each)."""
+    g = parser.add_argument_group("harness model arguments (as in lm-eval run)")
+    g.add_argument("--model", action="append", default=None, metavar="TYPE",
+                   help="harness model type, e.g. litellm: of every --model_args when given once, else "
+                        "one --model per --model_args, in order")
+    g.add_argument("--model_args", action="append", nargs="+", default=None, metavar="ARGS",
+                   help=f"one model's arguments, key=val,key2=val2 (or key=val key2=val2); repeat "
+                        f"--model_args for each model (they add to {adds_to})")
+
+
+def model_specs(specs, types, arg_groups) -> list[str]:
+    """``specs`` (``TYPE:ARGS`` strings) plus one ``TYPE:ARGS`` per ``--model_args`` (module docstring)."""
+    specs = list(specs or [])
+    types = [t.strip() for t in types or []]
+    groups = [list(g) for g in arg_groups or []]
+    if not types and not groups:
+        return specs
+    if not groups:
+        raise InputError("--model TYPE needs --model_args with the model's arguments (model=...), "
+                         "one --model_args per model")
+    if not types:
+        raise InputError("--model_args needs --model TYPE (the harness model type, e.g. litellm)")
+    if any(not t for t in types):
+        raise InputError("--model: give the harness model type, e.g. litellm")
+    if len(types) == 1:
+        types = types * len(groups)
+    elif len(types) != len(groups):
+        raise InputError(f"{len(types)} --model and {len(groups)} --model_args: give one --model for every "
+                         f"--model_args, or one --model per --model_args, in order")
+    out = []
+    for mtype, values in zip(types, groups):
+        if any(v.lstrip().startswith("{") for v in values):
+            raise InputError(f"--model_args {' '.join(values)!r}: give key=val pairs (JSON is not "
+                             f"accepted by rank and refresh)")
+        parts = [p.strip() for v in values for p in v.split(",") if p.strip()]
+        if not parts:
+            raise InputError("--model_args: give the model's arguments, e.g. model=gpt-4o-mini")
+        out.append(f"{mtype}:{','.join(parts)}")
+    return specs + out
+
+
+def task_list(values) -> list[str]:
+    """Task names from ``--tasks`` values (space- and/or comma-separated), in order; a repeat is refused."""
+    tasks = [t.strip() for v in values or [] for t in str(v).split(",") if t.strip()]
+    dup = sorted({t for t in tasks if tasks.count(t) > 1})
+    if dup:
+        raise InputError(f"--tasks: {', '.join(dup)} named twice")
+    return tasks
+
+
+def task_folder(root, task: str) -> Path:
+    """The run folder of one of several tasks: ``root/task``; refused when the name is no folder name."""
+    if task in (".", "..") or any(c in task for c in "/\\\0"):
+        raise InputError(f"--tasks {task!r}: with several tasks each gets the folder DIR/TASK, and this "
+                         f"name cannot be one; run it on its own")
+    return Path(root) / task

@@ -1,0 +1,97 @@
+"""The harness's command-line conventions on rank and refresh: --model/--model_args, several
+--tasks (a bank and a run folder each), --output_path; parsed and refused without any call."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lm_eval_adaptive.cli.harness_options import model_specs, task_list
+from lm_eval_adaptive.cli.leaderboard import refresh_settings
+from lm_eval_adaptive.cli.main import build_parser, main
+from lm_eval_adaptive.cli.rank import rank_settings
+from lm_eval_adaptive.errors import InputError
+
+
+def parse(*argv):
+    return build_parser().parse_args(list(argv))
+
+
+def test_model_args_pairing():
+    # one --model: the type of every --model_args; each --model_args is one model
+    assert model_specs(None, ["litellm"], [["model=a"], ["model=b", "temperature=0"]]) == [
+        "litellm:model=a", "litellm:model=b,temperature=0"]
+    # one --model per --model_args, in order; added to --models
+    assert model_specs(["x=hf:pretrained=gpt2"], ["litellm", "local-chat-completions"],
+                       [["model=a,timeout=5"], ["model=b,base_url=http://h:1/v1/chat/completions"]]) == [
+        "x=hf:pretrained=gpt2", "litellm:model=a,timeout=5",
+        "local-chat-completions:model=b,base_url=http://h:1/v1/chat/completions"]
+    assert model_specs(["litellm:model=a"], None, None) == ["litellm:model=a"]
+    for types, groups, says in ((["litellm"], None, "needs --model_args"),
+                                (None, [["model=a"]], "needs --model TYPE"),
+                                (["a", "b"], [["model=x"], ["model=y"], ["model=z"]], "2 --model and 3 --model_args"),
+                                (["litellm"], [['{"model": "a"}']], "key=val pairs"),
+                                (["litellm"], [[","]], "give the model's arguments")):
+        with pytest.raises(InputError, match=says):
+            model_specs(None, types, groups)
+
+
+def test_task_lists():
+    assert task_list(["a,b", "c", " d , "]) == ["a", "b", "c", "d"]
+    with pytest.raises(InputError, match="a named twice"):
+        task_list(["a", "b,a"])
+
+
+def test_rank_takes_the_harness_spelling_and_several_tasks(tmp_path):
+    args = parse("rank", "--model", "litellm", "--model_args", "model=openai/A", "temperature=0",
+                 "--model_args", "model=openai/B", "--tasks", "t1,t2", "t3", "--bank", "t1=a.json",
+                 "t2=b.json", "--bank", "t3=c.json", "--output_path", str(tmp_path / "out"))
+    runs, several = rank_settings(args)
+    assert several and [a.tasks for a in runs] == ["t1", "t2", "t3"]
+    assert [a.bank for a in runs] == ["a.json", "b.json", "c.json"]
+    assert [Path(a.output) for a in runs] == [tmp_path / "out" / t for t in ("t1", "t2", "t3")]
+    assert runs[0].models == ["litellm:model=openai/A,temperature=0", "litellm:model=openai/B"]
+    one, several = rank_settings(parse("rank", "--models", "litellm:model=a", "--tasks", "t", "--bank", "b.json",
+                                       "--output", "d"))
+    assert not several and (one[0].tasks, one[0].bank, one[0].output) == ("t", "b.json", "d")
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--tasks", "t1", "t2", "--bank", "b.json", "--output", "o"], "with several tasks write TASK=PATH"),
+    (["--tasks", "t1", "t2", "--bank", "t1=a.json", "--output", "o"], "no --bank for task(s): t2"),
+    (["--tasks", "t1", "--bank", "t1=a.json", "t9=b.json", "--output", "o"], "not in --tasks: t9"),
+    (["--tasks", "t1", "t2", "--bank", "t1=a.json", "t2=b.json"], "--output DIR is needed"),
+    (["--tasks", "t1", "../t2", "--bank", "t1=a.json", "../t2=b.json", "--output", "o"], "cannot be one"),
+    (["--tasks", "t1", "--bank", "a.json", "--output", "o", "--model_args", "model=c"], "needs --model TYPE"),
+])
+def test_rank_refuses_what_cannot_work_before_anything_is_written(tmp_path, capsys, extra, says):
+    extra = [str(tmp_path / x) if x == "o" else x for x in extra]
+    assert main(["rank", "--models", "litellm:model=a", "litellm:model=b", *extra]) == 2
+    assert says in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def _board(path, task):
+    path.write_text(json.dumps({"format": "lm-eval-adaptive/leaderboard", "version": 1, "task": task,
+                                "metric": "bleu", "history": "h.csv", "entries": []}))
+    return str(path)
+
+
+def test_refresh_takes_one_leaderboard_per_task(tmp_path):
+    a, b = _board(tmp_path / "a.json", "t1"), _board(tmp_path / "b.json", "t2")
+    args = parse("refresh", "--leaderboard", a, b, "--tasks", "t2,t1", "--model", "litellm", "--model_args",
+                 "model=openai/X", "--output_path", str(tmp_path / "out"), "--budget-usd", "1")
+    runs = refresh_settings(args)
+    assert [r.leaderboard for r in runs] == [b, a]  # in --tasks order
+    assert [Path(r.output) for r in runs] == [tmp_path / "out" / "t2", tmp_path / "out" / "t1"]
+    assert runs[0].add == ["litellm:model=openai/X"] and runs[0].budget_usd == 1
+    (one,) = refresh_settings(parse("refresh", "--leaderboard", a, "--add", "litellm:model=x", "--output", "d"))
+    assert (one.leaderboard, one.output) == (a, "d")
+    with pytest.raises(InputError, match="each task needs its own leaderboard"):
+        refresh_settings(parse("refresh", "--leaderboard", a, b, "--tasks", "t1,t3"))
+    with pytest.raises(InputError, match="each task needs its own leaderboard"):
+        refresh_settings(parse("refresh", "--leaderboard", a, "--tasks", "t2"))
+    with pytest.raises(InputError, match="both of task 't1'"):
+        refresh_settings(parse("refresh", "--leaderboard", a, _board(tmp_path / "c.json", "t1")))
