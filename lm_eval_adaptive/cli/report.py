@@ -141,22 +141,38 @@ def print_ranking(console, rows, result, *, metric_name: str, full_cost: float) 
                   f"({100 * (1 - spent / full_cost):.1f}% saved)" if full_cost > 0 else "")
 
 
+def group_colors(n: int) -> list[str]:
+    """The colours of ``n`` tie groups as ``#rrggbb``, in order (matplotlib's colour cycle, repeated)."""
+    import matplotlib
+    from matplotlib.colors import to_hex
+
+    cycle = matplotlib.rcParams["axes.prop_cycle"].by_key()["color"]
+    return [to_hex(cycle[g % len(cycle)]) for g in range(n)]
+
+
 def plot_ranking(path, rows, result, *, title: str) -> None:
+    plot_intervals(path, rows, result.tie_groups, title=title)
+
+
+def plot_intervals(path, rows, tie_groups, *, title: str) -> None:
+    """Abilities with 95% intervals (``rows``: model, theta, lo, hi; best first), one colour per
+    tie group (``group_colors``; black: in no group), saved to ``path`` (a file name, its suffix
+    the format, or a binary file: PNG). Model names are drawn as written (no mathtext)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    groups = {m: gi for gi, g in enumerate(result.tie_groups) for m in g}
+    groups = {m: gi for gi, g in enumerate(tie_groups) for m in g}
+    colors = group_colors(len(tie_groups))
     fig, ax = plt.subplots(figsize=(7, 0.5 * len(rows) + 1.5))
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for y, r in enumerate(rows[::-1]):
         g = groups.get(r["model"])
-        c = "black" if g is None else colors[g % len(colors)]
+        c = "black" if g is None else colors[g]
         ax.errorbar(r["theta"], y, xerr=[[r["theta"] - r["lo"]], [r["hi"] - r["theta"]]], fmt="o", color=c,
                     capsize=3)
     ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([r["model"] for r in rows[::-1]])
+    ax.set_yticklabels([r["model"] for r in rows[::-1]], parse_math=False)
     ax.set_xlabel("ability θ (95% interval); colour = tie group")
     ax.set_title(title)
     ax.grid(axis="x", alpha=0.3)
