@@ -1,0 +1,280 @@
+"""A near tie ranked live: what does a confident ranking of four systems cost when two of them tie?
+
+Issue 11 ("Must show"): four systems of a WMT24 pair, two of them a near tie on the full data,
+ranked live with `lm-eval-adaptive rank` through the real harness, the real litellm client and
+real HTTP against the replay endpoint, with the default settings and a dollar cap ABOVE a full
+run's cost (so the cap never decides when to stop). The case (table, systems, which two are the
+near tie, the cap factor, the spend limit) is benchmarks/near_tie_case.json, shared with
+tests/test_near_tie_live.py. The bank is calibrated on the pair's other systems
+(`calibrate --exclude-models`).
+
+Full-run cost: every document the ranking can draw from (every bank item) asked of each of the
+four systems, at the litellm price the run charges ($1/$3 per M tokens for systems litellm does
+not price, given with --price as in the other live benchmarks), for the usage the replay endpoint
+bills (ceil(len/4) tokens of the prompt the harness sends and of the recorded answer). The run's
+own journal is checked against it: every served item must carry exactly the usage computed here.
+
+Prints the true gaps (full-data means, 95% bootstrap intervals over documents, paired intervals
+of each gap), total spend, the full-run cost and the share, items per model, the ranking, ties,
+every confident pair and whether the full data agrees, and one PASS/FAIL line per criterion:
+
+1. total spend ≤ max_spend_share (10%) of a full run;
+2. the near-tie pair reported as a tie (its order not settled);
+3. every confident pair ordered as the full data orders it.
+
+    python benchmarks/bench_near_tie.py [--case benchmarks/near_tie_case.json] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from lm_eval_adaptive.cli.main import main as cli  # noqa: E402
+from lm_eval_adaptive.data.datasets import data_root, load_named, read_lines  # noqa: E402
+from lm_eval_adaptive.data.price_map import price_for  # noqa: E402
+from lm_eval_adaptive.data.prices import DEFAULT_PRICE, Price  # noqa: E402
+from lm_eval_adaptive.engine.bank import ItemBank  # noqa: E402
+from lm_eval_adaptive.errors import InputError  # noqa: E402
+from lm_eval_adaptive.live.journal import Journal  # noqa: E402
+from lm_eval_adaptive.replay.server import ReplayServer, estimate_tokens, max_answers_per_item  # noqa: E402
+
+CASE_PATH = Path(__file__).with_name("near_tie_case.json")
+TASK_CONFIGS = REPO / "task_configs"
+
+
+def load_case(path: Path | str = CASE_PATH) -> dict:
+    return json.loads(Path(path).read_text())
+
+
+def pair_of(case: dict) -> str:
+    return case["table"].split("/")[1]
+
+
+# ----------------------------------------------------------------------------- the full-data truth
+def full_data_truth(case: dict, *, n_boot: int = 2000, seed: int = 0) -> dict:
+    """Full-data means of the case's systems, 95% percentile bootstrap intervals over documents,
+    and for every pair the gap with its paired bootstrap interval."""
+    table = load_named(case["table"])
+    names = [str(m) for m in table.models]
+    rows = {m: table.mean_matrix()[names.index(m)] for m in case["systems"]}
+    ok = np.all([np.isfinite(r) for r in rows.values()], axis=0)  # documents every system has
+    rows = {m: r[ok] for m, r in rows.items()}
+    n = int(ok.sum())
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, n, size=(n_boot, n))
+    boot = {m: r[idx].mean(axis=1) for m, r in rows.items()}
+    mean = {m: float(r.mean()) for m, r in rows.items()}
+    ci = {m: [float(np.percentile(b, 2.5)), float(np.percentile(b, 97.5))] for m, b in boot.items()}
+    gaps = []
+    for a, b in itertools.combinations(case["systems"], 2):
+        hi, lo = (a, b) if mean[a] >= mean[b] else (b, a)
+        d = boot[hi] - boot[lo]
+        gaps.append({"higher": hi, "lower": lo, "gap": mean[hi] - mean[lo],
+                     "paired_ci95": [float(np.percentile(d, 2.5)), float(np.percentile(d, 97.5))],
+                     "intervals_overlap": bool(ci[lo][1] >= ci[hi][0])})
+    return {"metric": case["metric"], "n_docs": n, "mean": mean, "ci95": ci, "gaps": gaps}
+
+
+# ----------------------------------------------------------------------------- prices and full-run cost
+def prices_of(case: dict) -> dict[str, Price]:
+    """litellm's price of each system; DEFAULT_PRICE ($1/$3 per M) where litellm has none."""
+    out = {}
+    for m in case["systems"]:
+        try:
+            out[m] = price_for(m, default=None)
+        except InputError:
+            out[m] = DEFAULT_PRICE
+    return out
+
+
+def price_arguments(prices: dict[str, Price]) -> list[str]:
+    """--price for the systems litellm's price map does not know (rank refuses them otherwise)."""
+    args = []
+    for m, p in prices.items():
+        if p is DEFAULT_PRICE:
+            args += ["--price", f"{m}={p.input_per_mtok:g},{p.output_per_mtok:g}"]
+    return args
+
+
+def prompt_template(task: str) -> str:
+    """The task's doc_to_text, read from its YAML (a double-quoted string with one {{source}})."""
+    text = (TASK_CONFIGS / "wmt24" / f"{task}.yaml").read_text()
+    m = re.search(r'^doc_to_text:\s*(".*")\s*$', text, re.MULTILINE)
+    if not m:
+        raise ValueError(f"no double-quoted doc_to_text in {task}.yaml")
+    return json.loads(m.group(1))
+
+
+def billed_usage(case: dict, item_ids) -> dict[str, dict[str, tuple[int, int]]]:
+    """Per system and item: (prompt_tokens, completion_tokens) the replay endpoint bills for it."""
+    base = data_root() / "wmt24" / pair_of(case)
+    source = read_lines(base / "source.txt")
+    template = prompt_template(case["task"])
+    prompt = {i: estimate_tokens(template.replace("{{source}}", source[int(i)])) for i in item_ids}
+    out = {}
+    for m in case["systems"]:
+        answers = read_lines(base / "systems" / f"{m}.txt")
+        out[m] = {i: (prompt[i], estimate_tokens(answers[int(i)])) for i in item_ids}
+    return out
+
+
+def full_run_cost(usage: dict, prices: dict[str, Price]) -> dict[str, float]:
+    return {m: float(sum(p * prices[m].input_per_token + c * prices[m].output_per_token for p, c in u.values()))
+            for m, u in usage.items()}
+
+
+# ----------------------------------------------------------------------------- the live run
+def run_case(case: dict, workdir: Path, *, server: ReplayServer) -> dict:
+    """Calibrate the bank without the case's systems, rank them live, and collect the figures.
+
+    ``server`` is a running ReplayServer that litellm already reaches (OPENAI_API_BASE)."""
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    bank_path = workdir / "bank.json"
+    t0 = time.perf_counter()
+    assert cli(["calibrate", case["table"], "--exclude-models", *case["systems"], "--task", case["task"],
+                "--metric", case["metric"], "--out", str(bank_path)]) == 0
+    t_cal = time.perf_counter() - t0
+    bank = ItemBank.load(bank_path)
+    item_ids = [str(i) for i in bank.item_ids]
+    prices = prices_of(case)
+    usage = billed_usage(case, item_ids)
+    full = full_run_cost(usage, prices)
+    full_total = sum(full.values())
+    cap = round(case["cap_over_full_run"] * full_total, 6)
+    out = workdir / "rank"
+    server.reset_stats()
+    t1 = time.perf_counter()
+    rc = cli(["rank", "--models", *[f"{m}=litellm:model=openai/{m}" for m in case["systems"]],
+              "--tasks", case["task"], "--bank", str(bank_path), "--include_path", str(TASK_CONFIGS),
+              "--apply_chat_template", "--item-field", "id", "--budget-usd", f"{cap:.6f}",
+              "--output", str(out), "--no-progress", *price_arguments(prices)])
+    t_rank = time.perf_counter() - t1
+    if rc != 0:
+        raise RuntimeError(f"rank exited {rc}")
+    report = json.loads((out / "ranking.json").read_text())
+    stats = server.stats()
+    # the run was billed exactly what the full-run cost counts, item by item
+    mismatched = []
+    for s in Journal.open(out, writable=False).scores():
+        (u,) = s["usage"]
+        if (u["prompt_tokens"], u["completion_tokens"]) != usage[s["model"]][s["item_id"]]:
+            mismatched.append((s["model"], s["item_id"], u, usage[s["model"]][s["item_id"]]))
+    charged = {e["model"]: (e["price"]["input_per_mtok"], e["price"]["output_per_mtok"]) for e in report["ranking"]}
+    assumed = {m: (p.input_per_mtok, p.output_per_mtok) for m, p in prices.items()}
+    return {"case": case, "bank_items": len(item_ids), "bank_id": report["bank_id"], "prices": assumed,
+            "charged_prices": charged, "usage_mismatches": mismatched[:5], "n_usage_mismatches": len(mismatched),
+            "full_run_cost_usd": full, "full_run_cost_total_usd": full_total,
+            "report_full_run_cost_usd": report["full_run_cost_usd"], "cap_usd": cap, "report": report,
+            "served": stats["served"], "max_served_per_item": max_answers_per_item(stats),
+            "seconds": {"calibrate": t_cal, "rank": t_rank}}
+
+
+# ----------------------------------------------------------------------------- the three criteria
+def confident_pairs(report: dict) -> list[tuple[str, str]]:
+    """(a, b) with a ranked above b and the pair's order settled (not one of the ranking's ties)."""
+    order = [e["model"] for e in report["ranking"]]
+    tied = {frozenset(p) for p in report["ties"]}
+    return [(a, b) for i, a in enumerate(order) for b in order[i + 1:] if frozenset((a, b)) not in tied]
+
+
+def judge(result: dict, truth: dict) -> dict:
+    case, report = result["case"], result["report"]
+    spent = report["total_cost_usd"]
+    share = spent / result["full_run_cost_total_usd"]
+    near = frozenset(case["near_tie"])
+    near_tied = near in {frozenset(p) for p in report["ties"]}
+    conf = [{"higher": a, "lower": b, "p": report["pairwise"][a][b], "right": truth["mean"][a] > truth["mean"][b]}
+            for a, b in confident_pairs(report)]
+    return {
+        "spent_usd": spent, "spend_share": share,
+        "spend_ok": share <= case["max_spend_share"],
+        "near_tie_reported_as_tie": near_tied,
+        "confident_pairs": conf,
+        "confident_all_right": all(c["right"] for c in conf),
+    }
+
+
+def show(result: dict, truth: dict, verdict: dict) -> None:
+    case, report = result["case"], result["report"]
+    print(f"case: {case['table']}, systems {', '.join(case['systems'])}; near tie: {' vs '.join(case['near_tie'])}")
+    print(f"full-data truth ({truth['n_docs']} documents, mean sentence {truth['metric']}, 95% bootstrap intervals):")
+    for m in sorted(truth["mean"], key=lambda m: -truth["mean"][m]):
+        lo, hi = truth["ci95"][m]
+        print(f"  {m:<14} {truth['mean'][m]:.4f} [{lo:.4f}, {hi:.4f}]")
+    print("true gaps:")
+    for g in truth["gaps"]:
+        lo, hi = g["paired_ci95"]
+        print(f"  {g['higher']:>12} - {g['lower']:<12} {g['gap']:.4f}  paired 95% [{lo:+.4f}, {hi:+.4f}]; "
+              f"the two intervals {'overlap' if g['intervals_overlap'] else 'do not overlap'}")
+    print("prices per M tokens (in, out): " + "; ".join(f"{m} ${i:g}/${o:g}" for m, (i, o) in result["prices"].items()))
+    print(f"bank: {result['bank_items']} items, calibrated without the four; cap ${result['cap_usd']:.4f} "
+          f"({case['cap_over_full_run']:g} × a full run)")
+    print(f"full-run cost (every bank item, each system, usage as billed): ${result['full_run_cost_total_usd']:.4f} "
+          f"(" + ", ".join(f"{m} ${c:.4f}" for m, c in result["full_run_cost_usd"].items())
+          + f"); the report's own estimate from the bank's mean tokens: ${result['report_full_run_cost_usd']:.4f}")
+    print(f"journal usage vs the usage counted here: {result['n_usage_mismatches']} mismatches; "
+          f"most answers per item {result['max_served_per_item']}; served {result['served']}")
+    print(f"total spend ${verdict['spent_usd']:.4f} = {100 * verdict['spend_share']:.1f}% of a full run; "
+          f"stopped because: {report['stopped_because']}; items {report['total_items']}; "
+          f"rank {result['seconds']['rank']:.1f} s")
+    print("ranking (best first):")
+    for e in report["ranking"]:
+        me = e["metric_estimate"]
+        print(f"  {e['model']:<14} θ {e['theta']:+.3f} ± {e['se']:.3f}  items {e['items']:>4}  "
+              f"${e['cost_usd']:.4f} of ${result['full_run_cost_usd'][e['model']]:.4f}  "
+              f"est. {me['estimate']:.4f} [{me['lower']:.4f}, {me['upper']:.4f}]")
+    print("ties: " + ("; ".join(" ≈ ".join(p) for p in report["ties"]) or "none")
+          + ("; settled as ties: " + "; ".join(" ≈ ".join(p) for p in report["equivalent"])
+             if report["equivalent"] else ""))
+    print("confident pairs:")
+    for c in verdict["confident_pairs"]:
+        print(f"  {c['higher']} > {c['lower']}  P = {c['p']:.4f}  full data: {'right' if c['right'] else 'WRONG'}")
+    if not verdict["confident_pairs"]:
+        print("  none")
+    n_conf = len(verdict["confident_pairs"])
+    n_ok = sum(c["right"] for c in verdict["confident_pairs"])
+    print(f"{'PASS' if verdict['spend_ok'] else 'FAIL'}: total spend ≤ {100 * case['max_spend_share']:g}% of a full "
+          f"run ({100 * verdict['spend_share']:.1f}%)")
+    print(f"{'PASS' if verdict['near_tie_reported_as_tie'] else 'FAIL'}: the near tie "
+          f"{' vs '.join(case['near_tie'])} reported as a tie")
+    print(f"{'PASS' if verdict['confident_all_right'] else 'FAIL'}: every confident pair right "
+          f"({n_ok} of {n_conf})")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--case", default=str(CASE_PATH))
+    ap.add_argument("--json", default=None, help="write the figures here")
+    a = ap.parse_args(argv)
+    case = load_case(a.case)
+    truth = full_data_truth(case)
+    with tempfile.TemporaryDirectory(prefix="bench-near-tie-") as tmp, ReplayServer() as srv:
+        os.environ["OPENAI_API_BASE"] = srv.url
+        os.environ["OPENAI_API_KEY"] = "replay"
+        result = run_case(case, Path(tmp), server=srv)
+    verdict = judge(result, truth)
+    show(result, truth, verdict)
+    if a.json:
+        Path(a.json).write_text(json.dumps({"truth": truth, "verdict": verdict,
+                                            **{k: v for k, v in result.items() if k != "usage_mismatches"}},
+                                           indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
