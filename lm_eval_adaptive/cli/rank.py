@@ -29,10 +29,9 @@ from lm_eval_adaptive.cli.arguments import (
 )
 from lm_eval_adaptive.cli.report import plot_ranking
 from lm_eval_adaptive.engine.person_fit import misfit_note
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker
-from lm_eval_adaptive.engine.stopping import pair_rule_for
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S
+from lm_eval_adaptive.live.cost_forecast import forecast_rank
 from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, env_secrets
 from lm_eval_adaptive.live.session import (
@@ -46,6 +45,7 @@ from lm_eval_adaptive.live.session import (
     build_report,
     check_settings,
     open_run,
+    rank_ranker,
     start_run,
 )
 
@@ -87,6 +87,9 @@ def add_live_arguments(p: argparse.ArgumentParser) -> None:
                    help="a model whose calls fail N times in a row is dropped and reported as failed")
     g.add_argument("--backoff", type=nonnegative_float, default=0.5, metavar="S", help="base backoff in seconds")
     g.add_argument("--no-progress", action="store_true", help="no live progress table")
+    g.add_argument("--dry-run", action="store_true",
+                   help="call nothing: forecast the items and dollars per model (typical and worst case) "
+                        "beside a full run's cost, from the bank's token counts and the prices")
 
 
 def add_rank_parser(sub) -> argparse.ArgumentParser:
@@ -119,6 +122,8 @@ def cmd_rank(args) -> int:
 
     console = Console(stderr=True)
     a = LiveSettings.from_mapping(vars(args))
+    if a.dry_run:
+        return forecast_rank(a, console)
     out_dir, journal, resumed = open_run(a)
     try:
         # every setting, the bank (against the task and metric) and every price are checked before
@@ -127,9 +132,7 @@ def cmd_rank(args) -> int:
         setup = Setup(a, a.bank)
         bank = setup.bank
         names = [s.name for s in setup.specs]
-        ranker = AdaptiveRanker(bank, names, item_costs=setup.bank_costs, confidence=a.confidence,
-                                n_init=a.min_items, n_max=a.max_items, budget=a.budget_usd, seed=a.seed,
-                                max_in_flight=a.concurrency, pair_rule=pair_rule_for(bank, a.confidence, a.tie_margin))
+        ranker = rank_ranker(setup, a)
         if journal is None:
             settings = {k: getattr(a, k) for k in RUN_KEYS}
             settings["bank"] = str(Path(a.bank).resolve())
