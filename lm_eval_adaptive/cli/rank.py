@@ -44,10 +44,10 @@ from lm_eval_adaptive.cli.harness_options import (
 from lm_eval_adaptive.cli.report import plot_ranking, report_console
 from lm_eval_adaptive.engine.person_fit import misfit_note
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
-from lm_eval_adaptive.engine.stopping import pair_rule_for
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.run import parse_banks
 from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S
+from lm_eval_adaptive.live.cost_forecast import forecast_rank
 from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, env_secrets
 from lm_eval_adaptive.live.session import (
@@ -62,6 +62,7 @@ from lm_eval_adaptive.live.session import (
     build_report,
     check_settings,
     open_run,
+    rank_ranker,
     start_run,
 )
 
@@ -103,6 +104,9 @@ def add_live_arguments(p: argparse.ArgumentParser) -> None:
                    help="a model whose calls fail N times in a row is dropped and reported as failed")
     g.add_argument("--backoff", type=nonnegative_float, default=0.5, metavar="S", help="base backoff in seconds")
     g.add_argument("--no-progress", action="store_true", help="no live progress table")
+    g.add_argument("--dry-run", action="store_true",
+                   help="call nothing: forecast the items and dollars per model (typical and worst case) "
+                        "beside a full run's cost, from the bank's token counts and the prices")
 
 
 RANK_EXAMPLES = """\
@@ -170,6 +174,8 @@ def cmd_rank(args) -> int:
         # every task's settings, bank (against the task and metric) and prices are checked
         # before any run folder is created or any call is made
         settings, several = rank_settings(args)
+        if settings[0].dry_run:  # expected items and dollars per task; no call made, nothing written but the forecast
+            return max(forecast_rank(a, notes) for a in settings)
         for a in settings:
             runs.append(prepare_rank(a, skip_finished=several and bool(a.resume)))
         for r in runs:
@@ -233,9 +239,7 @@ def prepare_rank(a: LiveSettings, *, skip_finished: bool = False) -> RankRun:
         setup = Setup(a, a.bank)
         bank = setup.bank
         names = [s.name for s in setup.specs]
-        ranker = AdaptiveRanker(bank, names, item_costs=setup.bank_costs, confidence=a.confidence,
-                                n_init=a.min_items, n_max=a.max_items, budget=a.budget_usd, seed=a.seed,
-                                max_in_flight=a.concurrency, pair_rule=pair_rule_for(bank, a.confidence, a.tie_margin))
+        ranker = rank_ranker(setup, a)
         if journal is not None and journal.header.get("bank_id") != bank.bank_id:
             raise InputError(f"the bank changed since the run started ({journal.header.get('bank_id')} → "
                              f"{bank.bank_id})", path=str(out_dir / JOURNAL_NAME))

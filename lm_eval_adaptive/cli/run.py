@@ -15,9 +15,11 @@ from lm_eval_adaptive.cli.arguments import (
     positive_float,
     positive_int,
 )
+from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.lm_eval_compat import add_harness_run_parser
 from lm_eval_adaptive.harness.run import AdaptiveRunConfig, execute_run
 from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S
+from lm_eval_adaptive.live.cost_forecast import forecast_adaptive_run
 
 __all__ = ["add_run_parser", "split_run_arguments", "RUN_EXAMPLE"]
 
@@ -33,6 +35,8 @@ def split_run_arguments(args: argparse.Namespace) -> tuple[argparse.Namespace, A
     ours = {k: v for k, v in vars(args).items() if k == "adaptive" or k.startswith("adaptive_")}
     harness = argparse.Namespace(**{k: v for k, v in vars(args).items() if k not in ours})
     if not ours.get("adaptive"):
+        if ours.get("adaptive_dry_run"):
+            raise InputError("--dry-run forecasts an adaptive run: add --adaptive")
         return harness, None
     values = {k[len("adaptive_"):]: v for k, v in ours.items() if k != "adaptive"}
     for key in ("bank", "price"):
@@ -48,7 +52,8 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
     # the harness's usage and examples, spelled with this command's name
     p.usage = (p.usage or "").replace("lm-eval run", "lm-eval-adaptive run") or None
     p.epilog = RUN_EXAMPLE + "\n" + (p.epilog or "").replace("$ lm-eval run", "$ lm-eval-adaptive run")
-    p.set_defaults(func=lambda args: execute_run(*split_run_arguments(args), harness_execute))
+    p.set_defaults(func=lambda args: execute_run(*split_run_arguments(args), harness_execute,
+                                                 forecast=forecast_adaptive_run))
     g = p.add_argument_group("adaptive (lm-eval-adaptive)")
     g.add_argument("--adaptive", action="store_true",
                    help="run a computerized adaptive test instead of every document")
@@ -74,6 +79,9 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--item-field", dest="adaptive_item_field", metavar="FIELD", default=None,
                    help="document field that holds the bank's item ids (doc_id: the harness doc id; "
                         "default: doc ids, refused when that reading is ambiguous)")
+    g.add_argument("--dry-run", dest="adaptive_dry_run", action="store_true",
+                   help="build no model and call nothing: forecast the items and dollars per task (typical and "
+                        "worst case) beside a full run's cost, from the bank's token counts and the price")
     g.add_argument("--timeout", dest="adaptive_timeout", metavar="SECONDS", type=positive_float, default=None,
                    help=f"seconds one model or judge call may take (default: the model's timeout= "
                         f"argument, else {DEFAULT_TIMEOUT_S:g})")

@@ -36,6 +36,9 @@ What is reached here, and why:
   requests of one document (``Task.apply_filters`` works on the task's whole request list).
 * **Default output limit** (:func:`default_max_gen_toks`): the private
   ``TemplateAPI._max_gen_toks`` (the ``max_gen_toks`` model argument).
+* **Prompt text** (:func:`prompt_text`): a chat-templated request of an API model holds a
+  ``JsonChatStr`` (its ``prompt`` is the JSON list of messages); the text of its messages
+  is what the provider is sent.
 * **The task index of a run** (:func:`index_include_path_only`): ``EvaluatorConfig.process_tasks``
   builds a ``TaskManager`` over every task the harness ships (about 10 s); while the context
   is active, the ``lm_eval.tasks.TaskManager`` it looks up indexes only ``--include_path``
@@ -53,7 +56,7 @@ from contextlib import contextmanager
 __all__ = ["SUPPORTED_LM_EVAL", "TESTED_LM_EVAL", "add_harness_run_parser", "index_include_path_only",
            "build_lm", "capture_usage",
            "usage_sink", "use_full_run_requests", "fresh_instance", "task_filters", "default_max_gen_toks",
-           "is_api_model"]
+           "is_api_model", "prompt_text"]
 
 SUPPORTED_LM_EVAL = ">=0.4.9,<0.5"
 TESTED_LM_EVAL = ("0.4.13",)
@@ -225,6 +228,23 @@ def fresh_instance(inst, *, doc_id: int | None = None):
     new.resps = []
     new.filtered_resps = {}
     return new
+
+
+def prompt_text(context) -> str:
+    """The text a request's context sends: the messages' contents, one per line, for a chat-templated
+    request of an API model (``JsonChatStr``); the context itself otherwise."""
+    chat = getattr(context, "prompt", None)
+    if isinstance(chat, str):
+        import json
+
+        try:
+            messages = json.loads(chat)
+        except ValueError:
+            return chat
+        if isinstance(messages, list):
+            return "\n".join(str(m.get("content") or "") for m in messages if isinstance(m, dict))
+        return chat
+    return str(context)
 
 
 def task_filters(task) -> list:

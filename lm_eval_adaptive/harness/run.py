@@ -58,9 +58,10 @@ from lm_eval_adaptive.harness.scorer import (
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: bundled price map, no fetch
 
-__all__ = ["SUPPORTED_LM_EVAL", "DEFAULT_TIMEOUT_S", "AdaptiveRunConfig", "execute_run", "run_adaptive",
-           "ModelCallError", "JudgePricing", "parse_banks", "table_from_sample_logs", "headline_estimate",
-           "display_results", "ADAPTIVE_SAMPLE_KEY", "ADMINISTERED_SUFFIX"]
+__all__ = ["SUPPORTED_LM_EVAL", "DEFAULT_TIMEOUT_S", "AdaptiveRunConfig", "AdaptivePlan", "plan_adaptive_run",
+           "adaptive_test", "execute_run", "run_adaptive", "ModelCallError", "JudgePricing", "parse_banks",
+           "table_from_sample_logs", "headline_estimate", "display_results", "ADAPTIVE_SAMPLE_KEY",
+           "ADMINISTERED_SUFFIX"]
 
 log = logging.getLogger("lm_eval_adaptive")
 
@@ -72,7 +73,8 @@ class AdaptiveRunConfig:
     stopping rules; ``budget_usd``: a cap checked with the bank's token estimates;
     ``price``: ``MODEL=IN,OUT`` (or a bare ``IN,OUT`` for the model run); ``batch_size``:
     documents picked per step; ``metric``, ``item_field``: which per-document metric feeds
-    the test and which document field holds the bank's ids; ``timeout``: seconds per call.
+    the test and which document field holds the bank's ids; ``timeout``: seconds per call;
+    ``dry_run``: forecast the run's cost and call nothing (the command line's ``--dry-run``).
     """
 
     bank: tuple = ()
@@ -85,16 +87,23 @@ class AdaptiveRunConfig:
     metric: str | None = None
     item_field: str | None = None
     timeout: float | None = None
+    dry_run: bool = False
 
 
-def execute_run(harness_args: argparse.Namespace, adaptive: AdaptiveRunConfig | None, harness_execute) -> int:
+def execute_run(harness_args: argparse.Namespace, adaptive: AdaptiveRunConfig | None, harness_execute,
+                forecast=None) -> int:
     """``run``: the harness's own run of ``harness_args`` (its parsed ``run`` arguments), or with
-    ``adaptive`` the adaptive run of every task. The task index covers only ``--include_path``
-    when it holds every requested task."""
+    ``adaptive`` the adaptive run of every task; with ``adaptive.dry_run``, ``forecast(plan, adaptive)``
+    of its :class:`AdaptivePlan` instead (no model is built, nothing is called). The task index
+    covers only ``--include_path`` when it holds every requested task."""
     with compat.index_include_path_only(getattr(harness_args, "tasks", None)):
         if adaptive is None:
             harness_execute(harness_args)
             return 0
+        if adaptive.dry_run:
+            if forecast is None:
+                raise InputError("--dry-run: no cost forecast was given to this run")
+            return forecast(plan_adaptive_run(harness_args, adaptive), adaptive)
         return run_adaptive(harness_args, adaptive)
 
 
@@ -191,12 +200,57 @@ def _model_name(cfg) -> str:
     return str(ma.get("model") or ma.get("pretrained") or cfg.model)
 
 
-def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig) -> int:
-    """The adaptive run (module docstring) of the harness run ``hargs`` with ``config``."""
-    from lm_eval import simple_evaluate
+@dataclass
+class AdaptivePlan:
+    """An adaptive run checked and resolved before the model is built (nothing called yet):
+    the harness config, the model's name and price, the judges' prices, and every task
+    object with its bank bound to it (``bound``: ``(task name, task object, binding)``)."""
+
+    cfg: object
+    task_manager: object
+    model: str
+    price: object
+    judges: JudgePricing
+    bound: list
+
+    def max_output_tokens(self, task_obj) -> int:
+        """The most output tokens one request of ``task_obj`` may ask for (``max_gen_toks``): the
+        run's ``--gen_kwargs``, else the task's generation kwargs, else the model's
+        ``max_gen_toks`` argument, else the harness API models' default (256)."""
+        from lm_eval.utils import simple_parse_args_string
+
+        gk = dict(task_obj.get_config("generation_kwargs") or {})
+        extra = self.cfg.gen_kwargs
+        gk.update(simple_parse_args_string(extra) if isinstance(extra, str) else dict(extra or {}))
+        ma = self.cfg.model_args
+        ma = simple_parse_args_string(ma) if isinstance(ma, str) else dict(ma or {})
+        return int(gk.get("max_gen_toks") or ma.get("max_gen_toks") or 256)
+
+    def prompt_lengths(self, task_obj, binding: BankBinding) -> np.ndarray:
+        """Characters of each bank item's request contexts as this run's harness builds them (its
+        few-shot setting, seed and system instruction; the text without a chat template), for
+        token estimates before any call."""
+        cfg = self.cfg
+        if cfg.num_fewshot is not None:
+            if task_obj.get_config("num_fewshot") != 0:
+                task_obj.set_config(key="num_fewshot", value=cfg.num_fewshot)
+        elif task_obj.get_config("num_fewshot") is None:
+            task_obj.set_config(key="num_fewshot", value=0)
+        seeds = cfg.seed if cfg.seed else [0, 1234, 1234, 1234]
+        task_obj.set_fewshot_seed(seed=seeds[3])
+        task_obj.build_all_requests(limit=None, samples=None, rank=0, world_size=1, cache_requests=False,
+                                    system_instruction=cfg.system_instruction, apply_chat_template=False,
+                                    fewshot_as_multiturn=cfg.fewshot_as_multiturn)
+        chars: dict = {}
+        for inst in task_obj.instances:
+            chars[inst.doc_id] = chars.get(inst.doc_id, 0) + len(compat.prompt_text(inst.args[0]))
+        return np.array([chars.get(int(d), 0) for d in binding.doc_of_item], dtype=float)
+
+
+def plan_adaptive_run(hargs: argparse.Namespace, config: AdaptiveRunConfig) -> AdaptivePlan:
+    """Check and resolve the adaptive run of ``hargs`` with ``config`` (banks bound to their tasks,
+    prices resolved) without building the model or calling anything."""
     from lm_eval.config.evaluate_config import EvaluatorConfig
-    from lm_eval.loggers import EvaluationTracker
-    from lm_eval.utils import make_table
 
     cfg = EvaluatorConfig.from_cli(hargs)
     task_manager = cfg.process_tasks(cfg.metadata)
@@ -220,6 +274,17 @@ def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig) -> int:
                             item_field=config.item_field)
         judges.declare(declared)
         bound.append((tname, task_obj, binding))
+    return AdaptivePlan(cfg=cfg, task_manager=task_manager, model=name, price=price, judges=judges, bound=bound)
+
+
+def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig) -> int:
+    """The adaptive run (module docstring) of the harness run ``hargs`` with ``config``."""
+    from lm_eval import simple_evaluate
+    from lm_eval.loggers import EvaluationTracker
+    from lm_eval.utils import make_table
+
+    plan = plan_adaptive_run(hargs, config)
+    cfg, task_manager, price, judges, bound = plan.cfg, plan.task_manager, plan.price, plan.judges, plan.bound
 
     if cfg.output_path:
         cfg.hf_hub_log_args["output_path"] = cfg.output_path
@@ -312,13 +377,18 @@ def _evaluate_tasks(bound, price, judges, config, evaluate, tracker, cfg, outcom
     return all_results
 
 
+def adaptive_test(bank, item_costs: np.ndarray, config: AdaptiveRunConfig, name: str) -> AdaptiveTest:
+    """The adaptive test of one task of ``run --adaptive``: ``config``'s stopping rules, ``item_costs``
+    (USD per bank item: the bank's token counts at the model's price) for its budget."""
+    return AdaptiveTest(bank, se_target=config.se_target, min_items=config.min_items,
+                        max_items=config.max_items, budget=config.budget_usd, item_costs=item_costs, name=name)
+
+
 def _adaptive_task(tname, task_obj, binding: BankBinding, price, judges: JudgePricing, config: AdaptiveRunConfig,
                    evaluate, timeout: float) -> TaskOutcome:
     bank, metric, doc_of_item = binding.bank, binding.metric, binding.doc_of_item
     costs = price.item_costs(bank.input_tokens, bank.output_tokens)
-    test = AdaptiveTest(bank, se_target=config.se_target, min_items=config.min_items,
-                        max_items=config.max_items, budget=config.budget_usd,
-                        item_costs=costs, name=tname)
+    test = adaptive_test(bank, costs, config, tname)
     doc_ids, raws, clipped = [], [], 0
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "items_charged_by_usage": 0}
     judge = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "unpriced_calls": 0}

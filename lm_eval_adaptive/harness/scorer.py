@@ -292,6 +292,10 @@ class HarnessItemScorer:
         return sum(len(str(inst.args[0]).encode("utf-8")) + TEMPLATE_TOKENS
                    for inst in self._by_doc[self.doc_id(item_id)])
 
+    def prompt_length(self, item_id: str) -> int:
+        """Characters of the text the item's requests send (for token estimates, at 4 characters a token)."""
+        return sum(len(compat.prompt_text(inst.args[0])) for inst in self._by_doc[self.doc_id(item_id)])
+
     def upper_tokens(self, item_id: str) -> tuple[int, int]:
         """(input, output) token counts no call for this item can exceed.
 

@@ -39,6 +39,7 @@ from lm_eval_adaptive.engine.stopping import pair_rule_for
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import DOC_ID
 from lm_eval_adaptive.harness.run import table_from_sample_logs
+from lm_eval_adaptive.live.cost_forecast import forecast_refresh
 from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, env_secrets
 from lm_eval_adaptive.live.session import (
@@ -228,11 +229,18 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
     mean_cost = {m: float(np.mean(c)) for m, c in setup.bank_costs.items()}
     lo = min(mean_cost.values()) or 1.0
     rel = {**{m: 1.0 for m in anchors}, **{m: (mean_cost[m] / lo if lo > 0 else 1.0) for m in new}}
-    ranker = AdaptiveRanker(bank, models, item_costs=item_costs, relative_costs=rel, confidence=settings.confidence,
-                            n_init=settings.min_items, n_max=settings.max_items, budget=settings.budget_usd, seed=settings.seed,
-                            max_in_flight=settings.concurrency,
-                            pair_rule=pair_rule_for(bank, settings.confidence, settings.tie_margin))
-    _anchor_examinees(bank, table, anchors, ranker)
+
+    def new_ranker():
+        ranker = AdaptiveRanker(bank, models, item_costs=item_costs, relative_costs=rel,
+                                confidence=settings.confidence, n_init=settings.min_items, n_max=settings.max_items,
+                                budget=settings.budget_usd, seed=settings.seed, max_in_flight=settings.concurrency,
+                                pair_rule=pair_rule_for(bank, settings.confidence, settings.tie_margin))
+        _anchor_examinees(bank, table, anchors, ranker)
+        return ranker
+
+    if settings.dry_run:
+        return forecast_refresh(settings, console, setup, new_ranker)
+    ranker = new_ranker()
 
     def anchor_call(item_id):  # pragma: no cover - anchors have no item left to ask
         raise RuntimeError("anchors are never asked")

@@ -27,6 +27,8 @@ from lm_eval_adaptive.data.price_map import model_price, parse_prices
 from lm_eval_adaptive.data.prices import actual_cost, upper_estimate
 from lm_eval_adaptive.engine.cat import full_task_estimate
 from lm_eval_adaptive.engine.estimation import Z95
+from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.stopping import pair_rule_for
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import bind_bank
 from lm_eval_adaptive.harness.run import JudgePricing
@@ -38,7 +40,7 @@ from lm_eval_adaptive.harness.scorer import (
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, Journal, env_secrets, redact
 from lm_eval_adaptive.live.ledger import BudgetLedger
 
-__all__ = ["LiveSettings", "Setup", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
+__all__ = ["LiveSettings", "Setup", "rank_ranker", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
            "open_run", "start_run", "announce", "LiveProgress", "model_rows", "build_report",
            "JUDGE_PROMPT_ALLOWANCE", "JUDGE_OUTPUT_ALLOWANCE"]
 
@@ -97,6 +99,7 @@ class LiveSettings:
     resume: str | None = None
     leaderboard: str | None = None  # refresh: the leaderboard file
     add: list | None = None  # refresh: the new models
+    dry_run: bool = False  # forecast the cost, call nothing (live/cost_forecast.py)
 
     @classmethod
     def from_mapping(cls, values: Mapping) -> LiveSettings:
@@ -208,6 +211,14 @@ class Setup:
         return float(self.bank.scale(item, raw))
 
 
+def rank_ranker(setup: Setup, a: LiveSettings) -> AdaptiveRanker:
+    """A fresh ranker for a ``rank`` run: the setup's models and bank-estimated item costs, the settings' rules."""
+    bank = setup.bank
+    return AdaptiveRanker(bank, [s.name for s in setup.specs], item_costs=setup.bank_costs, confidence=a.confidence,
+                          n_init=a.min_items, n_max=a.max_items, budget=a.budget_usd, seed=a.seed,
+                          max_in_flight=a.concurrency, pair_rule=pair_rule_for(bank, a.confidence, a.tie_margin))
+
+
 def quiet_libraries() -> None:
     for name in ("lm_eval", "LiteLLM", "litellm", "httpx", "urllib3"):
         lg = logging.getLogger(name)
@@ -226,6 +237,8 @@ def quiet_libraries() -> None:
 def open_run(settings: LiveSettings, keys=RUN_KEYS, *, command: str = "rank", required: bool = True):
     """(output dir, journal or None, resumed?); with --resume the settings come from run.json."""
 
+    if settings.resume and settings.dry_run:
+        raise InputError("--dry-run forecasts a new run; it does not go with --resume")
     if settings.resume:
         d = Path(settings.resume)
         run_file = d / RUN_FILE

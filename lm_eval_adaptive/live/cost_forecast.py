@@ -1,0 +1,445 @@
+"""Cost before spending: what ``rank``, ``refresh`` and ``run --adaptive`` are expected to spend, before any call.
+
+``--dry-run`` sets a run up exactly as the real run would (settings checked, the bank bound
+to the task, every price resolved, every prompt built) and then, instead of calling
+anything, forecasts per model (per task for ``run --adaptive``):
+
+* **typical**: the engine itself run on the bank :data:`DRAWS` times with simulated
+  scores. Each draw gives every model an ability drawn from the abilities of the bank's
+  calibration models (a smoothed bootstrap: a calibration model's θ, without replacement
+  while there are enough, plus normal noise of Silverman's bandwidth; the anchors of a
+  refresh keep theirs), draws each score from the bank's response model at that ability,
+  and charges each item its expected cost (:func:`expected_costs`: the bank's token counts,
+  the input raised to the prompt the harness built where that is longer, at the model's
+  price). ``rank`` and
+  ``refresh`` are driven as the live driver drives them: each call's upper estimate is
+  reserved against the cap in a :class:`~lm_eval_adaptive.live.ledger.BudgetLedger` before
+  it is made, so a simulated run stops where the live one would. Reported: the median over
+  the draws, with the 10%–90% range.
+* **worst case**: the most the settings allow: the maximum items per model (the whole
+  bank when there is none), every item at its upper estimate (its prompt and the request's
+  maximum output tokens), capped by the budget where the cap is hard (``rank``,
+  ``refresh``: the ledger never reserves past it; ``run --adaptive`` checks its budget with
+  the bank's estimates, so its worst case may pass the cap by one item's excess).
+* **full run**: every document of the task at the mean expected item cost (the real run's
+  report shows a full run at the bank's token counts alone, without the prompt's
+  instruction text, so its figure may be lower).
+
+LLM-judge calls are in the worst case (the judge allowance of
+:data:`~lm_eval_adaptive.live.session.JUDGE_PROMPT_ALLOWANCE`) but not in the typical
+figure: the bank holds no judge token counts. The table is printed; with an output folder
+(``--output`` / ``--output_path``) it is also written there as :data:`FORECAST_FILE`, and
+nothing else is.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections import Counter, deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from lm_eval_adaptive.atomic import write_json
+from lm_eval_adaptive.data.prices import Price, upper_estimate
+from lm_eval_adaptive.engine.bank import ItemBank
+from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.harness.scorer import TEMPLATE_TOKENS
+from lm_eval_adaptive.live.ledger import BudgetLedger
+from lm_eval_adaptive.live.session import (
+    JUDGE_OUTPUT_ALLOWANCE,
+    JUDGE_PROMPT_ALLOWANCE,
+    LiveSettings,
+    Setup,
+    check_settings,
+    rank_ranker,
+)
+
+__all__ = ["DRAWS", "FORECAST_FILE", "CHARS_PER_TOKEN", "Spread", "ModelForecast", "CostForecast", "ability_pool",
+           "draw_abilities", "expected_costs", "simulated_score", "simulate_ranking", "simulate_test",
+           "forecast_ranking", "forecast_test", "forecast_rank", "forecast_refresh", "forecast_adaptive_run",
+           "print_forecast", "write_forecast"]
+
+#: Characters per token of the token estimates (the rule of the banks' own counts and of the replay endpoint).
+CHARS_PER_TOKEN = 4
+#: Simulated runs per forecast.
+DRAWS = 30
+#: The file a forecast is written to in the run's output folder.
+FORECAST_FILE = "cost_forecast.json"
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The median of the simulated runs' figures (``typical``) and their 10%–90% range."""
+
+    typical: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Spread:
+        v = np.asarray(values, dtype=float)
+        return cls(float(np.median(v)), float(np.quantile(v, 0.1)), float(np.quantile(v, 0.9)))
+
+    def to_dict(self) -> dict:
+        return {"typical": self.typical, "p10": self.low, "p90": self.high}
+
+
+@dataclass(frozen=True)
+class ModelForecast:
+    """One model's (one task's, for ``run --adaptive``) forecast."""
+
+    model: str
+    task: str
+    price: Price
+    items: Spread
+    usd: Spread
+    worst_items: int
+    worst_usd: float
+    full_run_usd: float
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "task": self.task,
+                "price": {"input_per_mtok": self.price.input_per_mtok, "output_per_mtok": self.price.output_per_mtok,
+                          "source": self.price.source},
+                "items": self.items.to_dict(), "cost_usd": self.usd.to_dict(),
+                "worst_case": {"items": self.worst_items, "cost_usd": self.worst_usd},
+                "full_run_cost_usd": self.full_run_usd}
+
+
+@dataclass
+class CostForecast:
+    """A dry run's forecast: per model, and in total."""
+
+    command: str
+    bank_id: str
+    rows: list
+    items: Spread  # total items of a run
+    usd: Spread  # total dollars of a run
+    worst_items: int
+    worst_usd: float
+    full_run_usd: float
+    budget_usd: float | None
+    draws: int
+    seed: int
+    abilities: str  # where the simulated abilities came from
+    stopped_because: dict = field(default_factory=dict)  # how the simulated runs ended: counts
+    settings: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"command": self.command, "dry_run": True, "calls_made": 0, "bank_id": self.bank_id,
+                "models": [r.to_dict() for r in self.rows],
+                "total": {"items": self.items.to_dict(), "cost_usd": self.usd.to_dict(),
+                          "worst_case": {"items": self.worst_items, "cost_usd": self.worst_usd},
+                          "full_run_cost_usd": self.full_run_usd},
+                "budget_usd": self.budget_usd, "settings": dict(self.settings),
+                "method": {"draws": self.draws, "seed": self.seed, "abilities": self.abilities,
+                           "typical": "median of the simulated runs (p10-p90: their 10%-90% range); items "
+                                      "charged at the bank's token counts (input: at least the built prompt's "
+                                      "characters / 4) and the model's price",
+                           "worst_case": "max items per model, each at its upper estimate (prompt + max "
+                                         "output tokens), capped by the budget where the cap is hard",
+                           "judge_calls": "in the worst case only"},
+                "simulated_stops": dict(self.stopped_because)}
+
+
+# ------------------------------------------------------------------------- simulation
+def ability_pool(bank: ItemBank) -> tuple[np.ndarray, str]:
+    """The abilities simulated models are drawn around, and where they came from.
+
+    The bank's calibration models' abilities when it records at least two; otherwise a
+    standard normal around the median difficulty (the engine's prior centre)."""
+    abilities = (bank.diagnostics or {}).get("abilities") or {}
+    vals = np.array([float(v) for v in abilities.values() if v is not None and math.isfinite(float(v))])
+    if vals.size >= 2:
+        return vals, f"the {vals.size} calibration models' abilities (smoothed bootstrap)"
+    centre = bank.prior_mean
+    return centre + np.random.default_rng(0).standard_normal(200), \
+        f"N({centre:+.2f}, 1): the bank records no calibration abilities"
+
+
+def draw_abilities(pool: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` abilities by smoothed bootstrap: pool values (without replacement while the pool is
+    large enough) plus normal noise of Silverman's rule-of-thumb bandwidth."""
+    pool = np.asarray(pool, dtype=float)
+    q75, q25 = np.quantile(pool, [0.75, 0.25])
+    scale = min(float(np.std(pool, ddof=1)), float(q75 - q25) / 1.34) or float(np.std(pool, ddof=1))
+    h = 0.9 * scale * pool.size ** -0.2
+    picked = rng.choice(pool, size=n, replace=n > pool.size)
+    return picked + h * rng.standard_normal(n)
+
+
+def simulated_score(bank: ItemBank, theta: float, item: int, rng: np.random.Generator) -> float:
+    """A scaled score drawn from the bank's response model: continuous ``clip(N(μ, k·μ(1-μ)), 0, 1)``,
+    or Bernoulli(μ) for a binary bank."""
+    mu = float(bank.model.mean(theta, bank.b[item]))
+    k = bank.k
+    if k is None:
+        return float(rng.random() < mu)
+    return float(np.clip(rng.normal(mu, math.sqrt(max(k * mu * (1.0 - mu), 0.0))), 0.0, 1.0))
+
+
+def simulate_ranking(ranker, score: Callable[[str, int], float], cost: Mapping[str, np.ndarray],
+                     upper: Mapping[str, np.ndarray], cap: float | None) -> dict:
+    """Drive ``ranker`` to the end as :class:`~lm_eval_adaptive.live.driver.LiveRun` does, with
+    ``score(model, item)`` (scaled) in place of calls.
+
+    Every request's upper estimate (``upper[model][item]``) is reserved in a ledger of ``cap``
+    before the call; a refused request is released and its model blocked until a call in
+    flight settles; calls settle oldest first at ``cost[model][item]`` (at most its upper
+    estimate). Returns items and dollars per model and why the run stopped.
+    """
+    ledger = BudgetLedger(cap)
+    flight: deque = deque()
+    while True:
+        refused = False
+        while (req := ranker.ask()) is not None:
+            key = (req.model, req.item)
+            if not ledger.reserve(key, float(upper[req.model][req.item])):
+                ranker.release(req)
+                ranker.block(req.model)
+                refused = True
+                continue
+            flight.append(req)
+        if not flight:
+            if not ranker.finished:
+                if refused:
+                    ranker.stop("budget")
+                elif ranker.ask() is None and not ranker.finished:
+                    ranker.stop("bank_exhausted")
+            break
+        req = flight.popleft()
+        usd = min(float(cost[req.model][req.item]), float(upper[req.model][req.item]))
+        ledger.settle((req.model, req.item), usd)
+        ranker.tell(req, score(req.model, req.item), cost=usd)
+        ranker.unblock_all()
+    ex = ranker.examinees
+    return {"items": {m: ex[m].n for m in cost}, "usd": {m: ex[m].spent for m in cost},
+            "stopped_because": ranker.stopped_because}
+
+
+def simulate_test(test, theta: float, cost: np.ndarray, rng: np.random.Generator, batch_size: int = 1) -> dict:
+    """Drive an :class:`~lm_eval_adaptive.engine.cat.AdaptiveTest` to the end with simulated scores,
+    each item charged ``cost[item]``."""
+    while items := test.next_items(batch_size):
+        for i in items:
+            test.record(i, simulated_score(test.bank, theta, i, rng), cost=float(cost[i]))
+    e = test.examinee
+    return {"items": e.n, "usd": e.spent, "stopped_because": test.stopped_because}
+
+
+def _worst(upper: np.ndarray, n: int) -> float:
+    """The ``n`` dearest upper estimates, summed."""
+    u = np.sort(np.nan_to_num(np.asarray(upper, dtype=float)))[::-1]
+    return float(np.sum(u[:n]))
+
+
+def forecast_ranking(new_ranker: Callable[[], object], models: Sequence[str], *, prices: Mapping[str, Price],
+                     cost: Mapping[str, np.ndarray], upper: Mapping[str, np.ndarray], full_run: Mapping[str, float],
+                     cap: float | None, task: str, command: str, seed: int = 0, draws: int = DRAWS,
+                     settings: dict | None = None) -> CostForecast:
+    """Forecast a ``rank`` or ``refresh`` run: ``new_ranker()`` builds the run's ranker (anchors placed),
+    ``models`` are the ones to be called; ``cost``/``upper`` give per model the expected and the
+    upper USD of each bank item."""
+    first = new_ranker()  # built once (a refresh places its anchors here), copied for each draw
+    bank = first.bank
+    pool, source = ability_pool(bank)
+    rng = np.random.default_rng(seed)
+    runs = []
+    for _ in range(draws):
+        ranker = copy.deepcopy(first)
+        thetas = dict(zip(models, draw_abilities(pool, len(models), rng)))
+        runs.append(simulate_ranking(ranker, lambda m, i, t=thetas: simulated_score(bank, t[m], i, rng),
+                                     {m: cost[m] for m in models}, upper, cap))
+    rows = []
+    for m in models:
+        n_max = first.n_max
+        worst = _worst(upper[m], n_max)
+        rows.append(ModelForecast(
+            model=m, task=task, price=prices[m], items=Spread.of([r["items"][m] for r in runs]),
+            usd=Spread.of([r["usd"][m] for r in runs]), worst_items=n_max,
+            worst_usd=min(worst, cap) if cap is not None else worst, full_run_usd=float(full_run[m])))
+    worst_total = float(sum(r.worst_usd for r in rows))
+    return CostForecast(
+        command=command, bank_id=bank.bank_id, rows=rows,
+        items=Spread.of([sum(r["items"].values()) for r in runs]),
+        usd=Spread.of([sum(r["usd"].values()) for r in runs]),
+        worst_items=int(sum(r.worst_items for r in rows)),
+        worst_usd=min(worst_total, cap) if cap is not None else worst_total,
+        full_run_usd=float(sum(full_run[m] for m in models)), budget_usd=cap, draws=draws, seed=seed,
+        abilities=source, stopped_because=dict(Counter(r["stopped_because"] for r in runs)),
+        settings=dict(settings or {}))
+
+
+def forecast_test(new_test: Callable[[], object], *, model: str, task: str, price: Price, cost: np.ndarray,
+                  upper: np.ndarray, full_run: float, budget: float | None, batch_size: int = 1, seed: int = 0,
+                  draws: int = DRAWS) -> tuple[ModelForecast, list]:
+    """Forecast one task of ``run --adaptive``: (its row, the simulated runs)."""
+    first = new_test()
+    bank = first.bank
+    pool, _ = ability_pool(bank)
+    rng = np.random.default_rng(seed)
+    runs = []
+    for d in range(draws):
+        test = first if d == 0 else new_test()
+        runs.append(simulate_test(test, float(draw_abilities(pool, 1, rng)[0]), cost, rng, batch_size))
+    n_max = first.max_items
+    worst = _worst(upper, n_max)
+    if budget is not None:  # the budget rule admits an item on its estimate: the last may cost its upper estimate
+        worst = min(worst, budget + float(np.max(np.nan_to_num(upper - cost))))
+    row = ModelForecast(model=model, task=task, price=price, items=Spread.of([r["items"] for r in runs]),
+                        usd=Spread.of([r["usd"] for r in runs]), worst_items=n_max, worst_usd=worst,
+                        full_run_usd=full_run)
+    return row, runs
+
+
+# ------------------------------------------------------------------------- commands
+def expected_costs(price: Price, bank: ItemBank, prompt_chars: np.ndarray) -> np.ndarray:
+    """USD each bank item is expected to cost: its input tokens the larger of the bank's count and
+    the prompt's characters / :data:`CHARS_PER_TOKEN` (a bank may have counted the source text
+    only, without the task's instruction or few-shot examples), its output tokens the bank's."""
+    inp = np.fmax(np.asarray(bank.input_tokens, dtype=float), np.asarray(prompt_chars, dtype=float) / CHARS_PER_TOKEN)
+    return price.item_costs(inp, bank.output_tokens)
+
+
+def _live_arrays(setup: Setup, models: Sequence[str]) -> tuple[dict, dict, dict]:
+    """Per model, the expected USD of each bank item, the upper estimate the live ledger reserves
+    for it, and a full run's expected USD."""
+    ids = [str(x) for x in setup.bank.item_ids]
+    cost, upper, full = {}, {}, {}
+    for m in models:
+        chars = np.array([setup.scorers[m].prompt_length(i) for i in ids], dtype=float)
+        cost[m] = expected_costs(setup.prices[m], setup.bank, chars)
+        upper[m] = np.array([setup.upper_cost(m, i) for i in ids])
+        full[m] = float(np.mean(cost[m])) * setup.n_docs
+    return cost, upper, full
+
+
+def _live_settings(a: LiveSettings) -> dict:
+    return {"confidence": a.confidence, "budget_usd": a.budget_usd, "min_items": a.min_items,
+            "max_items": a.max_items, "concurrency": a.concurrency, "seed": a.seed, "tie_margin": a.tie_margin}
+
+
+def forecast_rank(a: LiveSettings, console) -> int:
+    """``rank --dry-run``: the run set up as :func:`~lm_eval_adaptive.cli.rank.cmd_rank` sets it up, then forecast."""
+    if a.resume:
+        raise InputError("--dry-run forecasts a new run; it does not go with --resume")
+    check_settings(a)
+    setup = Setup(a, a.bank)
+    names = [s.name for s in setup.specs]
+    cost, upper, full = _live_arrays(setup, names)
+    fc = forecast_ranking(lambda: rank_ranker(setup, a), names, prices=setup.prices, cost=cost, upper=upper,
+                          full_run=full, cap=a.budget_usd, task=setup.task_name, command="rank",
+                          seed=a.seed, settings=_live_settings(a))
+    print_forecast(console, fc)
+    write_forecast(console, fc, a.output)
+    return 0
+
+
+def forecast_refresh(settings: LiveSettings, console, setup: Setup, new_ranker: Callable[[], object]) -> int:
+    """``refresh --dry-run``: the new models of ``setup`` placed by ``new_ranker()`` (anchors included), forecast."""
+    names = [s.name for s in setup.specs]
+    cost, upper, full = _live_arrays(setup, names)
+    fc = forecast_ranking(new_ranker, names, prices=setup.prices, cost=cost, upper=upper,
+                          full_run=full, cap=settings.budget_usd, task=setup.task_name,
+                          command="refresh", seed=settings.seed, settings=_live_settings(settings))
+    print_forecast(console, fc)
+    write_forecast(console, fc, settings.output)
+    return 0
+
+
+def forecast_adaptive_run(plan, config) -> int:
+    """``run --adaptive --dry-run``: each task of the checked :class:`~lm_eval_adaptive.harness.run.AdaptivePlan`
+    forecast with the run's own adaptive test (``config``: its
+    :class:`~lm_eval_adaptive.harness.run.AdaptiveRunConfig`)."""
+    from rich.console import Console
+
+    from lm_eval_adaptive.harness.run import adaptive_test
+
+    rows, runs = [], []
+    seed = 0
+    for tname, task_obj, binding in plan.bound:
+        bank = binding.bank
+        chars = plan.prompt_lengths(task_obj, binding)
+        cost = expected_costs(plan.price, bank, chars)
+        max_out = plan.max_output_tokens(task_obj)
+        inp = np.fmax(np.nan_to_num(bank.input_tokens), chars + TEMPLATE_TOKENS)
+        upper = np.array([upper_estimate(plan.price, x, max_out) for x in inp])
+        if plan.judges.prices:  # as the live session allows for a judge: its prompt and reply
+            j_in = 2 * 4 * inp + 4 * max_out + JUDGE_PROMPT_ALLOWANCE
+            upper = upper + np.array([max(upper_estimate(p, x, JUDGE_OUTPUT_ALLOWANCE)
+                                          for p in plan.judges.prices.values()) for x in j_in])
+        full = float(np.mean(cost)) * binding.n_docs
+        row, task_runs = forecast_test(lambda b=bank, c=cost, t=tname: adaptive_test(b, c, config, t),
+                                       model=plan.model, task=tname, price=plan.price, cost=cost, upper=upper,
+                                       full_run=full, budget=config.budget_usd, batch_size=config.batch_size,
+                                       seed=seed)
+        rows.append(row)
+        runs.append(task_runs)
+    totals_items = [sum(r[d]["items"] for r in runs) for d in range(DRAWS)]
+    totals_usd = [sum(r[d]["usd"] for r in runs) for d in range(DRAWS)]
+    banks = sorted({b.bank.bank_id for _, _, b in plan.bound})
+    fc = CostForecast(
+        command="run --adaptive", bank_id=", ".join(banks), rows=rows, items=Spread.of(totals_items),
+        usd=Spread.of(totals_usd), worst_items=int(sum(r.worst_items for r in rows)),
+        worst_usd=float(sum(r.worst_usd for r in rows)), full_run_usd=float(sum(r.full_run_usd for r in rows)),
+        budget_usd=config.budget_usd, draws=DRAWS, seed=seed, abilities=ability_pool(plan.bound[0][2].bank)[1],
+        stopped_because=dict(Counter(r["stopped_because"] for task_runs in runs for r in task_runs)),
+        settings={"se_target": config.se_target, "min_items": config.min_items, "max_items": config.max_items,
+                  "budget_usd_per_task": config.budget_usd, "batch_size": config.batch_size})
+    console = Console(highlight=False)
+    if not console.is_terminal:  # piped or captured: wide enough for the table
+        console = Console(highlight=False, width=200)
+    print_forecast(console, fc)
+    out = plan.cfg.output_path
+    if out:
+        p = Path(out)
+        write_forecast(console, fc, p.parent if p.suffix == ".json" else p)
+    return 0
+
+
+# ------------------------------------------------------------------------- output
+def print_forecast(console, fc: CostForecast) -> None:
+    """The forecast as a table (one row per model, and the total), and how it was made."""
+    from rich.table import Table
+
+    per_task = fc.command == "run --adaptive"
+    cap = f", cap ${fc.budget_usd:g}" + (" per task" if per_task else "") if fc.budget_usd is not None else ""
+    t = Table(title=f"cost forecast of {fc.command} (dry run: no call made{cap})")
+    cols = ["model"] + (["task"] if per_task else []) + ["price $/M in, out", "items typical [10-90%]",
+                                                         "$ typical [10-90%]", "worst items", "worst $", "full run $"]
+    for c in cols:
+        t.add_column(c, justify="left" if c in ("model", "task") else "right")
+
+    def spread(s: Spread, fmt: str) -> str:
+        return f"{s.typical:{fmt}} [{s.low:{fmt}}, {s.high:{fmt}}]"
+
+    for r in fc.rows:
+        t.add_row(r.model, *([r.task] if per_task else []),
+                  f"{r.price.input_per_mtok:g}, {r.price.output_per_mtok:g}", spread(r.items, ".0f"),
+                  spread(r.usd, ".4f"), str(r.worst_items), f"{r.worst_usd:.4f}", f"{r.full_run_usd:.4f}")
+    t.add_row("total", *([""] if per_task else []), "", spread(fc.items, ".0f"), spread(fc.usd, ".4f"),
+              str(fc.worst_items), f"{fc.worst_usd:.4f}", f"{fc.full_run_usd:.4f}", style="bold")
+    console.print(t)
+    stops = ", ".join(f"{k} {v}" for k, v in sorted(fc.stopped_because.items(), key=lambda kv: -kv[1]))
+    console.print(f"typical: median of {fc.draws} simulated runs of the engine on bank {fc.bank_id} (abilities: "
+                  f"{fc.abilities}; the runs ended: {stops}); items at the bank's token counts (input: at least the "
+                  "prompt's characters / 4) and the prices. "
+                  "Worst case: the most items the settings allow, each at its upper estimate (prompt + max output "
+                  "tokens)" + (", capped by the budget" if fc.budget_usd is not None else "") + ". Judge calls are "
+                  "in the worst case only.", highlight=False)
+    if fc.full_run_usd > 0:
+        console.print(f"expected ${fc.usd.typical:.4f} ({100 * fc.usd.typical / fc.full_run_usd:.1f}% of a full run's "
+                      f"${fc.full_run_usd:.4f}); at most ${fc.worst_usd:.4f}", highlight=False)
+
+
+def write_forecast(console, fc: CostForecast, out_dir) -> Path | None:
+    """Write the forecast into ``out_dir`` (nothing when None); the path written."""
+    if not out_dir:
+        return None
+    path = write_json(Path(out_dir) / FORECAST_FILE, fc.to_dict())
+    console.print(f"forecast written to {path}", highlight=False)
+    return path

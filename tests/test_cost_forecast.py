@@ -1,0 +1,152 @@
+"""The cost forecast of ``--dry-run`` (live/cost_forecast.py), on simulated banks: no harness, no HTTP.
+
+The forecast end to end (``rank``, ``refresh`` and ``run --adaptive`` with ``--dry-run`` against
+the replay endpoint, then the real runs) is tests/test_dry_run_e2e.py.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import make_sim_bank
+
+from lm_eval_adaptive.cli.main import main
+from lm_eval_adaptive.data.prices import Price
+from lm_eval_adaptive.engine.cat import AdaptiveTest
+from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.harness.lm_eval_compat import prompt_text
+from lm_eval_adaptive.live.cost_forecast import (
+    Spread,
+    ability_pool,
+    draw_abilities,
+    expected_costs,
+    forecast_ranking,
+    forecast_test,
+    simulate_ranking,
+)
+
+PRICE = Price.per_million(1.0, 3.0, "test")
+DEAR = Price.per_million(30.0, 60.0, "test")
+
+
+def _bank(abilities=True):
+    bank = make_sim_bank(n_items=300, seed=3)
+    if abilities:
+        rng = np.random.default_rng(1)
+        bank.diagnostics["abilities"] = {f"m{i}": float(v) for i, v in enumerate(rng.normal(0, 1, 12))}
+    return bank
+
+
+def test_expected_costs_take_the_longer_of_the_banks_input_and_the_prompt():
+    bank = _bank()  # 100 input, 50 output tokens per item
+    chars = np.full(bank.n_items, 200.0)
+    chars[:10] = 1000.0  # 250 tokens: longer than the bank's 100
+    c = expected_costs(PRICE, bank, chars)
+    assert c[0] == pytest.approx((250 + 3 * 50) / 1e6)
+    assert c[10] == pytest.approx((100 + 3 * 50) / 1e6)
+
+
+def test_ability_pool_is_the_calibration_models_or_a_stated_fallback():
+    pool, source = ability_pool(_bank())
+    assert pool.size == 12 and "12 calibration models" in source
+    pool, source = ability_pool(_bank(abilities=False))
+    assert pool.size > 100 and "no calibration abilities" in source
+    draws = draw_abilities(np.array([0.0, 1.0, 2.0]), 3, np.random.default_rng(0))
+    assert draws.shape == (3,) and np.all(np.abs(draws - np.round(draws)) < 1.0)
+
+
+def test_simulated_ranking_keeps_the_cap_against_upper_estimates_as_the_ledger_does():
+    bank = _bank()
+    models = ["a", "b", "c"]
+    cost = {m: PRICE.item_costs(bank.input_tokens, bank.output_tokens) for m in models}
+    upper = {m: np.full(bank.n_items, 10 * cost[m][0]) for m in models}  # reserve 10x the real charge
+    cap = 100 * cost["a"][0]
+    ranker = AdaptiveRanker(bank, models, item_costs=cost, budget=cap, n_init=5)
+    theta = {"a": 0.2, "b": 0.1, "c": 0.0}  # close: the cap ends the run
+    rng = np.random.default_rng(0)
+    r = simulate_ranking(ranker, lambda m, i: float(np.clip(bank.model.mean(theta[m], bank.b[i])
+                                                            + rng.normal(0, 0.1), 0, 1)), cost, upper, cap)
+    spent = sum(r["usd"].values())
+    assert r["stopped_because"] == "budget"
+    # the ledger refuses a call once spent + the upper estimates in flight would pass the cap: the
+    # run stops with about one round of upper estimates (3 models x 10 charges) unspent
+    assert cap - 3 * upper["a"][0] - 1e-12 <= spent <= cap
+    assert sum(r["items"].values()) == pytest.approx(spent / cost["a"][0])
+
+
+def test_forecast_ranking_typical_within_worst_within_cap():
+    bank = _bank()
+    models = ["cheap", "dear"]
+    prices = {"cheap": PRICE, "dear": DEAR}
+    cost = {m: prices[m].item_costs(bank.input_tokens, bank.output_tokens) for m in models}
+    upper = {m: prices[m].item_costs(bank.input_tokens, np.full(bank.n_items, 1024.0)) for m in models}
+    cap = 0.05
+
+    def new_ranker():
+        return AdaptiveRanker(bank, models, item_costs=cost, budget=cap, n_init=5, n_max=80)
+
+    fc = forecast_ranking(new_ranker, models, prices=prices, cost=cost, upper=upper,
+                          full_run={m: float(np.sum(cost[m])) for m in models}, cap=cap, task="sim-task",
+                          command="rank", draws=8)
+    assert [r.model for r in fc.rows] == models
+    for r in fc.rows:
+        assert r.items.low <= r.items.typical <= r.items.high <= r.worst_items == 80
+        assert r.usd.typical <= r.worst_usd <= cap
+        assert r.worst_usd == pytest.approx(min(cap, float(np.sort(upper[r.model])[::-1][:80].sum())))
+    assert fc.usd.typical <= fc.worst_usd <= cap
+    assert fc.full_run_usd == pytest.approx(sum(float(np.sum(cost[m])) for m in models))
+    assert sum(fc.stopped_because.values()) == 8
+    d = json.loads(json.dumps(fc.to_dict()))
+    assert d["calls_made"] == 0 and d["total"]["cost_usd"]["typical"] == fc.usd.typical
+    # the same settings and seed give the same forecast
+    again = forecast_ranking(new_ranker, models, prices=prices, cost=cost, upper=upper,
+                             full_run={m: 0.0 for m in models}, cap=cap, task="sim-task", command="rank", draws=8)
+    assert again.usd == fc.usd and again.items == fc.items
+
+
+def test_forecast_test_stops_where_the_adaptive_test_does():
+    bank = _bank()
+    cost = PRICE.item_costs(bank.input_tokens, bank.output_tokens)
+    upper = PRICE.item_costs(bank.input_tokens, np.full(bank.n_items, 1024.0))
+
+    def new_test():
+        return AdaptiveTest(bank, se_target=0.3, min_items=10, max_items=60, item_costs=cost)
+
+    row, runs = forecast_test(new_test, model="m", task="sim-task", price=PRICE, cost=cost, upper=upper,
+                              full_run=float(np.sum(cost)), budget=None, draws=10)
+    assert len(runs) == 10 and all(10 <= r["items"] <= 60 for r in runs)
+    assert row.usd.typical == pytest.approx(row.items.typical * cost[0])  # every item costs the same here
+    assert row.worst_items == 60 and row.worst_usd == pytest.approx(60 * upper[0])
+    # with a budget the worst case is the budget plus one item's excess over its estimate
+    row, _ = forecast_test(new_test, model="m", task="sim-task", price=PRICE, cost=cost, upper=upper,
+                           full_run=0.0, budget=10 * cost[0], draws=2)
+    assert row.worst_usd == pytest.approx(10 * cost[0] + upper[0] - cost[0])
+
+
+def test_spread_is_median_and_deciles():
+    s = Spread.of(range(11))
+    assert (s.typical, s.low, s.high) == (5.0, 1.0, 9.0)
+
+
+def test_prompt_text_of_a_chat_request_is_its_messages_text():
+    class JsonChatStr:  # the shape of lm-eval's chat-templated API request context
+        prompt = json.dumps([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi\nthere"}])
+
+    assert prompt_text(JsonChatStr()) == "Be brief.\nHi\nthere"
+    assert prompt_text("plain prompt") == "plain prompt"
+
+
+@pytest.mark.parametrize("argv", [
+    ["rank", "--resume", "somewhere", "--dry-run"],
+    ["refresh", "--resume", "somewhere", "--dry-run"],
+])
+def test_dry_run_does_not_go_with_resume(argv, capsys):
+    assert main(argv) == 2
+    assert "--dry-run" in capsys.readouterr().err
+
+
+def test_run_dry_run_needs_adaptive(capsys):
+    assert main(["run", "--model", "dummy", "--tasks", "x", "--dry-run"]) == 2
+    assert "--adaptive" in capsys.readouterr().err
