@@ -125,7 +125,9 @@ def test_when_the_model_is_wrong_the_corrected_intervals_cover_at_their_stated_r
     tables = [_misfit_table(s) for s in range(3)]
     plain = pooled([backtest(t, config=BacktestConfig(seeds=3, self_check=False)) for t in tables])
     fixed = pooled([backtest(t, config=BacktestConfig(seeds=3)) for t in tables])
-    # measured here: |z| > 1.96 in 11.7% of stops without the correction, 6.7% with it
-    assert plain["share_abs_z_over_1_96"] > 0.1
-    assert fixed["share_abs_z_over_1_96"] <= 0.08
+    # measured here: without the bank's model-error correction |z| > 1.96 in 8.3% of stops (the
+    # random half and the dispersion already help: 11.7% before them), full-task coverage 0.950;
+    # with it 3.9% and 0.967
+    assert plain["share_abs_z_over_1_96"] > 0.06  # the response model really is wrong here
+    assert fixed["share_abs_z_over_1_96"] <= 0.06
     assert fixed["full_task_coverage"] >= 0.93

@@ -35,8 +35,9 @@ from lm_eval_adaptive.engine.estimation import Z95
 
 __all__ = ["correction_from_records", "corrected_figures", "describe_correction", "MIN_CLASS_RUNS", "Z95"]
 
-#: Fewest runs a person-fit class needs for its own constants (else the pooled ones).
-MIN_CLASS_RUNS = 5
+#: Fewest runs a person-fit class needs for its own constants (else the pooled ones): a 95%
+#: quantile of fewer runs is little more than their maximum.
+MIN_CLASS_RUNS = 20
 
 
 def _arrays(recs) -> dict:

@@ -50,7 +50,7 @@ __all__ = ["AdaptiveRanker", "Request", "RankingResult", "ReplayEvent", "ReplayE
 
 #: A pair stops drawing items when its gap is below this share of the gap the bank's model
 #: error alone keeps it from settling (docs/honesty.md; chosen on the tuning tables).
-DEFAULT_FUTILITY = 0.5
+DEFAULT_FUTILITY = 0.25
 
 #: Why a ranking run ended (``AdaptiveRanker.stopped_because``; :meth:`AdaptiveRanker.stop` takes these).
 STOP_REASONS = ("settled", "budget", "max_items", "bank_exhausted", "failed")
