@@ -140,7 +140,9 @@ def _expected_choice(r: AdaptiveRanker):
     if not uns:
         return None
     cand = sorted({int(order[i]) for i in uns} | {int(order[i + 1]) for i in uns})
-    vals = {r.models[j]: se[j] ** 2 / ((r.examinees[r.models[j]].n + 1) * r.relative_costs[r.models[j]])
+    # the SE items can reduce (the measurement SE; the bank here carries no model error, so it is the SE)
+    meas = np.array([r.examinees[m].measurement_se for m in r.models])
+    vals = {r.models[j]: meas[j] ** 2 / ((r.examinees[r.models[j]].n + 1) * r.relative_costs[r.models[j]])
             for j in cand if r.examinees[r.models[j]].n < r.n_max}
     return vals
 

@@ -41,7 +41,7 @@ from lm_eval_adaptive.cli.harness_options import (
     task_folder,
     task_list,
 )
-from lm_eval_adaptive.cli.report import plot_ranking, report_console
+from lm_eval_adaptive.cli.report import plot_ranking, print_inseparable, report_console
 from lm_eval_adaptive.engine.person_fit import misfit_note
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.errors import InputError
@@ -347,6 +347,7 @@ def print_report(console, report: dict) -> None:
         console.print(f"adjacent pairs: {adj}")
         console.print("ties (order not settled at γ): " + "; ".join(" ≈ ".join(g) for g in report["tie_groups"])
                       if report["tie_groups"] else "ties: none — every adjacent pair is settled")
+        print_inseparable(console, report.get("inseparable"))
         if report.get("equivalent"):
             margin = report.get("signature", {}).get("tie_margin")
             console.print(f"settled as ties (difference confidently within ±{margin:g}): "

@@ -14,7 +14,8 @@ from rich.table import Table
 
 from lm_eval_adaptive.engine.model_error import describe_correction
 
-__all__ = ["PIPE_WIDTH", "plot_ranking", "print_backtest", "print_calibration", "print_ranking", "report_console"]
+__all__ = ["PIPE_WIDTH", "plot_ranking", "print_backtest", "print_calibration", "print_inseparable", "print_ranking",
+           "report_console"]
 
 #: Columns of output that is not a terminal: wider than any table, so nothing is wrapped or cut.
 PIPE_WIDTH = 100_000
@@ -135,10 +136,19 @@ def print_ranking(console, rows, result, *, metric_name: str, full_cost: float) 
                       "; ".join(" ≈ ".join(g) for g in result.tie_groups))
     else:
         console.print("ties: none — every adjacent pair is settled")
+    print_inseparable(console, result.inseparable)
     spent = result.total_cost
     console.print(f"stopped because: {result.stopped_because}; items: {result.total_items}; "
                   f"spent ${spent:.4f} of a ${full_cost:.4f} full run "
                   f"({100 * (1 - spent / full_cost):.1f}% saved)" if full_cost > 0 else "")
+
+
+def print_inseparable(console, pairs) -> None:
+    """The line for adjacent pairs the futility stop ended (closer than the bank's model error resolves)."""
+    if pairs:
+        console.print("inseparable with this bank (closer than its measured model error lets any number of "
+                      "items settle; more budget would not order them): " + "; ".join(f"{a} ≈ {b}" for a, b in pairs),
+                      highlight=False)
 
 
 def group_colors(n: int) -> list[str]:

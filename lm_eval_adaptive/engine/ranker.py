@@ -12,8 +12,9 @@ Algorithm
    P(θ_i > θ_j) = Φ((θ̂_i - θ̂_j)/√(SE_i² + SE_j²)) lies outside [(1-γ)/2, 1-(1-γ)/2].
 3. Candidates: models in unsettled adjacent pairs, under ``n_max``, with an unseen item
    whose cost fits in the budget. None → stop. Otherwise give
-   m* = argmax SE_m² / ((n_m + 1)·c_m) (uncertainty reduction per dollar; c_m is the
-   model's relative cost) its most informative unseen item.
+   m* = argmax m_m² / ((n_m + 1)·c_m) (uncertainty reduction per dollar; m_m is the
+   measurement SE, the part of the SE items reduce, and c_m the model's relative cost) its
+   next item.
 4. Stop when every adjacent pair is settled or nothing more can be bought. Report the
    ranking, pairwise confidences and, as ties, the pairs never settled.
 
@@ -613,7 +614,8 @@ class AdaptiveRanker:
             if not self._affordable(m, item):
                 blocked.add("budget")
                 continue
-            val = se[j] ** 2 / ((e.n + k + 1) * self._relative_costs[m])
+            # the uncertainty more items can remove (the model error cannot), per unit cost
+            val = e.measurement_se ** 2 / ((e.n + k + 1) * self._relative_costs[m])
             if val > best_val:
                 best, best_val = m, val
         if best is None:
