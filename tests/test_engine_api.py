@@ -451,7 +451,7 @@ def test_results_carry_a_reproducibility_signature(bank, world):
     assert sig["bank"] == bank.bank_id and sig["confidence"] == 0.95 and sig["n_init"] == 5
     assert sig["n_max"] == 60 and sig["budget"] == 0.6 and sig["top_k"] == 3 and sig["seed"] == 7
     assert sig["selector"] == "max-info+random(share=0.5,seed=7)" and sig["estimator"] == "grid-eap+dispersion"
-    assert sig["futility"] == 0.5
+    assert sig["futility"] == 0.25
     assert sig["pair_rule"] == "order-confidence"
     assert sig["version"] == lm_eval_adaptive.__version__ and sig["numpy"] == np.__version__
     line = res.signature_string
