@@ -25,7 +25,7 @@ from lm_eval_adaptive.cli.harness_options import (
     task_folder,
     task_list,
 )
-from lm_eval_adaptive.cli.leaderboard_page import write_page
+from lm_eval_adaptive.cli.leaderboard_page import write_page, write_plot
 from lm_eval_adaptive.cli.rank import add_live_arguments, add_task_arguments
 from lm_eval_adaptive.cli.report import report_console
 from lm_eval_adaptive.errors import InputError
@@ -107,7 +107,12 @@ def cmd_leaderboard(args) -> int:
 
 
 def cmd_render(args) -> int:
-    print(f"wrote {write_page(args.board, args.html)}")
+    if not args.html and not args.plot:
+        raise InputError("leaderboard render: give --html FILE (the page) and/or --plot FILE.png (its plot)")
+    if args.html:
+        print(f"wrote {write_page(args.board, args.html)}")
+    if args.plot:
+        print(f"wrote {write_plot(args.board, args.plot)}")
     return 0
 
 
@@ -139,9 +144,12 @@ def add_leaderboard_parsers(sub) -> None:
                                     "signature; the refreshes; the plot of the intervals.",
                         epilog="example:\n  lm-eval-adaptive leaderboard --history wmt24/en-de/bleu --task wmt24_en-de "
                                "--metric bleu --item-field id --out board.json\n"
-                               "  lm-eval-adaptive leaderboard render board.json --html board.html")
+                               "  lm-eval-adaptive leaderboard render board.json --html board.html --plot board.png")
     p.add_argument("board", help="the leaderboard JSON (from `leaderboard` or `refresh`)")
-    p.add_argument("--html", required=True, metavar="FILE", help="the page to write")
+    p.add_argument("--html", default=None, metavar="FILE", help="the page to write")
+    p.add_argument("--plot", default=None, metavar="FILE.png",
+                   help="also (or only) write the page's plot as a PNG: each model's θ̂ with its 95%% "
+                        "interval, one colour per tie group")
     p.set_defaults(func=cmd_render)
 
     r = sub.add_parser("refresh", help="place new models on a leaderboard adaptively within a dollar cap",

@@ -1,4 +1,5 @@
-"""The leaderboard page: one static HTML file (``leaderboard render BOARD --html OUT``).
+"""The leaderboard page: one static HTML file (``leaderboard render BOARD --html OUT``), and its
+plot alone as a PNG (``--plot OUT.png``).
 
 Everything the page shows is in the file: the ranking with each model's metric (a full run's
 value, or an adaptive entry's estimate and 95% interval), θ̂ ± SE and its 95% interval, tie
@@ -18,13 +19,13 @@ from importlib import resources
 from pathlib import Path
 
 from lm_eval_adaptive import __version__
-from lm_eval_adaptive.atomic import atomic_write_text
+from lm_eval_adaptive.atomic import atomic_write, atomic_write_text
 from lm_eval_adaptive.cli.report import group_colors, plot_intervals
 from lm_eval_adaptive.engine.signature import format_signature
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.live.leaderboard import load_leaderboard
 
-__all__ = ["render_page", "write_page", "board_signature", "tie_groups"]
+__all__ = ["render_page", "write_page", "write_plot", "board_signature", "tie_groups"]
 
 TEMPLATE = "leaderboard_page.html.j2"
 
@@ -85,17 +86,19 @@ def _rows(lb: dict, group_of: dict, colors: dict) -> list[dict]:
     return rows
 
 
+def _plot(out, lb: dict, rows: list[dict], groups: dict[str, list[str]]) -> None:
+    plot_intervals(out, [{"model": r["model"], "theta": r["theta"], "lo": r["lo"], "hi": r["hi"]} for r in rows],
+                   list(groups.values()), title=f"{lb['task']} leaderboard ({lb['metric']})")
+
+
 def _plot_png(lb: dict, rows: list[dict], groups: dict[str, list[str]]) -> str:
     buf = io.BytesIO()
-    plot_intervals(buf, [{"model": r["model"], "theta": r["theta"], "lo": r["lo"], "hi": r["hi"]} for r in rows],
-                   list(groups.values()), title=f"{lb['task']} leaderboard ({lb['metric']})")
+    _plot(buf, lb, rows, groups)
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def render_page(lb: dict, *, source: str = "") -> str:
-    """The page of the leaderboard ``lb`` (a loaded board, see ``live.leaderboard``) as HTML text."""
-    import jinja2
-
+def _placed(lb: dict, source: str):
+    """(rows, tie groups, colours) of the board ``lb``; refused when an entry has no place."""
     unplaced = [e["model"] for e in lb["entries"] if any(k not in e for k in ("rank", "theta", "se", "theta_ci95"))]
     if unplaced:
         raise InputError(f"leaderboard entries without rank, theta, se and theta_ci95: {', '.join(unplaced)}",
@@ -103,7 +106,14 @@ def render_page(lb: dict, *, source: str = "") -> str:
     groups = tie_groups(lb["entries"])
     group_of = {m: name for name, members in groups.items() for m in members}
     colors = dict(zip(groups, group_colors(len(groups))))
-    rows = _rows(lb, group_of, colors)
+    return _rows(lb, group_of, colors), groups, colors
+
+
+def render_page(lb: dict, *, source: str = "") -> str:
+    """The page of the leaderboard ``lb`` (a loaded board, see ``live.leaderboard``) as HTML text."""
+    import jinja2
+
+    rows, groups, colors = _placed(lb, source)
     refreshes = [{"at": r.get("at", ""), "added": r.get("added", []), "failed": r.get("failed", {}),
                   "budget": _usd(r["budget_usd"]) if r.get("budget_usd") is not None else "",
                   "spent": _usd(r["spent_usd"]) if r.get("spent_usd") is not None else "",
@@ -124,3 +134,11 @@ def write_page(board, html) -> Path:
     """Render the leaderboard file ``board`` to the page ``html`` (written atomically)."""
     lb = load_leaderboard(board)
     return atomic_write_text(html, render_page(lb, source=Path(board).name))
+
+
+def write_plot(board, png) -> Path:
+    """The page's plot of the leaderboard file ``board`` (each model's θ̂ with its 95% interval, one
+    colour per tie group) alone, written atomically to ``png``."""
+    lb = load_leaderboard(board)
+    rows, groups, _ = _placed(lb, Path(board).name)
+    return atomic_write(png, lambda f: _plot(f, lb, rows, groups))

@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from lm_eval_adaptive import __version__
-from lm_eval_adaptive.atomic import write_json
+from lm_eval_adaptive.atomic import atomic_write, write_json
 from lm_eval_adaptive.cli.arguments import (
     add_tie_margin_argument,
     confidence_level,
@@ -21,11 +21,14 @@ from lm_eval_adaptive.cli.arguments import (
 )
 from lm_eval_adaptive.cli.demo import run_demo
 from lm_eval_adaptive.cli.leaderboard import add_leaderboard_parsers
+from lm_eval_adaptive.cli.progress import BacktestProgress
 from lm_eval_adaptive.cli.rank import add_rank_parser
 from lm_eval_adaptive.cli.report import (
+    plot_backtest,
     print_backtest,
     print_calibration,
     report_console,
+    table_label,
 )
 from lm_eval_adaptive.cli.run import add_run_parser
 from lm_eval_adaptive.data.price_map import load_costs_file, price_for
@@ -87,23 +90,12 @@ def cmd_backtest(args) -> int:
     tables = [load_any_table(t, allow_outliers=args.allow_outliers) for t in args.table]
     console = report_console()
     results = []
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=console, transient=True,
-                  disable=not console.is_terminal) as prog:
-        for table in tables:
-            prices = _prices_for(args, table.models)
-            task = prog.add_task(f"backtest {table.metric or table.source}", total=config.folds * config.seeds)
-            res = backtest(table, config=config, prices=prices,
-                           progress=lambda done, total, _t=task: prog.update(_t, completed=done))
-            results.append(res)
+    # progress on stderr: a bar on a terminal, a line per fold otherwise, nothing with --no-progress
+    with BacktestProgress(report_console(stderr=True), len(tables), config.folds, config.seeds,
+                          enabled=not args.no_progress) as prog:
+        for i, table in enumerate(tables):
+            progress = prog.table(i, table_label(table.metric or table.source))
+            results.append(backtest(table, config=config, prices=_prices_for(args, table.models), progress=progress))
     print_backtest(console, results)
     if args.json:
         if len(results) == 1:
@@ -112,6 +104,9 @@ def cmd_backtest(args) -> int:
             out = {"tables": [r.to_dict() for r in results], "mean": _mean_block(results)}
         write_json(args.json, out)
         console.print(f"wrote {args.json}")
+    if args.plot:
+        atomic_write(args.plot, lambda f: plot_backtest(f, results))
+        console.print(f"wrote {args.plot}")
     return 0
 
 
@@ -223,7 +218,7 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
 
     b = sub.add_parser("backtest", help="adaptive vs random vs fixed-length on held-out models (paper protocol)",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
-                        epilog="example:\n  " + 'lm-eval-adaptive backtest wmt24/en-de/bleu alpaca_eval/judge --prices uniform --seeds 5 --json backtest.json\n  lm-eval-adaptive backtest my_runs.parquet --costs prices.json --tie-margin 0.01')
+                        epilog="example:\n  " + 'lm-eval-adaptive backtest wmt24/en-de/bleu alpaca_eval/judge --prices uniform --seeds 5 --json backtest.json --plot backtest.png\n  lm-eval-adaptive backtest my_runs.parquet --costs prices.json --tie-margin 0.01')
     b.add_argument("table", nargs="+", help="response table file(s) or named real table(s)")
     b.add_argument("--holdout-size", type=int_at_least(2), default=4,
                    help="models held out and ranked per fold, at least 2 (default: 4)")
@@ -250,6 +245,12 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
     b.add_argument("--bootstrap", type=positive_int, default=10_000,
                    help="bootstrap resamples for ground-truth ties")
     b.add_argument("--json", default=None, help="write the summary as JSON here")
+    b.add_argument("--plot", default=None, metavar="FILE.png",
+                   help="write a PNG here: per table, Kendall τ of adaptive, random and fixed-length "
+                        "(mean ± SD over folds × seeds) and the items each spent per hold-out set")
+    b.add_argument("--no-progress", action="store_true",
+                   help="no progress on stderr (default: a bar over tables × folds × seeds on a terminal, "
+                        "a line per fold otherwise)")
     common_model(b)
     b.set_defaults(func=cmd_backtest)
 

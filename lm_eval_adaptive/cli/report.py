@@ -1,4 +1,4 @@
-"""Terminal tables and plots for calibration, backtest and ranking results (rich, matplotlib).
+"""Terminal tables and plots for calibration, backtest, ranking and ``run --adaptive`` results (rich, matplotlib).
 
 Output that is not a terminal (a pipe, a file, a captured stream) is written at
 :data:`PIPE_WIDTH` columns, so no table cell is wrapped or cut: every model name stays whole.
@@ -12,10 +12,11 @@ import math
 from rich.console import Console
 from rich.table import Table
 
+from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.model_error import describe_correction
 
-__all__ = ["PIPE_WIDTH", "plot_ranking", "print_backtest", "print_calibration", "print_inseparable", "print_ranking",
-           "report_console"]
+__all__ = ["PIPE_WIDTH", "plot_ranking", "plot_intervals", "plot_backtest", "plot_adaptive_run", "print_backtest",
+           "print_calibration", "print_inseparable", "print_ranking", "report_console", "table_label"]
 
 #: Columns of output that is not a terminal: wider than any table, so nothing is wrapped or cut.
 PIPE_WIDTH = 100_000
@@ -186,6 +187,102 @@ def plot_intervals(path, rows, tie_groups, *, title: str) -> None:
     ax.set_xlabel("ability θ (95% interval); colour = tie group")
     ax.set_title(title)
     ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+#: The colour of each method in the backtest plot (matplotlib's first three).
+METHOD_COLORS = {"adaptive": "C0", "random": "C1", "fixed": "C2"}
+METHOD_LABELS = {"adaptive": "adaptive", "random": "random (same $)", "fixed": "fixed-length CAT"}
+
+
+def table_label(name: str) -> str:
+    """A table's name as a plot shows it: a named table as written (``wmt24/en-de/bleu``), a file by its name."""
+    from pathlib import Path
+
+    path = Path(name)
+    return path.name if path.is_absolute() or path.exists() else name
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_backtest(path, results) -> None:
+    """Per table, Kendall τ of adaptive ranking, random sampling (same $) and fixed-length CAT (mean,
+    error bar ± its SD over folds × seeds) and the items each spent per hold-out set; saved to ``path``
+    (PNG)."""
+    plt = _pyplot()
+    methods = ("adaptive", "random", "fixed")
+    n = len(results)
+    fig, (ax_tau, ax_items) = plt.subplots(1, 2, figsize=(11, 0.55 * n * len(methods) + 2.2), sharey=True,
+                                           gridspec_kw={"width_ratios": [3, 2]})
+    offsets = {"adaptive": 0.25, "random": 0.0, "fixed": -0.25}
+    for row, r in enumerate(results[::-1]):
+        for meth in methods:
+            m = r.method(meth)
+            y = row + offsets[meth]
+            ax_tau.errorbar(m.tau, y, xerr=0 if math.isnan(m.tau_std) else m.tau_std, fmt="o", capsize=3,
+                            color=METHOD_COLORS[meth], label=METHOD_LABELS[meth] if row == 0 else None)
+            ax_items.barh(y, m.items, height=0.22, color=METHOD_COLORS[meth])
+            ax_items.text(m.items, y, f" {m.items:.0f}", va="center", fontsize=8)
+    labels = [table_label(r.table) for r in results[::-1]]
+    ax_tau.set_yticks(range(n))
+    ax_tau.set_yticklabels(labels, parse_math=False)
+    ax_tau.set_ylim(-0.6, n - 0.4)
+    ax_tau.set_xlabel("Kendall τ against the full-data ranking (mean ± SD over folds × seeds)")
+    ax_tau.axvline(0, color="grey", lw=0.5)
+    ax_tau.grid(axis="x", alpha=0.3)
+    ax_tau.legend(loc="lower left", fontsize=8)
+    s = results[0].settings
+    ax_items.set_xlabel(f"items per hold-out set of {s['holdout_size']} models")
+    ax_items.grid(axis="x", alpha=0.3)
+    ax_items.set_xlim(0, 1.15 * max(r.method(m).items for r in results for m in methods) or 1)
+    fig.suptitle(f"Backtest: {s['folds']} folds × {s['seeds']} seeds, γ = {s['confidence']}, budget "
+                 f"{s['target_items']} items/model at the mean item cost", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_adaptive_run(path, blocks: dict, *, title: str = "") -> None:
+    """θ̂ and its 95% interval as documents accrued, one panel per task (``blocks``: task → the
+    ``adaptive`` block of ``run --adaptive``'s results, with its ``trajectory``); saved to ``path`` (PNG)."""
+    plt = _pyplot()
+    tasks = list(blocks)
+    fig, axes = plt.subplots(max(1, len(tasks)), 1, figsize=(8, 3.2 * max(1, len(tasks))), squeeze=False)
+    for ax, task in zip(axes[:, 0], tasks):
+        b = blocks[task]
+        tr = b.get("trajectory") or {}
+        theta = [float(x) for x in tr.get("theta", [])]
+        se = [float(x) for x in tr.get("se", [])]
+        est = b.get("metric_estimate") or {}
+        ax.set_title(f"{task}: {b.get('metric')} ≈ {est.get('estimate', float('nan')):.4f} "
+                     f"[{est.get('lower', float('nan')):.4f}, {est.get('upper', float('nan')):.4f}] from "
+                     f"{b.get('items')} of {b.get('task_docs')} documents; stopped: {b.get('stopped_because')}",
+                     fontsize=9, loc="left")
+        if not theta:
+            ax.text(0.5, 0.5, "no document was given", ha="center", va="center", transform=ax.transAxes)
+            continue
+        x = list(range(1, len(theta) + 1))
+        lo = [t - Z95 * e for t, e in zip(theta, se)]
+        hi = [t + Z95 * e for t, e in zip(theta, se)]
+        ax.fill_between(x, lo, hi, color="C0", alpha=0.25, lw=0, label="95% interval (θ̂ ± 1.96 SE)")
+        ax.plot(x, theta, color="C0", marker="." if len(x) <= 60 else None, label="θ̂")
+        ax.axhline(theta[-1], color="grey", lw=0.6, ls="--")
+        ax.set_xlim(0.5, len(x) + 0.5)
+        ax.set_xlabel("documents given")
+        ax.set_ylabel("ability θ")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="upper right", fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -3,31 +3,41 @@
 Without ``--adaptive`` the harness's ``run`` executes unchanged; with it
 :func:`lm_eval_adaptive.harness.run.run_adaptive` runs with the adaptive settings gathered in an
 :class:`~lm_eval_adaptive.harness.run.AdaptiveRunConfig` (see docs/harness.md). Every adaptive
-setting is checked while the command line is parsed (:mod:`.arguments`).
+setting is checked while the command line is parsed (:mod:`.arguments`). The adaptive run is
+shown on stderr (:class:`~lm_eval_adaptive.cli.progress.AdaptiveRunProgress`, off with
+``--no-progress``) and, with ``--plot`` or ``--output_path``, drawn (θ̂ and its 95% interval as
+documents accrue).
 """
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from lm_eval_adaptive.cli.arguments import (
     nonnegative_float,
     positive_float,
     positive_int,
 )
+from lm_eval_adaptive.cli.progress import AdaptiveRunProgress
+from lm_eval_adaptive.cli.report import report_console
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.lm_eval_compat import add_harness_run_parser
 from lm_eval_adaptive.harness.run import AdaptiveRunConfig, execute_run
 from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S
 from lm_eval_adaptive.live.cost_forecast import forecast_adaptive_run
 
-__all__ = ["add_run_parser", "split_run_arguments", "RUN_EXAMPLE"]
+__all__ = ["add_run_parser", "split_run_arguments", "run_display", "plot_beside", "RUN_EXAMPLE", "DISPLAY_KEYS"]
 
 RUN_EXAMPLE = """\
 example:
   lm-eval-adaptive run --model litellm --model_args model=openai/GPT-4 --tasks wmt24_en-de \\
-      --include_path task_configs --apply_chat_template --adaptive --bank wmt24_en-de.bleu.json --max-items 100
+      --include_path task_configs --apply_chat_template --adaptive --bank wmt24_en-de.bleu.json --max-items 100 \\
+      --plot run.png
 """
+
+#: Arguments of the adaptive group that say how the run is shown, not how it runs.
+DISPLAY_KEYS = ("adaptive_plot", "adaptive_no_progress")
 
 
 def split_run_arguments(args: argparse.Namespace) -> tuple[argparse.Namespace, AdaptiveRunConfig | None]:
@@ -37,7 +47,12 @@ def split_run_arguments(args: argparse.Namespace) -> tuple[argparse.Namespace, A
     if not ours.get("adaptive"):
         if ours.get("adaptive_dry_run"):
             raise InputError("--dry-run forecasts an adaptive run: add --adaptive")
+        if ours.get("adaptive_plot"):
+            raise InputError("--plot draws an adaptive run: add --adaptive")
         return harness, None
+    if ours.get("adaptive_dry_run") and ours.get("adaptive_plot"):
+        raise InputError("--plot draws an adaptive run; --dry-run makes none")
+    ours = {k: v for k, v in ours.items() if k not in DISPLAY_KEYS}
     values = {k[len("adaptive_"):]: v for k, v in ours.items() if k != "adaptive"}
     for key in ("bank", "price"):
         values[key] = tuple(values.get(key) or ())
@@ -52,8 +67,7 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
     # the harness's usage and examples, spelled with this command's name
     p.usage = (p.usage or "").replace("lm-eval run", "lm-eval-adaptive run") or None
     p.epilog = RUN_EXAMPLE + "\n" + (p.epilog or "").replace("$ lm-eval run", "$ lm-eval-adaptive run")
-    p.set_defaults(func=lambda args: execute_run(*split_run_arguments(args), harness_execute,
-                                                 forecast=forecast_adaptive_run))
+    p.set_defaults(func=lambda args: _execute(args, harness_execute))
     g = p.add_argument_group("adaptive (lm-eval-adaptive)")
     g.add_argument("--adaptive", action="store_true",
                    help="run a computerized adaptive test instead of every document")
@@ -82,7 +96,38 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--dry-run", dest="adaptive_dry_run", action="store_true",
                    help="build no model and call nothing: forecast the items and dollars per task (typical and "
                         "worst case) beside a full run's cost, from the bank's token counts and the price")
+    g.add_argument("--plot", dest="adaptive_plot", metavar="FILE.png", default=None,
+                   help="write a PNG of θ̂ and its 95%% interval as documents accrue, one panel per task "
+                        "(default with --output_path: adaptive_DATE.png beside the results JSON)")
+    g.add_argument("--no-progress", dest="adaptive_no_progress", action="store_true",
+                   help="no progress on stderr (default: a live line per task on a terminal: documents, "
+                        "θ̂ ± SE, the estimated full-task metric, dollars; a line now and then otherwise)")
     g.add_argument("--timeout", dest="adaptive_timeout", metavar="SECONDS", type=positive_float, default=None,
                    help=f"seconds one model or judge call may take (default: the model's timeout= "
                         f"argument, else {DEFAULT_TIMEOUT_S:g})")
     return p
+
+
+def plot_beside(results_file) -> Path | None:
+    """The plot file of ``run --adaptive --output_path`` without ``--plot``: ``adaptive_DATE.png`` beside
+    the results JSON ``results_DATE.json`` (``NAME_DATE.png`` beside ``NAME_DATE.json``)."""
+    if results_file is None:
+        return None
+    f = Path(results_file)
+    stem = "adaptive" + f.stem[len("results"):] if f.stem.startswith("results_") else f.stem
+    return f.with_name(stem + ".png")
+
+
+def run_display(args: argparse.Namespace) -> AdaptiveRunProgress:
+    """The stderr display of the adaptive run ``args`` asks for (``--no-progress``, ``--plot``)."""
+    plot = getattr(args, "adaptive_plot", None)
+    return AdaptiveRunProgress(report_console(stderr=True), enabled=not getattr(args, "adaptive_no_progress", False),
+                               plot=plot if plot else plot_beside)
+
+
+def _execute(args: argparse.Namespace, harness_execute) -> int:
+    harness, adaptive = split_run_arguments(args)
+    if adaptive is None or adaptive.dry_run:
+        return execute_run(harness, adaptive, harness_execute, forecast=forecast_adaptive_run)
+    with run_display(args) as display:
+        return execute_run(harness, adaptive, harness_execute, forecast=forecast_adaptive_run, display=display)

@@ -44,6 +44,15 @@ What is reached here, and why:
   is active, the ``lm_eval.tasks.TaskManager`` it looks up indexes only ``--include_path``
   when every requested task is found there (tasks there win over the harness's of the same
   name anyway), and the harness's whole index otherwise.
+* **The harness's progress bars** (:func:`harness_bars_off`): the harness has no switch for
+  them (its evaluator never passes ``disable_tqdm`` to the LM, ``CachingLM`` does not take it,
+  the API models' "Requesting API" bars ignore it, and ``TQDM_DISABLE`` is read only when
+  tqdm is imported), so while the context is active the ``tqdm`` classes the loaded
+  ``lm_eval`` modules hold as module attributes (``tqdm``, ``tqdm_asyncio``) are swapped for
+  subclasses that are always disabled.
+* **Where the results file went** (:func:`results_file`): the path
+  ``EvaluationTracker.save_results_aggregated`` writes, from its public ``date_id`` and
+  ``general_config_tracker.model_name_sanitized`` and the harness's naming rule.
 """
 
 from __future__ import annotations
@@ -56,7 +65,7 @@ from contextlib import contextmanager
 __all__ = ["SUPPORTED_LM_EVAL", "TESTED_LM_EVAL", "add_harness_run_parser", "index_include_path_only",
            "build_lm", "capture_usage",
            "usage_sink", "use_full_run_requests", "fresh_instance", "task_filters", "default_max_gen_toks",
-           "is_api_model", "prompt_text"]
+           "is_api_model", "prompt_text", "harness_bars_off", "results_file"]
 
 SUPPORTED_LM_EVAL = ">=0.4.9,<0.5"
 TESTED_LM_EVAL = ("0.4.13",)
@@ -282,3 +291,53 @@ def use_full_run_requests(task_obj) -> None:
                                    for i in by_doc[d]]
 
     task_obj.build_all_requests = build_all_requests
+
+
+# ---------------------------------------------------------------------- progress bars
+@contextmanager
+def harness_bars_off():
+    """While active, the harness draws none of its tqdm bars ("Requesting API", "Checking cached
+    requests", building a task's requests): the caller shows its own progress instead."""
+    import sys
+
+    from tqdm import tqdm
+
+    quiet: dict = {}
+
+    def quiet_class(cls):
+        if cls not in quiet:
+            def __init__(self, *args, **kwargs):
+                kwargs["disable"] = True
+                super(quiet[cls], self).__init__(*args, **kwargs)
+
+            quiet[cls] = type(f"Quiet{cls.__name__}", (cls,), {"__init__": __init__})
+        return quiet[cls]
+
+    swapped = []
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "lm_eval" or name.startswith("lm_eval.")):
+            continue
+        for attr in ("tqdm", "tqdm_asyncio"):
+            cls = getattr(module, attr, None)
+            if isinstance(cls, type) and issubclass(cls, tqdm) and cls not in quiet.values():
+                swapped.append((module, attr, cls))
+                setattr(module, attr, quiet_class(cls))
+    try:
+        yield
+    finally:
+        for module, attr, cls in swapped:
+            setattr(module, attr, cls)
+
+
+# ------------------------------------------------------------------------ output files
+def results_file(tracker, output_path):
+    """The results JSON ``tracker.save_results_aggregated`` wrote under ``output_path`` (a folder, or a
+    ``.json`` file name the harness adds the date to); None without an output path."""
+    from pathlib import Path
+
+    if not output_path:
+        return None
+    path = Path(output_path)
+    if path.suffix == ".json":
+        return path.with_name(f"{path.stem}_{tracker.date_id}.json")
+    return path / str(tracker.general_config_tracker.model_name_sanitized) / f"results_{tracker.date_id}.json"

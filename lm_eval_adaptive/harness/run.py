@@ -20,6 +20,11 @@ and the model's price resolved (:func:`~lm_eval_adaptive.data.price_map.model_pr
 Every call gets ``--timeout`` seconds. Calls an LLM judge makes while the task scores a
 document are charged at the judge's price beside the model's.
 
+The harness's own progress bars are off during an adaptive run; a :class:`RunDisplay` given by
+the caller is told where each task stands after every batch (:class:`TaskProgress`) and, once
+the files are written, gets the results (each task's θ̂ and SE after every item are in its
+``adaptive.trajectory``).
+
 Supported harness: see :mod:`lm_eval_adaptive.harness.lm_eval_compat` (every access to
 lm-eval internals goes through it).
 """
@@ -35,6 +40,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -59,6 +65,7 @@ from lm_eval_adaptive.harness.scorer import (
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: bundled price map, no fetch
 
 __all__ = ["SUPPORTED_LM_EVAL", "DEFAULT_TIMEOUT_S", "AdaptiveRunConfig", "AdaptivePlan", "plan_adaptive_run",
+           "TaskProgress", "RunDisplay",
            "adaptive_test", "execute_run", "run_adaptive", "ModelCallError", "JudgePricing", "parse_banks",
            "table_from_sample_logs", "headline_estimate", "display_results", "ADAPTIVE_SAMPLE_KEY",
            "ADMINISTERED_SUFFIX"]
@@ -90,12 +97,45 @@ class AdaptiveRunConfig:
     dry_run: bool = False
 
 
+@dataclass(frozen=True)
+class TaskProgress:
+    """Where one task of ``run --adaptive`` stands: after each batch (``stopped_because`` None) and
+    once more when its test has stopped. ``max_items``: the most documents the test may give;
+    ``estimate``, ``lower``, ``upper``: the full-task metric estimate and its 95% interval so
+    far; ``spent``: USD so far (``budget``: the cap, or None)."""
+
+    task: str
+    metric: str
+    items: int
+    max_items: int
+    task_docs: int
+    theta: float
+    se: float
+    estimate: float
+    lower: float
+    upper: float
+    spent: float
+    budget: float | None
+    stopped_because: str | None = None
+
+
+class RunDisplay(Protocol):
+    """What ``run --adaptive`` tells its caller's progress display."""
+
+    def update(self, progress: TaskProgress) -> None:
+        """After every batch of a task (and when its test stops)."""
+
+    def done(self, results: dict, results_file: Path | None) -> None:
+        """Every task done and the files written (``results_file``: the results JSON, None without
+        ``--output_path``), before the results are printed."""
+
+
 def execute_run(harness_args: argparse.Namespace, adaptive: AdaptiveRunConfig | None, harness_execute,
-                forecast=None) -> int:
+                forecast=None, display: RunDisplay | None = None) -> int:
     """``run``: the harness's own run of ``harness_args`` (its parsed ``run`` arguments), or with
-    ``adaptive`` the adaptive run of every task; with ``adaptive.dry_run``, ``forecast(plan, adaptive)``
-    of its :class:`AdaptivePlan` instead (no model is built, nothing is called). The task index
-    covers only ``--include_path`` when it holds every requested task."""
+    ``adaptive`` the adaptive run of every task (shown on ``display``); with ``adaptive.dry_run``,
+    ``forecast(plan, adaptive)`` of its :class:`AdaptivePlan` instead (no model is built, nothing
+    is called). The task index covers only ``--include_path`` when it holds every requested task."""
     with compat.index_include_path_only(getattr(harness_args, "tasks", None)):
         if adaptive is None:
             harness_execute(harness_args)
@@ -104,7 +144,7 @@ def execute_run(harness_args: argparse.Namespace, adaptive: AdaptiveRunConfig | 
             if forecast is None:
                 raise InputError("--dry-run: no cost forecast was given to this run")
             return forecast(plan_adaptive_run(harness_args, adaptive), adaptive)
-        return run_adaptive(harness_args, adaptive)
+        return run_adaptive(harness_args, adaptive, display=display)
 
 
 # ---------------------------------------------------------------------------- adaptive
@@ -154,6 +194,7 @@ class TaskOutcome:
     usage: dict  # provider-reported tokens of the calls made, and how many items were charged by them
     estimated_usd: float  # the same items at the bank's token counts
     judge: dict = field(default_factory=dict)  # judge calls: count, tokens, USD, prices
+    trajectory: dict = field(default_factory=dict)  # θ̂ and SE after each item
 
     @property
     def bank(self):
@@ -277,8 +318,8 @@ def plan_adaptive_run(hargs: argparse.Namespace, config: AdaptiveRunConfig) -> A
     return AdaptivePlan(cfg=cfg, task_manager=task_manager, model=name, price=price, judges=judges, bound=bound)
 
 
-def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig) -> int:
-    """The adaptive run (module docstring) of the harness run ``hargs`` with ``config``."""
+def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig, *, display: RunDisplay | None = None) -> int:
+    """The adaptive run (module docstring) of the harness run ``hargs`` with ``config``, shown on ``display``."""
     from lm_eval import simple_evaluate
     from lm_eval.loggers import EvaluationTracker
     from lm_eval.utils import make_table
@@ -313,8 +354,9 @@ def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig) -> int:
 
     outcomes, all_samples = [], {}
     try:
-        all_results = _evaluate_tasks(bound, price, judges, config, evaluate, tracker, cfg, outcomes, all_samples,
-                                      timeout)
+        with compat.harness_bars_off():  # the display (or nothing) instead of a bar per request
+            all_results = _evaluate_tasks(bound, price, judges, config, evaluate, tracker, cfg, outcomes,
+                                          all_samples, timeout, display)
     except (InputError, KeyboardInterrupt):
         raise
     except Exception as e:  # a model or metric call that failed for good: say so, write nothing
@@ -327,6 +369,8 @@ def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig) -> int:
     if cfg.log_samples:
         for t, rows in all_samples.items():
             tracker.save_results_samples(task_name=t, samples=rows)
+    if display is not None:
+        display.done(all_results, compat.results_file(tracker, cfg.output_path))
     print(f"{cfg.model} ({cfg.model_args}), adaptive: se_target={config.se_target}, "
           f"min_items={config.min_items}, max_items={config.max_items}, "
           f"budget_usd={config.budget_usd}")
@@ -351,12 +395,13 @@ class ModelCallError(RuntimeError):
     """A model or metric call failed for good (after the harness's own retries)."""
 
 
-def _evaluate_tasks(bound, price, judges, config, evaluate, tracker, cfg, outcomes, all_samples, timeout) -> dict:
+def _evaluate_tasks(bound, price, judges, config, evaluate, tracker, cfg, outcomes, all_samples, timeout,
+                    display=None) -> dict:
     """Run the adaptive test of every task; return the merged harness results (nothing written)."""
     all_results = None
     for tname, task_obj, binding in bound:
         compat.use_full_run_requests(task_obj)
-        o = _adaptive_task(tname, task_obj, binding, price, judges, config, evaluate, timeout)
+        o = _adaptive_task(tname, task_obj, binding, price, judges, config, evaluate, timeout, display)
         outcomes.append(o)
         # final pass over the administered documents: every generation comes from the cache
         # (and every judgement from the judge's in-process memo)
@@ -384,18 +429,32 @@ def adaptive_test(bank, item_costs: np.ndarray, config: AdaptiveRunConfig, name:
                         max_items=config.max_items, budget=config.budget_usd, item_costs=item_costs, name=name)
 
 
+def task_progress(test: AdaptiveTest, binding: BankBinding, raw_scores) -> TaskProgress:
+    """Where the adaptive test ``test`` of a task stands (``raw_scores``: its documents' metric values)."""
+    e = test.examinee
+    est = full_task_estimate(binding.bank, e.items, np.asarray(raw_scores, dtype=float), e.theta, e.se,
+                             misfit=e.misfit)
+    return TaskProgress(task=e.name, metric=binding.metric, items=e.n, max_items=test.max_items,
+                        task_docs=binding.n_docs, theta=e.theta, se=e.se, estimate=est["estimate"],
+                        lower=est["lower"], upper=est["upper"], spent=e.spent, budget=test.budget,
+                        stopped_because=test.stopped_because)
+
+
 def _adaptive_task(tname, task_obj, binding: BankBinding, price, judges: JudgePricing, config: AdaptiveRunConfig,
-                   evaluate, timeout: float) -> TaskOutcome:
+                   evaluate, timeout: float, display: RunDisplay | None = None) -> TaskOutcome:
     bank, metric, doc_of_item = binding.bank, binding.metric, binding.doc_of_item
     costs = price.item_costs(bank.input_tokens, bank.output_tokens)
     test = adaptive_test(bank, costs, config, tname)
     doc_ids, raws, clipped = [], [], 0
+    trajectory = {"theta": [], "se": []}
+    if display is not None:
+        display.update(task_progress(test, binding, raws))
     usage = {"prompt_tokens": 0, "completion_tokens": 0, "items_charged_by_usage": 0}
     judge = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "unpriced_calls": 0}
     while True:
         batch = test.next_items(config.batch_size)
         if not batch:
-            break
+            break  # the test has stopped
         docs = [int(doc_of_item[i]) for i in batch]
         with compat.usage_sink() as sink, judge_calls(timeout=timeout) as judged:
             res = evaluate(task_obj, docs)
@@ -418,12 +477,18 @@ def _adaptive_task(tname, task_obj, binding: BankBinding, price, judges: JudgePr
             test.record(i, float(bank.scale(i, v)), cost=float(charged[j]))
             doc_ids.append(d)
             raws.append(v)
+            trajectory["theta"].append(test.examinee.theta)
+            trajectory["se"].append(test.examinee.se)
         log.info("%s: %d documents, θ̂ = %.3f ± %.3f", tname, len(doc_ids), test.examinee.theta, test.examinee.se)
+        if display is not None:
+            display.update(task_progress(test, binding, raws))
+    if display is not None:
+        display.update(task_progress(test, binding, raws))
     judge["prices"] = {m: {"input_per_mtok": p.input_per_mtok, "output_per_mtok": p.output_per_mtok,
                            "source": p.source} for m, p in judges.prices.items()}
     return TaskOutcome(task=tname, binding=binding, test=test, doc_ids=doc_ids, raw=raws, clipped=clipped,
                        price=price, usage=usage, estimated_usd=float(np.sum(costs[test.examinee.items])),
-                       judge=judge)
+                       judge=judge, trajectory=trajectory)
 
 
 def _charges(price, usage_list, estimates: np.ndarray, totals: dict) -> np.ndarray:
@@ -537,6 +602,7 @@ def _adaptive_block(o: TaskOutcome) -> dict:
         "price": {"input_per_mtok": o.price.input_per_mtok,
                   "output_per_mtok": o.price.output_per_mtok, "source": o.price.source},
         "stopped_because": o.test.stopped_because,
+        "trajectory": dict(o.trajectory),
         "clipped_scores": o.clipped,
         "bank_id": o.bank.bank_id, "bank_task": o.bank.task, "bank_metric": o.bank.metric,
         "item_field": o.binding.item_field,

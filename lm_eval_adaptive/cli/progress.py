@@ -1,0 +1,174 @@
+"""Progress displays of the long commands, on stderr (rich): ``backtest`` and ``run --adaptive``.
+
+On a terminal each is a live display; on anything else (a log file, a pipe, a captured stream)
+it prints a plain line now and then instead (at the end of each fold; at every tenth of a
+task's maximum length), so logs stay readable. ``--no-progress`` turns both off. Results stay
+on stdout, untouched.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING
+
+from lm_eval_adaptive.atomic import atomic_write
+from lm_eval_adaptive.cli.report import plot_adaptive_run
+
+if TYPE_CHECKING:
+    from lm_eval_adaptive.harness.run import TaskProgress
+
+__all__ = ["BacktestProgress", "AdaptiveRunProgress"]
+
+
+class BacktestProgress:
+    """One bar over every table × fold × seed of a backtest.
+
+    ``with BacktestProgress(console, tables, folds, seeds, enabled=...) as prog:`` then, per table,
+    ``backtest(..., progress=prog.table(i, name))``. The engine reports a fold's seeds when the
+    fold is done, and may run fewer folds than asked on a small table (it says how many)."""
+
+    def __init__(self, console, n_tables: int, folds: int, seeds: int, *, enabled: bool = True):
+        self.console = console
+        self.live = enabled and console.is_terminal
+        self.lines = enabled and not console.is_terminal
+        self.n_tables, self.per_table, self.seeds = n_tables, folds * seeds, seeds
+        self.total = n_tables * folds * seeds
+        self.done_before = 0  # runs of the tables already finished
+        self._progress = self._task = None
+        self.t0 = time.perf_counter()
+
+    def __enter__(self):
+        if self.live:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
+            self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                      TextColumn("runs (tables × folds × seeds)"), TimeElapsedColumn(),
+                                      TimeRemainingColumn(), console=self.console, transient=True)
+            self._progress.__enter__()
+            self._task = self._progress.add_task("backtest", total=self.total)
+        return self
+
+    def table(self, index: int, name: str):
+        """The ``progress(done, total)`` callable of table ``index`` (0-based) named ``name``."""
+        label = f"backtest {index + 1}/{self.n_tables} {name}"
+        if self._progress is not None:
+            self._progress.update(self._task, description=label)
+        state = {"adjusted": False}
+
+        def progress(done: int, total: int) -> None:
+            if not state["adjusted"]:  # fewer folds fit this table than asked: the overall total shrinks
+                self.total -= self.per_table - total
+                state["adjusted"] = True
+            if self._progress is not None:
+                self._progress.update(self._task, completed=self.done_before + done, total=self.total)
+            elif self.lines and (done % self.seeds == 0 or done == total):
+                self.console.print(f"{label}: fold {math.ceil(done / self.seeds)} of {math.ceil(total / self.seeds)} "
+                                   f"done ({self.done_before + done}/{self.total} runs, "
+                                   f"{time.perf_counter() - self.t0:.0f} s)", highlight=False)
+            if done == total:
+                self.done_before += total
+
+        return progress
+
+    def __exit__(self, *exc):
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+
+
+class AdaptiveRunProgress:
+    """The display of ``run --adaptive`` (a :class:`~lm_eval_adaptive.harness.run.RunDisplay`): per task,
+    documents so far of the most the test may give, θ̂ ± SE, the estimated full-task metric with
+    its 95% interval and the spend; then, with ``plot`` (a file, or a callable of the results file
+    giving one), the plot of θ̂ and its interval as documents accrued (:func:`~.report.plot_adaptive_run`)."""
+
+    def __init__(self, console, *, enabled: bool = True, plot=None):
+        self.console = console
+        self.live = enabled and console.is_terminal
+        self.lines = enabled and not console.is_terminal
+        self.plot = plot
+        self._progress = None
+        self._tasks: dict = {}
+        self._said: dict = {}
+        self.written = None  # the plot file written, if any
+
+    # the display is started at the first update (after the tasks are loaded) and stopped at done()
+    def _start(self):
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                  TextColumn("{task.fields[state]}"), TimeElapsedColumn(),
+                                  console=self.console, transient=False)
+        self._progress.__enter__()
+
+    def _stop(self):
+        if self._progress is not None:
+            self._progress.__exit__(None, None, None)
+            self._progress = None
+
+    @staticmethod
+    def state(p: TaskProgress) -> str:
+        """θ̂ ± SE, the estimate with its interval, the spend (and the stop) of ``p`` as one line."""
+        budget = f" of ${p.budget:g}" if p.budget is not None else ""
+        stop = f"; stopped: {p.stopped_because}" if p.stopped_because else ""
+        if not p.items:
+            return f"no document yet; ${p.spent:.4f}{budget}{stop}"
+        return (f"θ̂ {p.theta:+.2f} ± {p.se:.2f}; {p.metric} ≈ {p.estimate:.4f} [{p.lower:.4f}, {p.upper:.4f}]; "
+                f"${p.spent:.4f}{budget}{stop}")
+
+    def update(self, p: TaskProgress) -> None:
+        if self.live:
+            if self._progress is None:
+                self._start()
+            if p.task not in self._tasks:
+                self._tasks[p.task] = self._progress.add_task(p.task, total=p.max_items, state="")
+            total = p.items if p.stopped_because else p.max_items
+            self._progress.update(self._tasks[p.task], completed=p.items, total=total, state=self.state(p))
+        elif self.lines:  # the start, each tenth of the maximum length, the stop
+            step = max(1, math.ceil(p.max_items / 10))
+            last = self._said.get(p.task)  # items at the last line; None: none yet; -1: the stop was said
+            if last == -1:
+                return
+            if p.stopped_because or last is None or p.items // step > last // step:
+                self._said[p.task] = -1 if p.stopped_because else p.items
+                self.console.print(f"{p.task}: {p.items}/{p.max_items} documents; {self.state(p)}",
+                                   highlight=False)
+
+    def done(self, results: dict, results_file) -> None:
+        self._stop()
+        path = self.plot(results_file) if callable(self.plot) else self.plot
+        if path:
+            atomic_write(path, lambda f: plot_adaptive_run(f, results.get("adaptive") or {},
+                                                           title=_model_of(results)))
+            self.written = path
+            self.console.print(f"wrote {path}", highlight=False)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._stop()
+
+
+def _model_of(results: dict) -> str:
+    """The model a harness results dict is of: its ``model=``/``pretrained=`` argument, else its type."""
+    cfg = results.get("config") or {}
+    args = cfg.get("model_args")
+    if isinstance(args, str):
+        args = dict(kv.split("=", 1) for kv in args.split(",") if "=" in kv)
+    if isinstance(args, dict) and (args.get("model") or args.get("pretrained")):
+        return str(args.get("model") or args.get("pretrained"))
+    return str(cfg.get("model") or "")
