@@ -120,7 +120,7 @@ def add_leaderboard_parsers(sub) -> None:
 
     c = sub.add_parser("leaderboard", help="create a leaderboard file from full runs (a response table)",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
-                        epilog="example:\n  " + 'lm-eval-adaptive leaderboard --history wmt24/en-de/bleu --task wmt24_en-de --metric bleu --item-field id --out board.json'
+                        epilog="example:\n  " + 'lm-eval-adaptive leaderboard --history wmt24/en-de/bleu --task wmt24_en-de --metric bleu --out board.json'
                                "\n  lm-eval-adaptive leaderboard render board.json --html board.html   # its page")
     c.add_argument("--history", default=None, metavar="TABLE",
                    help="response table of the full runs (file, or a named table such as wmt24/en-de/bleu)")
@@ -131,7 +131,8 @@ def add_leaderboard_parsers(sub) -> None:
     c.add_argument("--metric", help="the per-document metric (required)")
     c.add_argument("--models", nargs="+", default=None, help="entries to take (default: every model)")
     c.add_argument("--item-field", default=None, metavar="FIELD",
-                   help="document field holding the table's item ids (default: the harness doc_id)")
+                   help="document field holding the table's item ids (default: the named table's field, "
+                        "id for wmt24/... and alpaca_eval/...; else the harness doc_id)")
     c.add_argument("--confidence", type=float, default=0.95)
     c.add_argument("--out", help="the leaderboard JSON to write (required)")
     c.set_defaults(func=cmd_leaderboard)
@@ -143,7 +144,7 @@ def add_leaderboard_parsers(sub) -> None:
                                     "group, items and dollars; the tie groups; the bank's id and the board's\n"
                                     "signature; the refreshes; the plot of the intervals.",
                         epilog="example:\n  lm-eval-adaptive leaderboard --history wmt24/en-de/bleu --task wmt24_en-de "
-                               "--metric bleu --item-field id --out board.json\n"
+                               "--metric bleu --out board.json\n"
                                "  lm-eval-adaptive leaderboard render board.json --html board.html --plot board.png")
     p.add_argument("board", help="the leaderboard JSON (from `leaderboard` or `refresh`)")
     p.add_argument("--html", default=None, metavar="FILE", help="the page to write")

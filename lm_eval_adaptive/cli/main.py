@@ -33,7 +33,7 @@ from lm_eval_adaptive.cli.report import (
 from lm_eval_adaptive.cli.run import add_run_parser
 from lm_eval_adaptive.data.price_map import load_costs_file, price_for
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE
-from lm_eval_adaptive.data.tables import load_any_table
+from lm_eval_adaptive.data.tables import load_any_table, table_item_field
 from lm_eval_adaptive.engine.backtest import BacktestConfig, backtest
 from lm_eval_adaptive.engine.calibration import (
     DEFAULT_METHOD,
@@ -41,6 +41,7 @@ from lm_eval_adaptive.engine.calibration import (
 )
 from lm_eval_adaptive.engine.self_check import calibrate_checked
 from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.harness.binding import record_item_field
 from lm_eval_adaptive.harness.run import ModelCallError, table_from_sample_logs
 from lm_eval_adaptive.replay.server import add_arguments as add_replay_arguments
 from lm_eval_adaptive.replay.server import serve
@@ -71,6 +72,8 @@ def cmd_calibrate(args) -> int:
     bank = calibrate_checked(table, scaling=args.scaling, method=args.method, likelihood=args.likelihood,
                              check=not args.no_self_check, drop_negative=not args.keep_negative,
                              atlas_filters=args.atlas_filters, task=args.task, metric=args.metric or table.metric)
+    if args.table:  # a named table knows the document field its ids are values of: the bank says so
+        record_item_field(bank, table_item_field(args.table))
     bank.save(args.out)
 
     print_calibration(report_console(), bank, args.out)

@@ -45,7 +45,7 @@ from lm_eval_adaptive.cli.report import plot_ranking, print_inseparable, report_
 from lm_eval_adaptive.engine.person_fit import misfit_note
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.errors import InputError
-from lm_eval_adaptive.harness.run import parse_banks
+from lm_eval_adaptive.harness.bank_source import bank_reference, parse_banks
 from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S
 from lm_eval_adaptive.live.cost_forecast import forecast_rank
 from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy
@@ -94,7 +94,8 @@ def add_live_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--metric", default=None, help="per-document metric (default: the bank's)")
     g.add_argument("--item-field", default=None, metavar="FIELD",
                    help="document field that holds the bank's item ids (doc_id: the harness doc id; "
-                        "default: doc ids, refused when that reading is ambiguous)")
+                        "default: the field the bank records, else doc ids, refused when that reading is "
+                        "ambiguous)")
     g.add_argument("--timeout", type=positive_float, default=None, metavar="SECONDS",
                    help=f"seconds one model or judge call may take before it fails (retried as a timeout; "
                         f"default: the model's timeout= argument, else {DEFAULT_TIMEOUT_S:g})")
@@ -130,8 +131,10 @@ def add_rank_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--tasks", nargs="+", action="extend", metavar="TASK",
                    help="harness task(s) to rank on, space- or comma-separated; each is ranked and reported in "
                         "turn, in its own folder DIR/TASK of --output DIR")
-    p.add_argument("--bank", nargs="+", action="extend", metavar="[TASK=]BANK.json",
-                   help="item bank per task (lm-eval-adaptive calibrate): TASK=PATH, a bare PATH with one task")
+    p.add_argument("--bank", nargs="+", action="extend", metavar="[TASK=]BANK",
+                   help="item bank per task (lm-eval-adaptive calibrate): TASK=PATH, a bare PATH with one task, "
+                        "or a shipped bank's name (wmt24_en-de.bleu); default: the task's shipped bank when "
+                        "only one fits the task and --metric")
     p.add_argument("--confidence", type=confidence_level, default=0.95, help="γ for settling a pair (default 0.95)")
     p.add_argument("--budget-usd", type=positive_float, default=None, metavar="USD",
                    help="hard cap on total spend (reserved before each call, settled with real usage); "
@@ -218,7 +221,7 @@ def rank_settings(args) -> tuple[list[LiveSettings], bool]:
     tasks = task_list(args.tasks)
     if not tasks:
         raise InputError("--tasks: name the harness task(s) to rank on")
-    banks = parse_banks(args.bank, tasks, command="rank")
+    banks = parse_banks(args.bank, tasks, metric=args.metric, command="rank")
     if len(tasks) == 1:
         return [replace(base, tasks=tasks[0], bank=banks[tasks[0]])], False
     if not args.output:
@@ -263,7 +266,7 @@ def start_rank(r: RankRun):
     """Create the run folder, its run.json and its journal."""
     a, setup = r.settings, r.setup
     settings = {k: getattr(a, k) for k in RUN_KEYS}
-    settings["bank"] = str(Path(a.bank).resolve())
+    settings["bank"] = bank_reference(a.bank)
     settings["include_path"] = str(Path(a.include_path).resolve()) if a.include_path else None
     settings["item_field"] = setup.binding.item_field
     return start_run(r.out_dir, "rank", settings, {"command": "rank", "bank_id": setup.bank.bank_id,

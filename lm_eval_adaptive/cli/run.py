@@ -32,7 +32,7 @@ __all__ = ["add_run_parser", "split_run_arguments", "run_display", "plot_beside"
 RUN_EXAMPLE = """\
 example:
   lm-eval-adaptive run --model litellm --model_args model=openai/GPT-4 --tasks wmt24_en-de \\
-      --include_path task_configs --apply_chat_template --adaptive --bank wmt24_en-de.bleu.json --max-items 100 \\
+      --include_path task_configs --apply_chat_template --adaptive --bank wmt24_en-de.bleu --max-items 100 \\
       --plot run.png
 """
 
@@ -71,8 +71,10 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
     g = p.add_argument_group("adaptive (lm-eval-adaptive)")
     g.add_argument("--adaptive", action="store_true",
                    help="run a computerized adaptive test instead of every document")
-    g.add_argument("--bank", dest="adaptive_bank", nargs="+", default=None, metavar="[TASK=]BANK.json",
-                   help="item bank per task (TASK=PATH; a bare PATH when there is one task)")
+    g.add_argument("--bank", dest="adaptive_bank", nargs="+", default=None, metavar="[TASK=]BANK",
+                   help="item bank per task (TASK=PATH; a bare PATH when there is one task), or a shipped "
+                        "bank's name (wmt24_en-de.bleu); default: the task's shipped bank when only one fits "
+                        "the task and --metric")
     g.add_argument("--se-target", dest="adaptive_se_target", metavar="SE", type=nonnegative_float, default=0.2,
                    help="stop when the ability SE falls to this (default 0.2)")
     g.add_argument("--min-items", dest="adaptive_min_items", metavar="N", type=positive_int, default=30,
@@ -92,7 +94,8 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
                    help="per-document metric to feed the CAT (default: the bank's metric)")
     g.add_argument("--item-field", dest="adaptive_item_field", metavar="FIELD", default=None,
                    help="document field that holds the bank's item ids (doc_id: the harness doc id; "
-                        "default: doc ids, refused when that reading is ambiguous)")
+                        "default: the field the bank records, else doc ids, refused when that reading is "
+                        "ambiguous)")
     g.add_argument("--dry-run", dest="adaptive_dry_run", action="store_true",
                    help="build no model and call nothing: forecast the items and dollars per task (typical and "
                         "worst case) beside a full run's cost, from the bank's token counts and the price")

@@ -43,6 +43,7 @@ __all__ = [
     "data_root",
     "load_alpaca_eval",
     "load_named",
+    "named_item_field",
     "load_wmt24",
 ]
 
@@ -70,6 +71,13 @@ NAMED_TABLES: tuple[str, ...] = tuple(
 ) + tuple(f"alpaca_eval/{metric}" for metric in ALPACA_METRICS) + tuple(
     f"wmt25/{pair}/{metric}" for pair in WMT25_PAIRS for metric in WMT25_METRICS
 )
+
+#: The document field of the project's task configs (``task_configs/``) that holds each named
+#: table family's item ids: WMT24 items are 0-based line numbers, the ``id`` of a
+#: ``wmt24_<pair>`` document (canary lines are skipped, so it is not the doc's position);
+#: AlpacaEval items are AlpacaEval ids, the ``id`` of an ``alpaca_eval*`` document. WMT25
+#: has no task config, so no field.
+_ITEM_FIELDS: dict[str, str] = {"wmt24": "id", "alpaca_eval": "id"}
 
 # Bump when the way tables are computed changes, to invalidate old caches.
 _CACHE_VERSION = 2
@@ -638,3 +646,13 @@ def load_named(name: str, root: str | os.PathLike[str] | None = None) -> Respons
     if parts[0] == "wmt25":
         return load_wmt25(parts[1], parts[2], root=root)
     return load_alpaca_eval(parts[1], root=root)
+
+
+def named_item_field(name: str) -> str | None:
+    """The document field of the project's task configs that holds the item ids of the named
+    table ``name`` (one of :data:`NAMED_TABLES`): ``"id"`` for WMT24 and AlpacaEval, None for
+    WMT25 (no task config) and for any name that is not a named table."""
+    key = str(name).strip().strip("/")
+    if key not in NAMED_TABLES:
+        return None
+    return _ITEM_FIELDS.get(key.split("/", 1)[0])

@@ -5,16 +5,18 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from lm_eval_adaptive.data.datasets import NAMED_TABLES, load_named
+from lm_eval_adaptive.data.datasets import NAMED_TABLES, load_named, named_item_field
 from lm_eval_adaptive.data.responses import read_table
 from lm_eval_adaptive.errors import InputError
 
-__all__ = ["EMBEDDED", "embedded_path", "load_any_table"]
+__all__ = ["EMBEDDED", "embedded_path", "load_any_table", "table_item_field"]
 
 EMBEDDED = {
     "wmt24-en-de-chrf": "wmt24_en-de_chrf.csv.gz",
     "alpaca-eval-judge": "alpaca_eval_judge.csv.gz",
 }
+#: The named table each embedded table was exported from (its item ids are that table's).
+EMBEDDED_FROM = {"wmt24-en-de-chrf": "wmt24/en-de/chrf", "alpaca-eval-judge": "alpaca_eval/judge"}
 
 
 def embedded_path(name: str) -> Path:
@@ -40,3 +42,15 @@ def load_any_table(spec: str, *, metric: str | None = None, allow_outliers: bool
         return dataclasses.replace(table, outliers_allowed=True) if allow_outliers else table
     raise InputError(f"no such file, and not a named table ({', '.join(NAMED_TABLES)}) "
                      f"nor embedded:{{{','.join(EMBEDDED)}}}", path=spec)
+
+
+def table_item_field(spec: str) -> str | None:
+    """The document field that holds the item ids of the table ``spec`` names, when the table
+    says so: a named real table or an embedded one (see
+    :func:`~lm_eval_adaptive.data.datasets.named_item_field`). None for a file (its ids may be
+    anything; an existing file always wins over a name) and for tables with no task config."""
+    if spec.startswith("embedded:"):
+        return named_item_field(EMBEDDED_FROM.get(spec.split(":", 1)[1], ""))
+    if Path(spec).exists():
+        return None
+    return named_item_field(spec)

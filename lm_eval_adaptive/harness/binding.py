@@ -3,7 +3,8 @@
 :func:`bind_bank` is the one place where ``run --adaptive``, ``rank`` and ``refresh`` turn a
 bank into something a harness task can be evaluated on, before any model call is made:
 
-1. the bank is loaded (a path) and checked against the task and the metric
+1. the bank is loaded (a path or a shipped bank's name:
+   :func:`~lm_eval_adaptive.harness.bank_source.load_bank`) and checked against the task and the metric
    (:meth:`ItemBank.check_compatible`): a bank calibrated for another task or another
    metric is refused, and so is a metric the task does not give;
 2. every bank item id is mapped to a harness document (its ``doc_id``, the position in the
@@ -15,8 +16,11 @@ The mapping rule (also in docs/harness.md):
   the value of exactly one document (the field's values must be unique).
 * ``item_field="doc_id"``: the ids are harness doc ids; each must be an integer in
   ``0 .. n_docs - 1``.
-* no ``item_field``: banks calibrated from harness sample logs (``calibrate --samples``)
-  record that their ids are doc ids and are read so. Any other bank's ids are read as doc
+* no ``item_field``: a bank that records its id scheme (``calibration.item_field``: a bank
+  calibrated from a named table such as ``wmt24/en-de/bleu``, and every shipped bank, holds
+  ``"id"``) is read by that field, as if ``item_field`` had named it. Banks calibrated from
+  harness sample logs (``calibrate --samples``) record that their ids are doc ids and are
+  read so. Any other bank's ids are read as doc
   ids only when that reading is the only one: the binding is refused when an id is not a
   doc id of the task, and also when some document field (unique values, e.g. ``id``) holds
   every one of the bank's ids but names other documents by them than the positions do.
@@ -27,19 +31,22 @@ The mapping rule (also in docs/harness.md):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.errors import BankError, InputError
+from lm_eval_adaptive.harness.bank_source import load_bank
 
-__all__ = ["DOC_ID", "SAMPLE_LOGS_SOURCE", "BankBinding", "bind_bank", "task_metrics"]
+__all__ = ["DOC_ID", "SAMPLE_LOGS_SOURCE", "ITEM_FIELD_KEY", "BankBinding", "bind_bank", "task_metrics",
+           "record_item_field", "recorded_item_field"]
 
 #: ``item_field`` value meaning "the ids are harness doc ids (positions in the evaluation split)".
 DOC_ID = "doc_id"
 #: How ``table_from_sample_logs`` names its source; a bank calibrated from it has doc-id items.
 SAMPLE_LOGS_SOURCE = "harness sample logs"
+#: The key of a bank's ``calibration`` block that names the document field holding its item ids.
+ITEM_FIELD_KEY = "item_field"
 
 _MAX_ID_CHARS = 200  # longer field values (texts) are never ids
 
@@ -79,8 +86,7 @@ def bind_bank(bank, task_name: str, task_obj, *, metric: str | None = None,
     task or metric, a metric the task does not give, ids that name no document, or ids that
     name documents two ways (see the module docstring).
     """
-    if not isinstance(bank, ItemBank):
-        bank = ItemBank.load(Path(bank))
+    bank = load_bank(bank)
     bank.check_compatible(task=task_name, metric=metric)
     metric = metric or bank.metric
     if not metric:
@@ -90,12 +96,36 @@ def bind_bank(bank, task_name: str, task_obj, *, metric: str | None = None,
         raise BankError(f"task {task_name!r} gives no per-document metric {metric!r} (its metrics: "
                         f"{', '.join(given)}); use a bank calibrated on one of them")
     docs = list(task_obj.eval_docs)
-    field = item_field
+    field = item_field or recorded_item_field(bank)
+    how = (f"--item-field {field!r}" if item_field else
+           f"the bank's item field {field!r} (calibration.{ITEM_FIELD_KEY}; --item-field overrides it)")
     if not field and str((bank.calibration or {}).get("source", "")).startswith(SAMPLE_LOGS_SOURCE):
         field = DOC_ID
-    doc_of_item = _map_items(bank, docs, field, task_name)
+    doc_of_item = _map_items(bank, docs, field, task_name, how)
     return BankBinding(bank=bank, task=task_name, metric=metric, n_docs=len(docs),
                        item_field=field or DOC_ID, doc_of_item=doc_of_item)
+
+
+def record_item_field(bank: ItemBank, field: str | None) -> ItemBank:
+    """Record in ``bank`` (its ``calibration`` block, which is not part of the bank's id) that its
+    item ids are values of the document field ``field`` (``doc_id``: harness doc ids); None
+    records nothing."""
+    if field is not None:
+        if not isinstance(field, str) or not field.strip():
+            raise BankError(f"calibration.{ITEM_FIELD_KEY} must be a document field name, not {field!r}")
+        bank.calibration[ITEM_FIELD_KEY] = field
+    return bank
+
+
+def recorded_item_field(bank: ItemBank) -> str | None:
+    """The document field ``bank`` says holds its item ids (``calibration.item_field``), or None."""
+    field = (bank.calibration or {}).get(ITEM_FIELD_KEY)
+    if field is None:
+        return None
+    if not isinstance(field, str) or not field.strip():
+        raise BankError(f"bank {bank.describe()}: calibration.{ITEM_FIELD_KEY} is {field!r}, not a document "
+                        "field name")
+    return field
 
 
 def _id_fields(docs) -> dict[str, dict[str, int]]:
@@ -118,19 +148,19 @@ def _id_fields(docs) -> dict[str, dict[str, int]]:
     return out
 
 
-def _map_items(bank: ItemBank, docs, field: str | None, task_name: str) -> np.ndarray:
+def _map_items(bank: ItemBank, docs, field: str | None, task_name: str, how: str = "") -> np.ndarray:
     ids = [str(x) for x in bank.item_ids]
     n = len(docs)
     if field and field != DOC_ID:
         if docs and not all(isinstance(doc, dict) and field in doc for doc in docs):
             have = ", ".join(map(str, docs[0])) if isinstance(docs[0], dict) else "none"
-            raise InputError(f"--item-field {field!r}: task {task_name!r} documents have no such field "
+            raise InputError(f"{how}: task {task_name!r} documents have no such field "
                              f"(fields: {have})")
         index: dict[str, int] = {}
         for d, doc in enumerate(docs):
             v = str(doc[field])
             if v in index:
-                raise InputError(f"--item-field {field!r}: the value {v!r} names documents {index[v]} and {d} "
+                raise InputError(f"{how}: the value {v!r} names documents {index[v]} and {d} "
                                  f"of task {task_name!r}; the field does not identify documents")
             index[v] = d
         missing = [i for i in ids if i not in index]

@@ -53,6 +53,7 @@ from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.person_fit import misfit_note
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness import lm_eval_compat as compat
+from lm_eval_adaptive.harness.bank_source import parse_banks
 from lm_eval_adaptive.harness.binding import SAMPLE_LOGS_SOURCE, BankBinding, bind_bank
 from lm_eval_adaptive.harness.lm_eval_compat import SUPPORTED_LM_EVAL
 from lm_eval_adaptive.harness.metrics import declared_judges, judge_calls
@@ -66,7 +67,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: bundle
 
 __all__ = ["SUPPORTED_LM_EVAL", "DEFAULT_TIMEOUT_S", "AdaptiveRunConfig", "AdaptivePlan", "plan_adaptive_run",
            "TaskProgress", "RunDisplay",
-           "adaptive_test", "execute_run", "run_adaptive", "ModelCallError", "JudgePricing", "parse_banks",
+           "adaptive_test", "execute_run", "run_adaptive", "ModelCallError", "JudgePricing",
            "table_from_sample_logs", "headline_estimate", "display_results", "ADAPTIVE_SAMPLE_KEY",
            "ADMINISTERED_SUFFIX"]
 
@@ -205,33 +206,6 @@ class TaskOutcome:
         return self.binding.n_docs
 
 
-def parse_banks(specs, tasks, *, command: str = "--adaptive") -> dict:
-    """Task → bank path from ``--bank [TASK=]PATH ...`` (a bare PATH when there is one task);
-    nothing is read yet. Refused: a task without a bank, a bank for a task not run, a task given
-    two banks."""
-    if not specs:
-        raise InputError(f"{command} needs an item bank per task: --bank TASK=BANK.json "
-                         "(build one with `lm-eval-adaptive calibrate --samples ...`)")
-    out = {}
-    for s in specs:
-        if "=" in s and not Path(s).exists():
-            t, p = s.split("=", 1)
-        elif len(tasks) == 1:
-            t, p = tasks[0], s
-        else:
-            raise InputError(f"--bank {s!r}: with several tasks write TASK=PATH")
-        if t in out:
-            raise InputError(f"--bank: task {t!r} is given two banks")
-        out[t] = p
-    missing = [t for t in tasks if t not in out]
-    if missing:
-        raise InputError(f"no --bank for task(s): {', '.join(missing)}")
-    extra = [t for t in out if t not in tasks]
-    if extra:
-        raise InputError(f"--bank names task(s) not in --tasks: {', '.join(extra)}")
-    return out
-
-
 def _model_name(cfg) -> str:
     ma = cfg.model_args if isinstance(cfg.model_args, dict) else {}
     if not ma and isinstance(cfg.model_args, str):
@@ -296,7 +270,7 @@ def plan_adaptive_run(hargs: argparse.Namespace, config: AdaptiveRunConfig) -> A
     cfg = EvaluatorConfig.from_cli(hargs)
     task_manager = cfg.process_tasks(cfg.metadata)
     tasks = list(cfg.tasks)
-    bank_paths = parse_banks(list(config.bank), tasks)
+    bank_paths = parse_banks(list(config.bank), tasks, metric=config.metric)
     name = _model_name(cfg)
     overrides = parse_prices(list(config.price) or None, bare=name)
     budgeted = config.budget_usd is not None

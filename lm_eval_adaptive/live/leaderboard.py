@@ -30,14 +30,14 @@ from pathlib import Path
 import numpy as np
 
 from lm_eval_adaptive.atomic import write_json
-from lm_eval_adaptive.data.tables import load_any_table
+from lm_eval_adaptive.data.tables import load_any_table, table_item_field
 from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.person_fit import misfit_note
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.self_check import calibrate_checked
 from lm_eval_adaptive.engine.stopping import pair_rule_for
 from lm_eval_adaptive.errors import InputError
-from lm_eval_adaptive.harness.binding import DOC_ID
+from lm_eval_adaptive.harness.binding import DOC_ID, record_item_field
 from lm_eval_adaptive.harness.run import table_from_sample_logs
 from lm_eval_adaptive.live.cost_forecast import forecast_refresh
 from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy
@@ -102,7 +102,8 @@ def _anchors(lb: dict, table, path) -> list[str]:
 def _bank(lb: dict, table, anchors):
 
     bank = calibrate_checked(table.select_models(anchors), metric=lb["metric"], task=lb["task"])
-    return bank
+    # a board whose history is a named table (wmt24/en-de/bleu) maps its ids by that table's field
+    return record_item_field(bank, lb.get("item_field") or table_item_field(str(lb["history"])))
 
 
 def _anchor_examinees(bank, table, anchors, ranker) -> None:
@@ -140,6 +141,7 @@ def create_leaderboard(history: str | None, *, task: str, metric: str, models=No
         history = str(out.with_name(out.name.removesuffix(".json") + ".history.csv.gz"))
         out.parent.mkdir(parents=True, exist_ok=True)
         table.write(history)
+    item_field = item_field or table_item_field(history)  # a named table says which field its ids are
     table = load_any_table(history, metric=metric)
     names = [str(m) for m in table.models]
     models = list(models) if models else names

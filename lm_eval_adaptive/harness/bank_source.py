@@ -1,0 +1,108 @@
+"""Which item bank a task runs on: ``--bank`` (a file or a shipped bank's name), or a task's shipped bank.
+
+The one resolution ``run --adaptive`` and ``rank`` share (``refresh`` takes its bank from the
+leaderboard):
+
+* ``--bank [TASK=]SPEC``: ``SPEC`` is a bank file (``.json``, or gzip-compressed ``.json.gz``)
+  or the name of a bank shipped with the package (``wmt24_en-de.bleu``; see
+  :mod:`lm_eval_adaptive.data.shipped_banks`). An existing file wins over a name. A bare
+  shipped name also says its task, so with several tasks ``--bank wmt24_en-de.bleu
+  wmt24_en-es.bleu`` needs no ``TASK=``.
+* no bank for a task: when exactly one shipped bank fits the task (and ``--metric``, when
+  given) it is taken, and a line on stderr says so; when several fit (WMT24: BLEU and chrF)
+  the run is refused, naming them.
+* an unknown name: refused, listing the shipped names.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from lm_eval_adaptive.data.shipped_banks import (
+    read_bank_json,
+    shipped_bank,
+    shipped_for_task,
+    shipped_names,
+)
+from lm_eval_adaptive.engine.bank import ItemBank
+from lm_eval_adaptive.errors import BankError, InputError
+
+__all__ = ["parse_banks", "load_bank", "bank_reference"]
+
+
+def parse_banks(specs, tasks, *, metric: str | None = None, command: str = "--adaptive", note=None) -> dict:
+    """Task → bank spec (a path or a shipped name) from ``--bank [TASK=]SPEC ...`` and the tasks'
+    shipped banks; nothing is read yet. Refused: a task with no bank and no single shipped one, a
+    bank for a task not run, a task given two banks. ``note(line)`` is told each shipped bank taken
+    without ``--bank`` (default: printed to stderr)."""
+    out = {}
+    for s in specs or ():
+        s = str(s)
+        named = None if Path(s).exists() else shipped_bank(s)
+        if "=" in s and not Path(s).exists():
+            t, p = s.split("=", 1)
+        elif named is not None and (len(tasks) != 1 or named.task in tasks):
+            t, p = named.task, s
+        elif len(tasks) == 1:
+            t, p = tasks[0], s
+        else:
+            raise InputError(f"--bank {s!r}: with several tasks write TASK=PATH")
+        if t in out:
+            raise InputError(f"--bank: task {t!r} is given two banks")
+        out[t] = p
+    extra = [t for t in out if t not in tasks]
+    if extra:
+        raise InputError(f"--bank names task(s) not in --tasks: {', '.join(extra)}")
+    missing = []
+    for t in tasks:
+        if t in out:
+            continue
+        fits = shipped_for_task(t, metric)
+        if len(fits) == 1:
+            out[t] = fits[0].name
+            (note or _stderr)(f"{t}: no --bank given; using the shipped bank {fits[0].name} "
+                              f"(metric {fits[0].metric})")
+        elif fits:
+            raise InputError(f"{command} needs an item bank for task {t!r}: no --bank given, and several shipped "
+                             f"banks fit it ({', '.join(b.name for b in fits)}): name one (--bank {fits[0].name}) "
+                             "or give --metric")
+        else:
+            missing.append(t)
+    if missing and not specs:
+        raise InputError(f"{command} needs an item bank per task: --bank TASK=BANK.json or a shipped bank's "
+                         f"name ({', '.join(shipped_names())}); build one with `lm-eval-adaptive calibrate "
+                         "--samples ...`")
+    if missing:
+        raise InputError(f"no --bank for task(s): {', '.join(missing)}")
+    return out
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def load_bank(spec) -> ItemBank:
+    """The bank ``spec`` names: an :class:`ItemBank` as it is, a bank file (``.json`` or
+    ``.json.gz``), or a shipped bank's name; BankError naming it otherwise, listing the shipped
+    names when it is neither a file nor one of them."""
+    if isinstance(spec, ItemBank):
+        return spec
+    path = Path(spec)
+    if not path.exists():
+        named = shipped_bank(str(spec))
+        if named is None:
+            raise BankError(f"item bank file not found, nor a shipped bank's name (shipped: "
+                            f"{', '.join(shipped_names())})", path=str(spec))
+        return ItemBank.from_dict(read_bank_json(named.path), source=f"shipped bank {named.name} ({named.path})")
+    if path.name.endswith(".gz"):
+        return ItemBank.from_dict(read_bank_json(path), source=str(path))
+    return ItemBank.load(path)
+
+
+def bank_reference(spec) -> str:
+    """How a run's settings name its bank: a shipped bank by its name, a file by its absolute path."""
+    spec = str(spec)
+    if not Path(spec).exists() and shipped_bank(spec) is not None:
+        return spec
+    return str(Path(spec).resolve())
