@@ -82,7 +82,9 @@ class AdaptiveRunConfig:
     ``price``: ``MODEL=IN,OUT`` (or a bare ``IN,OUT`` for the model run); ``batch_size``:
     documents picked per step; ``metric``, ``item_field``: which per-document metric feeds
     the test and which document field holds the bank's ids; ``timeout``: seconds per call;
-    ``dry_run``: forecast the run's cost and call nothing (the command line's ``--dry-run``).
+    ``dry_run``: forecast the run's cost and call nothing (the command line's ``--dry-run``);
+    ``seed``: the seed of the test's random half (the same seed, bank and scores give the same
+    documents; it is in the result's signature).
     """
 
     bank: tuple = ()
@@ -96,6 +98,7 @@ class AdaptiveRunConfig:
     item_field: str | None = None
     timeout: float | None = None
     dry_run: bool = False
+    seed: int | None = 0
 
 
 @dataclass(frozen=True)
@@ -400,7 +403,8 @@ def adaptive_test(bank, item_costs: np.ndarray, config: AdaptiveRunConfig, name:
     """The adaptive test of one task of ``run --adaptive``: ``config``'s stopping rules, ``item_costs``
     (USD per bank item: the bank's token counts at the model's price) for its budget."""
     return AdaptiveTest(bank, se_target=config.se_target, min_items=config.min_items,
-                        max_items=config.max_items, budget=config.budget_usd, item_costs=item_costs, name=name)
+                        max_items=config.max_items, budget=config.budget_usd, item_costs=item_costs, name=name,
+                        seed=config.seed)
 
 
 def task_progress(test: AdaptiveTest, binding: BankBinding, raw_scores) -> TaskProgress:
