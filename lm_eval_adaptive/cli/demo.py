@@ -63,6 +63,14 @@ def run_demo(args, console) -> int:
                   f"{bank.n_items} items, a = {bank.discrimination:.2f}, bank {bank.bank_id}")
     console.print("prices: " + ", ".join(f"{m} {p.input_per_mtok:g}/{p.output_per_mtok:g} $/Mtok ({p.source})"
                                          for m, p in prices.items()))
+    budget_note = ("--budget-usd" if args.budget_usd is not None
+                   else f"default: 10% of the ${sum(full_cost.values()):.2f} full run; --budget-usd")
+    console.print(f"settings: budget ${budget:.2f} ({budget_note}), γ = {args.confidence:g} (--confidence), "
+                  f"{args.min_items} warm-up items per system (--min-items), at most "
+                  f"{args.max_items if args.max_items is not None else f'{bank.n_items} (the whole bank)'} items "
+                  f"per system (--max-items), "
+                  f"tie margin {args.tie_margin if args.tie_margin is not None else 'off'} (--tie-margin), "
+                  f"seed {args.seed}", highlight=False)
     ranker = AdaptiveRanker(bank, models, item_costs=item_costs, confidence=args.confidence,
                             n_init=args.min_items, n_max=args.max_items, budget=budget, seed=args.seed,
                             exclude=missing, pair_rule=pair_rule_for(bank, args.confidence, args.tie_margin))
@@ -90,9 +98,9 @@ def run_demo(args, console) -> int:
         console.print(f"bank self-check ({check['tests']} left-out runs): {describe_correction(c)} "
                       f"(uncorrected, full-task intervals held {100 * check['full_task_coverage']:.0f}%)",
                       highlight=False)
-    if res.tie_groups and res.stopped_because == "budget":
-        console.print(f"next: more budget settles more pairs (--budget-usd, now ${budget:.2f}); "
-                      "--tie-margin DELTA reports pairs confidently closer than DELTA as ties", highlight=False)
+    if res.tie_groups:
+        console.print("a tie group (T1, T2, ...) is a result: its models' order was not settled at γ, so report "
+                      "them as equal, not as ranked", highlight=False)
     if args.plot:
         plot_ranking(args.plot, out_rows, res, title=f"{table.metric}: adaptive ranking")
         console.print(f"wrote {args.plot}")
@@ -105,4 +113,28 @@ def run_demo(args, console) -> int:
                   "table": table.metric})
         write_json(args.json, d)
         console.print(f"wrote {args.json}")
+    console.print("next: " + _next_step(res, budget, models), highlight=False)
     return 0
+
+
+#: Systems of the embedded table far enough apart for the default demo to order them.
+WIDE_GAP_SYSTEMS = ("GPT-4", "Llama3-70B", "Phi-3-Medium")
+
+
+def _next_step(res, budget: float, models) -> str:
+    """The command to try after this demo, chosen by how it ended."""
+    wider = "lm-eval-adaptive demo --models " + " ".join(WIDE_GAP_SYSTEMS)
+    if not res.tie_groups:
+        return ("rank a model through the harness and the offline replay endpoint: README, "
+                "\"First adaptive run in five minutes\"")
+    if res.stopped_because == "budget":
+        return (f"more budget settles more pairs: lm-eval-adaptive demo --budget-usd {2 * budget:.2f} "
+                f"(now ${budget:.2f}); or --tie-margin DELTA to settle confidently close pairs as ties")
+    if res.inseparable:
+        lead = ("these systems are closer than this bank can separate (more items will not order the "
+                "'inseparable' pairs)" if len(res.tie_groups) == 1 and len(res.tie_groups[0]) == len(models)
+                else "the 'inseparable' pairs are closer than this bank can separate")
+        return (f"{lead}; rank systems further apart ({wider}), use a bank with a wider score spread "
+                "(--table), or settle close pairs as ties with --tie-margin DELTA (e.g. 0.01)")
+    return (f"more items settle more pairs (--max-items, --budget-usd), or --tie-margin DELTA settles "
+            f"confidently close pairs as ties; or rank systems further apart: {wider}")

@@ -415,6 +415,11 @@ class TestResult:
     def signature_string(self) -> str:
         return format_signature(self.signature)
 
+    def __str__(self) -> str:
+        """A short summary (``print(result)``), not the item list."""
+        return (f"TestResult: θ̂ {self.theta:+.3f} ± {self.se:.3f} after {self.n_items} items, ${self.spent:.4f}, "
+                f"stopped because {self.stopped_because}" + (f"\n  {self.signature_string}" if self.signature else ""))
+
     def to_dict(self) -> dict:
         return {"theta": self.theta, "se": self.se, "n_items": self.n_items, "spent_usd": self.spent,
                 "stopped_because": self.stopped_because, "items": list(self.items), "scores": list(self.scores),

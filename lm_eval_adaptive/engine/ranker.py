@@ -181,6 +181,24 @@ class RankingResult:
     def total_items(self) -> int:
         return int(sum(self.items.values()))
 
+    def __str__(self) -> str:
+        """A short summary (``print(result)``): one line per model, the ties, the signature."""
+        group = {m: g for g, members in enumerate(self.tie_groups, 1) for m in members}
+        width = max((len(str(m)) for m in self.ranking), default=0)
+        lines = [f"RankingResult: {len(self.ranking)} models at confidence {self.confidence:g}, "
+                 f"stopped because {self.stopped_because}; {self.total_items} items, ${self.total_cost:.4f}"
+                 + (f" of ${self.budget:.4f}" if self.budget is not None else "")]
+        for r, m in enumerate(self.ranking, 1):
+            lines.append(f"  {r:>2}. {str(m):<{width}}  θ̂ {self.theta[m]:+.2f} ± {self.se[m]:.2f}  "
+                         f"items {self.items[m]}  ${self.cost[m]:.4f}" + (f"  T{group[m]}" if m in group else ""))
+        if self.tie_groups:
+            lines.append("  ties: " + "; ".join(" ≈ ".join(map(str, g)) for g in self.tie_groups))
+        if self.failed:
+            lines.append("  failed: " + ", ".join(map(str, self.failed)))
+        if self.signature:
+            lines.append(f"  {self.signature_string}")
+        return "\n".join(lines)
+
     @property
     def signature_string(self) -> str:
         """The signature on one line (``bank:...|confidence:0.95|...``)."""
