@@ -221,7 +221,7 @@ class DispersionPosterior(GridPosterior):
     SE is the posterior SD × √φ; θ̂ is the posterior mean, unchanged.
     """
 
-    __slots__ = ("prior_items", "_b", "_y", "_model")
+    __slots__ = ("prior_items", "_b", "_y", "_model", "_phi")
     name = "grid-eap+dispersion"
 
     def __init__(self, prior_mean: float = 0.0, prior_sd: float = DEFAULT_PRIOR_SD, *,
@@ -233,22 +233,30 @@ class DispersionPosterior(GridPosterior):
         self._b: list = []
         self._y: list = []
         self._model = None
+        self._phi = None  # cached dispersion, cleared by every update
 
     def update(self, model: ResponseModel, b: float, y: float) -> None:
         super().update(model, b, y)
+        self._phi = None
         self._model = model
         self._b.append(float(b))
         self._y.append(float(y))
 
     def update_many(self, model: ResponseModel, b: np.ndarray, y: np.ndarray) -> None:
         super().update_many(model, b, y)
+        self._phi = None
         self._model = model
         self._b.extend(np.asarray(b, dtype=float).ravel().tolist())
         self._y.extend(np.asarray(y, dtype=float).ravel().tolist())
 
     @property
     def dispersion(self) -> float:
-        """φ: the shrunk dispersion (1 until two scores are known)."""
+        """φ: the shrunk dispersion (1 until two scores are known); computed once per update."""
+        if self._phi is None:
+            self._phi = self._dispersion()
+        return self._phi
+
+    def _dispersion(self) -> float:
         n = len(self._b)
         if n < 2:
             return 1.0
