@@ -436,8 +436,9 @@ class AdaptiveTest:
     :class:`~lm_eval_adaptive.engine.stopping.SETarget`,
     :class:`~lm_eval_adaptive.engine.stopping.Budget`, checked in that order); ``rules``
     adds more :class:`~lm_eval_adaptive.engine.stopping.StoppingRule` objects after them.
-    ``selector`` (default: maximum information, randomesque with ``top_k`` > 1) and
-    ``estimator`` (an estimator factory; default grid EAP) swap the other parts.
+    ``selector`` (default: maximum information with a random half seeded by ``seed``,
+    randomesque with ``top_k`` > 1) and ``estimator`` (an estimator factory; default
+    ``DispersionEAP``) swap the other parts.
     """
 
     __test__ = False  # not a pytest test class

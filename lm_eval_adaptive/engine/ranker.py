@@ -7,7 +7,8 @@ drive the same object; several requests may be in flight at once (one per model)
 cost reserved against the budget until told.
 
 Algorithm
-1. Warm-up: every model gets ``n_init`` items by maximum information.
+1. Warm-up: every model gets ``n_init`` items from the selector (by default every second one
+   at random, the others by maximum information).
 2. Rank models by θ̂. An adjacent pair (i, j) is settled when
    P(θ_i > θ_j) = Φ((θ̂_i - θ̂_j)/√(SE_i² + SE_j²)) lies outside [(1-γ)/2, 1-(1-γ)/2].
 3. Candidates: models in unsettled adjacent pairs, under ``n_max``, with an unseen item
@@ -15,8 +16,10 @@ Algorithm
    m* = argmax m_m² / ((n_m + 1)·c_m) (uncertainty reduction per dollar; m_m is the
    measurement SE, the part of the SE items reduce, and c_m the model's relative cost) its
    next item.
-4. Stop when every adjacent pair is settled or nothing more can be bought. Report the
-   ranking, pairwise confidences and, as ties, the pairs never settled.
+   An adjacent pair the bank's model error keeps from ever settling (``futility``) gets no
+   more items.
+4. Stop when every adjacent pair is settled or inseparable, or nothing more can be bought.
+   Report the ranking, pairwise confidences and, as ties, the pairs never settled.
 
 The parts are swappable: ``selector`` (a :class:`~lm_eval_adaptive.engine.selection.Selector`),
 ``estimator`` (an :class:`~lm_eval_adaptive.engine.estimation.EstimatorFactory`) and
@@ -250,13 +253,15 @@ class AdaptiveRanker:
     top_k:
         1 for strict maximum information; > 1 for randomesque selection.
     seed:
-        Seed of the ranker's random stream (randomesque selection).
+        Seed of the ranker's random stream (randomesque selection) and of the default
+        selector's random half.
     selector:
         The item :class:`~lm_eval_adaptive.engine.selection.Selector` (default
-        ``MaxInfoSelector(bank.b, top_k)``).
+        ``default_selector(bank.b, top_k, seed)``: maximum information with a random half).
     estimator:
         :class:`~lm_eval_adaptive.engine.estimation.EstimatorFactory` of every model's
-        ability estimator (default grid EAP).
+        ability estimator (default ``DispersionEAP()``: grid EAP, the SE scaled by the
+        model's own dispersion).
     pair_rule:
         :class:`~lm_eval_adaptive.engine.stopping.PairRule` deciding when an adjacent pair is
         settled (default ``OrderConfidence(confidence)``); called in :meth:`ask` and

@@ -13,8 +13,9 @@ uncertainty held. :func:`self_check` reports
   (stated: at least γ);
 
 with how many tests each figure rests on, and the correction the engine then applies
-(:mod:`lm_eval_adaptive.engine.model_error`: a factor on every ability SE and an extra
-full-task SD, chosen so that 95% of these held-out runs are covered) with the coverage and
+(:mod:`lm_eval_adaptive.engine.model_error`: a model-error SD added to every ability SE and
+one added to every full-task interval, each for models that fit and for models the person-fit
+statistic flags, chosen so that 95% of these held-out runs are covered) with the coverage and
 |z| share the corrected intervals reach on the same runs. ``calibrate`` stores the figures in
 the bank's diagnostics and the correction in the bank, and prints both.
 """
@@ -51,7 +52,7 @@ class SelfCheck:
     share_abs_z_over_1_96: float
     confident_accuracy: float | None
     mean_tau: float
-    correction: dict  # se_factor, full_task_sd: what the engine applies with this bank
+    correction: dict  # ability_sd, full_task_sd (and *_misfit): what the engine applies with this bank
     corrected_coverage: float  # the full-task coverage of the corrected intervals on the same runs
     corrected_share_abs_z_over_1_96: float
 
