@@ -82,3 +82,18 @@ def replay_server():
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+class HarnessTaskStub:
+    """A stand-in harness task: its documents and metric names (what ``bind_bank`` reads)."""
+
+    def __init__(self, docs, metrics=("bleu", "chrf")):
+        self.eval_docs = docs
+        self._metrics = metrics
+
+    def aggregation(self):
+        return {m: None for m in self._metrics}
+
+
+#: like WMT24: the field `id` is the line number, one more than the position (line 0 is a canary)
+WMT_LIKE = HarnessTaskStub([{"id": str(k + 1), "source": f"text {k}"} for k in range(50)])

@@ -9,25 +9,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conftest import WMT_LIKE, HarnessTaskStub
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
 from lm_eval_adaptive.errors import BankError, InputError
 from lm_eval_adaptive.harness.binding import DOC_ID, SAMPLE_LOGS_SOURCE, bind_bank
 
 
-class Task:
-    def __init__(self, docs, metrics=("bleu", "chrf")):
-        self.eval_docs = docs
-        self._metrics = metrics
-
-    def aggregation(self):
-        return {m: None for m in self._metrics}
-
-
-# like WMT24: the field `id` is the line number, one more than the position (line 0 is a canary)
-WMT_LIKE = Task([{"id": str(k + 1), "source": f"text {k}"} for k in range(50)])
 # like AlpacaEval: `id` equals the position
-ALPACA_LIKE = Task([{"id": str(k), "instruction": f"do {k}"} for k in range(50)], metrics=("judge", "rouge_l"))
+ALPACA_LIKE = HarnessTaskStub([{"id": str(k), "instruction": f"do {k}"} for k in range(50)], metrics=("judge", "rouge_l"))
 
 
 def bank(ids, *, task="t", metric="bleu", source=None):
@@ -74,7 +64,7 @@ def test_ids_that_are_no_doc_ids_are_refused_with_the_field_that_holds_them():
 
 
 def test_a_field_that_does_not_identify_documents_is_refused():
-    docs = Task([{"id": str(k // 2)} for k in range(10)])
+    docs = HarnessTaskStub([{"id": str(k // 2)} for k in range(10)])
     with pytest.raises(InputError, match="does not identify documents"):
         bind_bank(bank([0, 1]), "t", docs, item_field="id")
 

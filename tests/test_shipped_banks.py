@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import WMT_LIKE
 from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.data import shipped_banks
 from lm_eval_adaptive.data.shipped_banks import SHIPPED_BANKS, read_bank_json, shipped_bank, shipped_for_task
@@ -58,18 +59,6 @@ def _have_data() -> bool:
 needs_data = pytest.mark.skipif(not _have_data(), reason="real data (../shared/data) not available")
 
 
-class Task:
-    """A stand-in harness task (what bind_bank reads)."""
-
-    def __init__(self, docs, metrics=("bleu", "chrf")):
-        self.eval_docs = docs
-        self._metrics = metrics
-
-    def aggregation(self):
-        return {m: None for m in self._metrics}
-
-
-WMT_LIKE = Task([{"id": str(k + 1), "source": f"text {k}"} for k in range(50)])  # id = position + 1
 
 
 def small_bank(ids, *, task="t", metric="bleu"):
