@@ -551,8 +551,13 @@ def outlier_fences(score: np.ndarray) -> tuple[float, float] | None:
     ``None`` when the scores' central spread ``P99 - P1`` is zero (nothing to
     measure against) or there are fewer than 3 finite scores.
     """
-    x = np.asarray(score, dtype=np.float64)
-    x = x[np.isfinite(x)]
+    x = np.asarray(score)
+    if x.dtype not in (np.float32, np.float64):  # float32 stays (order statistics are exact)
+        x = x.astype(np.float64)
+    finite = np.isfinite(x)
+    if not finite.all():
+        x = x[finite]
+    del finite
     if x.size < 3:
         return None
     # Order statistics, rounded inwards: in a table of up to 100 scores the single
