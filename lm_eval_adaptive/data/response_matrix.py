@@ -45,7 +45,8 @@ class ResponseMatrix:
             :func:`check_matrix_outliers` (run by ``calibrate`` unless ``outliers_allowed``).
 
     Raises:
-        InputError: wrong shape, repeated model or item, an infinite score, fewer than 2 models.
+        InputError: wrong shape, repeated model or item, an infinite score, no score at all,
+            fewer than 2 models.
     """
 
     models: np.ndarray
@@ -79,6 +80,8 @@ class ResponseMatrix:
             if np.isinf(block).any():
                 raise InputError("a score is not finite (inf)", path=self.source)
             n_obs += int(np.count_nonzero(~np.isnan(block)))
+        if n_obs == 0:
+            raise InputError("the table has no scores (every cell is NaN)", path=self.source)
         set_(self, "scores", scores)
         set_(self, "_n_obs", n_obs)
         for name in ("input_tokens", "output_tokens"):

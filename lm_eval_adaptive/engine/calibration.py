@@ -25,8 +25,8 @@ Steps
    b_i = log((1-p̂_i)/p̂_i); abilities and difficulties shifted so mean ability is 0.
 5. k = Σ(y - μ)² / Σ μ(1-μ) over every observation of the kept items, μ = logistic(θ_j - b_i).
 6. Conformance: bin observations by predicted μ, compare the observed residual variance
-   with k·μ(1-μ) per bin, report R² (on a matrix of more than 5 M cells: on a seeded random
-   sample of 5 M cells, recorded as ``conformance_sample``).
+   with k·μ(1-μ) per bin, report R² (above 1 M observations, or 1 M cells of a matrix: on a
+   seeded random sample of 1 M of them, recorded as ``conformance_sample``).
 """
 
 from __future__ import annotations
@@ -59,13 +59,15 @@ _ABILITY_CLIP = 1e-6
 #: Cells per block of rows in the passes over the (model, item) matrix.
 _BLOCK_CELLS = 1 << 20
 #: Above this many cells, the conformance R² uses a seeded random sample of this many.
-_CONFORMANCE_MAX_CELLS = 5_000_000
+_CONFORMANCE_MAX_CELLS = 1_000_000
 
 
 def conformance_r2(y: np.ndarray, mu: np.ndarray, k: float, n_bins: int = 10) -> dict:
     """Observed vs predicted variance k·μ(1-μ) in equal-count bins of predicted μ."""
     order = np.argsort(mu, kind="stable")
-    bins = np.array_split(order, min(n_bins, max(1, mu.size // 2)))
+    y, mu = y[order], mu[order]
+    bins = np.array_split(np.arange(mu.size), min(n_bins, max(1, mu.size // 2)))
+    bins = [slice(int(b[0]), int(b[-1]) + 1) if b.size else slice(0, 0) for b in bins]
     obs = np.array([np.mean((y[b] - mu[b]) ** 2) for b in bins])
     pred = np.array([k * np.mean(mu[b] * (1 - mu[b])) for b in bins])
     centre = np.array([np.mean(mu[b]) for b in bins])
@@ -279,12 +281,13 @@ def _from_table(table, scaling: str) -> _Scaled:
         within = np.bincount(ii, weights=(y - Y[pair]) ** 2, minlength=N)
     Y = Y.reshape(M, N)
     Y[:, ~ok_range] = np.nan
+    sample = _sample_index(raw.size)
     with np.errstate(invalid="ignore", divide="ignore"):
         raw_item_mean = np.bincount(ii, weights=raw, minlength=N) / n_item
     return _Scaled(Y=Y, count=cnt.reshape(M, N) if repeats else None, within_ss=within, lo=lo, hi=hi,
                    ok_range=ok_range, dropped=dropped, n_obs=int(raw.size),
                    raw_item_mean=raw_item_mean, raw_model_mean=_model_raw_means(mi, raw, M),
-                   sample=(y, mi, ii), sampled=False)
+                   sample=(y[sample], mi[sample], ii[sample]), sampled=sample.size < raw.size)
 
 
 def _from_matrix(matrix, scaling: str) -> _Scaled:
@@ -294,47 +297,54 @@ def _from_matrix(matrix, scaling: str) -> _Scaled:
     sum_item = np.zeros(N)
     n_model = np.zeros(M)
     sum_model = np.zeros(M)
+    lo = np.full(N, np.inf)
+    hi = np.full(N, -np.inf)
     for rows in _row_blocks(M, N):
         block = S[rows]
         present = ~np.isnan(block)
         n_item += present.sum(axis=0)
         n_model[rows] = present.sum(axis=1)
-        block = np.where(present, block, 0.0)
+        np.fmin(lo, np.fmin.reduce(block, axis=0), out=lo)  # fmin/fmax skip NaN
+        np.fmax(hi, np.fmax.reduce(block, axis=0), out=hi)
+        block = np.where(present, block, 0)
         sum_item += block.sum(axis=0, dtype=np.float64)
         sum_model[rows] = block.sum(axis=1, dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns: no observations
-        raw_item_mean = sum_item / n_item
-        if scaling == "global":
-            g_lo, g_hi = float(np.nanmin(S)), float(np.nanmax(S))
-            if not g_hi > g_lo:
-                raise InputError(f"every score in the table equals {g_lo}; nothing to calibrate",
-                                 path=matrix.source)
-            lo = np.full(N, g_lo)
-            hi = np.full(N, g_hi)
-        else:
-            lo = np.nanmin(S, axis=0).astype(np.float64)
-            hi = np.nanmax(S, axis=0).astype(np.float64)
+    if scaling == "global":
+        g_lo, g_hi = float(lo.min()), float(hi.max())
+        if not g_hi > g_lo:
+            raise InputError(f"every score in the table equals {g_lo}; nothing to calibrate",
+                             path=matrix.source)
+        lo = np.full(N, g_lo)
+        hi = np.full(N, g_hi)
     dropped, ok_range, span = _check_ranges(lo, hi, n_item > 0, matrix.source)
     Y = np.empty_like(S)
+    lo_s, span_s = np.where(ok_range, lo, 0).astype(S.dtype), span.astype(S.dtype)
     for rows in _row_blocks(M, N):
-        block = np.clip((S[rows] - lo) / span, 0.0, 1.0)
+        block = S[rows] - lo_s
+        block /= span_s
+        np.clip(block, 0.0, 1.0, out=block)
         block[:, ~ok_range] = np.nan
         Y[rows] = block
-    # the conformance R² on every observation, or on a seeded random sample of cells
     cells = M * N
-    sampled = cells > _CONFORMANCE_MAX_CELLS
-    flat = (np.sort(np.random.default_rng(0).integers(0, cells, _CONFORMANCE_MAX_CELLS))
-            if sampled else np.arange(cells))
+    flat = _sample_index(cells)
+    sampled = flat.size < cells
     mi, ii = np.divmod(flat, N)
     ys = Y[mi, ii].astype(np.float64)
     seen = ~np.isnan(ys)  # the observations (constant items' cells go with their items)
-    ys, mi, ii = ys[seen], mi[seen], ii[seen]
     with np.errstate(invalid="ignore", divide="ignore"):
+        raw_item_mean = sum_item / n_item
         raw_model_mean = sum_model / np.maximum(n_model, 1)
     return _Scaled(Y=Y, count=None, within_ss=np.zeros(N), lo=lo, hi=hi, ok_range=ok_range,
                    dropped=dropped, n_obs=int(matrix.n_obs), raw_item_mean=raw_item_mean,
-                   raw_model_mean=raw_model_mean, sample=(ys, mi, ii), sampled=sampled)
+                   raw_model_mean=raw_model_mean, sample=(ys[seen], mi[seen], ii[seen]),
+                   sampled=sampled)
+
+
+def _sample_index(n: int) -> np.ndarray:
+    """Every index below n, or a seeded random sample of ``_CONFORMANCE_MAX_CELLS`` of them (sorted)."""
+    if n <= _CONFORMANCE_MAX_CELLS:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(0).integers(0, n, _CONFORMANCE_MAX_CELLS))
 
 
 # --------------------------------------------------------------------------- #
