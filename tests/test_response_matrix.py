@@ -145,3 +145,29 @@ def test_a_large_long_table_takes_the_matrix_path_to_the_same_bank(monkeypatch, 
     monkeypatch.setattr(calibration, "_REFERENCE_MAX_OBS", 0)
     assert_same_bank(calibrate(table), reference[0], 1e-9)
     assert_same_bank(calibrate(table, method="moments"), reference[1], 1e-12)
+
+
+def test_matrix_fences_are_the_long_tables():
+    from lm_eval_adaptive.data.response_matrix import check_matrix_outliers
+    from lm_eval_adaptive.data.responses import outlier_fences
+
+    rng = np.random.default_rng(3)
+    for n_rows in (2, 3, 7, 101):
+        scores = rng.normal(0, 1, (n_rows, 53))
+        scores[rng.random(scores.shape) < 0.1] = np.nan
+        low, high = outlier_fences(scores[~np.isnan(scores)])
+        names = dict(models=[f"m{j}" for j in range(n_rows)], items=[f"i{i}" for i in range(53)])
+        far = 20 * (high - low)
+        for value, surely_refused in ((high * 0.999, False), (high * 1.001, False), (low * 1.001, False),
+                                      (high + far, True), (low - far, True)):
+            s = scores.copy()
+            s[1, 5] = value
+            low2, high2 = outlier_fences(s[~np.isnan(s)])  # the long table's rule on the same scores
+            refused = bool(value < low2 or value > high2)
+            assert refused or not surely_refused
+            matrix = ResponseMatrix(scores=s, **names)
+            if refused:
+                with pytest.raises(InputError, match=r"model 'm1' on item 'i5'"):
+                    check_matrix_outliers(matrix)
+            else:
+                check_matrix_outliers(matrix)
