@@ -20,7 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from lm_eval_adaptive.data.responses import OUTLIER_FENCE, OUTLIER_QUANTILE, ResponseTable
+from lm_eval_adaptive.data.responses import (
+    OUTLIER_FENCE,
+    OUTLIER_QUANTILE,
+    ResponseTable,
+)
 from lm_eval_adaptive.errors import InputError
 
 __all__ = ["ResponseMatrix", "check_matrix_outliers"]
@@ -97,12 +101,12 @@ class ResponseMatrix:
     @property
     def n_models(self) -> int:
         """Number of models (rows)."""
-        return int(len(self.models))
+        return len(self.models)
 
     @property
     def n_items(self) -> int:
         """Number of items (columns)."""
-        return int(len(self.items))
+        return len(self.items)
 
     @property
     def n_obs(self) -> int:

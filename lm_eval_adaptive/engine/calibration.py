@@ -34,7 +34,6 @@ Steps
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
