@@ -545,20 +545,27 @@ def _table_from_frame(
     return table
 
 
-def outlier_fences(score: np.ndarray) -> tuple[float, float] | None:
+def outlier_fences(score: np.ndarray, *, overwrite_input: bool = False) -> tuple[float, float] | None:
     """``(low, high)``: the range a score must lie in (rule in the module docstring).
 
     ``None`` when the scores' central spread ``P99 - P1`` is zero (nothing to
-    measure against) or there are fewer than 3 finite scores.
+    measure against) or there are fewer than 3 finite scores.  ``overwrite_input``:
+    ``score`` may be reordered in place (saves copying a large array).
     """
-    x = np.asarray(score, dtype=np.float64)
-    x = x[np.isfinite(x)]
+    x = np.asarray(score)
+    if x.dtype not in (np.float32, np.float64):  # float32 stays (order statistics are exact)
+        x = x.astype(np.float64)
+    finite = np.isfinite(x)
+    if not finite.all():
+        x = x[finite]
+    del finite
     if x.size < 3:
         return None
     # Order statistics, rounded inwards: in a table of up to 100 scores the single
     # smallest and largest value are never used, in a larger one the outer 1 %.
-    p_lo = float(np.quantile(x, OUTLIER_QUANTILE, method="higher"))
-    p_hi = float(np.quantile(x, 1.0 - OUTLIER_QUANTILE, method="lower"))
+    own = overwrite_input or x is not score  # x is ours to reorder
+    p_lo = float(np.quantile(x, OUTLIER_QUANTILE, method="higher", overwrite_input=own))
+    p_hi = float(np.quantile(x, 1.0 - OUTLIER_QUANTILE, method="lower", overwrite_input=own))
     spread = p_hi - p_lo
     if not spread > 0:
         return None
