@@ -148,3 +148,38 @@ def test_joint_backtest_on_real_wmt25_pair():
     assert joint["confident_pairs_per_run"] >= sep["confident_pairs_per_run"]
     for x in (joint, sep):
         assert -1 <= x["tau"] <= 1 and 0 <= x["coverage"] <= 1
+
+
+def test_a_table_spec_names_several_metrics_of_one_task(tmp_path):
+    from lm_eval_adaptive.cli.multi_metric import metric_table_specs
+
+    assert metric_table_specs("wmt25/en-de/xcomet,metricx") == {"xcomet": "wmt25/en-de/xcomet",
+                                                               "metricx": "wmt25/en-de/metricx"}
+    assert metric_table_specs("wmt25/en-de/xcomet") is None
+    f = tmp_path / "a,b.csv"
+    f.write_text("x")
+    assert metric_table_specs(str(f)) is None  # an existing file is a file
+    with pytest.raises(InputError, match="distinct metrics"):
+        metric_table_specs("wmt25/en-de/xcomet,,metricx")
+
+
+def test_cli_backtest_runs_a_joint_multi_metric_backtest(tmp_path, capsys):
+    import json
+
+    from lm_eval_adaptive.cli.main import main
+    from lm_eval_adaptive.data.datasets import load_named
+
+    try:
+        load_named("wmt25/en-it/xcomet")
+    except InputError as e:
+        pytest.skip(f"real data not available: {e}")
+    out = tmp_path / "multi.json"
+    rc = main(["backtest", "wmt25/en-it/xcomet,cometkiwi", "--folds", "1", "--seeds", "1", "--bootstrap", "200",
+               "--no-self-check", "--prices", "uniform", "--no-progress", "--json", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "Joint vs separate" in text and "cometkiwi" in text
+    d = json.loads(out.read_text())
+    assert d["metrics"] == ["xcomet", "cometkiwi"]
+    assert set(d["summary"]["1.0"]) == {"joint", "separate"}
+    assert d["summary"]["1.0"]["joint"]["generated"] == 80
