@@ -13,7 +13,7 @@ mean τ over metrics, pooled confident-pair accuracy, confident pairs per metric
 full-task coverage, then per metric. Uniform prices (every item costs the same).
 
     python benchmarks/bench_multi_metric.py [--seeds 3] [--pairs cs-de en-ar ...] [--spends 1 5]
-        [--json docs/results/multi_metric.json]
+        [--weighting normalised|summed] [--json docs/results/multi_metric.json]
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lm_eval_adaptive.data.datasets import WMT25_METRICS, load_named  # noqa: E402
 from lm_eval_adaptive.engine.backtest import BacktestConfig  # noqa: E402
 from lm_eval_adaptive.engine.multi_backtest import MODES, backtest_multi  # noqa: E402
+from lm_eval_adaptive.engine.multi_metric_ranker import ITEM_WEIGHTINGS  # noqa: E402
 
 REPORT_PAIRS = ("cs-de", "en-ar", "en-et", "en-it")
 
@@ -66,6 +67,8 @@ def main(argv=None) -> int:
     ap.add_argument("--pairs", nargs="+", default=list(REPORT_PAIRS))
     ap.add_argument("--metrics", nargs="+", default=list(WMT25_METRICS))
     ap.add_argument("--spends", nargs="+", type=float, default=[1.0, 5.0])
+    ap.add_argument("--weighting", choices=ITEM_WEIGHTINGS, default="normalised",
+                    help="how the joint run sums an item's information over the metrics")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     config = BacktestConfig(seeds=a.seeds)
@@ -74,7 +77,7 @@ def main(argv=None) -> int:
     head = f"{'':<26}{'generated':>10}{'distinct':>10}{'tau':>8}{'conf.acc':>9}{'pairs':>8}{'cover':>8}"
     for pair in a.pairs:
         tables = {m: load_named(f"wmt25/{pair}/{m}") for m in a.metrics}
-        r = backtest_multi(tables, config=config, spends=a.spends)
+        r = backtest_multi(tables, config=config, spends=a.spends, item_weighting=a.weighting)
         r["pair"] = pair
         results.append(r)
         print(f"\nwmt25/{pair} ({r['n_models']} models, {a.seeds} seeds × {r['folds_run']} folds; {r['seconds']:.0f} s)")
@@ -100,7 +103,7 @@ def main(argv=None) -> int:
                 for k in a.metrics))
     print(f"\n{time.perf_counter() - t0:.0f} s", file=sys.stderr)
     if a.json:
-        out = {"settings": {"seeds": a.seeds, "pairs": a.pairs, "metrics": a.metrics, "spends": a.spends,
+        out = {"settings": {"seeds": a.seeds, "weighting": a.weighting, "pairs": a.pairs, "metrics": a.metrics, "spends": a.spends,
                             "prices": "uniform", "config": results[0]["settings"]},
                "pooled": pool,
                "pairs": {r["pair"]: {k: r[k] for k in ("n_models", "n_joint_items", "folds_run", "seconds", "summary")}

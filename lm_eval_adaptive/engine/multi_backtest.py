@@ -69,7 +69,7 @@ def _metric_figures(ranker, res, bank, raw_bank, row, truth, truth_mean) -> dict
 
 def backtest_multi(tables: Mapping[str, object], *, config: BacktestConfig = BacktestConfig(),
                    spends: Sequence[float] = (1.0,), prices: Mapping[str, Price] | None = None,
-                   progress=None) -> dict:
+                   item_weighting: str = "normalised", progress=None) -> dict:
     """Joint against separate runs on ``tables`` (metric name → response table of one task).
 
     Returns a dict: ``settings``, ``n_models``, ``n_items`` (joint), ``folds_run``, ``seconds``
@@ -144,7 +144,8 @@ def backtest_multi(tables: Mapping[str, object], *, config: BacktestConfig = Bac
                 multi = MultiMetricRanker(banks, hold, item_costs=joint_costs, confidence=config.confidence,
                                           n_init=config.min_items, n_max=config.max_items, budget=budget,
                                           seed=[config.partition_seed, f, seed], pair_rules=rules,
-                                          futility=config.futility, exclude=joint_missing)
+                                          futility=config.futility, exclude=joint_missing,
+                                          item_weighting=item_weighting)
                 res = multi.run(joint_score)
                 per = {k: _metric_figures(multi.rankers[k], res.results[k], banks[k], raw_bank[k], row, truth[k],
                                           truth_mean[k]) for k in metrics}
@@ -177,7 +178,7 @@ def backtest_multi(tables: Mapping[str, object], *, config: BacktestConfig = Bac
         summary[str(spend)] = {mode: _summarise([r for r in runs if r["spend"] == spend and r["mode"] == mode],
                                                 metrics) for mode in MODES}
     return {"metrics": metrics, "n_models": len(models), "n_joint_items": n_joint_items, "folds_run": n_folds,
-            "settings": asdict(config) | {"spends": list(spends), "prices": sorted({p.source for p in price.values()})},
+            "settings": asdict(config) | {"spends": list(spends), "item_weighting": item_weighting, "prices": sorted({p.source for p in price.values()})},
             "versions": versions(), "seconds": time.perf_counter() - t0, "summary": summary, "runs": runs}
 
 

@@ -45,7 +45,12 @@ from lm_eval_adaptive.engine.ranker import DEFAULT_FUTILITY, AdaptiveRanker, Ran
 from lm_eval_adaptive.engine.selection import DEFAULT_RANDOM_SHARE, RandomShareSelector
 from lm_eval_adaptive.engine.stopping import PairRule
 
-__all__ = ["MultiMetricRanker", "MultiRequest", "MultiRankingResult", "open_adjacent_pairs", "joint_item_ids"]
+#: How an item's information is summed over the metrics that need the model: ``normalised``
+#: Σ m_k² · I_k (the share of each metric's measurement variance it removes; the default) or
+#: ``summed`` Σ I_k (each bank's information as it is, on its own scale).
+ITEM_WEIGHTINGS = ("normalised", "summed")
+
+__all__ = ["ITEM_WEIGHTINGS", "MultiMetricRanker", "MultiRequest", "MultiRankingResult", "open_adjacent_pairs", "joint_item_ids"]
 
 
 def joint_item_ids(banks: Mapping[str, ItemBank]) -> list[str]:
@@ -122,6 +127,8 @@ class MultiMetricRanker:
         Metric → :class:`~lm_eval_adaptive.engine.stopping.PairRule` (default: each ranker's).
     exclude:
         Per model, joint item ids or indices never to give it (e.g. a metric has no score).
+    item_weighting:
+        One of :data:`ITEM_WEIGHTINGS` (default ``normalised``).
     """
 
     def __init__(self, banks: Mapping[str, ItemBank], models: Sequence[str], *,
@@ -129,7 +136,10 @@ class MultiMetricRanker:
                  n_init: int = 10, n_max: int | None = None, budget: float | None = None,
                  seed: int | Sequence[int] | None = 0, random_share: float = DEFAULT_RANDOM_SHARE,
                  pair_rules: Mapping[str, PairRule] | None = None, futility: float = DEFAULT_FUTILITY,
-                 exclude: Mapping[str, Sequence] | None = None):
+                 exclude: Mapping[str, Sequence] | None = None, item_weighting: str = "normalised"):
+        if item_weighting not in ITEM_WEIGHTINGS:
+            raise ValueError(f"item_weighting must be one of {ITEM_WEIGHTINGS}, got {item_weighting!r}")
+        self._weighting = item_weighting
         if not banks:
             raise ValueError("a multi-metric run needs at least one metric bank")
         models = [str(m) for m in models]
@@ -243,7 +253,8 @@ class MultiMetricRanker:
         for k in metrics:
             e = self._rankers[k].examinees[m]
             bank = self._banks[k]
-            value += e.measurement_se ** 2 * bank.model.information(e.theta, bank.b[self._bank_index[k]])
+            w = e.measurement_se ** 2 if self._weighting == "normalised" else 1.0
+            value += w * bank.model.information(e.theta, bank.b[self._bank_index[k]])
         value[taken] = -np.inf
         return int(np.argmax(value))
 
