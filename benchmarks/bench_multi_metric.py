@@ -13,7 +13,7 @@ mean τ over metrics, pooled confident-pair accuracy, confident pairs per metric
 full-task coverage, then per metric. Uniform prices (every item costs the same).
 
     python benchmarks/bench_multi_metric.py [--seeds 3] [--pairs cs-de en-ar ...] [--spends 1 5]
-        [--weighting normalised|summed] [--json docs/results/multi_metric.json]
+        [--weighting normalised|summed] [--dataset wmt25|wmt24] [--json docs/results/multi_metric.json]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lm_eval_adaptive.data.datasets import WMT25_METRICS, load_named  # noqa: E402
+from lm_eval_adaptive.data.datasets import WMT24_METRICS, WMT24_PAIRS, WMT25_METRICS, load_named  # noqa: E402
 from lm_eval_adaptive.engine.backtest import BacktestConfig  # noqa: E402
 from lm_eval_adaptive.engine.multi_backtest import MODES, backtest_multi  # noqa: E402
 from lm_eval_adaptive.engine.multi_metric_ranker import ITEM_WEIGHTINGS  # noqa: E402
@@ -64,23 +64,29 @@ def pooled(results, spend, mode, metrics) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--pairs", nargs="+", default=list(REPORT_PAIRS))
-    ap.add_argument("--metrics", nargs="+", default=list(WMT25_METRICS))
+    ap.add_argument("--dataset", choices=("wmt25", "wmt24"), default="wmt25",
+                    help="wmt24: BLEU and chrF of the four WMT24 pairs (token counts: items cost what they cost)")
+    ap.add_argument("--pairs", nargs="+", default=None, help="default: the WMT25 report half, or every WMT24 pair")
+    ap.add_argument("--metrics", nargs="+", default=None)
     ap.add_argument("--spends", nargs="+", type=float, default=[1.0, 5.0])
     ap.add_argument("--weighting", choices=ITEM_WEIGHTINGS, default="normalised",
                     help="how the joint run sums an item's information over the metrics")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
+    if a.pairs is None:
+        a.pairs = list(REPORT_PAIRS) if a.dataset == "wmt25" else list(WMT24_PAIRS)
+    if a.metrics is None:
+        a.metrics = list(WMT25_METRICS) if a.dataset == "wmt25" else list(WMT24_METRICS)
     config = BacktestConfig(seeds=a.seeds)
     t0 = time.perf_counter()
     results = []
     head = f"{'':<26}{'generated':>10}{'distinct':>10}{'tau':>8}{'conf.acc':>9}{'pairs':>8}{'cover':>8}"
     for pair in a.pairs:
-        tables = {m: load_named(f"wmt25/{pair}/{m}") for m in a.metrics}
+        tables = {m: load_named(f"{a.dataset}/{pair}/{m}") for m in a.metrics}
         r = backtest_multi(tables, config=config, spends=a.spends, item_weighting=a.weighting)
         r["pair"] = pair
         results.append(r)
-        print(f"\nwmt25/{pair} ({r['n_models']} models, {a.seeds} seeds × {r['folds_run']} folds; {r['seconds']:.0f} s)")
+        print(f"\n{a.dataset}/{pair} ({r['n_models']} models, {a.seeds} seeds × {r['folds_run']} folds; {r['seconds']:.0f} s)")
         print(head)
         for s in r["summary"]:
             for mode in MODES:
@@ -103,7 +109,7 @@ def main(argv=None) -> int:
                 for k in a.metrics))
     print(f"\n{time.perf_counter() - t0:.0f} s", file=sys.stderr)
     if a.json:
-        out = {"settings": {"seeds": a.seeds, "weighting": a.weighting, "pairs": a.pairs, "metrics": a.metrics, "spends": a.spends,
+        out = {"settings": {"dataset": a.dataset, "seeds": a.seeds, "weighting": a.weighting, "pairs": a.pairs, "metrics": a.metrics, "spends": a.spends,
                             "prices": "uniform", "config": results[0]["settings"]},
                "pooled": pool,
                "pairs": {r["pair"]: {k: r[k] for k in ("n_models", "n_joint_items", "folds_run", "seconds", "summary")}

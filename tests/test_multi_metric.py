@@ -183,3 +183,33 @@ def test_cli_backtest_runs_a_joint_multi_metric_backtest(tmp_path, capsys):
     assert d["metrics"] == ["xcomet", "cometkiwi"]
     assert set(d["summary"]["1.0"]) == {"joint", "separate"}
     assert d["summary"]["1.0"]["joint"]["generated"] == 80
+
+
+def test_item_weighting_is_one_of_the_named_ones_and_changes_only_the_informative_slots(banks):
+    with pytest.raises(ValueError, match="item_weighting"):
+        MultiMetricRanker(banks, ["a", "b"], item_weighting="max")
+    logs = {}
+    for w in ("normalised", "summed"):
+        r = MultiMetricRanker(banks, list(THETAS), n_init=10, n_max=40, seed=0, item_weighting=w)
+        r.run(scorer(banks, THETAS, 4))
+        logs[w] = {m: [i for i, _ in r.rankers["m1"].result().item_log[m]] for m in THETAS}
+    # the first item is the same (one metric-free start: equal SEs, equal weights); random slots come from the
+    # same permutation, so both runs give every model the same first random item
+    for m in THETAS:
+        assert logs["normalised"][m][1] == logs["summed"][m][1]
+
+
+def test_the_rankers_open_pairs_are_those_its_result_leaves_open(banks):
+    """AdaptiveRanker.open_pairs() (read at every step of a run) = the open adjacent pairs of result()."""
+    bank = banks["m1"]
+    thetas = {"a": 0.0, "b": 0.05, "c": 0.6, "d": 2.0}
+    score = scorer({"m1": bank}, thetas, 5)
+    r = AdaptiveRanker(bank, list(thetas), n_init=5, n_max=60, seed=0)
+    seen = set()
+    while (req := r.ask()) is not None:
+        r.tell(req, score(req.model, req.item)["m1"])
+        pairs = r.open_pairs()
+        assert pairs == open_adjacent_pairs(r.result())
+        seen.add(len(pairs))
+    assert len(seen) > 1  # the set of open pairs changed during the run
+    assert r.open_pairs() == [] or r.stopped_because != "settled"

@@ -16,7 +16,7 @@ Design
 * Selection serves every metric that still needs the model:
   - warm-up: every model gets ``n_init`` items, fewest first;
   - then a metric *needs* model m when m is in one of its open adjacent pairs (neither settled
-    nor inseparable, as its ranker reports them); the model given the next item maximises
+    nor inseparable: its ranker's :meth:`~AdaptiveRanker.open_pairs`); the model given the next item maximises
     Σ_needing metrics m_k² / ((n + 1) · c_m) (the single ranker's rule, m_k the metric's
     measurement SE, summed);
   - the item: every second slot of a model is the first untaken item of one seeded random
@@ -62,7 +62,8 @@ def joint_item_ids(banks: Mapping[str, ItemBank]) -> list[str]:
 
 def open_adjacent_pairs(result: RankingResult) -> list[tuple[str, str]]:
     """Adjacent pairs of ``result``'s ranking its pair rule left open: neither ordered, nor
-    settled as equivalent, nor inseparable (the futility stop): the pairs more items can settle."""
+    settled as equivalent, nor inseparable (the futility stop): the pairs more items can settle.
+    The same pairs as the ranker's :meth:`~AdaptiveRanker.open_pairs` at that moment, read from a result."""
     ties = {frozenset(p) for p in result.ties}
     done = {frozenset(p) for p in result.equivalent} | {frozenset(p) for p in result.inseparable}
     r = result.ranking
@@ -230,7 +231,7 @@ class MultiMetricRanker:
         """Per model, the metrics with an open adjacent pair that involves it."""
         need = {m: set() for m in self._models}
         for k, r in self._rankers.items():
-            for a, b in open_adjacent_pairs(r.result()):
+            for a, b in r.open_pairs():
                 need[a].add(k)
                 need[b].add(k)
         return need
