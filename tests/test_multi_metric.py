@@ -45,6 +45,8 @@ def test_one_generation_is_told_to_every_metric_and_each_ranks_in_order(banks):
     logs = {k: {m: [i for i, _ in res.results[k].item_log[m]] for m in THETAS} for k in banks}
     assert logs["m1"] == logs["m2"]
     assert res.generations == sum(len(v) for v in logs["m1"].values()) == sum(res.items.values())
+    sig = res.results["m1"].signature
+    assert sig["joint_metrics"] == "m1+m2" and sig["item_weighting"] == "normalised" and sig["bank"] == banks["m1"].bank_id
     # the metrics' scores differ (two realisations), so the estimates do too
     assert res.results["m1"].theta["mid"] != res.results["m2"].theta["mid"]
 
@@ -92,6 +94,10 @@ def test_a_missing_metric_score_excludes_the_item_for_that_metric_only(banks):
         r.tell(req2, {"m1": 1.5, "m2": 0.3})
     with pytest.raises(ValueError, match="unknown metrics"):
         r.tell(req2, {"m3": 0.3})
+    with pytest.raises(ValueError, match="not one of the joint items"):
+        r.exclude("a", ["nope"])
+    with pytest.raises(ValueError, match="joint item id"):
+        r.exclude("a", [10_000])
     assert r.rankers["m1"].examinees[req2.model].n == (1 if req2.model == req.model else 0)  # nothing recorded
 
 

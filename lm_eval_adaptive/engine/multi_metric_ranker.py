@@ -223,8 +223,18 @@ class MultiMetricRanker:
     # ---------------------------------------------------------------- changing
     def exclude(self, model: str, items) -> None:
         """Never give ``model`` these joint items (ids or indices)."""
-        idx = [self._index[i] if isinstance(i, str) else int(i) for i in np.atleast_1d(np.asarray(items, dtype=object))
-               if not isinstance(i, str) or i in self._index]
+        if model not in self._taken:
+            raise ValueError(f"unknown model {model!r} (the run's models: {self._models})")
+        idx = []
+        for i in np.atleast_1d(np.asarray(items, dtype=object)).tolist():
+            if isinstance(i, str):
+                if i not in self._index:
+                    raise ValueError(f"item {i!r} is not one of the joint items")
+                idx.append(self._index[i])
+            elif isinstance(i, (int, np.integer)) and 0 <= int(i) < len(self._item_ids):
+                idx.append(int(i))
+            else:
+                raise ValueError(f"an item is a joint item id (str) or index (0..{len(self._item_ids) - 1}), got {i!r}")
         self._taken[model][np.asarray(idx, dtype=np.int64)] = True
 
     def _needs(self) -> dict[str, set]:
@@ -356,13 +366,21 @@ class MultiMetricRanker:
             self.tell(req, score(req.model, req.item))
         return self.result()
 
+    def signature(self) -> dict:
+        """What the joint run adds to each metric ranker's signature: the metrics, the item weighting,
+        the random share, the seed and the joint budget."""
+        return {"joint_metrics": "+".join(self._metrics), "item_weighting": self._weighting,
+                "random_share": self._random.share, "joint_seed": str(self._random.seed), "budget": self._budget}
+
     def result(self) -> MultiRankingResult:
+        """One :class:`RankingResult` per metric (its signature extended by :meth:`signature`)."""
         reason = self._stopped_because or "running"
         results = {}
         for k, r in self._rankers.items():
             res = r.result()
             res.stopped_because = reason
             res.budget = self._budget
+            res.signature = res.signature | self.signature()
             results[k] = res
         return MultiRankingResult(results=results, generations=self.generations, total_cost=self._spent,
                                   stopped_because=reason, items={m: len(v) for m, v in self._scored.items()},
