@@ -21,6 +21,7 @@ from lm_eval_adaptive.cli.arguments import (
 )
 from lm_eval_adaptive.cli.demo import run_demo
 from lm_eval_adaptive.cli.leaderboard import add_leaderboard_parsers
+from lm_eval_adaptive.cli.multi_metric import backtest_joint, metric_table_specs
 from lm_eval_adaptive.cli.progress import BacktestProgress
 from lm_eval_adaptive.cli.rank import add_rank_parser
 from lm_eval_adaptive.cli.report import (
@@ -90,6 +91,11 @@ def cmd_backtest(args) -> int:
                             top_k=args.top_k,
                             partition_seed=args.partition_seed, bootstrap=args.bootstrap,
                             tie_margin=args.tie_margin, self_check=not args.no_self_check)
+    if any(metric_table_specs(t) for t in args.table):  # prefix/m1,m2: a joint multi-metric run
+        if len(args.table) > 1:
+            raise InputError("a joint multi-metric backtest takes one TABLE spec (e.g. wmt25/en-de/xcomet,metricx)")
+        return backtest_joint(args.table[0], config, prices_for=lambda ms: _prices_for(args, ms),
+                              allow_outliers=args.allow_outliers, console=report_console(), json_path=args.json)
     tables = [load_any_table(t, allow_outliers=args.allow_outliers) for t in args.table]
     console = report_console()
     results = []
@@ -222,7 +228,9 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
     b = sub.add_parser("backtest", help="adaptive vs random vs fixed-length on held-out models (paper protocol)",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
                         epilog="example:\n  " + 'lm-eval-adaptive backtest wmt24/en-de/bleu alpaca_eval/judge --prices uniform --seeds 5 --json backtest.json --plot backtest.png\n  lm-eval-adaptive backtest my_runs.parquet --costs prices.json --tie-margin 0.01')
-    b.add_argument("table", nargs="+", help="response table file(s) or named real table(s)")
+    b.add_argument("table", nargs="+", help="response table file(s) or named real table(s); several metrics of one "
+                   "task joined by commas (wmt25/en-de/xcomet,metricx) compare a joint multi-metric run, every "
+                   "generation scored by each metric, with separate runs at the same total spend")
     b.add_argument("--holdout-size", type=int_at_least(2), default=4,
                    help="models held out and ranked per fold, at least 2 (default: 4)")
     b.add_argument("--folds", type=positive_int, default=5)

@@ -483,6 +483,18 @@ class AdaptiveRanker:
         self._examinee(model)
         return self._peek(model)
 
+    def open_pairs(self) -> list[tuple[str, str]]:
+        """Adjacent pairs of the current θ̂ order (better first) that more items could settle: the
+        pair rule leaves them open and the futility stop does not call them inseparable (the pairs
+        :meth:`ask` gives items to once the warm-up is over)."""
+        models, th, se, order = self._state()
+        if len(models) < 2:
+            return []
+        status = np.asarray(self._pair_rule.judge(th[order[:-1]], se[order[:-1]], th[order[1:]], se[order[1:]]))
+        unsettled = np.flatnonzero(status == PairStatus.OPEN)
+        unsettled = unsettled[~self._inseparable(th, order, unsettled, models)]
+        return [(models[order[u]], models[order[u + 1]]) for u in unsettled.tolist()]
+
     # -------------------------------------------------------------------- internals
     def _examinee(self, model: str) -> Examinee:
         try:

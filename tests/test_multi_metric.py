@@ -1,0 +1,221 @@
+"""MultiMetricRanker (one generation, every metric scored) and the joint-vs-separate backtest."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import make_sim_bank, simulate_scores
+
+from lm_eval_adaptive.engine.bank import ItemBank
+from lm_eval_adaptive.engine.multi_metric_ranker import (
+    MultiMetricRanker,
+    joint_item_ids,
+    open_adjacent_pairs,
+)
+from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.errors import InputError
+
+THETAS = {"low": -1.5, "mid": 0.0, "high": 1.5}
+
+
+@pytest.fixture(scope="module")
+def banks():
+    # two metrics of the same items: different difficulties and noise
+    a = make_sim_bank(n_items=200, k=0.1, seed=1)
+    b = make_sim_bank(n_items=200, k=0.2, seed=2)
+    return {"m1": a, "m2": b}
+
+
+def scorer(banks, thetas, seed=0):
+    """score(model, joint item) -> {metric: y}: one fixed simulated realisation per model and metric
+    (the joint items are the banks' common items, here every item in the same order)."""
+    rng = np.random.default_rng(seed)
+    ys = {k: {m: simulate_scores(t, bank.b, k=bank.k, rng=rng) for m, t in thetas.items()} for k, bank in banks.items()}
+    return lambda m, j: {k: float(ys[k][m][j]) for k in banks}
+
+
+def test_one_generation_is_told_to_every_metric_and_each_ranks_in_order(banks):
+    r = MultiMetricRanker(banks, list(THETAS), n_init=10, seed=0)
+    res = r.run(scorer(banks, THETAS, 1))
+    assert res.stopped_because == "settled"
+    for k in banks:
+        assert res.results[k].ranking == ["high", "mid", "low"]
+        assert res.results[k].ties == []
+    # the same items for every metric: each generation scored by both
+    logs = {k: {m: [i for i, _ in res.results[k].item_log[m]] for m in THETAS} for k in banks}
+    assert logs["m1"] == logs["m2"]
+    assert res.generations == sum(len(v) for v in logs["m1"].values()) == sum(res.items.values())
+    sig = res.results["m1"].signature
+    assert sig["joint_metrics"] == "m1+m2" and sig["item_weighting"] == "normalised" and sig["bank"] == banks["m1"].bank_id
+    # the metrics' scores differ (two realisations), so the estimates do too
+    assert res.results["m1"].theta["mid"] != res.results["m2"].theta["mid"]
+
+
+def test_the_random_half_walks_one_permutation_and_no_item_is_given_twice(banks):
+    r = MultiMetricRanker(banks, list(THETAS), n_init=6, n_max=30, seed=3)
+    score = scorer(banks, THETAS, 2)
+    given = {m: [] for m in THETAS}
+    while (req := r.ask()) is not None:
+        given[req.model].append(req.item)
+        r.tell(req, score(req.model, req.item))
+    perm = np.random.default_rng(3).permutation(200)
+    for m, items in given.items():
+        assert len(set(items)) == len(items)
+        rand = items[1::2]  # slots 1, 3, 5, ... are the random half (share 0.5)
+        taken = set()
+        for slot, item in enumerate(items):
+            if slot % 2 == 1:
+                assert item == next(int(i) for i in perm if int(i) not in taken)
+            taken.add(item)
+        assert rand
+
+
+def test_budget_caps_total_spend_counted_once_per_generation(banks):
+    costs = {m: np.full(200, 0.01) for m in THETAS}
+    close = {"a": 0.0, "b": 0.05, "c": 0.1}  # too close to settle in 25 items
+    r = MultiMetricRanker(banks, list(close), item_costs={m: costs["low"] for m in close}, budget=0.25, seed=0)
+    res = r.run(scorer(banks, close, 0))
+    assert res.stopped_because == "budget"
+    assert res.generations == 25 and res.total_cost == pytest.approx(0.25)
+    # every metric's result carries the same generations' cost (not the sum over metrics)
+    for k in banks:
+        assert res.results[k].total_cost == pytest.approx(0.25)
+
+
+def test_a_missing_metric_score_excludes_the_item_for_that_metric_only(banks):
+    r = MultiMetricRanker(banks, ["a", "b"], n_init=2, seed=0)
+    req = r.ask()
+    r.tell(req, {"m1": 0.4, "m2": float("nan")})
+    assert r.rankers["m1"].examinees[req.model].n == 1
+    assert r.rankers["m2"].examinees[req.model].n == 0
+    assert r.rankers["m2"].examinees[req.model].is_excluded(r.bank_item("m2", req.item))
+    req2 = r.ask()
+    with pytest.raises(ValueError, match="in \\[0, 1\\]"):
+        r.tell(req2, {"m1": 1.5, "m2": 0.3})
+    with pytest.raises(ValueError, match="unknown metrics"):
+        r.tell(req2, {"m3": 0.3})
+    with pytest.raises(ValueError, match="not one of the joint items"):
+        r.exclude("a", ["nope"])
+    with pytest.raises(ValueError, match="joint item id"):
+        r.exclude("a", [10_000])
+    assert r.rankers["m1"].examinees[req2.model].n == (1 if req2.model == req.model else 0)  # nothing recorded
+
+
+def bank_with(ids, b, template):
+    return ItemBank(item_ids=np.asarray(ids, dtype=object), b=np.asarray(b, dtype=float), model=template.model,
+                    scaling="global", lo=0.0, hi=1.0, input_tokens=100.0, output_tokens=50.0)
+
+
+def test_items_are_joined_by_id():
+    a = make_sim_bank(n_items=20, seed=1)
+    b = make_sim_bank(n_items=20, seed=2)
+    keep = np.arange(5, 20)[::-1]  # another order, and only some of a's items
+    b2 = bank_with(b.item_ids[keep], b.b[keep], b)
+    ids = joint_item_ids({"x": a, "y": b2})
+    assert ids == [f"item{i:04d}" for i in range(5, 20)]
+    r = MultiMetricRanker({"x": a, "y": b2}, ["p", "q"], seed=0)
+    assert r.item_ids == ids
+    assert [str(b2.item_ids[r.bank_item("y", j)]) for j in range(len(ids))] == ids
+    with pytest.raises(ValueError, match="share no item"):
+        c = bank_with([f"z{i}" for i in range(20)], b.b, b)
+        MultiMetricRanker({"x": a, "z": c}, ["p", "q"])
+
+
+def test_open_adjacent_pairs_are_the_unsettled_ones(banks):
+    bank = banks["m1"]
+    y = simulate_scores(0.3, bank.b, k=bank.k, rng=np.random.default_rng(0))
+    r = AdaptiveRanker(bank, ["a", "b", "c"], n_init=5, n_max=5, seed=0, futility=0)
+    # a and b the same scores; c far below
+    res = r.run(lambda m, i: float(y[i]) if m != "c" else 0.0)
+    pairs = open_adjacent_pairs(res)
+    assert len(pairs) == 1 and set(pairs[0]) == {"a", "b"}
+    assert res.ranking[-1] == "c"
+
+
+def test_joint_backtest_on_real_wmt25_pair():
+    from lm_eval_adaptive.data.datasets import load_named
+    from lm_eval_adaptive.engine.backtest import BacktestConfig
+    from lm_eval_adaptive.engine.multi_backtest import backtest_multi
+
+    try:
+        tables = {k: load_named(f"wmt25/en-it/{k}") for k in ("xcomet", "metricx")}
+    except InputError as e:
+        pytest.skip(f"real data not available: {e}")
+    cfg = BacktestConfig(folds=1, seeds=1, bootstrap=200, self_check=False)
+    r = backtest_multi(tables, config=cfg, spends=(1.0,))
+    joint, sep = r["summary"]["1.0"]["joint"], r["summary"]["1.0"]["separate"]
+    # the same total spend; the joint run's generations are all distinct, the separate runs' sum to it
+    budget = r["runs"][0]["budget"]
+    assert joint["cost"] <= budget * (1 + 1e-9) and sep["cost"] <= budget * (1 + 1e-9)
+    assert joint["generations"] == joint["generated"] == 80  # 4 models × 20 items: the budget
+    assert sep["generated"] == 80 and sep["generations"] <= 80
+    # every metric has its own τ and confident pairs; joint gets at least as many settled pairs
+    assert set(joint["metrics"]) == {"xcomet", "metricx"}
+    assert joint["confident_pairs_per_run"] >= sep["confident_pairs_per_run"]
+    for x in (joint, sep):
+        assert -1 <= x["tau"] <= 1 and 0 <= x["coverage"] <= 1
+
+
+def test_a_table_spec_names_several_metrics_of_one_task(tmp_path):
+    from lm_eval_adaptive.cli.multi_metric import metric_table_specs
+
+    assert metric_table_specs("wmt25/en-de/xcomet,metricx") == {"xcomet": "wmt25/en-de/xcomet",
+                                                               "metricx": "wmt25/en-de/metricx"}
+    assert metric_table_specs("wmt25/en-de/xcomet") is None
+    f = tmp_path / "a,b.csv"
+    f.write_text("x")
+    assert metric_table_specs(str(f)) is None  # an existing file is a file
+    with pytest.raises(InputError, match="distinct metrics"):
+        metric_table_specs("wmt25/en-de/xcomet,,metricx")
+
+
+def test_cli_backtest_runs_a_joint_multi_metric_backtest(tmp_path, capsys):
+    import json
+
+    from lm_eval_adaptive.cli.main import main
+    from lm_eval_adaptive.data.datasets import load_named
+
+    try:
+        load_named("wmt25/en-it/xcomet")
+    except InputError as e:
+        pytest.skip(f"real data not available: {e}")
+    out = tmp_path / "multi.json"
+    rc = main(["backtest", "wmt25/en-it/xcomet,cometkiwi", "--folds", "1", "--seeds", "1", "--bootstrap", "200",
+               "--no-self-check", "--prices", "uniform", "--no-progress", "--json", str(out)])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "Joint vs separate" in text and "cometkiwi" in text
+    d = json.loads(out.read_text())
+    assert d["metrics"] == ["xcomet", "cometkiwi"]
+    assert set(d["summary"]["1.0"]) == {"joint", "separate"}
+    assert d["summary"]["1.0"]["joint"]["generated"] == 80
+
+
+def test_item_weighting_is_one_of_the_named_ones_and_changes_only_the_informative_slots(banks):
+    with pytest.raises(ValueError, match="item_weighting"):
+        MultiMetricRanker(banks, ["a", "b"], item_weighting="max")
+    logs = {}
+    for w in ("normalised", "summed"):
+        r = MultiMetricRanker(banks, list(THETAS), n_init=10, n_max=40, seed=0, item_weighting=w)
+        r.run(scorer(banks, THETAS, 4))
+        logs[w] = {m: [i for i, _ in r.rankers["m1"].result().item_log[m]] for m in THETAS}
+    # the first item is the same (one metric-free start: equal SEs, equal weights); random slots come from the
+    # same permutation, so both runs give every model the same first random item
+    for m in THETAS:
+        assert logs["normalised"][m][1] == logs["summed"][m][1]
+
+
+def test_the_rankers_open_pairs_are_those_its_result_leaves_open(banks):
+    """AdaptiveRanker.open_pairs() (read at every step of a run) = the open adjacent pairs of result()."""
+    bank = banks["m1"]
+    thetas = {"a": 0.0, "b": 0.05, "c": 0.6, "d": 2.0}
+    score = scorer({"m1": bank}, thetas, 5)
+    r = AdaptiveRanker(bank, list(thetas), n_init=5, n_max=60, seed=0)
+    seen = set()
+    while (req := r.ask()) is not None:
+        r.tell(req, score(req.model, req.item)["m1"])
+        pairs = r.open_pairs()
+        assert pairs == open_adjacent_pairs(r.result())
+        seen.add(len(pairs))
+    assert len(seen) > 1  # the set of open pairs changed during the run
+    assert r.open_pairs() == [] or r.stopped_because != "settled"
