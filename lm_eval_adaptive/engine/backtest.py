@@ -308,7 +308,7 @@ def _ability_on_every_item(bank, scaled_row: np.ndarray) -> tuple[float, float]:
     """(θ̂, SE) of one model from every bank item it has a score for (the reference for z)."""
     have = np.flatnonzero(~np.isnan(scaled_row))
     post = GridPosterior(bank.prior_mean, DEFAULT_PRIOR_SD)
-    post.update_many(bank.model, bank.b[have], scaled_row[have])
+    post.update_many(bank.model, bank.b[have], scaled_row[have], **bank.item_params(have))
     return post.mean, post.sd
 
 
@@ -402,7 +402,8 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
         pair_rule = pair_rule_for(bank, config.confidence, config.tie_margin)
         fold_runs = []
         for seed in range(config.seeds):
-            selector = default_selector(bank.b, top_k=config.top_k, seed=[config.partition_seed, f, seed])
+            selector = default_selector(bank.b, top_k=config.top_k, seed=[config.partition_seed, f, seed],
+                                        information=bank.selection_information)
             ranker = AdaptiveRanker(bank, hold, item_costs=bank_costs, confidence=config.confidence,
                                     n_init=config.min_items, n_max=config.max_items, budget=budget,
                                     top_k=config.top_k, seed=seed, selector=selector, exclude=missing,
