@@ -60,6 +60,8 @@ class BacktestConfig:
     self_check: bool = True  # each fold's bank corrected by its own self-check (nested cross-validation)
     self_check_seeds: int = 2
     futility: float = DEFAULT_FUTILITY  # the ranker's futility stop (engine/ranker.py)
+    response_model: str | None = None  # calibrate(response_model=...): None = by the table (0/1 → 2pl)
+    guessing: float | None = None  # 3pl: every item's c (None: estimated)
 
     def folds_that_fit(self, n_models: int) -> int:
         """Complete hold-out sets that fit with at least 2 models left to calibrate on (at most ``folds``)."""
@@ -151,6 +153,9 @@ class BacktestResult:
 def backtest_signature(config: BacktestConfig, prices) -> str:
     """``key:value|...`` naming every setting behind a backtest's figures and the versions used."""
     c = asdict(config)
+    for key in ("response_model", "guessing"):  # named only when set (older signatures stay as they were)
+        if c[key] is None:
+            del c[key]
     return format_signature({k: c[k] for k in sorted(c)} | {"prices": list(prices)} | versions())
 
 
@@ -373,7 +378,8 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
         calib = [m for m in models if m not in hold]
         history = table.select_models(calib)
         bank = calibrate(history, scaling=config.scaling, method=config.method,
-                         likelihood=config.likelihood, metric=getattr(table, "metric", None))
+                         likelihood=config.likelihood, metric=getattr(table, "metric", None),
+                         response_model=config.response_model, guessing=config.guessing)
         if config.self_check:  # as `calibrate` does: the bank measures its own model error on its history
             bank.set_model_error(self_check_correction(history, config))
         tpos = _table_positions(table, bank)  # table index of each bank item
@@ -468,7 +474,7 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
         table=str(getattr(table, "metric", None) or getattr(table, "source", "table")),
         n_items=int(N), n_models=len(models),
         discrimination=float(np.mean([f["discrimination"] for f in folds])),
-        k=float(np.mean([f["k"] for f in folds])),
+        k=float(np.mean([np.nan if f["k"] is None else f["k"] for f in folds])),
         seconds=time.perf_counter() - t0, runs=len(runs),
         confident_accuracy=_summary(r.confident_accuracy for r in runs)[0],
         item_savings_vs_fixed=saving([r.adaptive_items for r in runs], [r.fixed_items for r in runs]),
