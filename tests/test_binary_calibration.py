@@ -48,7 +48,7 @@ def test_3pl_with_known_guessing_recovers_the_simulated_parameters():
 
 
 def test_3pl_estimates_guessing_and_2pl_is_the_default_for_a_binary_table():
-    table, theta, b, a = _simulated(n_models=200, n_items=50, seed=1)
+    table, _, b, a = _simulated(n_models=200, n_items=50, seed=1)
     free = calibrate(table, response_model="3pl")
     assert free.calibration["guessing"] == "estimated"
     assert np.mean(free.c) == pytest.approx(0.25, abs=0.06)

@@ -13,7 +13,11 @@ from lm_eval_adaptive.engine.cat import AdaptiveTest
 from lm_eval_adaptive.engine.estimation import DispersionPosterior, GridPosterior
 from lm_eval_adaptive.engine.person_fit import dispersion_fit
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
-from lm_eval_adaptive.engine.response_model import BernoulliResponseModel, BinaryIRTModel, response_model_from_dict
+from lm_eval_adaptive.engine.response_model import (
+    BernoulliResponseModel,
+    BinaryIRTModel,
+    response_model_from_dict,
+)
 from lm_eval_adaptive.engine.selection import MaxInfoSelector, select_max_information
 from lm_eval_adaptive.errors import BankError
 
@@ -66,7 +70,7 @@ def test_missing_item_parameters_fail_loudly_and_scores_are_binary():
     with pytest.raises(TypeError, match="discriminations"):
         m.information(0.0, 0.0)
     with pytest.raises(TypeError, match="per item"):
-        m.discrimination
+        _ = m.discrimination
     with pytest.raises(ValueError, match="0 or 1"):
         m.validate_scores([1.0, 0.5])
     m.validate_scores([0.0, 1.0, 1.0])
@@ -146,7 +150,7 @@ def test_full_bank_posterior_and_cat_recover_theta():
     thetas = rng.normal(0, 1, 30)
     for j, theta in enumerate(thetas):
         t = AdaptiveTest(bank, se_target=0.35, min_items=10, max_items=150, seed=j)
-        r = t.run(lambda i: float(draw(bank, theta, i, rng)))
+        r = t.run(lambda i, th=theta: float(draw(bank, th, i, rng)))
         hits += abs(r.theta - theta) < 2.5 * r.se
         assert r.n_items <= 150
     assert hits >= 26
@@ -159,3 +163,13 @@ def test_ranker_orders_well_separated_models_on_a_3pl_bank():
     r = AdaptiveRanker(bank, list(truth), n_init=10, n_max=200, seed=0)
     res = r.run(lambda m, i: float(draw(bank, truth[m], i, rng)))
     assert res.ranking == ["high", "mid", "low"]
+
+
+def test_a_binary_bank_refuses_scores_other_than_0_and_1():
+    bank = binary_bank(20)
+    t = AdaptiveTest(bank, se_target=None, max_items=5, seed=0)
+    i = t.next_item()
+    with pytest.raises(ValueError, match="0 or 1 only"):
+        t.record(i, 0.5)
+    t.record(i, 1.0)
+    assert t.result().n_items == 1

@@ -449,7 +449,8 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
                 progress(len(runs) + 1, total_steps)
             runs.append(r)
         folds.append({"fold": f, "holdout": hold, "calibration_models": len(calib),
-                      "bank_items": bank.n_items, "discrimination": bank.discrimination, "k": bank.k,
+                      "bank_items": bank.n_items, "response_model": bank.model.kind,
+                      "discrimination": bank.discrimination, "k": bank.k,
                       "conformance_r2": bank.diagnostics.get("conformance_r2"),
                       "budget_usd": budget, "matched_cost_usd": matched, "truth_ranking": truth,
                       "truth_ties": sorted(sorted(t) for t in gt["ties"]),

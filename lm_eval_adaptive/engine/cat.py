@@ -280,6 +280,17 @@ class Examinee:
                 self._n_taken -= 1
         self._version += 1
 
+    def _check_binary(self, y, ids) -> None:
+        """A 2PL/3PL bank takes 0/1 scores only: ValueError naming the first other one."""
+        if not self._bank.model.per_item:
+            return
+        y = np.atleast_1d(np.asarray(y, dtype=float))
+        bad = np.flatnonzero((y != 0.0) & (y != 1.0))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"model {self._name!r}, item {ids[i]!r}: score {float(y[i])!r}; the "
+                             f"{self._bank.model.kind} bank {self._bank.describe()} takes scores 0 or 1 only")
+
     def _check_new(self, item: int) -> None:
         if self._scored[item]:
             raise ValueError(f"model {self._name!r}, item {self.item_id(item)!r}: already scored")
@@ -296,6 +307,7 @@ class Examinee:
         item = self._check_item(item)
         y = check_score(y, model=self._name, item=self.item_id(item))
         cost = check_cost(cost, model=self._name, item=self.item_id(item))
+        self._check_binary(y, [self.item_id(item)])
         self._check_new(item)
         self._info.append(float(self._bank.information(self._estimator.theta, item)))
         self._mark(item)
@@ -324,6 +336,7 @@ class Examinee:
                 raise ValueError(f"model {self._name!r}: {items.size} items but {c.size} costs")
         if np.unique(items).size != items.size:
             raise ValueError(f"model {self._name!r}: an item appears twice in one record_many")
+        self._check_binary(y, ids)
         clash = items[self._scored[items] | self._excluded[items]]
         if clash.size:
             self._check_new(int(clash[0]))
@@ -614,8 +627,8 @@ class AdaptiveTest:
         e = self._examinee
         check_score(y, model=e.name, item=e.item_id(item))
         check_cost(cost, model=e.name, item=e.item_id(item))
+        e.record(item, y, cost=cost)  # first: a score the bank refuses (a 2PL/3PL bank's non-0/1) changes nothing
         self._pending.discard(item)
-        e.record(item, y, cost=cost)
         if not self._pending:
             self._check_stop()
 
