@@ -119,3 +119,32 @@ def test_alpaca_eval_win_is_preference_above_one_and_a_half():
     # judge = preference - 1, so a win is judge > 0.5
     np.testing.assert_array_equal(win.score, (judge.score > 0.5).astype(float))
     assert resolve_response_model(win, None) == "2pl"
+
+
+def _sample_logs(root, n_options: int, n_models: int = 30, n_docs: int = 25, seed: int = 5) -> None:
+    """Harness-style sample logs (one folder per model) of a task with ``n_options`` requests per document."""
+    rng = np.random.default_rng(seed)
+    b, theta = rng.normal(0, 1, n_docs), rng.normal(0, 1, n_models)
+    for j in range(n_models):
+        folder = root / f"model{j}"
+        folder.mkdir(parents=True)
+        p = 0.25 + 0.75 / (1 + np.exp(-(theta[j] - b)))
+        rows = [{"doc_id": d, "acc": float(rng.random() < p[d]),
+                 "arguments": {f"gen_args_{o}": {"arg_0": f"Q{d}", "arg_1": f" {o}"} for o in range(n_options)}}
+                for d in range(n_docs)]
+        (folder / "samples_mc_2026-01-01T00-00-00.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+@pytest.mark.parametrize(("options", "kind", "c"), [(4, "3pl", 0.25), (1, "2pl", 0.0)])
+def test_calibrate_from_sample_logs_of_a_multiple_choice_task_defaults_to_3pl_with_one_over_k(
+        tmp_path, options, kind, c):
+    _sample_logs(tmp_path / "logs", options)
+    out = tmp_path / "bank.json"
+    assert main(["calibrate", "--samples", str(tmp_path / "logs"), "--task", "mc", "--metric", "acc",
+                 "--no-self-check", "--out", str(out)]) == 0
+    bank = ItemBank.load(out)
+    assert bank.model.kind == kind and np.all(bank.c == c)
+    # asked for, 2pl stays 2pl on a multiple-choice task
+    assert main(["calibrate", "--samples", str(tmp_path / "logs"), "--task", "mc", "--metric", "acc",
+                 "--response-model", "2pl", "--no-self-check", "--out", str(out)]) == 0
+    assert ItemBank.load(out).model.kind == "2pl"

@@ -121,6 +121,9 @@ def test_selector_with_per_item_information_is_brute_force_max_information():
         got = sel.select(theta, mask, step)
         want = select_max_information(bank.model, theta, bank.b, administered, **bank.item_params())
         assert got == want
+        info = np.where(administered, -np.inf, bank.information(theta))
+        top5 = np.lexsort((np.arange(bank.n_items), -info))[:5]
+        np.testing.assert_array_equal(sel.candidates(theta, mask, step, 5), top5)
         mask[sel.positions(got)] = True
         administered[got] = True
     # the one-parameter window rule (nearest b) would pick differently on this bank

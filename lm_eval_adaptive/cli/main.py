@@ -41,10 +41,11 @@ from lm_eval_adaptive.engine.calibration import (
     DEFAULT_SCALING,
     RESPONSE_MODELS,
 )
+from lm_eval_adaptive.engine.binary_calibration import is_binary_table
 from lm_eval_adaptive.engine.self_check import calibrate_checked
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import record_item_field
-from lm_eval_adaptive.harness.run import ModelCallError, table_from_sample_logs
+from lm_eval_adaptive.harness.run import ModelCallError, options_from_sample_logs, table_from_sample_logs
 from lm_eval_adaptive.replay.server import add_arguments as add_replay_arguments
 from lm_eval_adaptive.replay.server import serve
 
@@ -61,6 +62,7 @@ def cmd_calibrate(args) -> int:
 
         table = table_from_sample_logs(args.samples, task=args.task, metric=args.metric,
                                        allow_outliers=args.allow_outliers)
+        args.response_model, args.guessing = _multiple_choice_default(args, table)
     elif args.table:
         table = load_any_table(args.table, metric=args.metric, allow_outliers=args.allow_outliers)
     else:
@@ -81,6 +83,18 @@ def cmd_calibrate(args) -> int:
 
     print_calibration(report_console(), bank, args.out)
     return 0
+
+
+def _multiple_choice_default(args, table):
+    """(response model, guessing) for a table from sample logs: a 0/1 metric of a multiple-choice task
+    (k options per document) defaults to 3pl with c = 1/k per item (``--response-model 3pl`` without
+    ``--guessing`` too); anything else keeps what was asked."""
+    if args.guessing is not None or args.response_model not in (None, "3pl") or not is_binary_table(table):
+        return args.response_model, args.guessing
+    options = options_from_sample_logs(args.samples, task=args.task)
+    if not options or any(str(i) not in options for i in table.items):
+        return args.response_model, args.guessing
+    return "3pl", {str(i): 1.0 / options[str(i)] for i in table.items}
 
 
 # ----------------------------------------------------------------- backtest
@@ -181,10 +195,11 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
         sp.add_argument("--response-model", choices=RESPONSE_MODELS, default=None,
                         help="continuous (METHOD.md §1), or 2pl/3pl for 0/1 scores (accuracy, exact match, "
                              "win/lose) with a discrimination (and a guessing chance) per item "
-                             "(default: 2pl for a table of 0/1 scores, continuous otherwise; docs/binary.md)")
+                             "(default: 3pl with c = 1/k for --samples of a k-option multiple-choice task scored "
+                             "0/1, 2pl for any other table of 0/1 scores, continuous otherwise; docs/binary.md)")
         sp.add_argument("--guessing", type=guessing_value, default=None, metavar="C",
                         help="3pl: every item's guessing chance c, e.g. 0.25 for four-option multiple choice "
-                             "(default: estimated per item)")
+                             "(default: 1/k from --samples of a multiple-choice task, else estimated per item)")
 
     d = sub.add_parser("demo", help="rank recorded real systems adaptively (offline, embedded data)",
                         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -96,7 +96,7 @@ class MaxInfoSelector:
         None when an item's information falls with |θ - b| alone (one discrimination per
         bank: the window search). For per-item discriminations and guessing (2PL/3PL) pass
         ``bank.selection_information``, ``theta -> information of every bank item``: each
-        selection then ranks the whole bank by it (one vectorised pass, O(N log N)).
+        selection then ranks the whole bank by it (one vectorised O(N) pass).
     """
 
     name = "max-info"
@@ -157,12 +157,17 @@ class MaxInfoSelector:
 
     def _ranked_by_information(self, theta: float, mask: np.ndarray, k: int) -> np.ndarray:
         """The k untaken items of highest information at θ (ties: lower bank index first)."""
-        free = np.flatnonzero(~mask)
-        if free.size == 0:
-            return free
-        bank_idx = self.order[free]
-        info = np.asarray(self.information(theta), dtype=float)[bank_idx]
-        return bank_idx[np.lexsort((bank_idx, -info))[:k]]
+        vals = np.asarray(self.information(theta), dtype=float)[self.order]  # mask (sorted) layout
+        vals[mask] = -np.inf
+        n_free = self.n_items - int(np.count_nonzero(mask))
+        if n_free == 0:
+            return np.zeros(0, dtype=np.int64)
+        k = min(k, n_free)
+        # the k-th largest value, then every free item at least as informative (ties at the edge)
+        kth = np.partition(vals, self.n_items - k)[self.n_items - k]
+        pos = np.flatnonzero((vals >= kth) & ~mask)
+        bank_idx = self.order[pos]
+        return bank_idx[np.lexsort((bank_idx, -vals[pos]))[:k]]
 
     def select(self, theta: float, mask: np.ndarray, n_used: int,
                rng: np.random.Generator | None = None) -> int:
