@@ -36,20 +36,37 @@ def _history(path: Path, n_models: int = 40, seed: int = 0) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-def test_adaptive_multiple_choice_run_asks_only_for_chosen_documents(tmp_path, monkeypatch):
-    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
-        monkeypatch.setenv(var, "1")  # nothing may be fetched
-    single_process_accelerate(monkeypatch)
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """Two tiny random-weight models (seeds 0 and 1) and a 3PL bank of the task from `calibrate`."""
+    root = tmp_path_factory.mktemp("tiny")
     corpus = [f"Question: {d['question']}\nAnswer: {' '.join(d['choices'])}" for d in DOCS]
-    model_dir = save_tiny_model(tmp_path / "tiny-gpt2", corpus)
-
-    table = tmp_path / "history.csv"
+    models = [save_tiny_model(root / f"tiny-gpt2-{s}", corpus, seed=s) for s in (0, 1)]
+    table = root / "history.csv"
     _history(table)
-    bank_path = tmp_path / "tiny_mc.acc.json"
+    bank_path = root / "tiny_mc.acc.json"
     assert main(["calibrate", str(table), "--response-model", "3pl", "--guessing", "0.25", "--task", "tiny_mc",
                  "--metric", "acc", "--no-self-check", "--out", str(bank_path)]) == 0
     bank = ItemBank.load(bank_path)
     assert bank.model.kind == "3pl" and np.all(bank.c == 0.25) and bank.n_items >= 30
+    return models, bank_path
+
+
+def _offline(monkeypatch) -> None:
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+        monkeypatch.setenv(var, "1")  # nothing may be fetched
+    single_process_accelerate(monkeypatch)
+
+
+def _hf_args(folder, device: bool = False) -> str:
+    """The `hf` model's arguments (``device``: the model's own `device` argument, for `rank`, which has no
+    --device; `run` takes the harness's --device)."""
+    return f"pretrained={folder},dtype=float32,parallelize=False,device_map=cpu" + (",device=cpu" if device else "")
+
+
+def test_adaptive_multiple_choice_run_asks_only_for_chosen_documents(tiny, tmp_path, monkeypatch):
+    _offline(monkeypatch)
+    (model_dir, _), bank_path = tiny
 
     from lm_eval.models.huggingface import HFLM
 
@@ -62,8 +79,7 @@ def test_adaptive_multiple_choice_run_asks_only_for_chosen_documents(tmp_path, m
 
     monkeypatch.setattr(HFLM, "loglikelihood", recording)
     out = tmp_path / "run"
-    assert main(["run", "--model", "hf", "--model_args",
-                 f"pretrained={model_dir},dtype=float32,parallelize=False,device_map=cpu", "--device", "cpu",
+    assert main(["run", "--model", "hf", "--model_args", _hf_args(model_dir), "--device", "cpu",
                  "--batch_size", "8", "--tasks", "tiny_mc", "--include_path", str(TASK_DIR), "--no-progress",
                  "--adaptive", "--bank", str(bank_path), "--item-field", "id", "--se-target", "0.3",
                  "--min-items", "5", "--max-items", "12", "--log_samples", "--output_path", str(out)]) == 0
@@ -87,3 +103,17 @@ def test_adaptive_multiple_choice_run_asks_only_for_chosen_documents(tmp_path, m
     asked_docs = [question[c] for c in asked]
     assert set(asked_docs) == chosen
     assert len(asked) == 4 * len(chosen) < 4 * len(DOCS)
+
+
+def test_rank_two_tiny_models_on_the_multiple_choice_task(tiny, tmp_path, monkeypatch):
+    _offline(monkeypatch)
+    models, bank_path = tiny
+    out = tmp_path / "rank"
+    prices = [x for m in models for x in ("--price", f"{m}=0,0")]
+    assert main(["rank", "--models", *(f"hf:{_hf_args(m, device=True)}" for m in models), "--tasks", "tiny_mc",
+                 "--include_path", str(TASK_DIR), "--bank", str(bank_path), "--item-field", "id",
+                 "--max-items", "10", *prices, "--output", str(out)]) == 0
+    ranking = json.loads((out / "ranking.json").read_text())
+    rows = ranking["ranking"]
+    assert sorted(r["model"] for r in rows) == sorted(str(m) for m in models)
+    assert all(1 <= r["items"] <= 10 and r["se"] > 0 and np.isfinite(r["theta"]) for r in rows)
