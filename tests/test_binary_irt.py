@@ -176,3 +176,19 @@ def test_a_binary_bank_refuses_scores_other_than_0_and_1():
         t.record(i, 0.5)
     t.record(i, 1.0)
     assert t.result().n_items == 1
+
+
+def test_one_parameter_banks_keep_their_file_and_id(tmp_path):
+    rng = np.random.default_rng(0)
+    one = ItemBank(item_ids=np.array(["x", "y", "z"], dtype=object), b=rng.normal(size=3),
+                   model=BernoulliResponseModel(a=1.4), scaling="global", lo=0.0, hi=1.0,
+                   input_tokens=1.0, output_tokens=1.0)
+    d = one.to_dict()
+    assert set(d["items"]) == {"id", "b", "input_tokens", "output_tokens"}  # no a/c columns
+    assert d["response_model"] == {"kind": "bernoulli", "a": 1.4}
+    back = ItemBank.load(one.save(tmp_path / "one.json"))
+    assert back.bank_id == one.bank_id and back.a is None and back.item_params([0, 1]) == {}
+    assert back.selection_information is None  # the nearest-b window selector, as before
+    with pytest.raises(BankError, match="2PL/3PL"):
+        ItemBank(item_ids=np.array(["x"], dtype=object), b=[0.0], model=BernoulliResponseModel(), scaling="global",
+                 lo=0.0, hi=1.0, input_tokens=1.0, output_tokens=1.0, a=[1.0])
