@@ -29,7 +29,10 @@ from lm_eval_adaptive.data.responses import ResponseTable  # noqa: E402
 from lm_eval_adaptive.engine.bank import ItemBank  # noqa: E402
 from lm_eval_adaptive.engine.calibration import calibrate  # noqa: E402
 from lm_eval_adaptive.engine.cat import AdaptiveTest  # noqa: E402
-from lm_eval_adaptive.engine.response_model import BinaryIRTModel, ContinuousResponseModel  # noqa: E402
+from lm_eval_adaptive.engine.response_model import (  # noqa: E402
+    BinaryIRTModel,
+    ContinuousResponseModel,
+)
 from lm_eval_adaptive.errors import InputError  # noqa: E402
 
 
