@@ -45,9 +45,16 @@ _EPS = 1e-12
 
 
 def is_binary_table(table) -> bool:
-    """Every score of ``table`` is 0 or 1 (a 2PL/3PL table)."""
-    s = np.asarray(table.score, dtype=float)
+    """Every score of ``table`` is 0 or 1 (a 2PL/3PL table). A long table's ``score`` or a dense
+    table's ``scores`` (NaN: missing)."""
+    s = np.asarray(table.score if hasattr(table, "score") else table.scores, dtype=float).ravel()
+    s = s[~np.isnan(s)]
     return bool(s.size) and bool(np.all((s == 0.0) | (s == 1.0)))
+
+
+def _long_format(table):
+    """The table in long format (a dense table that can say it as one, converted)."""
+    return table if hasattr(table, "model_idx") or not hasattr(table, "to_table") else table.to_table()
 
 
 def _guessing_vector(guessing, item_ids: np.ndarray) -> np.ndarray | None:
@@ -77,6 +84,7 @@ def calibrate_binary(table, *, response_model: str = "2pl", guessing=None, drop_
         raise InputError(f"binary calibration fits {' or '.join(BINARY_KINDS)}, not {response_model!r}")
     if response_model == "2pl" and guessing is not None:
         raise InputError("a guessing parameter needs the 3pl response model")
+    table = _long_format(table)
     M, N = int(table.n_models), int(table.n_items)
     if M < 2:
         raise InputError(f"calibration needs at least 2 models, the table has {M}", path=table.source)
