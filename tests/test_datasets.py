@@ -155,7 +155,8 @@ def test_wmt_bad_arguments(fake_root):
 
 def test_named_tables_and_unknown_name():
     assert "wmt24/en-de/bleu" in NAMED_TABLES and "alpaca_eval/judge" in NAMED_TABLES
-    assert len(NAMED_TABLES) == 9 + 8 * 5  # WMT24, AlpacaEval, WMT25
+    assert "alpaca_eval/win" in NAMED_TABLES
+    assert len(NAMED_TABLES) == 8 + 2 + 8 * 5  # WMT24, AlpacaEval (judge, win), WMT25
     with pytest.raises(InputError, match="unknown table 'wmt24/fr-de/bleu'; valid names: wmt24/en-de/bleu"):
         load_named("wmt24/fr-de/bleu")
     with pytest.raises(InputError, match="alpaca_eval/judge"):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["add_tie_margin_argument", "int_at_least", "positive_int", "nonnegative_int", "positive_float", "nonnegative_float",
+__all__ = ["add_tie_margin_argument", "guessing_value", "int_at_least", "positive_int", "nonnegative_int", "positive_float", "nonnegative_float",
            "open_unit_interval", "confidence_level"]
 
 
@@ -57,6 +57,11 @@ def nonnegative_float(text: str) -> float:
 def open_unit_interval(text: str) -> float:
     """A number strictly between 0 and 1."""
     return _float(text, lambda v: 0 < v < 1, "a number between 0 and 1 (exclusive)")
+
+
+def guessing_value(text: str) -> float:
+    """A 3PL guessing chance c: a number in [0, 1)."""
+    return _float(text, lambda v: 0 <= v < 1, "a guessing chance in [0, 1)")
 
 
 def confidence_level(text: str) -> float:

@@ -14,6 +14,7 @@ from lm_eval_adaptive.atomic import atomic_write, write_json
 from lm_eval_adaptive.cli.arguments import (
     add_tie_margin_argument,
     confidence_level,
+    guessing_value,
     int_at_least,
     nonnegative_float,
     nonnegative_int,
@@ -39,11 +40,13 @@ from lm_eval_adaptive.engine.backtest import BacktestConfig, backtest
 from lm_eval_adaptive.engine.calibration import (
     DEFAULT_METHOD,
     DEFAULT_SCALING,
+    RESPONSE_MODELS,
 )
+from lm_eval_adaptive.engine.binary_calibration import is_binary_table
 from lm_eval_adaptive.engine.self_check import calibrate_checked
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import record_item_field
-from lm_eval_adaptive.harness.run import ModelCallError, table_from_sample_logs
+from lm_eval_adaptive.harness.run import ModelCallError, options_from_sample_logs, table_from_sample_logs
 from lm_eval_adaptive.replay.server import add_arguments as add_replay_arguments
 from lm_eval_adaptive.replay.server import serve
 
@@ -60,6 +63,7 @@ def cmd_calibrate(args) -> int:
 
         table = table_from_sample_logs(args.samples, task=args.task, metric=args.metric,
                                        allow_outliers=args.allow_outliers)
+        args.response_model, args.guessing = _multiple_choice_default(args, table)
     elif args.table:
         table = load_any_table(args.table, metric=args.metric, allow_outliers=args.allow_outliers)
     else:
@@ -72,13 +76,26 @@ def cmd_calibrate(args) -> int:
         table = table.select_models([m for m in names if m not in args.exclude_models])
     bank = calibrate_checked(table, scaling=args.scaling, method=args.method, likelihood=args.likelihood,
                              check=not args.no_self_check, drop_negative=not args.keep_negative,
-                             atlas_filters=args.atlas_filters, task=args.task, metric=args.metric or table.metric)
+                             atlas_filters=args.atlas_filters, task=args.task, metric=args.metric or table.metric,
+                             response_model=args.response_model, guessing=args.guessing)
     if args.table:  # a named table knows the document field its ids are values of: the bank says so
         record_item_field(bank, table_item_field(args.table))
     bank.save(args.out)
 
     print_calibration(report_console(), bank, args.out)
     return 0
+
+
+def _multiple_choice_default(args, table):
+    """(response model, guessing) for a table from sample logs: a 0/1 metric of a multiple-choice task
+    (k options per document) defaults to 3pl with c = 1/k per item (``--response-model 3pl`` without
+    ``--guessing`` too); anything else keeps what was asked."""
+    if args.guessing is not None or args.response_model not in (None, "3pl") or not is_binary_table(table):
+        return args.response_model, args.guessing
+    options = options_from_sample_logs(args.samples, task=args.task)
+    if not options or any(str(i) not in options for i in table.items):
+        return args.response_model, args.guessing
+    return "3pl", {str(i): 1.0 / options[str(i)] for i in table.items}
 
 
 # ----------------------------------------------------------------- backtest
@@ -90,7 +107,8 @@ def cmd_backtest(args) -> int:
                             scaling=args.scaling, method=args.method, likelihood=args.likelihood,
                             top_k=args.top_k,
                             partition_seed=args.partition_seed, bootstrap=args.bootstrap,
-                            tie_margin=args.tie_margin, self_check=not args.no_self_check)
+                            tie_margin=args.tie_margin, self_check=not args.no_self_check,
+                            response_model=args.response_model, guessing=args.guessing)
     if any(metric_table_specs(t) for t in args.table):  # prefix/m1,m2: a joint multi-metric run
         if len(args.table) > 1:
             raise InputError("a joint multi-metric backtest takes one TABLE spec (e.g. wmt25/en-de/xcomet,metricx)")
@@ -179,6 +197,16 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
                         help="accept scores far outside the bulk of the table (more than 10 x "
                              "(P99 - P1) beyond [P1, P99]; refused by default as likely corrupt)")
 
+    def response_model_arguments(sp):
+        sp.add_argument("--response-model", choices=RESPONSE_MODELS, default=None,
+                        help="continuous (METHOD.md §1), or 2pl/3pl for 0/1 scores (accuracy, exact match, "
+                             "win/lose) with a discrimination (and a guessing chance) per item "
+                             "(default: 3pl with c = 1/k for --samples of a k-option multiple-choice task scored "
+                             "0/1, 2pl for any other table of 0/1 scores, continuous otherwise; docs/binary.md)")
+        sp.add_argument("--guessing", type=guessing_value, default=None, metavar="C",
+                        help="3pl: every item's guessing chance c, e.g. 0.25 for four-option multiple choice "
+                             "(default: 1/k from --samples of a multiple-choice task, else estimated per item)")
+
     d = sub.add_parser("demo", help="rank recorded real systems adaptively (offline, embedded data)",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
                         epilog="example:\n  " + 'lm-eval-adaptive demo\n  lm-eval-adaptive demo --models GPT-4 Claude-3.5 Phi-3-Medium Llama3-70B --budget-usd 0.2 --plot rank.png')
@@ -223,6 +251,7 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
     c.add_argument("--exclude-models", nargs="+", default=None, metavar="MODEL",
                    help="leave these models out of the calibration (e.g. the ones about to be ranked)")
     common_model(c)
+    response_model_arguments(c)
     c.set_defaults(func=cmd_calibrate)
 
     b = sub.add_parser("backtest", help="adaptive vs random vs fixed-length on held-out models (paper protocol)",
@@ -263,6 +292,7 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
                    help="no progress on stderr (default: a bar over tables × folds × seeds on a terminal, "
                         "a line per fold otherwise)")
     common_model(b)
+    response_model_arguments(b)
     b.set_defaults(func=cmd_backtest)
 
     if with_run:  # the harness's own parser: only imported when `run` is asked for

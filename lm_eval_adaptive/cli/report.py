@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -31,6 +32,17 @@ def report_console(*, stderr: bool = False) -> Console:
     return console
 
 
+def _calibration_note(results, s) -> str:
+    """How the backtest's banks were calibrated: the continuous settings, or the binary model(s)."""
+    kinds = sorted({f.get("response_model", "continuous") for r in results for f in r.folds})
+    binary = [k for k in kinds if k != "continuous"]
+    cont = f"calibration={s['method']}/{s['scaling']}, likelihood={s['likelihood']}"
+    if not binary:
+        return cont
+    note = f"response model={'/'.join(binary)} (0/1 scores, joint MAP fit)"
+    return note if len(kinds) == len(binary) else f"{cont}; {note}"
+
+
 def print_calibration(console, bank, out_path) -> None:
     d = bank.diagnostics
     t = Table(title=f"item bank {bank.describe()} → {out_path}", show_header=False)
@@ -40,8 +52,16 @@ def print_calibration(console, bank, out_path) -> None:
     t.add_row("items kept / in table", f"{bank.n_items} / {d.get('n_items_in')}")
     t.add_row("dropped", ", ".join(f"{k}: {v}" for k, v in d.get("dropped_by_reason", {}).items()) or "none")
     t.add_row("scaling", bank.scaling)
-    t.add_row("noise k", f"{bank.k:.4f}" if bank.k is not None else "-")
-    t.add_row("discrimination a = 1/√k", f"{bank.discrimination:.3f}")
+    if bank.model.per_item:  # 2PL/3PL: a (and c) per item
+        q = np.quantile(bank.a, [0.05, 0.5, 0.95])
+        t.add_row("response model", f"{bank.model.kind}: P(right) = c + (1 - c)·logistic(a·(θ - b)) per item")
+        t.add_row("discrimination a per item", f"mean {bank.discrimination:.3f} (5%/50%/95%: "
+                                              f"{q[0]:.2f} / {q[1]:.2f} / {q[2]:.2f})")
+        t.add_row("guessing c", f"mean {float(np.mean(bank.c)):.3f}"
+                  + (" (estimated)" if bank.calibration.get("guessing") == "estimated" else ""))
+    else:
+        t.add_row("noise k", f"{bank.k:.4f}" if bank.k is not None else "-")
+        t.add_row("discrimination a = 1/√k", f"{bank.discrimination:.3f}")
     r2 = d.get("conformance_r2")
     t.add_row("conformance R² (variance model)", "-" if r2 is None or math.isnan(r2) else f"{r2:.3f}")
     t.add_row("difficulty range", f"{bank.b.min():.2f} … {bank.b.max():.2f} (median {bank.prior_mean:.2f})")
@@ -81,7 +101,6 @@ def print_backtest(console, results) -> None:
                   _f(r.full_task_coverage, 2), _f(r.se_calibration.get("share_abs_z_over_1_96"), 2),
                   _f(r.person_misfit_flags.get("share"), 2), f"{r.seconds:.1f}")
     if len(results) > 1:
-        import numpy as np
 
         def m(f):
             return float(np.mean([f(r) for r in results]))
@@ -97,7 +116,7 @@ def print_backtest(console, results) -> None:
     s = results[0].settings
     console.print(f"{s['folds']} folds × {s['seeds']} seeds, hold-out {s['holdout_size']} models, "
                   f"γ={s['confidence']}, ≥{s['min_items']} items/model, budget {s['target_items']} items/model "
-                  f"at the mean item cost, calibration={s['method']}/{s['scaling']}, likelihood={s['likelihood']}, "
+                  f"at the mean item cost, {_calibration_note(results, s)}, "
                   f"prices: {', '.join(s['prices'])}")
     short = [f"{r.table}: {r.folds_run} of {s['folds']} folds" for r in results if r.folds_run < s["folds"]]
     if short:

@@ -54,7 +54,9 @@ DATA_ENV = "LM_EVAL_ADAPTIVE_DATA"
 #: language (``BLEU(trg_lang=...)``: ``ja-mecab`` for ja, ``zh`` for zh, ``13a`` otherwise).
 WMT24_PAIRS: tuple[str, ...] = ("en-de", "en-es", "en-ja", "en-zh")
 WMT24_METRICS: tuple[str, ...] = ("bleu", "chrf")
-ALPACA_METRICS: tuple[str, ...] = ("judge",)
+#: ``judge``: the judge's preference - 1, in [0, 1]; ``win``: 1 if preference > 1.5 (the model's
+#: answer beats the reference, how AlpacaEval's win rate counts it) else 0.
+ALPACA_METRICS: tuple[str, ...] = ("judge", "win")
 #: WMT25 pairs (short code -> folder) and metrics (short name -> key in ``metric_scores``).
 WMT25_PAIRS: dict[str, str] = {
     "cs-de": "cs-de_DE", "en-ar": "en-ar_EG", "en-de": "en-de_DE", "en-et": "en-et_EE",
@@ -475,8 +477,9 @@ def load_alpaca_eval(
 ) -> ResponseTable:
     """AlpacaEval judge scores of 28 models, as a response table.
 
-    Score = judge preference - 1, in [0, 1] (1 = the model's answer is
-    preferred to the reference).  Models are the files ``judge/<MODEL>.jsonl``
+    ``judge``: score = judge preference - 1, in [0, 1] (1 = the model's answer is
+    preferred to the reference). ``win``: score = 1 if preference > 1.5 else 0
+    (win/lose, a binary table: how AlpacaEval's win rate is defined).  Models are the files ``judge/<MODEL>.jsonl``
     (sorted), items the ``id`` values (as strings, in numeric order).  Rows
     with a null/NaN preference are skipped.  Token counts are estimated as
     characters / 4 of the instruction (input) and the reference answer (output).
@@ -525,7 +528,7 @@ def load_alpaca_eval(
             if math.isinf(pref):
                 raise InputError(f"preference {pref!r} is not finite", path=str(path), row=number)
             ids.append(ident)
-            prefs.append(float(pref) - 1.0)
+            prefs.append((1.0 if pref > 1.5 else 0.0) if metric == "win" else float(pref) - 1.0)
         if not ids:
             continue  # a model with no usable judgement contributes nothing
         model_col.append(np.full(len(ids), len(models), dtype=np.int64))

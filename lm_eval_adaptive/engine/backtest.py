@@ -60,6 +60,8 @@ class BacktestConfig:
     self_check: bool = True  # each fold's bank corrected by its own self-check (nested cross-validation)
     self_check_seeds: int = 2
     futility: float = DEFAULT_FUTILITY  # the ranker's futility stop (engine/ranker.py)
+    response_model: str | None = None  # calibrate(response_model=...): None = by the table (0/1 → 2pl)
+    guessing: float | None = None  # 3pl: every item's c (None: estimated)
 
     def folds_that_fit(self, n_models: int) -> int:
         """Complete hold-out sets that fit with at least 2 models left to calibrate on (at most ``folds``)."""
@@ -151,6 +153,9 @@ class BacktestResult:
 def backtest_signature(config: BacktestConfig, prices) -> str:
     """``key:value|...`` naming every setting behind a backtest's figures and the versions used."""
     c = asdict(config)
+    for key in ("response_model", "guessing"):  # named only when set (older signatures stay as they were)
+        if c[key] is None:
+            del c[key]
     return format_signature({k: c[k] for k in sorted(c)} | {"prices": list(prices)} | versions())
 
 
@@ -308,7 +313,7 @@ def _ability_on_every_item(bank, scaled_row: np.ndarray) -> tuple[float, float]:
     """(θ̂, SE) of one model from every bank item it has a score for (the reference for z)."""
     have = np.flatnonzero(~np.isnan(scaled_row))
     post = GridPosterior(bank.prior_mean, DEFAULT_PRIOR_SD)
-    post.update_many(bank.model, bank.b[have], scaled_row[have])
+    post.update_many(bank.model, bank.b[have], scaled_row[have], **bank.item_params(have))
     return post.mean, post.sd
 
 
@@ -373,7 +378,8 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
         calib = [m for m in models if m not in hold]
         history = table.select_models(calib)
         bank = calibrate(history, scaling=config.scaling, method=config.method,
-                         likelihood=config.likelihood, metric=getattr(table, "metric", None))
+                         likelihood=config.likelihood, metric=getattr(table, "metric", None),
+                         response_model=config.response_model, guessing=config.guessing)
         if config.self_check:  # as `calibrate` does: the bank measures its own model error on its history
             bank.set_model_error(self_check_correction(history, config))
         tpos = _table_positions(table, bank)  # table index of each bank item
@@ -402,7 +408,8 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
         pair_rule = pair_rule_for(bank, config.confidence, config.tie_margin)
         fold_runs = []
         for seed in range(config.seeds):
-            selector = default_selector(bank.b, top_k=config.top_k, seed=[config.partition_seed, f, seed])
+            selector = default_selector(bank.b, top_k=config.top_k, seed=[config.partition_seed, f, seed],
+                                        information=bank.selection_information)
             ranker = AdaptiveRanker(bank, hold, item_costs=bank_costs, confidence=config.confidence,
                                     n_init=config.min_items, n_max=config.max_items, budget=budget,
                                     top_k=config.top_k, seed=seed, selector=selector, exclude=missing,
@@ -442,7 +449,8 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
                 progress(len(runs) + 1, total_steps)
             runs.append(r)
         folds.append({"fold": f, "holdout": hold, "calibration_models": len(calib),
-                      "bank_items": bank.n_items, "discrimination": bank.discrimination, "k": bank.k,
+                      "bank_items": bank.n_items, "response_model": bank.model.kind,
+                      "discrimination": bank.discrimination, "k": bank.k,
                       "conformance_r2": bank.diagnostics.get("conformance_r2"),
                       "budget_usd": budget, "matched_cost_usd": matched, "truth_ranking": truth,
                       "truth_ties": sorted(sorted(t) for t in gt["ties"]),
@@ -467,7 +475,7 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
         table=str(getattr(table, "metric", None) or getattr(table, "source", "table")),
         n_items=int(N), n_models=len(models),
         discrimination=float(np.mean([f["discrimination"] for f in folds])),
-        k=float(np.mean([f["k"] for f in folds])),
+        k=float(np.mean([np.nan if f["k"] is None else f["k"] for f in folds])),
         seconds=time.perf_counter() - t0, runs=len(runs),
         confident_accuracy=_summary(r.confident_accuracy for r in runs)[0],
         item_savings_vs_fixed=saving([r.adaptive_items for r in runs], [r.fixed_items for r in runs]),

@@ -55,6 +55,9 @@ class ItemBank:
     #: added in quadrature to every ability SE, ``full_task_sd`` (metric units) to full-task
     #: intervals; ``*_misfit`` are the same for a model the person-fit statistic flags.
     model_error: dict = field(default_factory=dict)
+    #: Per-item discrimination and guessing of a 2PL/3PL bank (``model.per_item``); None otherwise.
+    a: np.ndarray | None = None
+    c: np.ndarray | None = None
 
     def __post_init__(self):
         """Validate: messages name the field as the bank file spells it (``items.b[3]``)."""
@@ -91,8 +94,26 @@ class ItemBank:
                      "token counts must be finite and >= 0 (null if unknown)")
         if len(set(self.item_ids.tolist())) != n:
             raise BankError("item ids must be unique")
+        self._check_item_parameters(n)
         self._index = None
         self._hash = None
+
+    def _check_item_parameters(self, n: int) -> None:
+        """A 2PL/3PL bank needs items.a > 0 (and items.c in [0, 1), 0 for 2PL); other banks have neither."""
+        if not self.model.per_item:
+            if self.a is not None or self.c is not None:
+                raise BankError(f"items.a/items.c are per-item parameters of a 2PL/3PL bank, "
+                                f"not of a {self.model.kind!r} one")
+            return
+        if self.a is None:
+            raise BankError(f"a {self.model.kind} bank needs items.a (one discrimination per item)")
+        self.a = _aligned(self.a, n, "items.a")
+        self.c = np.zeros(n) if self.c is None else _aligned(self.c, n, "items.c")
+        _require(np.isfinite(self.a) & (self.a > 0), self.a, "items.a", "discriminations must be finite and > 0")
+        _require(np.isfinite(self.c) & (self.c >= 0) & (self.c < 1), self.c, "items.c",
+                 "guessing parameters must lie in [0, 1)")
+        if self.model.kind == "2pl":
+            _require(self.c == 0, self.c, "items.c", "a 2pl bank has no guessing (c = 0); use 3pl")
 
     # ------------------------------------------------------------------ basics
     @property
@@ -105,7 +126,27 @@ class ItemBank:
 
     @property
     def discrimination(self) -> float:
+        """The bank's discrimination a (2PL/3PL: the mean of the items' a)."""
+        if self.model.per_item:
+            return float(np.mean(self.a))
         return self.model.discrimination
+
+    def item_params(self, items=slice(None)) -> dict:
+        """Keyword arguments of the response model's methods for bank ``items`` besides b: ``a``
+        and ``c`` of a 2PL/3PL bank, nothing for a one-parameter bank."""
+        if not self.model.per_item:
+            return {}
+        return {"a": self.a[items], "c": self.c[items]}
+
+    def information(self, theta: float, items=slice(None)) -> np.ndarray:
+        """Fisher information of bank ``items`` (default: all) at ability ``theta``."""
+        return self.model.information(theta, self.b[items], **self.item_params(items))
+
+    @property
+    def selection_information(self):
+        """For the selector: None when information falls with |θ - b| alone (one-parameter
+        banks: the nearest difficulties are the most informative), else :meth:`information`."""
+        return self.information if self.model.per_item else None
 
     def set_model_error(self, correction: dict) -> None:
         """Store the self-check's correction (engine/model_error.py; {} for none), checked."""
@@ -179,6 +220,9 @@ class ItemBank:
 
         items = {"id": [str(x) for x in self.item_ids], "b": [round(float(v), 10) for v in self.b],
                  "input_tokens": col(self.input_tokens), "output_tokens": col(self.output_tokens)}
+        if self.model.per_item:
+            items["a"] = [round(float(v), 10) for v in self.a]
+            items["c"] = [round(float(v), 10) for v in self.c]
         if self.scaling == "per_item":
             items["min"] = [float(v) for v in self.lo]
             items["max"] = [float(v) for v in self.hi]
@@ -260,7 +304,9 @@ class ItemBank:
                        output_tokens=_numbers(items, "output_tokens", n, required=False),
                        task=d.get("task"), metric=d.get("metric"), dropped=d.get("dropped") or [],
                        diagnostics=d.get("diagnostics") or {}, calibration=d.get("calibration") or {},
-                       model_error=_model_error(d.get("model_error")))
+                       model_error=_model_error(d.get("model_error")),
+                       a=_numbers(items, "a", n) if model.per_item else None,
+                       c=_numbers(items, "c", n) if model.per_item and "c" in items else None)
         except BankError as e:
             raise BankError(str(e), path=source) from None
         except (KeyError, TypeError, ValueError) as e:  # pragma: no cover - the checks above come first

@@ -95,7 +95,7 @@ def fixed_length_cat(bank: ItemBank, models: Sequence[str], n_items: int,
     ``exclude``: per model, bank items never to give it (it has no score for them); a
     model whose items run out gets fewer.
     """
-    selector = selector or MaxInfoSelector(bank.b, top_k=top_k)
+    selector = selector or MaxInfoSelector(bank.b, top_k=top_k, information=bank.selection_information)
     rng = rng or np.random.default_rng()
     n_items = min(int(n_items), bank.n_items)
     score, items, cost = {}, {}, {}

@@ -43,10 +43,11 @@ from lm_eval_adaptive import __version__
 from lm_eval_adaptive.data.response_matrix import ResponseMatrix, check_matrix_outliers
 from lm_eval_adaptive.data.responses import check_score_outliers
 from lm_eval_adaptive.engine.bank import SCALINGS, ItemBank
+from lm_eval_adaptive.engine.binary_calibration import calibrate_binary, is_binary_table
 from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
 from lm_eval_adaptive.errors import InputError
 
-__all__ = ["calibrate", "DEFAULT_SCALING", "DEFAULT_EPSILON"]
+__all__ = ["calibrate", "DEFAULT_SCALING", "DEFAULT_EPSILON", "RESPONSE_MODELS", "resolve_response_model"]
 
 #: Chosen by backtest on the real tables: see docs/calibration.md.
 DEFAULT_SCALING = "per_item"
@@ -58,12 +59,25 @@ _JOINT_B_PRIOR_SD = 10.0
 #: A joint-fit sweep that moves no parameter by more than this has converged.
 _JOINT_TOL = 1e-10
 _ABILITY_CLIP = 1e-6
+#: ``calibrate(response_model=...)``: the continuous model (METHOD.md §1) or a binary 2PL/3PL
+#: (engine/binary_calibration.py).
+RESPONSE_MODELS = ("continuous", "2pl", "3pl")
 #: Cells per block of rows in the passes over the (model, item) matrix.
 _BLOCK_CELLS = 1 << 20
 #: Above this many cells, the conformance R² uses a seeded random sample of this many.
 _CONFORMANCE_MAX_CELLS = 1_000_000
 #: Long tables of up to this many observations get the reference arithmetic (see calibrate).
 _REFERENCE_MAX_OBS = 1_000_000
+
+
+def resolve_response_model(table, response_model: str | None) -> str:
+    """The response model to calibrate ``table`` with: as asked, or by default ``2pl`` for a table
+    of 0/1 scores (accuracy, exact match, win/lose) and ``continuous`` for any other."""
+    if response_model is None:
+        return "2pl" if is_binary_table(table) else "continuous"
+    if response_model not in RESPONSE_MODELS:
+        raise InputError(f"unknown response model {response_model!r}; choose one of {', '.join(RESPONSE_MODELS)}")
+    return response_model
 
 
 def conformance_r2(y: np.ndarray, mu: np.ndarray, k: float, n_bins: int = 10) -> dict:
@@ -85,7 +99,7 @@ def conformance_r2(y: np.ndarray, mu: np.ndarray, k: float, n_bins: int = 10) ->
 def calibrate(table, *, scaling: str = DEFAULT_SCALING, epsilon: float = DEFAULT_EPSILON,
               drop_negative: bool = True, atlas_filters: bool = False,
               likelihood: str = "quasi", method: str = DEFAULT_METHOD, task: str | None = None,
-              metric: str | None = None) -> ItemBank:
+              metric: str | None = None, response_model: str | None = None, guessing=None) -> ItemBank:
     """Build an :class:`ItemBank` from a response table of full runs (see module docstring).
 
     Parameters
@@ -108,7 +122,21 @@ def calibrate(table, *, scaling: str = DEFAULT_SCALING, epsilon: float = DEFAULT
         means, abilities from model means). ``"joint"``: start there, then maximise the
         quasi-likelihood jointly over abilities and difficulties (alternating Newton
         steps, a weak N(0, 10²) prior on b), which puts b and θ on one consistent scale.
+    response_model:
+        ``"continuous"``, ``"2pl"`` or ``"3pl"``; None: 2pl for a table of 0/1 scores, else
+        continuous (:func:`resolve_response_model`). 2PL/3PL are fitted by
+        :func:`~lm_eval_adaptive.engine.binary_calibration.calibrate_binary` (scaling, epsilon,
+        likelihood, method and the ATLAS filters do not apply to them).
+    guessing:
+        3PL only: the items' guessing c (a number, e.g. 1/k for k-option items, or a mapping
+        item id -> c); None: estimated.
     """
+    kind = resolve_response_model(table, response_model)
+    if kind != "continuous":
+        return calibrate_binary(table, response_model=kind, guessing=guessing, drop_negative=drop_negative,
+                                task=task, metric=metric)
+    if guessing is not None:
+        raise InputError("a guessing parameter needs the 3pl response model")
     if method not in METHODS:
         raise InputError(f"unknown calibration method {method!r}; choose one of {', '.join(METHODS)}")
     if scaling not in SCALINGS:

@@ -280,6 +280,17 @@ class Examinee:
                 self._n_taken -= 1
         self._version += 1
 
+    def _check_binary(self, y, ids) -> None:
+        """A 2PL/3PL bank takes 0/1 scores only: ValueError naming the first other one."""
+        if not self._bank.model.per_item:
+            return
+        y = np.atleast_1d(np.asarray(y, dtype=float))
+        bad = np.flatnonzero((y != 0.0) & (y != 1.0))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"model {self._name!r}, item {ids[i]!r}: score {float(y[i])!r}; the "
+                             f"{self._bank.model.kind} bank {self._bank.describe()} takes scores 0 or 1 only")
+
     def _check_new(self, item: int) -> None:
         if self._scored[item]:
             raise ValueError(f"model {self._name!r}, item {self.item_id(item)!r}: already scored")
@@ -296,10 +307,11 @@ class Examinee:
         item = self._check_item(item)
         y = check_score(y, model=self._name, item=self.item_id(item))
         cost = check_cost(cost, model=self._name, item=self.item_id(item))
+        self._check_binary(y, [self.item_id(item)])
         self._check_new(item)
-        self._info.append(float(self._bank.model.information(self._estimator.theta, self._bank.b[item])))
+        self._info.append(float(self._bank.information(self._estimator.theta, item)))
         self._mark(item)
-        self._estimator.update(self._bank.model, self._bank.b[item], y)
+        self._estimator.update(self._bank.model, self._bank.b[item], y, **self._bank.item_params(item))
         self._items.append(item)
         self._scores.append(y)
         self._scored[item] = True
@@ -324,12 +336,13 @@ class Examinee:
                 raise ValueError(f"model {self._name!r}: {items.size} items but {c.size} costs")
         if np.unique(items).size != items.size:
             raise ValueError(f"model {self._name!r}: an item appears twice in one record_many")
+        self._check_binary(y, ids)
         clash = items[self._scored[items] | self._excluded[items]]
         if clash.size:
             self._check_new(int(clash[0]))
         if not items.size:
             return
-        self._estimator.update_many(self._bank.model, self._bank.b[items], y)
+        self._estimator.update_many(self._bank.model, self._bank.b[items], y, **self._bank.item_params(items))
         pos = self._selector.positions(items)
         self._n_taken += int(np.count_nonzero(~self._mask[pos]))
         self._mask[pos] = True
@@ -379,12 +392,12 @@ def full_task_estimate(bank: ItemBank, items, raw_scores, theta: float, se: floa
     n = bank.n_items + dropped.size
 
     def total(t):
-        return fixed + float(np.sum(bank.lo[rest] + span * bank.model.mean(t, bank.b[rest])))
+        return fixed + float(np.sum(bank.lo[rest] + span * bank.model.mean(t, bank.b[rest], **bank.item_params(rest))))
 
     est = total(theta) / n
     lo_t = total(theta - z * se) / n
     hi_t = total(theta + z * se) / n
-    mu = bank.model.mean(theta, bank.b[rest])
+    mu = bank.model.mean(theta, bank.b[rest], **bank.item_params(rest))
     k = bank.k if bank.k is not None else 1.0
     noise_sd = float(np.sqrt(np.sum(k * mu * (1 - mu) * span ** 2))) / n
     lower, upper = lo_t - z * noise_sd, hi_t + z * noise_sd
@@ -462,7 +475,8 @@ class AdaptiveTest:
         self._budget = budget
         self._seed = seed
         self._rng = np.random.default_rng(seed)
-        sel = selector if selector is not None else default_selector(bank.b, top_k=top_k, seed=seed)
+        sel = selector if selector is not None else default_selector(bank.b, top_k=top_k, seed=seed,
+                                                                         information=bank.selection_information)
         self._examinee = Examinee(bank, sel, name, item_costs=item_costs, estimator=estimator)
         built: list = [BankExhausted(), MaxItems(self._max_items)]
         if se_target is not None:
@@ -613,8 +627,8 @@ class AdaptiveTest:
         e = self._examinee
         check_score(y, model=e.name, item=e.item_id(item))
         check_cost(cost, model=e.name, item=e.item_id(item))
+        e.record(item, y, cost=cost)  # first: a score the bank refuses (a 2PL/3PL bank's non-0/1) changes nothing
         self._pending.discard(item)
-        e.record(item, y, cost=cost)
         if not self._pending:
             self._check_stop()
 

@@ -61,11 +61,12 @@ class AbilityEstimator(Protocol):
     def se(self) -> float:
         ...
 
-    def update(self, model: ResponseModel, b: float, y: float) -> None:
-        """Add one scaled score ``y`` ∈ [0, 1] on an item of difficulty ``b``."""
+    def update(self, model: ResponseModel, b: float, y: float, **item) -> None:
+        """Add one scaled score ``y`` ∈ [0, 1] on an item of difficulty ``b``; ``item``: its other
+        parameters (``a``, ``c`` of a 2PL/3PL bank, ``bank.item_params(i)``; none for one-parameter banks)."""
         ...
 
-    def update_many(self, model: ResponseModel, b: np.ndarray, y: np.ndarray) -> None:
+    def update_many(self, model: ResponseModel, b: np.ndarray, y: np.ndarray, **item) -> None:
         """Add several scores at once (the same result as :meth:`update` on each, up to rounding)."""
         ...
 
@@ -125,18 +126,19 @@ class GridPosterior:
         self._mean = None
         self._sd = None
 
-    def update(self, model: ResponseModel, b: float, y: float) -> None:
-        """Add one observed score ``y`` on an item of difficulty ``b``."""
-        self.log_post += model.log_likelihood(y, self.grid, b)
+    def update(self, model: ResponseModel, b: float, y: float, **item) -> None:
+        """Add one observed score ``y`` on an item of difficulty ``b`` (``item``: its a, c if any)."""
+        self.log_post += model.log_likelihood(y, self.grid, b, **item)
         self.n_obs += 1
         self._mean = None
 
-    def update_many(self, model: ResponseModel, b: np.ndarray, y: np.ndarray) -> None:
+    def update_many(self, model: ResponseModel, b: np.ndarray, y: np.ndarray, **item) -> None:
         """Add several observations at once (a (n, grid) product; for replays and tests)."""
         b = np.asarray(b, dtype=float)
         y = np.asarray(y, dtype=float)
         if b.size:
-            ll = model.log_likelihood(y[:, None], self.grid[None, :], b[:, None])
+            col = {k: np.broadcast_to(np.asarray(v, dtype=float), b.shape)[:, None] for k, v in item.items()}
+            ll = model.log_likelihood(y[:, None], self.grid[None, :], b[:, None], **col)
             self.log_post += ll.sum(axis=0)
             self.n_obs += int(b.size)
             self._mean = None
@@ -221,7 +223,7 @@ class DispersionPosterior(GridPosterior):
     SE is the posterior SD × √φ; θ̂ is the posterior mean, unchanged.
     """
 
-    __slots__ = ("prior_items", "_b", "_y", "_model", "_phi")
+    __slots__ = ("prior_items", "_b", "_y", "_item", "_model", "_phi")
     name = "grid-eap+dispersion"
 
     def __init__(self, prior_mean: float = 0.0, prior_sd: float = DEFAULT_PRIOR_SD, *,
@@ -232,22 +234,28 @@ class DispersionPosterior(GridPosterior):
         self.prior_items = float(prior_items)
         self._b: list = []
         self._y: list = []
+        self._item: dict = {}  # per-item parameters (a, c) of a 2PL/3PL bank, aligned with _b
         self._model = None
         self._phi = None  # cached dispersion, cleared by every update
 
-    def update(self, model: ResponseModel, b: float, y: float) -> None:
-        super().update(model, b, y)
+    def update(self, model: ResponseModel, b: float, y: float, **item) -> None:
+        super().update(model, b, y, **item)
         self._phi = None
         self._model = model
         self._b.append(float(b))
         self._y.append(float(y))
+        for k, v in item.items():
+            self._item.setdefault(k, []).append(float(v))
 
-    def update_many(self, model: ResponseModel, b: np.ndarray, y: np.ndarray) -> None:
-        super().update_many(model, b, y)
+    def update_many(self, model: ResponseModel, b: np.ndarray, y: np.ndarray, **item) -> None:
+        super().update_many(model, b, y, **item)
         self._phi = None
         self._model = model
-        self._b.extend(np.asarray(b, dtype=float).ravel().tolist())
+        b = np.asarray(b, dtype=float).ravel()
+        self._b.extend(b.tolist())
         self._y.extend(np.asarray(y, dtype=float).ravel().tolist())
+        for k, v in item.items():
+            self._item.setdefault(k, []).extend(np.broadcast_to(np.asarray(v, dtype=float), b.shape).tolist())
 
     @property
     def dispersion(self) -> float:
@@ -260,8 +268,10 @@ class DispersionPosterior(GridPosterior):
         n = len(self._b)
         if n < 2:
             return 1.0
-        mu = np.asarray(self._model.mean(self.mean, np.asarray(self._b)), dtype=float)
-        k = 1.0 / self._model.discrimination ** 2
+        item = {k: np.asarray(v) for k, v in self._item.items()}
+        mu = np.asarray(self._model.mean(self.mean, np.asarray(self._b), **item), dtype=float)
+        # a 2PL/3PL bank's scores are Bernoulli: variance P(1 - P), no noise factor
+        k = 1.0 if self._model.per_item else 1.0 / self._model.discrimination ** 2
         info = float(np.sum(mu * (1.0 - mu)))
         if info <= 0:
             return 1.0

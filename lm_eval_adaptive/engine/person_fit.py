@@ -49,8 +49,9 @@ def dispersion_fit(bank: ItemBank, items, scores, theta: float, *, flag_z: float
     n = int(items.size)
     if n == 0:
         return PersonFit(0, float("nan"), float("nan"), False)
-    mu = np.asarray(bank.model.mean(theta, bank.b[items]), dtype=float)
-    k = 1.0 / bank.model.discrimination ** 2
+    mu = np.asarray(bank.model.mean(theta, bank.b[items], **bank.item_params(items)), dtype=float)
+    # a 2PL/3PL bank's scores are Bernoulli (variance P(1 - P)); otherwise k = 1/a²
+    k = 1.0 if bank.model.per_item else 1.0 / bank.model.discrimination ** 2
     var = np.maximum(k * mu * (1.0 - mu), 1e-12)
     d = float(np.sum((y - mu) ** 2 / var))
     ratio = d / n

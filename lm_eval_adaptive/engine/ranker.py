@@ -312,7 +312,8 @@ class AdaptiveRanker:
         self._budget = budget
         self._seed = seed
         self._rng = np.random.default_rng(seed)
-        self._selector = selector or default_selector(bank.b, top_k=top_k, seed=seed)
+        self._selector = selector or default_selector(bank.b, top_k=top_k, seed=seed,
+                                                      information=bank.selection_information)
         if not (futility >= 0):
             raise ValueError(f"futility must be >= 0, got {futility!r}")
         self._futility = float(futility)

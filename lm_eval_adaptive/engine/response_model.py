@@ -7,7 +7,13 @@ ask which one they have:
   μ = logistic(θ - b) and variance k·μ(1-μ). Fisher information μ(1-μ)/k; equivalent
   discrimination a = 1/√k.
 * :class:`BernoulliResponseModel`: a binary score (exact match, multiple choice),
-  P(y = 1) = logistic(a·(θ - b)), Fisher information a²·P(1-P).
+  P(y = 1) = logistic(a·(θ - b)) with one bank-wide a, Fisher information a²·P(1-P).
+* :class:`BinaryIRTModel` (``"2pl"``, ``"3pl"``): a binary score with per-item
+  discrimination a_i and guessing c_i, P(y = 1) = c + (1-c)·logistic(a·(θ - b)). Its
+  item parameters live in the bank (``items.a``, ``items.c``); every method takes them as
+  keyword arguments ``a=`` and ``c=`` aligned with ``b`` (``**bank.item_params(items)``).
+  The one-parameter models take no such arguments (``item_params`` is empty for them), so
+  a call site that forgets them fails loudly on a 2PL/3PL bank.
 
 Likelihood used for the posterior
 ---------------------------------
@@ -39,6 +45,8 @@ __all__ = [
     "ResponseModel",
     "ContinuousResponseModel",
     "BernoulliResponseModel",
+    "BinaryIRTModel",
+    "BINARY_KINDS",
     "response_model_from_dict",
 ]
 
@@ -54,6 +62,8 @@ class ResponseModel:
     """Interface of a response model (see module docstring)."""
 
     kind: str = "abstract"
+    #: True when items carry their own parameters besides b (a, c: keyword arguments).
+    per_item = False
 
     @property
     def discrimination(self) -> float:  # pragma: no cover - interface
@@ -159,11 +169,75 @@ class BernoulliResponseModel(ResponseModel):
         return {"kind": self.kind, "a": float(self.a)}
 
 
+#: The per-item binary models: ``"2pl"`` (c = 0) and ``"3pl"`` (guessing c per item).
+BINARY_KINDS = ("2pl", "3pl")
+
+
+def _validate_binary(y) -> None:
+    y = np.asarray(y, dtype=float)
+    if not np.all((y == 0.0) | (y == 1.0)):
+        raise ValueError("a binary response model takes scores 0 or 1 only")
+
+
+@dataclass(frozen=True)
+class BinaryIRTModel(ResponseModel):
+    """Binary 2PL/3PL: P(y = 1) = c + (1-c)·logistic(a·(θ - b)), per-item a > 0 and 0 ≤ c < 1.
+
+    With q = logistic(a·(θ - b)) and P = c + (1-c)·q the Fisher information is
+    a²·(1-P)/P·((P-c)/(1-c))² = a²·(1-c)·q²·(1-q)/P (the 3PL closed form; a²·q·(1-q) at c = 0).
+    """
+
+    kind: str = "2pl"
+    per_item = True
+
+    def __post_init__(self):
+        if self.kind not in BINARY_KINDS:
+            raise ValueError(f"binary model kind must be one of {BINARY_KINDS}, got {self.kind!r}")
+
+    @property
+    def discrimination(self) -> float:
+        raise TypeError(f"a {self.kind} model has one discrimination per item: read the bank's items.a")
+
+    @staticmethod
+    def _params(a, c):
+        if a is None:
+            raise TypeError("a 2PL/3PL model needs the items' discriminations a= (pass **bank.item_params(items))")
+        return np.asarray(a, dtype=float), (0.0 if c is None else np.asarray(c, dtype=float))
+
+    def mean(self, theta, b, a=None, c=None):
+        a, c = self._params(a, c)
+        return c + (1.0 - c) * expit(a * np.subtract(theta, b))
+
+    def information(self, theta, b, a=None, c=None):
+        a, c = self._params(a, c)
+        q = expit(a * np.subtract(theta, b))
+        p = c + (1.0 - c) * q
+        return a ** 2 * (1.0 - c) * q * q * (1.0 - q) / np.maximum(p, _EPS)
+
+    def log_likelihood(self, y, theta, b, a=None, c=None):
+        a, c = self._params(a, c)
+        x = a * np.subtract(theta, b)
+        y = np.asarray(y, dtype=float)
+        with np.errstate(divide="ignore"):
+            log_c, log_1c = np.log(c), np.log1p(-np.asarray(c, dtype=float))
+        log_p = np.logaddexp(log_c, log_1c + _log_expit(x))  # log(c + (1-c)·q)
+        log_q = log_1c + _log_expit(-x)                       # log(1 - P) = log((1-c)(1-q))
+        return y * log_p + (1.0 - y) * log_q
+
+    def validate_scores(self, y):
+        _validate_binary(y)
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind}
+
+
 def response_model_from_dict(d: dict) -> ResponseModel:
     """Inverse of ``to_dict``."""
     kind = d.get("kind")
+    if kind in BINARY_KINDS:
+        return BinaryIRTModel(kind=kind)
     if kind == "continuous":
         return ContinuousResponseModel(k=float(d["k"]), likelihood=d.get("likelihood", "quasi"))
     if kind == "bernoulli":
         return BernoulliResponseModel(a=float(d.get("a", 1.0)))
-    raise ValueError(f"unknown response model kind {kind!r} (expected 'continuous' or 'bernoulli')")
+    raise ValueError(f"unknown response model kind {kind!r} (expected 'continuous', 'bernoulli', '2pl' or '3pl')")

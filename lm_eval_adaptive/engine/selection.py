@@ -1,13 +1,14 @@
 """Item selection: maximum Fisher information, optionally randomesque (top-k).
 
-For the response models here the information of an item is a decreasing function of
+For the one-parameter response models the information of an item is a decreasing function of
 |θ - b| (logistic, symmetric around b, one discrimination per bank), so the most
 informative unadministered item is the one whose difficulty is nearest to θ̂. The
 selector keeps the difficulties sorted and looks only at a window around θ̂ wide
 enough to hold the k nearest unadministered items (at most ``n_administered + k`` on
 each side), so one selection costs O(log N + n_administered) however large the bank.
 :func:`select_max_information` is the brute-force definition over the whole bank; the
-tests check that both always agree.
+tests check that both always agree. A 2PL/3PL bank (per-item a and c) has no such order:
+its selector is given ``bank.selection_information`` and ranks every item by information.
 
 :class:`Selector` is the interface every selector implements (:class:`MaxInfoSelector`
 is the one used by default); an :class:`~lm_eval_adaptive.engine.cat.Examinee` or an
@@ -69,12 +70,13 @@ class Selector(Protocol):
 
 
 def select_max_information(model: ResponseModel, theta: float, b: np.ndarray,
-                           administered: np.ndarray) -> int:
-    """Index of the unadministered item with maximum information at ``theta`` (brute force).
+                           administered: np.ndarray, **item) -> int:
+    """Index of the unadministered item with maximum information at ``theta`` (brute force;
+    ``item``: the per-item a, c of a 2PL/3PL bank).
 
     Ties go to the lowest index. Returns -1 when every item was administered.
     """
-    info = model.information(theta, b)
+    info = model.information(theta, b, **item)
     info = np.where(administered, -np.inf, info)
     i = int(np.argmax(info))
     return -1 if administered[i] else i
@@ -90,11 +92,16 @@ class MaxInfoSelector:
     top_k:
         1 for strict maximum information; k > 1 picks uniformly at random among the k
         most informative unadministered items (ATLAS' exposure control).
+    information:
+        None when an item's information falls with |θ - b| alone (one discrimination per
+        bank: the window search). For per-item discriminations and guessing (2PL/3PL) pass
+        ``bank.selection_information``, ``theta -> information of every bank item``: each
+        selection then ranks the whole bank by it (one vectorised O(N) pass).
     """
 
     name = "max-info"
 
-    def __init__(self, b: np.ndarray, top_k: int = 1):
+    def __init__(self, b: np.ndarray, top_k: int = 1, *, information=None):
         b = np.asarray(b, dtype=float)
         if b.ndim != 1 or b.size == 0:
             raise ValueError("the bank needs at least one item")
@@ -107,6 +114,7 @@ class MaxInfoSelector:
         self.rank[self.order] = np.arange(b.size)
         self.top_k = int(top_k)
         self.n_items = int(b.size)
+        self.information = information
 
     def new_mask(self) -> np.ndarray:
         """A fresh 'administered' mask in sorted order: item i is ``mask[rank[i]]``."""
@@ -122,6 +130,8 @@ class MaxInfoSelector:
         ``mask`` is in sorted order (``mask[rank[i]]`` for bank item i) and ``n_used`` must
         be its number of True entries: the window is sized from it.
         """
+        if self.information is not None:
+            return self._ranked_by_information(theta, mask, k)
         n = self.n_items
         pos = int(np.searchsorted(self.b_sorted, theta))
         w = n_used + k
@@ -144,6 +154,20 @@ class MaxInfoSelector:
         # nearest first; equal distance → lower bank index (as the brute-force definition)
         bank_idx = self.order[idx]
         return bank_idx[np.lexsort((bank_idx, d))[:k]]
+
+    def _ranked_by_information(self, theta: float, mask: np.ndarray, k: int) -> np.ndarray:
+        """The k untaken items of highest information at θ (ties: lower bank index first)."""
+        vals = np.asarray(self.information(theta), dtype=float)[self.order]  # mask (sorted) layout
+        vals[mask] = -np.inf
+        n_free = self.n_items - int(np.count_nonzero(mask))
+        if n_free == 0:
+            return np.zeros(0, dtype=np.int64)
+        k = min(k, n_free)
+        # the k-th largest value, then every free item at least as informative (ties at the edge)
+        kth = np.partition(vals, self.n_items - k)[self.n_items - k]
+        pos = np.flatnonzero((vals >= kth) & ~mask)
+        bank_idx = self.order[pos]
+        return bank_idx[np.lexsort((bank_idx, -vals[pos]))[:k]]
 
     def select(self, theta: float, mask: np.ndarray, n_used: int,
                rng: np.random.Generator | None = None) -> int:
@@ -170,8 +194,8 @@ class RandomShareSelector(MaxInfoSelector):
     """
 
     def __init__(self, b: np.ndarray, top_k: int = 1, *, share: float = DEFAULT_RANDOM_SHARE,
-                 seed: int | None = None):
-        super().__init__(b, top_k)
+                 seed: int | None = None, information=None):
+        super().__init__(b, top_k, information=information)
         if not (0.0 <= float(share) <= 1.0):
             raise ValueError(f"the random share must be in [0, 1], got {share}")
         self.share = float(share)
@@ -219,7 +243,8 @@ class RandomShareSelector(MaxInfoSelector):
         return np.asarray(out, dtype=np.int64)
 
 
-def default_selector(b: np.ndarray, top_k: int = 1, seed: int | None = None) -> RandomShareSelector:
+def default_selector(b: np.ndarray, top_k: int = 1, seed: int | None = None, *,
+                     information=None) -> RandomShareSelector:
     """The selector the engine uses unless told otherwise: :class:`RandomShareSelector` with
-    :data:`DEFAULT_RANDOM_SHARE`."""
-    return RandomShareSelector(b, top_k, share=DEFAULT_RANDOM_SHARE, seed=seed)
+    :data:`DEFAULT_RANDOM_SHARE` (``information``: ``bank.selection_information``)."""
+    return RandomShareSelector(b, top_k, share=DEFAULT_RANDOM_SHARE, seed=seed, information=information)

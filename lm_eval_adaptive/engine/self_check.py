@@ -62,7 +62,8 @@ class SelfCheck:
 
 def self_check(table, *, scaling: str, method: str, likelihood: str = "quasi", confidence: float = 0.95,
                holdout_size: int = 4, folds: int = 5, seeds: int = 2, min_items: int = 10,
-               target_items: int = 20) -> SelfCheck | None:
+               target_items: int = 20, response_model: str | None = None,
+               guessing: float | None = None) -> SelfCheck | None:
     """Leave-models-out cross-validation of the calibration on ``table`` (None: too few models).
 
     Hold-out sets of ``holdout_size`` models (fewer on a small table, at least 2), as many
@@ -71,7 +72,7 @@ def self_check(table, *, scaling: str, method: str, likelihood: str = "quasi", c
     """
     config = BacktestConfig(holdout_size=holdout_size, folds=folds, self_check_seeds=seeds, confidence=confidence,
                             min_items=min_items, target_items=target_items, scaling=scaling, method=method,
-                            likelihood=likelihood)
+                            likelihood=likelihood, response_model=response_model, guessing=guessing)
     r = self_check_backtest(table, config)
     if r is None:
         return None
@@ -92,7 +93,9 @@ def calibrate_checked(table, *, scaling: str = DEFAULT_SCALING, method: str = DE
     and its correction into the bank (``model_error``). ``check=False``: calibration alone."""
     bank = calibrate(table, scaling=scaling, method=method, likelihood=likelihood, **calibrate_kwargs)
     if check:
-        result = self_check(table, scaling=scaling, method=method, likelihood=likelihood)
+        result = self_check(table, scaling=scaling, method=method, likelihood=likelihood,
+                            response_model=calibrate_kwargs.get("response_model"),
+                            guessing=calibrate_kwargs.get("guessing"))
         bank.diagnostics["self_check"] = result.to_dict() if result is not None else None
         if result is not None:
             bank.set_model_error(result.correction)

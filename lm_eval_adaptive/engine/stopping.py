@@ -133,7 +133,8 @@ class EquivalenceMargin:
         """m(θ): the predicted mean raw metric over the bank's items, per θ."""
         t = np.atleast_1d(np.asarray(theta, dtype=float))
         bank = self._bank
-        return bank.unscale(self._items, bank.model.mean(t[:, None], bank.b[None, :])).mean(axis=1)
+        return bank.unscale(self._items, bank.model.mean(
+            t[:, None], bank.b[None, :], **{k: v[None, :] for k, v in bank.item_params().items()})).mean(axis=1)
 
     def slope(self, theta, h: float = 1e-4) -> np.ndarray:
         """m'(θ) by central difference."""

@@ -68,7 +68,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: bundle
 __all__ = ["SUPPORTED_LM_EVAL", "DEFAULT_TIMEOUT_S", "AdaptiveRunConfig", "AdaptivePlan", "plan_adaptive_run",
            "TaskProgress", "RunDisplay",
            "adaptive_test", "execute_run", "run_adaptive", "ModelCallError", "JudgePricing",
-           "table_from_sample_logs", "headline_estimate", "display_results", "ADAPTIVE_SAMPLE_KEY",
+           "table_from_sample_logs", "options_from_sample_logs", "headline_estimate", "display_results", "ADAPTIVE_SAMPLE_KEY",
            "ADMINISTERED_SUFFIX"]
 
 log = logging.getLogger("lm_eval_adaptive")
@@ -623,17 +623,7 @@ def table_from_sample_logs(paths, *, task: str, metric: str, allow_outliers: boo
     :func:`~lm_eval_adaptive.data.responses.read_table`.
     """
 
-    files = []
-    for p in map(Path, paths):
-        if p.is_dir():
-            files += sorted(p.rglob(f"samples_{task}_*.jsonl"))
-        elif p.exists():
-            files.append(p)
-        else:
-            raise InputError("no such file or directory", path=str(p))
-    if not files:
-        raise InputError(f"no samples_{task}_*.jsonl under {', '.join(map(str, paths))}; "
-                         "run the harness with --log_samples --output_path DIR")
+    files = _sample_files(paths, task)
     model, item, score, itok, otok = [], [], [], [], []
     adaptive_logs = []
     for f in files:
@@ -665,6 +655,36 @@ def table_from_sample_logs(paths, *, task: str, metric: str, allow_outliers: boo
     return ResponseTable.from_columns(model, item, score, itok, otok,
                                       source=f"{SAMPLE_LOGS_SOURCE}: " + ", ".join(map(str, paths)),
                                       metric=metric, allow_outliers=allow_outliers)
+
+
+def _sample_files(paths, task: str) -> list[Path]:
+    files = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files += sorted(p.rglob(f"samples_{task}_*.jsonl"))
+        elif p.exists():
+            files.append(p)
+        else:
+            raise InputError("no such file or directory", path=str(p))
+    if not files:
+        raise InputError(f"no samples_{task}_*.jsonl under {', '.join(map(str, paths))}; "
+                         "run the harness with --log_samples --output_path DIR")
+    return files
+
+
+def options_from_sample_logs(paths, *, task: str) -> dict[str, int]:
+    """The number of answer options of each document (item = ``doc_id``) of a multiple-choice task,
+    from harness sample logs: a multiple-choice document logs one loglikelihood request per option.
+    Empty when some document logged a single request (not a multiple-choice task)."""
+    options: dict[str, int] = {}
+    for f in _sample_files(paths, task):
+        for _, s in read_jsonl_records(f):
+            a = s.get("arguments")
+            n = len(a) if isinstance(a, (dict, list)) else 0
+            if n < 2:
+                return {}
+            options[str(s["doc_id"])] = n
+    return options
 
 
 def _prompt_of(arguments) -> str:

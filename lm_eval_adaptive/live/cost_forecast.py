@@ -175,7 +175,7 @@ def draw_abilities(pool: np.ndarray, n: int, rng: np.random.Generator) -> np.nda
 def simulated_score(bank: ItemBank, theta: float, item: int, rng: np.random.Generator) -> float:
     """A scaled score drawn from the bank's response model: continuous ``clip(N(μ, k·μ(1-μ)), 0, 1)``,
     or Bernoulli(μ) for a binary bank."""
-    mu = float(bank.model.mean(theta, bank.b[item]))
+    mu = float(bank.model.mean(theta, bank.b[item], **bank.item_params(item)))
     k = bank.k
     if k is None:
         return float(rng.random() < mu)
