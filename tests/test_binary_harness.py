@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tiny_hf import save_tiny_model, single_process_accelerate
+from tiny_hf import save_tiny_model
 
 from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.engine.bank import ItemBank
@@ -55,7 +55,6 @@ def tiny(tmp_path_factory):
 def _offline(monkeypatch) -> None:
     for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
         monkeypatch.setenv(var, "1")  # nothing may be fetched
-    single_process_accelerate(monkeypatch)
 
 
 def _hf_args(folder, device: bool = False) -> str:

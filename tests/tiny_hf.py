@@ -4,20 +4,11 @@
 tokenizer trained on a few strings with the ``tokenizers`` library into a folder: everything the
 harness's ``hf`` model needs (``--model hf --model_args pretrained=FOLDER``), nothing downloaded.
 
-The harness's ``hf`` model imports ``accelerate`` (for multi-process runs). Where that package is
-not installed, :func:`single_process_accelerate` puts a minimal single-process, CPU stand-in for
-the three names it imports in its place (``Accelerator`` reporting one process on the CPU,
-``InitProcessGroupKwargs``; ``find_executable_batch_size`` and ``get_max_memory`` refuse, they
-serve ``batch_size=auto`` and ``parallelize``, which the tests do not use). The model's forward
-passes and the harness's scoring are the real ones either way.
+The harness's ``hf`` model imports ``accelerate``; the ``test`` extra installs it.
 """
 
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
-import sys
-import types
 from pathlib import Path
 
 SPECIAL = "<|endoftext|>"
@@ -43,38 +34,3 @@ def save_tiny_model(folder: Path, corpus: list[str], *, seed: int = 0) -> Path:
     GPT2LMHeadModel(cfg).save_pretrained(folder)
     return Path(folder)
 
-
-def single_process_accelerate(monkeypatch) -> bool:
-    """Install the stand-in ``accelerate`` (module docstring) when the package is missing; True if it did."""
-    if importlib.util.find_spec("accelerate") is not None:
-        return False
-    import torch
-
-    class Accelerator:
-        num_processes = 1
-        process_index = local_process_index = 0
-        is_local_main_process = is_main_process = True
-        device = torch.device("cpu")
-
-        def __init__(self, *args, **kwargs):
-            pass
-
-    class InitProcessGroupKwargs:
-        def __init__(self, **kwargs):
-            self.kwargs = kwargs
-
-    def refused(*args, **kwargs):
-        raise RuntimeError("not available without the accelerate package (batch_size=auto, parallelize)")
-
-    # a spec, no __file__ and no __version__: transformers' own check still finds no accelerate installed
-    acc = types.ModuleType("accelerate")
-    acc.__spec__ = importlib.machinery.ModuleSpec("accelerate", None)
-    acc.Accelerator, acc.InitProcessGroupKwargs, acc.find_executable_batch_size = (
-        Accelerator, InitProcessGroupKwargs, refused)
-    utils = types.ModuleType("accelerate.utils")
-    utils.__spec__ = importlib.machinery.ModuleSpec("accelerate.utils", None)
-    utils.get_max_memory = refused
-    acc.utils = utils
-    monkeypatch.setitem(sys.modules, "accelerate", acc)
-    monkeypatch.setitem(sys.modules, "accelerate.utils", utils)
-    return True
