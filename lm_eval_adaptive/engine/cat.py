@@ -294,12 +294,16 @@ class Examinee:
         non-finite cost, an item already scored or excluded.
         """
         item = self._check_item(item)
-        y = check_score(y, model=self._name, item=self.item_id(item))
-        cost = check_cost(cost, model=self._name, item=self.item_id(item))
+        if not (type(y) is float and 0.0 <= y <= 1.0):  # the common case needs no more checking
+            y = check_score(y, model=self._name, item=self.item_id(item))
+        if cost is not None:
+            cost = check_cost(cost, model=self._name, item=self.item_id(item))
         self._check_new(item)
-        self._info.append(float(self._bank.model.information(self._estimator.theta, self._bank.b[item])))
+        model = self._bank.model
+        b = self._bank.b[item]
+        self._info.append(float(model.information(self._estimator.theta, b)))
         self._mark(item)
-        self._estimator.update(self._bank.model, self._bank.b[item], y)
+        self._estimator.update(model, b, y)
         self._items.append(item)
         self._scores.append(y)
         self._scored[item] = True

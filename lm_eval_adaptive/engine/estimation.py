@@ -19,6 +19,7 @@ of :class:`GridPosterior`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -43,6 +44,7 @@ DEFAULT_DISPERSION_PRIOR_ITEMS = 10.0
 DEFAULT_GRID_HALF_WIDTH = 12.0
 DEFAULT_GRID_STEP = 0.025
 _COARSE_STEP = 0.25
+_EXP_FLOOR = -700.0  # e^-700 ≈ 1e-304: still a normal double (below ≈ -708 exp turns subnormal, and slow)
 
 
 @runtime_checkable
@@ -93,7 +95,7 @@ class GridPosterior:
         prior's tails are not cut off. Sums use trapezoid weights.
     """
 
-    __slots__ = ("grid", "weights", "log_post", "_mean", "_sd", "n_obs", "prior_mean", "prior_sd")
+    __slots__ = ("grid", "weights", "log_post", "_mean", "_sd", "n_obs", "prior_mean", "prior_sd", "_work")
     name = "grid-eap"
 
     def __init__(self, prior_mean: float = 0.0, prior_sd: float = DEFAULT_PRIOR_SD, *,
@@ -124,10 +126,15 @@ class GridPosterior:
         self.n_obs = 0
         self._mean = None
         self._sd = None
+        self._work = None  # two scratch arrays for _summarise
 
     def update(self, model: ResponseModel, b: float, y: float) -> None:
         """Add one observed score ``y`` on an item of difficulty ``b``."""
-        self.log_post += model.log_likelihood(y, self.grid, b)
+        add = getattr(model, "add_log_likelihood", None)
+        if add is not None:
+            add(self.log_post, y, self.grid, b)
+        else:
+            self.log_post += model.log_likelihood(y, self.grid, b)
         self.n_obs += 1
         self._mean = None
 
@@ -142,14 +149,25 @@ class GridPosterior:
             self._mean = None
 
     def _summarise(self) -> None:
+        # w = exp(lp - max lp)·weights; mean and variance as sums over the grid (in scratch arrays).
+        # Points more than 700 below the maximum weigh < 1e-304 relative to it (nothing, in double
+        # precision): they count as e^-700, which keeps exp and the sums off the very slow
+        # subnormal path without changing any sum.
         lp = self.log_post
-        w = np.exp(lp - lp.max()) * self.weights
-        z = w.sum()
+        if self._work is None or self._work[0].shape != lp.shape:
+            self._work = (np.empty_like(lp), np.empty_like(lp))
+        w, d = self._work
+        np.subtract(lp, lp.max(), out=w)
+        np.maximum(w, _EXP_FLOOR, out=w)
+        np.exp(w, out=w)
+        w *= self.weights
+        z = float(w.sum())
         m = float(w @ self.grid) / z
-        d = self.grid - m
-        v = float(w @ (d * d)) / z
+        np.subtract(self.grid, m, out=d)
+        d *= d
+        v = float(w @ d) / z
         self._mean = m
-        self._sd = float(np.sqrt(max(v, 0.0)))
+        self._sd = math.sqrt(max(v, 0.0))
 
     @property
     def mean(self) -> float:
@@ -271,7 +289,7 @@ class DispersionPosterior(GridPosterior):
 
     @property
     def se(self) -> float:
-        return self.sd * float(np.sqrt(self.dispersion))
+        return self.sd * math.sqrt(self.dispersion)
 
 
 @dataclass(frozen=True)

@@ -584,12 +584,17 @@ class AdaptiveRanker:
             self._stop_if_idle("failed")
             return None
         ex = self._examinees
+        flight = self._flight_counts()
         # 1. warm-up, round robin: fewest items first (a model with no unseen item left is done)
         n_warm = min(self._n_init, self._n_max)
-        warm = [m for m in active if ex[m].n + self.in_flight(m) < n_warm
-                and self.in_flight(m) < self._max_in_flight and m not in self._blocked and self._peek(m) >= 0]
-        if warm:
-            m = min(warm, key=lambda x: ex[x].n + self.in_flight(x))
+        m, fewest = None, n_warm
+        for x in active:
+            k = flight.get(x, 0)
+            n = ex[x].n + k
+            if n < n_warm and k < self._max_in_flight and x not in self._blocked and self._peek(x) >= 0 \
+                    and (m is None or n < fewest):
+                m, fewest = x, n
+        if m is not None:
             item = self._peek(m)
             if not self._affordable(m, item):
                 self._stop_if_idle("budget")
@@ -620,7 +625,7 @@ class AdaptiveRanker:
                                      for p in partners[int(j)]):
                 blocked.add("pending" if self.in_flight(m) else "budget")
                 continue
-            k = self.in_flight(m)
+            k = flight.get(m, 0)
             if k >= self._max_in_flight:
                 blocked.add("pending")
                 continue
@@ -648,6 +653,13 @@ class AdaptiveRanker:
             return None
         return self._request(best, self._peek(best), "adaptive")
 
+    def _flight_counts(self) -> dict:
+        """Requests in flight per model (models with none are absent)."""
+        counts: dict[str, int] = {}
+        for m, _ in self._pending:
+            counts[m] = counts.get(m, 0) + 1
+        return counts
+
     def _stop_if_idle(self, reason: str) -> None:
         if not self._pending:
             self._stopped_because = reason
@@ -660,10 +672,13 @@ class AdaptiveRanker:
         in [0, 1], or a negative or non-finite cost.
         """
         key = (request.model, request.item)
-        if self._pending.get(key) != request:
+        pending = self._pending.get(key)
+        if pending is not request and pending != request:
             raise ValueError(f"no pending request {request}")
-        y = check_score(y, model=request.model, item=request.item_id)
-        cost = check_cost(cost, model=request.model, item=request.item_id)
+        if not (type(y) is float and 0.0 <= y <= 1.0):  # the common case needs no more checking
+            y = check_score(y, model=request.model, item=request.item_id)
+        if cost is not None:
+            cost = check_cost(cost, model=request.model, item=request.item_id)
         del self._pending[key]
         self._examinees[request.model].record(request.item, y, cost=cost)
         self._next[request.model] = None

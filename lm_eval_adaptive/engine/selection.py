@@ -16,6 +16,7 @@ is the one used by default); an :class:`~lm_eval_adaptive.engine.cat.Examinee` o
 
 from __future__ import annotations
 
+import math
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -66,6 +67,46 @@ class Selector(Protocol):
         """Bank indices of (up to) ``k`` untaken items, best first, without drawing at random
         (several items given at once)."""
         ...
+
+
+_WALK = 32  # positions walked one by one before the search goes on in NumPy blocks
+
+
+def _free_right(mask: np.ndarray, i: int, n: int) -> int:
+    """The first position ≥ i whose mask entry is False (n: none)."""
+    stop = min(n, i + _WALK)
+    while i < stop:
+        if not mask[i]:
+            return i
+        i += 1
+    step = 4 * _WALK
+    while i < n:
+        free = ~mask[i:i + step]
+        j = int(free.argmax())
+        if free[j]:
+            return i + j
+        i += step
+        step *= 2
+    return n
+
+
+def _free_left(mask: np.ndarray, i: int) -> int:
+    """The last position ≤ i whose mask entry is False (-1: none)."""
+    stop = max(-1, i - _WALK)
+    while i > stop:
+        if not mask[i]:
+            return i
+        i -= 1
+    step = 4 * _WALK
+    while i >= 0:
+        lo = max(0, i - step + 1)
+        free = ~mask[lo:i + 1][::-1]
+        j = int(free.argmax())
+        if free[j]:
+            return i - j
+        i = lo - 1
+        step *= 2
+    return -1
 
 
 def select_max_information(model: ResponseModel, theta: float, b: np.ndarray,
@@ -145,9 +186,43 @@ class MaxInfoSelector:
         bank_idx = self.order[idx]
         return bank_idx[np.lexsort((bank_idx, d))[:k]]
 
+    def _nearest(self, theta: float, mask: np.ndarray) -> int:
+        """:meth:`candidates` ``(theta, mask, n_used, 1)[0]`` (-1: none), in plain Python: walk out from
+        θ's place in the sorted difficulties to the nearest untaken item on each side, then take
+        the nearer; equal distances (on either side) go to the lower bank index."""
+        bs = self.b_sorted
+        n = self.n_items
+        pos = int(bs.searchsorted(theta))
+        lo = _free_left(mask, pos - 1)
+        hi = _free_right(mask, pos, n)
+        order = self.order
+        best, best_d = -1, math.inf
+        if lo >= 0:  # the left side: every untaken item as near as the nearest (sorted: contiguous)
+            best_d = abs(float(bs[lo]) - theta)
+            best = int(order[lo])
+            j = lo - 1
+            while j >= 0 and abs(float(bs[j]) - theta) == best_d:
+                if not mask[j] and order[j] < best:
+                    best = int(order[j])
+                j -= 1
+        if hi < n:
+            d = abs(float(bs[hi]) - theta)
+            if d <= best_d:
+                right = int(order[hi])
+                j = hi + 1
+                while j < n and abs(float(bs[j]) - theta) == d:
+                    if not mask[j] and order[j] < right:
+                        right = int(order[j])
+                    j += 1
+                if d < best_d or right < best:
+                    best, best_d = right, d
+        return best
+
     def select(self, theta: float, mask: np.ndarray, n_used: int,
                rng: np.random.Generator | None = None) -> int:
         """Bank index of the next item, or -1 if the bank is exhausted for this model."""
+        if self.top_k == 1:
+            return self._nearest(float(theta), mask)
         cand = self.candidates(theta, mask, n_used, self.top_k)
         if cand.size == 0:
             return -1
@@ -186,17 +261,27 @@ class RandomShareSelector(MaxInfoSelector):
     def is_random_slot(self, k: int) -> bool:
         """Slot ``k`` (0-based) is drawn at random."""
         s = self.share
-        return s > 0 and np.floor((k + 1) * s) > np.floor(k * s)
+        return s > 0 and math.floor((k + 1) * s) > math.floor(k * s)
 
-    def _random(self, mask: np.ndarray) -> int:
-        free = ~mask[self.perm_pos]
+    def _random(self, mask: np.ndarray, n_used: int | None = None) -> int:
+        """The first untaken item of the permutation (-1: none). With ``n_used`` (the mask's True
+        entries) only the permutation's first ``n_used + 1`` places are looked at: one of them
+        is untaken."""
+        perm_pos = self.perm_pos
+        if n_used is not None and n_used + 1 < perm_pos.size:
+            head = perm_pos[:n_used + 1]
+            free = ~mask[head]
+            j = int(free.argmax())
+            if free[j]:
+                return int(self.order[head[j]])
+        free = ~mask[perm_pos]
         j = int(np.argmax(free))
-        return int(self.order[self.perm_pos[j]]) if free[j] else -1
+        return int(self.order[perm_pos[j]]) if free[j] else -1
 
     def select(self, theta: float, mask: np.ndarray, n_used: int,
                rng: np.random.Generator | None = None) -> int:
         if self.is_random_slot(n_used):
-            return self._random(mask)
+            return self._random(mask, n_used)
         return super().select(theta, mask, n_used, rng)
 
     def candidates(self, theta: float, mask: np.ndarray, n_used: int, k: int) -> np.ndarray:
@@ -208,7 +293,7 @@ class RandomShareSelector(MaxInfoSelector):
         out = []
         for j in range(k):
             if self.is_random_slot(n_used + j):
-                item = self._random(m)
+                item = self._random(m, n_used + j)
             else:
                 c = super().candidates(theta, m, n_used + j, 1)
                 item = int(c[0]) if c.size else -1
