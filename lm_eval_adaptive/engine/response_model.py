@@ -50,19 +50,23 @@ def _log_expit(x: np.ndarray) -> np.ndarray:
     return -np.logaddexp(0.0, -x)
 
 
+_SOFTPLUS_DIRECT = 700.0  # log(1 + e^x) as written while e^x stays finite (x < 709.78)
+
+
 def _add_binary_log_likelihood(out: np.ndarray, y: float, x: np.ndarray, scale: float) -> None:
     """``out += (y·log σ(x) + (1-y)·log σ(-x)) / scale``, overwriting ``x``.
 
-    With log σ(±x) = min(±x, 0) - log(1 + e^(-|x|)) the bracket is y·x - max(x, 0) - log(1 + e^(-|x|)):
-    one exp and one log1p per point instead of two logaddexp (the same values up to rounding).
+    The bracket is y·x - log(1 + e^x): one exp and one log1p per point instead of two
+    logaddexp (the same values up to rounding; e^x is finite on any grid the estimators
+    build, and the overflow-free form is used when it would not be).
     """
-    t = np.abs(x)
-    np.negative(t, out=t)
-    np.exp(t, out=t)
-    np.log1p(t, out=t)
-    t += np.maximum(x, 0.0)
+    if x.size and max(abs(float(x[0])), abs(float(x[-1]))) < _SOFTPLUS_DIRECT:  # x is monotone in θ
+        sp = np.exp(x)
+        np.log1p(sp, out=sp)
+    else:
+        sp = np.logaddexp(0.0, x)
     x *= y
-    x -= t
+    x -= sp
     if scale != 1.0:
         x /= scale
     out += x
