@@ -37,7 +37,7 @@ from lm_eval_adaptive.engine.estimation import (
     EstimatorFactory,
 )
 from lm_eval_adaptive.engine.person_fit import PersonFit, dispersion_fit
-from lm_eval_adaptive.engine.selection import Selector, default_selector
+from lm_eval_adaptive.engine.selection import Selector, shared_default_selector
 from lm_eval_adaptive.engine.signature import component_name, format_signature, versions
 from lm_eval_adaptive.engine.stopping import (
     BankExhausted,
@@ -466,7 +466,7 @@ class AdaptiveTest:
         self._budget = budget
         self._seed = seed
         self._rng = np.random.default_rng(seed)
-        sel = selector if selector is not None else default_selector(bank.b, top_k=top_k, seed=seed)
+        sel = selector if selector is not None else shared_default_selector(bank, top_k=top_k, seed=seed)
         self._examinee = Examinee(bank, sel, name, item_costs=item_costs, estimator=estimator)
         built: list = [BankExhausted(), MaxItems(self._max_items)]
         if se_target is not None:

@@ -45,7 +45,7 @@ from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.cat import Examinee
 from lm_eval_adaptive.engine.checks import check_cost, check_score
 from lm_eval_adaptive.engine.estimation import Z95, EstimatorFactory
-from lm_eval_adaptive.engine.selection import Selector, default_selector
+from lm_eval_adaptive.engine.selection import Selector, shared_default_selector
 from lm_eval_adaptive.engine.signature import component_name, format_signature, versions
 from lm_eval_adaptive.engine.stopping import OrderConfidence, PairRule, PairStatus
 
@@ -312,7 +312,7 @@ class AdaptiveRanker:
         self._budget = budget
         self._seed = seed
         self._rng = np.random.default_rng(seed)
-        self._selector = selector or default_selector(bank.b, top_k=top_k, seed=seed)
+        self._selector = selector or shared_default_selector(bank, top_k=top_k, seed=seed)
         if not (futility >= 0):
             raise ValueError(f"futility must be >= 0, got {futility!r}")
         self._futility = float(futility)
