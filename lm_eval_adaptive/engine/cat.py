@@ -86,6 +86,7 @@ class Examinee:
         self._selector = selector
         self._estimator = factory(bank)
         self._estimator_name = component_name(factory)
+        self._n_items = bank.n_items
         self._mask = selector.new_mask()
         self._n_taken = 0  # True entries of the mask (the selector's window size)
         self._excluded = np.zeros(bank.n_items, dtype=bool)
@@ -227,6 +228,8 @@ class Examinee:
 
     # ---------------------------------------------------------------- changing
     def _check_item(self, item) -> int:
+        if type(item) is int and 0 <= item < self._n_items:  # the common case
+            return item
         if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
             raise ValueError(f"model {self._name!r}: an item is a bank index (int), got {item!r}")
         if not 0 <= item < self._bank.n_items:

@@ -133,30 +133,44 @@ class GridPosterior:
         b = np.asarray(b, dtype=float)
         y = np.asarray(y, dtype=float)
         if b.size:
-            ll = model.log_likelihood(y[:, None], self.grid[None, :], b[:, None])
-            self.log_post += ll.sum(axis=0)
+            add = getattr(model, "add_log_likelihoods", None)
+            if add is not None:
+                add(self.log_post, y.ravel(), self.grid, b.ravel())
+            else:
+                self.log_post += model.log_likelihood(y[:, None], self.grid[None, :], b[:, None]).sum(axis=0)
             self.n_obs += int(b.size)
             self._mean = None
 
     def _summarise(self) -> None:
-        # w = exp(lp - max lp)·weights; θ̂ = Σ w·g / Σ w exactly as ever (these very sums, so that
-        # θ̂ keeps every bit: the item nearest to it must not change). The variance comes from the
-        # precomputed squares about the grid's centre c (one product instead of three passes).
-        # Points more than 700 below the maximum weigh < 1e-304 relative to it (nothing, in double
-        # precision): they count as e^-700, which keeps exp off its very slow subnormal path.
-        c, sq = self._tables
+        # Weights w ∝ exp(lp)·(trapezoid weights); θ̂ = Σ w·g / Σ w and the variance are their moments
+        # about the grid's centre c. Points more than 700 below the maximum weigh < 1e-304 relative
+        # to it (nothing, in double precision): they count as e^-700, which keeps exp off its very
+        # slow subnormal path.
+        c, sq, log_w, powers = self._tables
         lp = self.log_post
         w = self._work
         if w is None:
             w = self._work = np.empty_like(lp)
-        np.subtract(lp, lp.max(), out=w)
-        np.maximum(w, _EXP_FLOOR, out=w)
-        np.exp(w, out=w)
-        w *= self.weights
-        z = float(w.sum())
-        m = float(w @ self.grid) / z
-        d = m - c
-        v = float(w @ sq) / z - d * d
+        if self.n_obs == 0:
+            # the prior: θ̂ is its mean up to rounding, and that rounding decides between two items
+            # equally near it (an even bank's median): these are the sums θ̂ was always computed with
+            np.subtract(lp, lp.max(), out=w)
+            np.maximum(w, _EXP_FLOOR, out=w)
+            np.exp(w, out=w)
+            w *= self.weights
+            z = float(w.sum())
+            m = float(w @ self.grid) / z
+            d = m - c
+            v = float(w @ sq) / z - d * d
+        else:  # one product gives the mass and both moments
+            np.add(lp, log_w, out=w)
+            w -= w.max()
+            np.maximum(w, _EXP_FLOOR, out=w)
+            np.exp(w, out=w)
+            z, s1, s2 = (powers @ w).tolist()
+            d = s1 / z
+            m = c + d
+            v = s2 / z - d * d
         if d * d > 100.0 * v:  # far from the centre: the centred sum, to keep every digit of v
             dev = self.grid - m
             dev *= dev
@@ -205,7 +219,8 @@ class GridPosterior:
 
 
 def _tables(grid: np.ndarray, prior_mean: float, prior_sd: float) -> tuple:
-    """(grid, trapezoid weights, log prior, (centre c, (g - c)²)), read-only."""
+    """(grid, trapezoid weights, log prior, (centre c, (g - c)², log weights, rows 1, g - c, (g - c)²)),
+    read-only."""
     if grid.ndim != 1 or grid.size < 3 or np.any(np.diff(grid) <= 0):
         raise ValueError("grid must be strictly increasing with at least 3 points")
     w = np.empty_like(grid)
@@ -214,10 +229,13 @@ def _tables(grid: np.ndarray, prior_mean: float, prior_sd: float) -> tuple:
     w[-1] = (grid[-1] - grid[-2]) / 2
     prior = -0.5 * ((grid - prior_mean) / prior_sd) ** 2
     c = float(grid[grid.size // 2])
-    sq = (grid - c) ** 2
-    for a in (grid, w, prior, sq):
+    dev = grid - c
+    powers = np.stack([np.ones_like(grid), dev, dev * dev])
+    sq = powers[2]
+    log_w = np.log(w)
+    for a in (grid, w, prior, powers, log_w):
         a.flags.writeable = False
-    return grid, w, prior, (c, sq)
+    return grid, w, prior, (c, sq, log_w, powers)
 
 
 @functools.lru_cache(maxsize=64)

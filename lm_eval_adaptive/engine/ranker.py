@@ -523,9 +523,10 @@ class AdaptiveRanker:
         """The model's next item (cached until its examinee changes)."""
         e = self._examinees[m]
         cached = self._next[m]
-        if cached is None or cached[0] != e.version:
+        version = e.version
+        if cached is None or cached[0] != version:
             item = e.next_item(self._rng)
-            self._next[m] = (e.version, item)
+            self._next[m] = (version, item)
             return item
         return cached[1]
 
@@ -577,26 +578,26 @@ class AdaptiveRanker:
     # --------------------------------------------------------------------- ask/tell
     def ask(self) -> Request | None:
         """The next administration, or None (finished, or waiting for pending scores)."""
-        if self.finished:
+        if self._stopped_because is not None:
             return None
-        active = self.active
+        active = self.active if self._failed else self._models
         if len(active) < 2:
             self._stop_if_idle("failed")
             return None
         ex = self._examinees
-        flight = self._flight_counts()
+        flight = self._flight_counts() if self._pending else {}
         # 1. warm-up, round robin: fewest items first (a model with no unseen item left is done)
         n_warm = min(self._n_init, self._n_max)
-        m, fewest = None, n_warm
+        m, fewest, item = None, n_warm, -1
         for x in active:
             k = flight.get(x, 0)
             n = ex[x].n + k
-            if n < n_warm and k < self._max_in_flight and x not in self._blocked and self._peek(x) >= 0 \
-                    and (m is None or n < fewest):
-                m, fewest = x, n
+            if n < n_warm and k < self._max_in_flight and x not in self._blocked:
+                nxt = self._peek(x)
+                if nxt >= 0 and (m is None or n < fewest):
+                    m, fewest, item = x, n, nxt
         if m is not None:
-            item = self._peek(m)
-            if not self._affordable(m, item):
+            if self._budget is not None and not self._affordable(m, item):
                 self._stop_if_idle("budget")
                 return None
             return self._request(m, item, "warmup")
@@ -901,10 +902,12 @@ class AdaptiveRanker:
         inseparable = [(ranking[u], ranking[u + 1]) for u in cut.tolist()]
         ex = self._examinees
         every = ranking + [m for m in self._models if m in self._failed]
+        ids = self._bank.item_ids
         logs = {}
         for m in every:
             e = ex[m]
-            logs[m] = [(e.item_id(i), s) for i, s in zip(e.items, e.scores)]
+            items = e.items
+            logs[m] = list(zip(map(str, ids[items].tolist() if items else []), e.scores))
         return RankingResult(
             ranking=ranking,
             theta={m: ex[m].theta for m in every},

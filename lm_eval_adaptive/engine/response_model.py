@@ -53,6 +53,32 @@ def _log_expit(x: np.ndarray) -> np.ndarray:
 _SOFTPLUS_DIRECT = 700.0  # log(1 + e^x) as written while e^x stays finite (x < 709.78)
 
 
+_ROWS = 2048  # scores per block in _add_binary_log_likelihoods (a block is rows × grid doubles)
+
+
+def _add_binary_log_likelihoods(out: np.ndarray, y: np.ndarray, theta: np.ndarray, b: np.ndarray,
+                                a: float, scale: float) -> None:
+    """``out += Σᵢ (yᵢ·log σ(xᵢ) + (1-yᵢ)·log σ(-xᵢ)) / scale`` with xᵢ = a·(θ - bᵢ): the bracket is
+    yᵢ·xᵢ - log(1 + e^xᵢ), and Σᵢ yᵢ·xᵢ = a·(θ·Σy - Σ y·b) needs no (scores × grid) array."""
+    total = (a * float(np.sum(y))) * theta - a * float(y @ b)
+    if b.size and theta.size:
+        finite = a * max(abs(float(theta.max()) - float(b.min())), abs(float(theta.min()) - float(b.max()))) \
+            < _SOFTPLUS_DIRECT
+        for lo in range(0, b.size, _ROWS):
+            x = np.subtract.outer(-b[lo:lo + _ROWS], -theta)  # θ - b, one row per score
+            if a != 1.0:
+                x *= a
+            if finite:
+                np.exp(x, out=x)
+                np.log1p(x, out=x)
+            else:
+                np.logaddexp(0.0, x, out=x)
+            total -= x.sum(axis=0)
+    if scale != 1.0:
+        total /= scale
+    out += total
+
+
 def _add_binary_log_likelihood(out: np.ndarray, y: float, x: np.ndarray, scale: float) -> None:
     """``out += (y·log σ(x) + (1-y)·log σ(-x)) / scale``, overwriting ``x``.
 
@@ -98,6 +124,11 @@ class ResponseModel:
         at every ability in ``theta`` (the grid posterior's update; the same values up to
         rounding, in fewer passes over the grid where a model overrides it)."""
         out += self.log_likelihood(y, theta, b)
+
+    def add_log_likelihoods(self, out: np.ndarray, y: np.ndarray, theta: np.ndarray, b: np.ndarray) -> None:
+        """``out += Σᵢ log_likelihood(y[i], theta, b[i])`` in place: several scores (1-d ``y``, ``b``)
+        at every ability in ``theta`` (the grid posterior's :meth:`update_many`)."""
+        out += self.log_likelihood(y[:, None], theta[None, :], b[:, None]).sum(axis=0)
 
     def validate_scores(self, y: np.ndarray) -> None:
         """Raise ValueError if ``y`` holds scores the model cannot take."""
@@ -152,6 +183,13 @@ class ContinuousResponseModel(ResponseModel):
             return
         _add_binary_log_likelihood(out, float(y), np.subtract(theta, b), self.k)
 
+    def add_log_likelihoods(self, out, y, theta, b) -> None:
+        if self.likelihood != "quasi":
+            super().add_log_likelihoods(out, y, theta, b)
+            return
+        _add_binary_log_likelihoods(out, np.asarray(y, dtype=float), np.asarray(theta, dtype=float),
+                                    np.asarray(b, dtype=float), 1.0, self.k)
+
     def to_dict(self) -> dict:
         return {"kind": self.kind, "k": float(self.k), "a": self.discrimination,
                 "likelihood": self.likelihood}
@@ -186,6 +224,10 @@ class BernoulliResponseModel(ResponseModel):
 
     def add_log_likelihood(self, out, y, theta, b) -> None:
         _add_binary_log_likelihood(out, float(y), self.a * np.subtract(theta, b), 1.0)
+
+    def add_log_likelihoods(self, out, y, theta, b) -> None:
+        _add_binary_log_likelihoods(out, np.asarray(y, dtype=float), np.asarray(theta, dtype=float),
+                                    np.asarray(b, dtype=float), float(self.a), 1.0)
 
     def validate_scores(self, y):
         y = np.asarray(y, dtype=float)
