@@ -97,7 +97,7 @@ class Examinee:
         self._item_costs = item_costs
         self._spent = 0.0
         self._version = 0
-        self._fit: tuple[int, PersonFit] | None = None  # (version, person fit at that version)
+        self._fit: tuple[int, PersonFit] | None = None  # (items scored, person fit then)
 
     # ----------------------------------------------------------------- reading
     @property
@@ -133,9 +133,10 @@ class Examinee:
     @property
     def person_fit(self) -> PersonFit:
         """How this model's scores fit the bank (:func:`~lm_eval_adaptive.engine.person_fit.dispersion_fit` at θ̂)."""
-        if self._fit is None or self._fit[0] != self._version:
+        n = len(self._items)  # the fit changes only with the scores (θ̂ too): reserving an item keeps it
+        if self._fit is None or self._fit[0] != n:
             fit = dispersion_fit(self._bank, self._items, self._scores, self._estimator.theta)
-            self._fit = (self._version, fit)
+            self._fit = (n, fit)
         return self._fit[1]
 
     @property

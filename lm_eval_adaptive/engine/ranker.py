@@ -530,7 +530,7 @@ class AdaptiveRanker:
             return item
         return cached[1]
 
-    def _affordable(self, m: str, item: int) -> bool:
+    def _affordable(self, m: str, item: int, committed: float | None = None) -> bool:
         """The item's cost fits in the remaining budget, and so does the model's typical item.
 
         Before a live call the real charge is unknown (output length), so a run plans with
@@ -543,7 +543,9 @@ class AdaptiveRanker:
         need = e.cost_of(item)
         if self._reserve_mean_cost and e.item_costs is not None:
             need = max(need, self._mean_cost[m])
-        return self.spent + self.reserved + need <= self._budget * (1 + 1e-12)
+        if committed is None:
+            committed = self.spent + self.reserved
+        return committed + need <= self._budget * (1 + 1e-12)
 
     def _request(self, m: str, item: int, phase: str) -> Request:
         e = self._examinees[m]
@@ -616,7 +618,7 @@ class AdaptiveRanker:
         for u in unsettled:
             partners.setdefault(int(order[u]), []).append(int(order[u + 1]))
             partners.setdefault(int(order[u + 1]), []).append(int(order[u]))
-        best, best_val, blocked = None, -np.inf, set()
+        best, best_val, blocked, committed = None, -np.inf, set(), None
         for j in cand:
             m = models[j]
             e = ex[m]
@@ -640,9 +642,12 @@ class AdaptiveRanker:
             if item < 0:
                 blocked.add("pending" if k else "bank_exhausted")
                 continue
-            if not self._affordable(m, item):
-                blocked.add("budget")
-                continue
+            if self._budget is not None:
+                if committed is None:  # what is spent and reserved does not change in this loop
+                    committed = self.spent + self.reserved
+                if not self._affordable(m, item, committed):
+                    blocked.add("budget")
+                    continue
             # the uncertainty more items can remove (the model error cannot), per unit cost
             val = e.measurement_se ** 2 / ((e.n + k + 1) * self._relative_costs[m])
             if val > best_val:
