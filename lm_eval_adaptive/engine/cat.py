@@ -305,7 +305,9 @@ class Examinee:
         self._check_new(item)
         model = self._bank.model
         b = self._bank.b[item]
-        self._info.append(float(model.information(self._estimator.theta, b)))
+        info = getattr(model, "item_information", None)
+        self._info.append(info(self._estimator.theta, b) if info is not None
+                          else float(model.information(self._estimator.theta, b)))
         self._mark(item)
         self._estimator.update(model, b, y)
         self._items.append(item)

@@ -30,6 +30,7 @@ Everything is vectorised: ``theta`` and ``b`` broadcast against each other.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,6 +49,14 @@ _EPS = 1e-12
 def _log_expit(x: np.ndarray) -> np.ndarray:
     """log(logistic(x)) computed without overflow."""
     return -np.logaddexp(0.0, -x)
+
+
+def _expit_scalar(x: float) -> float:
+    """logistic(x) of one float, without overflow."""
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
 
 
 _SOFTPLUS_DIRECT = 700.0  # log(1 + e^x) as written while e^x stays finite (x < 709.78)
@@ -115,6 +124,10 @@ class ResponseModel:
         """Fisher information of one item at θ."""
         raise NotImplementedError
 
+    def item_information(self, theta: float, b: float) -> float:
+        """:meth:`information` of one item at one θ, as a float (the same value up to rounding)."""
+        return float(self.information(theta, b))
+
     def log_likelihood(self, y, theta, b) -> np.ndarray:  # pragma: no cover - interface
         """Log-likelihood (up to a constant in θ) of score ``y`` on item ``b`` at ``theta``."""
         raise NotImplementedError
@@ -168,6 +181,10 @@ class ContinuousResponseModel(ResponseModel):
         mu = self.mean(theta, b)
         return mu * (1.0 - mu) / self.k
 
+    def item_information(self, theta, b) -> float:
+        mu = _expit_scalar(float(theta) - float(b))
+        return mu * (1.0 - mu) / self.k
+
     def log_likelihood(self, y, theta, b):
         x = np.subtract(theta, b)
         y = np.asarray(y, dtype=float)
@@ -215,6 +232,10 @@ class BernoulliResponseModel(ResponseModel):
 
     def information(self, theta, b):
         p = self.mean(theta, b)
+        return self.a ** 2 * p * (1.0 - p)
+
+    def item_information(self, theta, b) -> float:
+        p = _expit_scalar(self.a * (float(theta) - float(b)))
         return self.a ** 2 * p * (1.0 - p)
 
     def log_likelihood(self, y, theta, b):
