@@ -96,8 +96,8 @@ class GridPosterior:
         prior's tails are not cut off. Sums use trapezoid weights.
     """
 
-    __slots__ = ("grid", "weights", "log_post", "_mean", "_sd", "n_obs", "prior_mean", "prior_sd", "_tables",
-                 "_work")
+    __slots__ = ("grid", "weights", "_lw", "_shift", "_mean", "_sd", "n_obs", "prior_mean", "prior_sd", "_tables",
+                 "_work", "_pristine")
     name = "grid-eap"
 
     def __init__(self, prior_mean: float = 0.0, prior_sd: float = DEFAULT_PRIOR_SD, *,
@@ -112,19 +112,35 @@ class GridPosterior:
         self.grid, self.weights, prior, self._tables = tables
         self.prior_mean = float(prior_mean)
         self.prior_sd = float(prior_sd)
-        self.log_post = prior.copy()
+        # kept: the log posterior plus the log trapezoid weights (log of what the sums weigh)
+        self._lw = prior + self._tables[2]
+        self._shift = None  # log of the weights' sum at the last summary
+        self._pristine = True  # the log posterior is the prior's table, untouched
         self.n_obs = 0
         self._mean = None
         self._sd = None
-        self._work = None  # scratch arrays for _summarise
+        self._work = None  # scratch array for _summarise
+
+    @property
+    def log_post(self) -> np.ndarray:
+        """The log posterior on the grid, up to a constant (a new array)."""
+        return self._lw - self._tables[2]
+
+    @log_post.setter
+    def log_post(self, value) -> None:
+        lw = np.array(value, dtype=float) + self._tables[2]
+        if lw.shape != self.grid.shape:
+            raise ValueError("the log posterior needs one value per grid point")
+        self._lw, self._shift, self._mean, self._pristine = lw, None, None, False
 
     def update(self, model: ResponseModel, b: float, y: float) -> None:
         """Add one observed score ``y`` on an item of difficulty ``b``."""
         add = getattr(model, "add_log_likelihood", None)
         if add is not None:
-            add(self.log_post, y, self.grid, b)
+            add(self._lw, y, self.grid, b)
         else:
-            self.log_post += model.log_likelihood(y, self.grid, b)
+            self._lw += model.log_likelihood(y, self.grid, b)
+        self._pristine = False
         self.n_obs += 1
         self._mean = None
 
@@ -135,26 +151,26 @@ class GridPosterior:
         if b.size:
             add = getattr(model, "add_log_likelihoods", None)
             if add is not None:
-                add(self.log_post, y.ravel(), self.grid, b.ravel())
+                add(self._lw, y.ravel(), self.grid, b.ravel())
             else:
-                self.log_post += model.log_likelihood(y[:, None], self.grid[None, :], b[:, None]).sum(axis=0)
+                self._lw += model.log_likelihood(y[:, None], self.grid[None, :], b[:, None]).sum(axis=0)
             self.n_obs += int(b.size)
+            self._pristine = False
             self._mean = None
 
     def _summarise(self) -> None:
         # Weights w ∝ exp(lp)·(trapezoid weights); θ̂ = Σ w·g / Σ w and the variance are their moments
-        # about the grid's centre c. Points more than 700 below the maximum weigh < 1e-304 relative
+        # about the grid's centre c. Points more than 700 below the largest weigh < 1e-300 relative
         # to it (nothing, in double precision): they count as e^-700, which keeps exp off its very
         # slow subnormal path.
-        c, sq, log_w, powers = self._tables
-        lp = self.log_post
+        c, sq, log_w, powers, prior = self._tables
         w = self._work
         if w is None:
-            w = self._work = np.empty_like(lp)
-        if self.n_obs == 0:
+            w = self._work = np.empty_like(self._lw)
+        if self._pristine:
             # the prior: θ̂ is its mean up to rounding, and that rounding decides between two items
             # equally near it (an even bank's median): these are the sums θ̂ was always computed with
-            np.subtract(lp, lp.max(), out=w)
+            np.subtract(prior, prior.max(), out=w)
             np.maximum(w, _EXP_FLOOR, out=w)
             np.exp(w, out=w)
             w *= self.weights
@@ -162,19 +178,31 @@ class GridPosterior:
             m = float(w @ self.grid) / z
             d = m - c
             v = float(w @ sq) / z - d * d
-        else:  # one product gives the mass and both moments
-            np.add(lp, log_w, out=w)
-            w -= w.max()
-            np.maximum(w, _EXP_FLOOR, out=w)
-            np.exp(w, out=w)
-            z, s1, s2 = (powers @ w).tolist()
+            shift = math.log(z) + float(prior.max())
+        else:
+            # exp(lw - shift), shift the log of the weights' sum at the last summary: an update adds a
+            # log-likelihood, ≤ 0 for the binary-type models, so no weight exceeds 1 and none needs
+            # the maximum found first (when the sum leaves [1e-250, 1e250] it is found after all)
+            shift = self._shift
+            for _ in range(2):
+                if shift is None:
+                    shift = float(self._lw.max())
+                np.subtract(self._lw, shift, w)
+                np.maximum(w, _EXP_FLOOR, out=w)
+                np.exp(w, w)
+                z, s1, s2 = (powers @ w).tolist()  # the mass and both moments in one product
+                if 1e-250 < z < 1e250:
+                    break
+                shift = None
             d = s1 / z
             m = c + d
             v = s2 / z - d * d
+            shift += math.log(z)
         if d * d > 100.0 * v:  # far from the centre: the centred sum, to keep every digit of v
             dev = self.grid - m
             dev *= dev
             v = float(w @ dev) / z
+        self._shift = shift
         self._mean = m
         self._sd = math.sqrt(max(v, 0.0))
 
@@ -219,8 +247,8 @@ class GridPosterior:
 
 
 def _tables(grid: np.ndarray, prior_mean: float, prior_sd: float) -> tuple:
-    """(grid, trapezoid weights, log prior, (centre c, (g - c)², log weights, rows 1, g - c, (g - c)²)),
-    read-only."""
+    """(grid, trapezoid weights, log prior, (centre c, (g - c)², log weights, rows 1, g - c, (g - c)²,
+    log prior)), read-only."""
     if grid.ndim != 1 or grid.size < 3 or np.any(np.diff(grid) <= 0):
         raise ValueError("grid must be strictly increasing with at least 3 points")
     w = np.empty_like(grid)
@@ -235,7 +263,7 @@ def _tables(grid: np.ndarray, prior_mean: float, prior_sd: float) -> tuple:
     log_w = np.log(w)
     for a in (grid, w, prior, powers, log_w):
         a.flags.writeable = False
-    return grid, w, prior, (c, sq, log_w, powers)
+    return grid, w, prior, (c, sq, log_w, powers, prior)
 
 
 @functools.lru_cache(maxsize=64)
