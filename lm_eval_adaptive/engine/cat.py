@@ -302,7 +302,8 @@ class Examinee:
             y = check_score(y, model=self._name, item=self.item_id(item))
         if cost is not None:
             cost = check_cost(cost, model=self._name, item=self.item_id(item))
-        self._check_new(item)
+        if self._scored[item] or self._excluded[item]:
+            self._check_new(item)
         model = self._bank.model
         b = self._bank.b[item]
         info = getattr(model, "item_information", None)
@@ -313,7 +314,9 @@ class Examinee:
         self._items.append(item)
         self._scores.append(y)
         self._scored[item] = True
-        self._spent += self.cost_of(item) if cost is None else cost
+        if cost is None:
+            cost = 0.0 if self._item_costs is None else float(self._item_costs[item])
+        self._spent += cost
         self._version += 1
 
     def record_many(self, items, scores, *, costs=None) -> None:

@@ -223,7 +223,9 @@ class GridPosterior:
     @property
     def theta(self) -> float:
         """θ̂ (the :class:`AbilityEstimator` name of :attr:`mean`)."""
-        return self.mean
+        if self._mean is None:
+            self._summarise()
+        return self._mean
 
     @property
     def se(self) -> float:

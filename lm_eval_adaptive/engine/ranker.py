@@ -591,11 +591,14 @@ class AdaptiveRanker:
         # 1. warm-up, round robin: fewest items first (a model with no unseen item left is done)
         n_warm = min(self._n_init, self._n_max)
         m, fewest, item = None, n_warm, -1
+        cache, blocked_now, most = self._next, self._blocked, self._max_in_flight
         for x in active:
             k = flight.get(x, 0)
-            n = ex[x].n + k
-            if n < n_warm and k < self._max_in_flight and x not in self._blocked:
-                nxt = self._peek(x)
+            e = ex[x]
+            n = e.n + k
+            if n < n_warm and k < most and x not in blocked_now:
+                c = cache[x]
+                nxt = c[1] if c is not None and c[0] == e.version else self._peek(x)
                 if nxt >= 0 and (m is None or n < fewest):
                     m, fewest, item = x, n, nxt
         if m is not None:
