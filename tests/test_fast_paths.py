@@ -46,12 +46,17 @@ def test_random_slot_is_the_first_untaken_item_of_the_permutation():
     sel = RandomShareSelector(rng.normal(0, 1, 500), seed=3)
     perm = np.random.default_rng(3).permutation(500)
     mask = sel.new_mask()
-    for k in range(500):
-        # slot 0 is random with share 0.5; take items in a random order and check every random slot
-        free = [i for i in perm if not mask[sel.rank[i]]]
-        assert sel._random(mask, int(mask.sum())) == free[0]
-        mask[sel.rank[int(rng.choice(free))]] = True
-    assert sel._random(mask, int(mask.sum())) == -1
+    checked = 0
+    for _ in range(500):
+        # take items in a random order; at every random slot the pick is the permutation's first free item
+        free = [i for i in perm if not mask[sel.positions(i)]]
+        n = int(mask.sum())
+        if sel.is_random_slot(n):
+            assert sel.select(0.0, mask, n) == free[0]
+            checked += 1
+        mask[sel.positions(int(rng.choice(free)))] = True
+    assert checked == 250
+    assert sel.select(0.0, mask, 500) == -1
 
 
 @pytest.mark.parametrize("model", MODELS, ids=lambda m: f"{m.kind}-{getattr(m, 'likelihood', '')}")
