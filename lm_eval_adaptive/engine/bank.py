@@ -167,8 +167,11 @@ class ItemBank:
 
     @property
     def prior_mean(self) -> float:
-        """METHOD.md §3: the prior on θ is centred at the median difficulty."""
-        return float(np.median(self.b))
+        """METHOD.md §3: the prior on θ is centred at the median difficulty (computed once per ``b``)."""
+        cached = getattr(self, "_prior_mean", None)
+        if cached is None or cached[0] is not self.b:
+            cached = self._prior_mean = (self.b, float(np.median(self.b)))
+        return cached[1]
 
     def index_of(self, ids) -> np.ndarray:
         """Bank positions of item ids; a BankError names ids the bank does not hold."""

@@ -37,7 +37,7 @@ from lm_eval_adaptive.engine.estimation import (
     EstimatorFactory,
 )
 from lm_eval_adaptive.engine.person_fit import PersonFit, dispersion_fit
-from lm_eval_adaptive.engine.selection import Selector, default_selector
+from lm_eval_adaptive.engine.selection import Selector, shared_default_selector
 from lm_eval_adaptive.engine.signature import component_name, format_signature, versions
 from lm_eval_adaptive.engine.stopping import (
     BankExhausted,
@@ -86,6 +86,7 @@ class Examinee:
         self._selector = selector
         self._estimator = factory(bank)
         self._estimator_name = component_name(factory)
+        self._n_items = bank.n_items
         self._mask = selector.new_mask()
         self._n_taken = 0  # True entries of the mask (the selector's window size)
         self._excluded = np.zeros(bank.n_items, dtype=bool)
@@ -96,7 +97,7 @@ class Examinee:
         self._item_costs = item_costs
         self._spent = 0.0
         self._version = 0
-        self._fit: tuple[int, PersonFit] | None = None  # (version, person fit at that version)
+        self._fit: tuple[int, PersonFit] | None = None  # (items scored, person fit then)
 
     # ----------------------------------------------------------------- reading
     @property
@@ -132,9 +133,10 @@ class Examinee:
     @property
     def person_fit(self) -> PersonFit:
         """How this model's scores fit the bank (:func:`~lm_eval_adaptive.engine.person_fit.dispersion_fit` at θ̂)."""
-        if self._fit is None or self._fit[0] != self._version:
+        n = len(self._items)  # the fit changes only with the scores (θ̂ too): reserving an item keeps it
+        if self._fit is None or self._fit[0] != n:
             fit = dispersion_fit(self._bank, self._items, self._scores, self._estimator.theta)
-            self._fit = (self._version, fit)
+            self._fit = (n, fit)
         return self._fit[1]
 
     @property
@@ -227,6 +229,8 @@ class Examinee:
 
     # ---------------------------------------------------------------- changing
     def _check_item(self, item) -> int:
+        if type(item) is int and 0 <= item < self._n_items:  # the common case
+            return item
         if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
             raise ValueError(f"model {self._name!r}: an item is a bank index (int), got {item!r}")
         if not 0 <= item < self._bank.n_items:
@@ -305,17 +309,27 @@ class Examinee:
         non-finite cost, an item already scored or excluded.
         """
         item = self._check_item(item)
-        y = check_score(y, model=self._name, item=self.item_id(item))
-        cost = check_cost(cost, model=self._name, item=self.item_id(item))
+        if not (type(y) is float and 0.0 <= y <= 1.0):  # the common case needs no more checking
+            y = check_score(y, model=self._name, item=self.item_id(item))
+        if cost is not None:
+            cost = check_cost(cost, model=self._name, item=self.item_id(item))
         self._check_binary(y, [self.item_id(item)])
-        self._check_new(item)
-        self._info.append(float(self._bank.information(self._estimator.theta, item)))
+        if self._scored[item] or self._excluded[item]:
+            self._check_new(item)
+        model = self._bank.model
+        b = self._bank.b[item]
+        params = self._bank.item_params(item)
+        info = None if params else getattr(model, "item_information", None)
+        self._info.append(info(self._estimator.theta, b) if info is not None
+                          else float(model.information(self._estimator.theta, b, **params)))
         self._mark(item)
-        self._estimator.update(self._bank.model, self._bank.b[item], y, **self._bank.item_params(item))
+        self._estimator.update(model, b, y, **params)
         self._items.append(item)
         self._scores.append(y)
         self._scored[item] = True
-        self._spent += self.cost_of(item) if cost is None else cost
+        if cost is None:
+            cost = 0.0 if self._item_costs is None else float(self._item_costs[item])
+        self._spent += cost
         self._version += 1
 
     def record_many(self, items, scores, *, costs=None) -> None:
@@ -475,8 +489,7 @@ class AdaptiveTest:
         self._budget = budget
         self._seed = seed
         self._rng = np.random.default_rng(seed)
-        sel = selector if selector is not None else default_selector(bank.b, top_k=top_k, seed=seed,
-                                                                         information=bank.selection_information)
+        sel = selector if selector is not None else shared_default_selector(bank, top_k=top_k, seed=seed)
         self._examinee = Examinee(bank, sel, name, item_costs=item_costs, estimator=estimator)
         built: list = [BankExhausted(), MaxItems(self._max_items)]
         if se_target is not None:

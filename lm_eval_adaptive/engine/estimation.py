@@ -19,6 +19,8 @@ of :class:`GridPosterior`.
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -43,6 +45,7 @@ DEFAULT_DISPERSION_PRIOR_ITEMS = 10.0
 DEFAULT_GRID_HALF_WIDTH = 12.0
 DEFAULT_GRID_STEP = 0.025
 _COARSE_STEP = 0.25
+_EXP_FLOOR = -700.0  # e^-700 ≈ 1e-304: still a normal double (below ≈ -708 exp turns subnormal, and slow)
 
 
 @runtime_checkable
@@ -94,7 +97,8 @@ class GridPosterior:
         prior's tails are not cut off. Sums use trapezoid weights.
     """
 
-    __slots__ = ("grid", "weights", "log_post", "_mean", "_sd", "n_obs", "prior_mean", "prior_sd")
+    __slots__ = ("grid", "weights", "_lw", "_shift", "_mean", "_sd", "n_obs", "prior_mean", "prior_sd", "_tables",
+                 "_work", "_pristine")
     name = "grid-eap"
 
     def __init__(self, prior_mean: float = 0.0, prior_sd: float = DEFAULT_PRIOR_SD, *,
@@ -103,32 +107,41 @@ class GridPosterior:
         if not (np.isfinite(prior_sd) and prior_sd > 0):
             raise ValueError(f"prior_sd must be positive, got {prior_sd!r}")
         if grid is None:
-            n = int(round(2 * half_width / step)) + 1
-            fine = np.linspace(-half_width, half_width, n)
-            outer = 6.0 * prior_sd
-            if outer > half_width:
-                m = int(np.ceil((outer - half_width) / _COARSE_STEP))
-                tail = half_width + _COARSE_STEP * np.arange(1, m + 1)
-                fine = np.concatenate([-tail[::-1], fine, tail])
-            grid = prior_mean + fine
-        self.grid = np.asarray(grid, dtype=float)
-        if self.grid.ndim != 1 or self.grid.size < 3 or np.any(np.diff(self.grid) <= 0):
-            raise ValueError("grid must be strictly increasing with at least 3 points")
-        w = np.empty_like(self.grid)
-        w[1:-1] = (self.grid[2:] - self.grid[:-2]) / 2
-        w[0] = (self.grid[1] - self.grid[0]) / 2
-        w[-1] = (self.grid[-1] - self.grid[-2]) / 2
-        self.weights = w
+            tables = _grid_tables(float(prior_mean), float(prior_sd), float(half_width), float(step))
+        else:
+            tables = _tables(np.array(grid, dtype=float), float(prior_mean), float(prior_sd))
+        self.grid, self.weights, prior, self._tables = tables
         self.prior_mean = float(prior_mean)
         self.prior_sd = float(prior_sd)
-        self.log_post = -0.5 * ((self.grid - prior_mean) / prior_sd) ** 2
+        # kept: the log posterior plus the log trapezoid weights (log of what the sums weigh)
+        self._lw = prior + self._tables[2]
+        self._shift = None  # log of the weights' sum at the last summary
+        self._pristine = True  # the log posterior is the prior's table, untouched
         self.n_obs = 0
         self._mean = None
         self._sd = None
+        self._work = None  # scratch array for _summarise
+
+    @property
+    def log_post(self) -> np.ndarray:
+        """The log posterior on the grid, up to a constant (a new array)."""
+        return self._lw - self._tables[2]
+
+    @log_post.setter
+    def log_post(self, value) -> None:
+        lw = np.array(value, dtype=float) + self._tables[2]
+        if lw.shape != self.grid.shape:
+            raise ValueError("the log posterior needs one value per grid point")
+        self._lw, self._shift, self._mean, self._pristine = lw, None, None, False
 
     def update(self, model: ResponseModel, b: float, y: float, **item) -> None:
         """Add one observed score ``y`` on an item of difficulty ``b`` (``item``: its a, c if any)."""
-        self.log_post += model.log_likelihood(y, self.grid, b, **item)
+        add = None if item else getattr(model, "add_log_likelihood", None)
+        if add is not None:
+            add(self._lw, y, self.grid, b)
+        else:
+            self._lw += model.log_likelihood(y, self.grid, b, **item)
+        self._pristine = False
         self.n_obs += 1
         self._mean = None
 
@@ -137,21 +150,63 @@ class GridPosterior:
         b = np.asarray(b, dtype=float)
         y = np.asarray(y, dtype=float)
         if b.size:
-            col = {k: np.broadcast_to(np.asarray(v, dtype=float), b.shape)[:, None] for k, v in item.items()}
-            ll = model.log_likelihood(y[:, None], self.grid[None, :], b[:, None], **col)
-            self.log_post += ll.sum(axis=0)
+            add = None if item else getattr(model, "add_log_likelihoods", None)
+            if add is not None:
+                add(self._lw, y.ravel(), self.grid, b.ravel())
+            else:
+                col = {k: np.broadcast_to(np.asarray(v, dtype=float), b.shape)[:, None] for k, v in item.items()}
+                self._lw += model.log_likelihood(y[:, None], self.grid[None, :], b[:, None], **col).sum(axis=0)
             self.n_obs += int(b.size)
+            self._pristine = False
             self._mean = None
 
     def _summarise(self) -> None:
-        lp = self.log_post
-        w = np.exp(lp - lp.max()) * self.weights
-        z = w.sum()
-        m = float(w @ self.grid) / z
-        d = self.grid - m
-        v = float(w @ (d * d)) / z
+        # Weights w ∝ exp(lp)·(trapezoid weights); θ̂ = Σ w·g / Σ w and the variance are their moments
+        # about the grid's centre c. Points more than 700 below the largest weigh < 1e-300 relative
+        # to it (nothing, in double precision): they count as e^-700, which keeps exp off its very
+        # slow subnormal path.
+        c, sq, log_w, powers, prior = self._tables
+        w = self._work
+        if w is None:
+            w = self._work = np.empty_like(self._lw)
+        if self._pristine:
+            # the prior: θ̂ is its mean up to rounding, and that rounding decides between two items
+            # equally near it (an even bank's median): these are the sums θ̂ was always computed with
+            np.subtract(prior, prior.max(), out=w)
+            np.maximum(w, _EXP_FLOOR, out=w)
+            np.exp(w, out=w)
+            w *= self.weights
+            z = float(w.sum())
+            m = float(w @ self.grid) / z
+            d = m - c
+            v = float(w @ sq) / z - d * d
+            shift = math.log(z) + float(prior.max())
+        else:
+            # exp(lw - shift), shift the log of the weights' sum at the last summary: an update adds a
+            # log-likelihood, ≤ 0 for the binary-type models, so no weight exceeds 1 and none needs
+            # the maximum found first (when the sum leaves [1e-250, 1e250] it is found after all)
+            shift = self._shift
+            for _ in range(2):
+                if shift is None:
+                    shift = float(self._lw.max())
+                np.subtract(self._lw, shift, w)
+                np.maximum(w, _EXP_FLOOR, out=w)
+                np.exp(w, w)
+                z, s1, s2 = (powers @ w).tolist()  # the mass and both moments in one product
+                if 1e-250 < z < 1e250:
+                    break
+                shift = None
+            d = s1 / z
+            m = c + d
+            v = s2 / z - d * d
+            shift += math.log(z)
+        if d * d > 100.0 * v:  # far from the centre: the centred sum, to keep every digit of v
+            dev = self.grid - m
+            dev *= dev
+            v = float(w @ dev) / z
+        self._shift = shift
         self._mean = m
-        self._sd = float(np.sqrt(max(v, 0.0)))
+        self._sd = math.sqrt(max(v, 0.0))
 
     @property
     def mean(self) -> float:
@@ -170,7 +225,9 @@ class GridPosterior:
     @property
     def theta(self) -> float:
         """θ̂ (the :class:`AbilityEstimator` name of :attr:`mean`)."""
-        return self.mean
+        if self._mean is None:
+            self._summarise()
+        return self._mean
 
     @property
     def se(self) -> float:
@@ -191,6 +248,40 @@ class GridPosterior:
         lo = float(np.interp((1 - level) / 2, c, self.grid))
         hi = float(np.interp(1 - (1 - level) / 2, c, self.grid))
         return lo, hi
+
+
+def _tables(grid: np.ndarray, prior_mean: float, prior_sd: float) -> tuple:
+    """(grid, trapezoid weights, log prior, (centre c, (g - c)², log weights, rows 1, g - c, (g - c)²,
+    log prior)), read-only."""
+    if grid.ndim != 1 or grid.size < 3 or np.any(np.diff(grid) <= 0):
+        raise ValueError("grid must be strictly increasing with at least 3 points")
+    w = np.empty_like(grid)
+    w[1:-1] = (grid[2:] - grid[:-2]) / 2
+    w[0] = (grid[1] - grid[0]) / 2
+    w[-1] = (grid[-1] - grid[-2]) / 2
+    prior = -0.5 * ((grid - prior_mean) / prior_sd) ** 2
+    c = float(grid[grid.size // 2])
+    dev = grid - c
+    powers = np.stack([np.ones_like(grid), dev, dev * dev])
+    sq = powers[2]
+    log_w = np.log(w)
+    for a in (grid, w, prior, powers, log_w):
+        a.flags.writeable = False
+    return grid, w, prior, (c, sq, log_w, powers, prior)
+
+
+@functools.lru_cache(maxsize=64)
+def _grid_tables(prior_mean: float, prior_sd: float, half_width: float, step: float) -> tuple:
+    """The default grid around ``prior_mean`` (see :class:`GridPosterior`) and its tables, built once
+    per setting and shared (read-only) by every posterior that uses it."""
+    n = int(round(2 * half_width / step)) + 1
+    fine = np.linspace(-half_width, half_width, n)
+    outer = 6.0 * prior_sd
+    if outer > half_width:
+        m = int(np.ceil((outer - half_width) / _COARSE_STEP))
+        tail = half_width + _COARSE_STEP * np.arange(1, m + 1)
+        fine = np.concatenate([-tail[::-1], fine, tail])
+    return _tables(prior_mean + fine, prior_mean, prior_sd)
 
 
 @dataclass(frozen=True)
@@ -281,7 +372,7 @@ class DispersionPosterior(GridPosterior):
 
     @property
     def se(self) -> float:
-        return self.sd * float(np.sqrt(self.dispersion))
+        return self.sd * math.sqrt(self.dispersion)
 
 
 @dataclass(frozen=True)

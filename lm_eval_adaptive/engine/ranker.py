@@ -45,7 +45,7 @@ from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.cat import Examinee
 from lm_eval_adaptive.engine.checks import check_cost, check_score
 from lm_eval_adaptive.engine.estimation import Z95, EstimatorFactory
-from lm_eval_adaptive.engine.selection import Selector, default_selector
+from lm_eval_adaptive.engine.selection import Selector, shared_default_selector
 from lm_eval_adaptive.engine.signature import component_name, format_signature, versions
 from lm_eval_adaptive.engine.stopping import OrderConfidence, PairRule, PairStatus
 
@@ -312,8 +312,7 @@ class AdaptiveRanker:
         self._budget = budget
         self._seed = seed
         self._rng = np.random.default_rng(seed)
-        self._selector = selector or default_selector(bank.b, top_k=top_k, seed=seed,
-                                                      information=bank.selection_information)
+        self._selector = selector or shared_default_selector(bank, top_k=top_k, seed=seed)
         if not (futility >= 0):
             raise ValueError(f"futility must be >= 0, got {futility!r}")
         self._futility = float(futility)
@@ -536,13 +535,14 @@ class AdaptiveRanker:
         """The model's next item (cached until its examinee changes)."""
         e = self._examinees[m]
         cached = self._next[m]
-        if cached is None or cached[0] != e.version:
+        version = e.version
+        if cached is None or cached[0] != version:
             item = e.next_item(self._rng)
-            self._next[m] = (e.version, item)
+            self._next[m] = (version, item)
             return item
         return cached[1]
 
-    def _affordable(self, m: str, item: int) -> bool:
+    def _affordable(self, m: str, item: int, committed: float | None = None) -> bool:
         """The item's cost fits in the remaining budget, and so does the model's typical item.
 
         Before a live call the real charge is unknown (output length), so a run plans with
@@ -555,7 +555,9 @@ class AdaptiveRanker:
         need = e.cost_of(item)
         if self._reserve_mean_cost and e.item_costs is not None:
             need = max(need, self._mean_cost[m])
-        return self.spent + self.reserved + need <= self._budget * (1 + 1e-12)
+        if committed is None:
+            committed = self.spent + self.reserved
+        return committed + need <= self._budget * (1 + 1e-12)
 
     def _request(self, m: str, item: int, phase: str) -> Request:
         e = self._examinees[m]
@@ -590,21 +592,29 @@ class AdaptiveRanker:
     # --------------------------------------------------------------------- ask/tell
     def ask(self) -> Request | None:
         """The next administration, or None (finished, or waiting for pending scores)."""
-        if self.finished:
+        if self._stopped_because is not None:
             return None
-        active = self.active
+        active = self.active if self._failed else self._models
         if len(active) < 2:
             self._stop_if_idle("failed")
             return None
         ex = self._examinees
+        flight = self._flight_counts() if self._pending else {}
         # 1. warm-up, round robin: fewest items first (a model with no unseen item left is done)
         n_warm = min(self._n_init, self._n_max)
-        warm = [m for m in active if ex[m].n + self.in_flight(m) < n_warm
-                and self.in_flight(m) < self._max_in_flight and m not in self._blocked and self._peek(m) >= 0]
-        if warm:
-            m = min(warm, key=lambda x: ex[x].n + self.in_flight(x))
-            item = self._peek(m)
-            if not self._affordable(m, item):
+        m, fewest, item = None, n_warm, -1
+        cache, blocked_now, most = self._next, self._blocked, self._max_in_flight
+        for x in active:
+            k = flight.get(x, 0)
+            e = ex[x]
+            n = e.n + k
+            if n < n_warm and k < most and x not in blocked_now:
+                c = cache[x]
+                nxt = c[1] if c is not None and c[0] == e.version else self._peek(x)
+                if nxt >= 0 and (m is None or n < fewest):
+                    m, fewest, item = x, n, nxt
+        if m is not None:
+            if self._budget is not None and not self._affordable(m, item):
                 self._stop_if_idle("budget")
                 return None
             return self._request(m, item, "warmup")
@@ -623,7 +633,7 @@ class AdaptiveRanker:
         for u in unsettled:
             partners.setdefault(int(order[u]), []).append(int(order[u + 1]))
             partners.setdefault(int(order[u + 1]), []).append(int(order[u]))
-        best, best_val, blocked = None, -np.inf, set()
+        best, best_val, blocked, committed = None, -np.inf, set(), None
         for j in cand:
             m = models[j]
             e = ex[m]
@@ -633,7 +643,7 @@ class AdaptiveRanker:
                                      for p in partners[int(j)]):
                 blocked.add("pending" if self.in_flight(m) else "budget")
                 continue
-            k = self.in_flight(m)
+            k = flight.get(m, 0)
             if k >= self._max_in_flight:
                 blocked.add("pending")
                 continue
@@ -647,9 +657,12 @@ class AdaptiveRanker:
             if item < 0:
                 blocked.add("pending" if k else "bank_exhausted")
                 continue
-            if not self._affordable(m, item):
-                blocked.add("budget")
-                continue
+            if self._budget is not None:
+                if committed is None:  # what is spent and reserved does not change in this loop
+                    committed = self.spent + self.reserved
+                if not self._affordable(m, item, committed):
+                    blocked.add("budget")
+                    continue
             # the uncertainty more items can remove (the model error cannot), per unit cost
             val = e.measurement_se ** 2 / ((e.n + k + 1) * self._relative_costs[m])
             if val > best_val:
@@ -660,6 +673,13 @@ class AdaptiveRanker:
                 self._stop_if_idle(reason)
             return None
         return self._request(best, self._peek(best), "adaptive")
+
+    def _flight_counts(self) -> dict:
+        """Requests in flight per model (models with none are absent)."""
+        counts: dict[str, int] = {}
+        for m, _ in self._pending:
+            counts[m] = counts.get(m, 0) + 1
+        return counts
 
     def _stop_if_idle(self, reason: str) -> None:
         if not self._pending:
@@ -673,10 +693,13 @@ class AdaptiveRanker:
         in [0, 1], or a negative or non-finite cost.
         """
         key = (request.model, request.item)
-        if self._pending.get(key) != request:
+        pending = self._pending.get(key)
+        if pending is not request and pending != request:
             raise ValueError(f"no pending request {request}")
-        y = check_score(y, model=request.model, item=request.item_id)
-        cost = check_cost(cost, model=request.model, item=request.item_id)
+        if not (type(y) is float and 0.0 <= y <= 1.0):  # the common case needs no more checking
+            y = check_score(y, model=request.model, item=request.item_id)
+        if cost is not None:
+            cost = check_cost(cost, model=request.model, item=request.item_id)
         del self._pending[key]
         self._examinees[request.model].record(request.item, y, cost=cost)
         self._next[request.model] = None
@@ -899,10 +922,12 @@ class AdaptiveRanker:
         inseparable = [(ranking[u], ranking[u + 1]) for u in cut.tolist()]
         ex = self._examinees
         every = ranking + [m for m in self._models if m in self._failed]
+        ids = self._bank.item_ids
         logs = {}
         for m in every:
             e = ex[m]
-            logs[m] = [(e.item_id(i), s) for i, s in zip(e.items, e.scores)]
+            items = e.items
+            logs[m] = list(zip(map(str, ids[items].tolist() if items else []), e.scores))
         return RankingResult(
             ranking=ranking,
             theta={m: ex[m].theta for m in every},

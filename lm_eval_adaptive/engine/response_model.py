@@ -36,6 +36,7 @@ Everything is vectorised: ``theta`` and ``b`` broadcast against each other.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,6 +59,62 @@ def _log_expit(x: np.ndarray) -> np.ndarray:
     return -np.logaddexp(0.0, -x)
 
 
+def _expit_scalar(x: float) -> float:
+    """logistic(x) of one float, without overflow."""
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+_SOFTPLUS_DIRECT = 700.0  # log(1 + e^x) as written while e^x stays finite (x < 709.78)
+
+
+_ROWS = 2048  # scores per block in _add_binary_log_likelihoods (a block is rows × grid doubles)
+
+
+def _add_binary_log_likelihoods(out: np.ndarray, y: np.ndarray, theta: np.ndarray, b: np.ndarray,
+                                a: float, scale: float) -> None:
+    """``out += Σᵢ (yᵢ·log σ(xᵢ) + (1-yᵢ)·log σ(-xᵢ)) / scale`` with xᵢ = a·(θ - bᵢ): the bracket is
+    yᵢ·xᵢ - log(1 + e^xᵢ), and Σᵢ yᵢ·xᵢ = a·(θ·Σy - Σ y·b) needs no (scores × grid) array."""
+    total = (a * float(np.sum(y))) * theta - a * float(y @ b)
+    if b.size and theta.size:
+        finite = a * max(abs(float(theta.max()) - float(b.min())), abs(float(theta.min()) - float(b.max()))) \
+            < _SOFTPLUS_DIRECT
+        for lo in range(0, b.size, _ROWS):
+            x = np.subtract.outer(-b[lo:lo + _ROWS], -theta)  # θ - b, one row per score
+            if a != 1.0:
+                x *= a
+            if finite:
+                np.exp(x, out=x)
+                np.log1p(x, out=x)
+            else:
+                np.logaddexp(0.0, x, out=x)
+            total -= x.sum(axis=0)
+    if scale != 1.0:
+        total /= scale
+    out += total
+
+
+def _add_binary_log_likelihood(out: np.ndarray, y: float, x: np.ndarray, scale: float) -> None:
+    """``out += (y·log σ(x) + (1-y)·log σ(-x)) / scale``, overwriting ``x``.
+
+    The bracket is y·x - log(1 + e^x): one exp and one log1p per point instead of two
+    logaddexp (the same values up to rounding; e^x is finite on any grid the estimators
+    build, and the overflow-free form is used when it would not be).
+    """
+    if x.size and max(abs(float(x[0])), abs(float(x[-1]))) < _SOFTPLUS_DIRECT:  # x is monotone in θ
+        sp = np.exp(x)
+        np.log1p(sp, out=sp)
+    else:
+        sp = np.logaddexp(0.0, x)
+    x *= y
+    x -= sp
+    if scale != 1.0:
+        x /= scale
+    out += x
+
+
 class ResponseModel:
     """Interface of a response model (see module docstring)."""
 
@@ -77,9 +134,24 @@ class ResponseModel:
         """Fisher information of one item at θ."""
         raise NotImplementedError
 
+    def item_information(self, theta: float, b: float) -> float:
+        """:meth:`information` of one item at one θ, as a float (the same value up to rounding)."""
+        return float(self.information(theta, b))
+
     def log_likelihood(self, y, theta, b) -> np.ndarray:  # pragma: no cover - interface
         """Log-likelihood (up to a constant in θ) of score ``y`` on item ``b`` at ``theta``."""
         raise NotImplementedError
+
+    def add_log_likelihood(self, out: np.ndarray, y: float, theta: np.ndarray, b: float) -> None:
+        """``out += log_likelihood(y, theta, b)`` in place, for one score ``y`` on one item ``b``
+        at every ability in ``theta`` (the grid posterior's update; the same values up to
+        rounding, in fewer passes over the grid where a model overrides it)."""
+        out += self.log_likelihood(y, theta, b)
+
+    def add_log_likelihoods(self, out: np.ndarray, y: np.ndarray, theta: np.ndarray, b: np.ndarray) -> None:
+        """``out += Σᵢ log_likelihood(y[i], theta, b[i])`` in place: several scores (1-d ``y``, ``b``)
+        at every ability in ``theta`` (the grid posterior's :meth:`update_many`)."""
+        out += self.log_likelihood(y[:, None], theta[None, :], b[:, None]).sum(axis=0)
 
     def validate_scores(self, y: np.ndarray) -> None:
         """Raise ValueError if ``y`` holds scores the model cannot take."""
@@ -119,6 +191,10 @@ class ContinuousResponseModel(ResponseModel):
         mu = self.mean(theta, b)
         return mu * (1.0 - mu) / self.k
 
+    def item_information(self, theta, b) -> float:
+        mu = _expit_scalar(float(theta) - float(b))
+        return mu * (1.0 - mu) / self.k
+
     def log_likelihood(self, y, theta, b):
         x = np.subtract(theta, b)
         y = np.asarray(y, dtype=float)
@@ -127,6 +203,19 @@ class ContinuousResponseModel(ResponseModel):
         mu = expit(x)
         var = np.maximum(self.k * mu * (1.0 - mu), _EPS)
         return -0.5 * np.log(var) - 0.5 * (y - mu) ** 2 / var
+
+    def add_log_likelihood(self, out, y, theta, b) -> None:
+        if self.likelihood != "quasi":
+            out += self.log_likelihood(y, theta, b)
+            return
+        _add_binary_log_likelihood(out, float(y), np.subtract(theta, b), self.k)
+
+    def add_log_likelihoods(self, out, y, theta, b) -> None:
+        if self.likelihood != "quasi":
+            super().add_log_likelihoods(out, y, theta, b)
+            return
+        _add_binary_log_likelihoods(out, np.asarray(y, dtype=float), np.asarray(theta, dtype=float),
+                                    np.asarray(b, dtype=float), 1.0, self.k)
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "k": float(self.k), "a": self.discrimination,
@@ -155,10 +244,21 @@ class BernoulliResponseModel(ResponseModel):
         p = self.mean(theta, b)
         return self.a ** 2 * p * (1.0 - p)
 
+    def item_information(self, theta, b) -> float:
+        p = _expit_scalar(self.a * (float(theta) - float(b)))
+        return self.a ** 2 * p * (1.0 - p)
+
     def log_likelihood(self, y, theta, b):
         x = self.a * np.subtract(theta, b)
         y = np.asarray(y, dtype=float)
         return y * _log_expit(x) + (1.0 - y) * _log_expit(-x)
+
+    def add_log_likelihood(self, out, y, theta, b) -> None:
+        _add_binary_log_likelihood(out, float(y), self.a * np.subtract(theta, b), 1.0)
+
+    def add_log_likelihoods(self, out, y, theta, b) -> None:
+        _add_binary_log_likelihoods(out, np.asarray(y, dtype=float), np.asarray(theta, dtype=float),
+                                    np.asarray(b, dtype=float), float(self.a), 1.0)
 
     def validate_scores(self, y):
         y = np.asarray(y, dtype=float)

@@ -1,0 +1,54 @@
+"""Seeded runs give the items and estimates computed before the hot path was made faster.
+
+tests/fixtures/pinned_runs.json was written by ``tests/pinned_runs.py`` on the code before the
+speed work (issue 13 item 5): the same items, in the same order, and the same θ̂, SE, costs and
+information at selection up to floating-point rounding.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from pinned_runs import pinned_runs
+
+EXPECTED = json.loads((Path(__file__).parent / "fixtures" / "pinned_runs.json").read_text())
+NOW = pinned_runs()
+
+
+def _close(a, b, path: str) -> None:
+    if isinstance(a, dict):
+        assert set(a) == set(b), path
+        for k in a:
+            _close(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
+        assert len(a) == len(b), path
+        for k, (x, y) in enumerate(zip(a, b)):
+            _close(x, y, f"{path}[{k}]")
+    elif isinstance(a, float) and not isinstance(b, (str, bool)):
+        if math.isnan(a):
+            assert math.isnan(b), path
+        else:
+            assert b == pytest.approx(a, rel=1e-9, abs=1e-12), path
+    else:
+        assert a == b, path
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_pinned_run(name):
+    exp, now = EXPECTED[name], NOW[name]
+    # the items first: the same items in the same order for every model
+    assert now["items"] == exp["items"]
+    _close(exp, now, name)
+
+
+def test_the_fixture_covers_the_paths():
+    """The pinned runs reach the adaptive phase, the model error, a misfit, a budget and futility."""
+    assert EXPECTED["default_1k"]["stopped_because"] == "settled"
+    assert EXPECTED["default_1k"]["inseparable"]
+    assert any(EXPECTED["default_1k"]["misfit"].values())
+    assert EXPECTED["topk_budget"]["stopped_because"] == "budget"
+    assert EXPECTED["adaptive_test"]["stopped_because"] == "se_target"
