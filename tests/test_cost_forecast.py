@@ -18,12 +18,15 @@ from lm_eval_adaptive.engine.cat import AdaptiveTest
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.harness.lm_eval_compat import prompt_text
 from lm_eval_adaptive.live.cost_forecast import (
+    DRAWS,
+    MAX_DRAWS,
     Spread,
     ability_pool,
     draw_abilities,
     expected_costs,
     forecast_ranking,
     forecast_test,
+    precise_enough,
     simulate_ranking,
 )
 
@@ -150,3 +153,37 @@ def test_dry_run_does_not_go_with_resume(argv, capsys):
 def test_run_dry_run_needs_adaptive(capsys):
     assert main(["run", "--model", "dummy", "--tasks", "x", "--dry-run"]) == 2
     assert "--adaptive" in capsys.readouterr().err
+
+
+def test_precise_enough_is_the_distribution_free_interval_of_the_median():
+    v = 100.0 + np.arange(16.0)  # median 107.5; its 95% interval: order statistics 8 ± 1.96·4/2 → v[4], v[12]
+    half = (v[12] - v[4]) / 2  # 4.0
+    edge = half / (1.959963984540054 * 107.5)  # the rel_se at which ±z·rel_se·median reaches it: 0.01899
+    assert precise_enough(v, rel_se=edge * 1.001) and not precise_enough(v, rel_se=edge * 0.999)
+    assert precise_enough(np.random.default_rng(0).permutation(v), rel_se=edge * 1.001)  # order does not matter
+    assert precise_enough([0.0] * 3, rel_se=0.0)  # nothing spent in any run: nothing to refine
+    assert not precise_enough([1.0], rel_se=1.0)  # one run has no interval
+    # two modes of equal weight: the median's interval spans the gap, so it is not precise
+    assert not precise_enough([0.14] * 50 + [0.2] * 50, rel_se=0.025)
+    assert precise_enough([0.14] * 30 + [0.2] * 70, rel_se=0.025)
+
+
+def test_forecast_ranking_draws_until_the_median_spend_is_precise():
+    bank = _bank()
+    models = ["cheap", "dear"]
+    prices = {"cheap": PRICE, "dear": DEAR}
+    rng = np.random.default_rng(5)  # items of different costs: no two runs spend the same
+    cost = {m: prices[m].item_costs(bank.input_tokens, bank.output_tokens) * rng.uniform(0.5, 1.5, bank.n_items)
+            for m in models}
+    upper = {m: prices[m].item_costs(bank.input_tokens, np.full(bank.n_items, 1024.0)) for m in models}
+
+    def fc(rel_se):
+        # no cap: the runs end settled or at n_max
+        return forecast_ranking(lambda: AdaptiveRanker(bank, models, item_costs=cost, n_init=3, n_max=8, seed=0),
+                                models, prices=prices, cost=cost, upper=upper, full_run={m: 0.0 for m in models},
+                                cap=None, task="sim-task", command="rank", rel_se=rel_se)
+
+    assert fc(1.0).draws == DRAWS  # precise at once: the fewest draws
+    never = fc(0.0)  # never precise: the most draws
+    assert never.draws == MAX_DRAWS and sum(never.stopped_because.values()) == MAX_DRAWS
+    assert never.to_dict()["method"]["draws"] == MAX_DRAWS

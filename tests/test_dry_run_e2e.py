@@ -111,8 +111,6 @@ def test_rank_forecast_bounds_the_real_run(rank_case):
           f"real/forecast {real['total_cost_usd'] / fc['total']['cost_usd']['typical']:.3f}")
 
 
-@pytest.mark.xfail(strict=False, reason="measured: real/forecast 0.78-0.81 (off by 24-28% of the spend, at the "
-                                        "target's edge; the real run's stop varies); see the docstring")
 def test_rank_forecast_within_25_percent(rank_case):
     fc, real, _, _ = rank_case
     assert off_by(real["total_cost_usd"], fc["total"]["cost_usd"]["typical"]) <= TARGET
@@ -155,7 +153,6 @@ BOARD = ["AIST-AIRC", "Aya23", "CUNI-NL", "Claude-3.5", "CommandR-plus", "CycleL
          "IKUN", "IOL-Research", "Llama3-70B", "MSLC", "Mistral-Large", "NVIDIA-NeMo", "ONLINE-A"]
 
 
-@pytest.mark.xfail(strict=False, reason="measured: real/forecast 0.74 (off by 35%); see the docstring")
 def test_refresh_forecast_within_25_percent(server, tmp_path):
     lb = tmp_path / "lb.json"
     assert main(["leaderboard", "--history", "wmt24/en-de/bleu", "--task", "wmt24_en-de", "--metric", "bleu",

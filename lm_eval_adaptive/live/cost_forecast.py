@@ -15,7 +15,12 @@ anything, forecasts per model (per task for ``run --adaptive``):
   ``refresh`` are driven as the live driver drives them: each call's upper estimate is
   reserved against the cap in a :class:`~lm_eval_adaptive.live.ledger.BudgetLedger` before
   it is made, so a simulated run stops where the live one would. Reported: the median over
-  the draws, with the 10%–90% range.
+  the draws, with the 10%–90% range. A ranking's spend is often bimodal (the run ends when
+  the cap's headroom cannot hold the next call of whichever model is still buying, a dear
+  one or a cheap one), and the median of a few dozen draws then jumps from one mode to the
+  other with the seed; so ``rank`` and ``refresh`` draw until the median total spend is
+  known to within :data:`MC_REL_SE` (:func:`precise_enough`; at least :data:`DRAWS`, at
+  most :data:`MAX_DRAWS` draws).
 * **worst case**: the most the settings allow: the maximum items per model (the whole
   bank when there is none), every item at its upper estimate (its prompt and the request's
   maximum output tokens), capped by the budget where the cap is hard (``rank``,
@@ -46,6 +51,7 @@ import numpy as np
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.prices import Price, upper_estimate
 from lm_eval_adaptive.engine.bank import ItemBank
+from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.scorer import TEMPLATE_TOKENS
 from lm_eval_adaptive.live.ledger import BudgetLedger
@@ -58,15 +64,21 @@ from lm_eval_adaptive.live.session import (
     rank_ranker,
 )
 
-__all__ = ["DRAWS", "FORECAST_FILE", "CHARS_PER_TOKEN", "Spread", "ModelForecast", "CostForecast", "ability_pool",
-           "draw_abilities", "expected_costs", "simulated_score", "simulate_ranking", "simulate_test",
+__all__ = ["DRAWS", "MAX_DRAWS", "MC_REL_SE", "FORECAST_FILE", "CHARS_PER_TOKEN", "Spread", "ModelForecast", "CostForecast", "ability_pool",
+           "draw_abilities", "precise_enough", "expected_costs", "simulated_score", "simulate_ranking", "simulate_test",
            "forecast_ranking", "forecast_test", "forecast_rank", "forecast_refresh", "forecast_adaptive_run",
            "print_forecast", "write_forecast"]
 
 #: Characters per token of the token estimates (the rule of the banks' own counts and of the replay endpoint).
 CHARS_PER_TOKEN = 4
-#: Simulated runs per forecast.
+#: Simulated runs per forecast (``run --adaptive``); the fewest for ``rank`` and ``refresh``.
 DRAWS = 30
+#: The most simulated runs a ``rank`` or ``refresh`` forecast draws.
+MAX_DRAWS = 200
+#: ``rank`` and ``refresh`` draw until the Monte Carlo standard error of the median total spend is
+#: at most this share of it: a tenth of the 25% a forecast is held to against the real spend
+#: (issue 12), so the simulation's own noise takes little of that tolerance.
+MC_REL_SE = 0.025
 #: The file a forecast is written to in the run's output folder.
 FORECAST_FILE = "cost_forecast.json"
 
@@ -231,6 +243,22 @@ def simulate_test(test, theta: float, cost: np.ndarray, rng: np.random.Generator
     return {"items": e.n, "usd": e.spent, "stopped_because": test.stopped_because}
 
 
+def precise_enough(spends: Sequence[float], rel_se: float = MC_REL_SE) -> bool:
+    """True when the median of ``spends`` is known to within ``rel_se`` of it: the distribution-free
+    95% interval of a median (the order statistics n/2 ± z·√n/2, z = Φ⁻¹(0.975)) is at most
+    ±z·``rel_se`` of the median wide, a standard error of ``rel_se`` for a normal median. Always
+    true when every spend is 0; never with fewer than two."""
+    v = np.sort(np.asarray(spends, dtype=float))
+    n = v.size
+    if n < 2:
+        return False
+    if not np.any(v):
+        return True
+    lo = max(int(math.floor(n / 2 - Z95 * math.sqrt(n) / 2)), 0)
+    hi = min(int(math.ceil(n / 2 + Z95 * math.sqrt(n) / 2)), n - 1)
+    return (v[hi] - v[lo]) / 2 <= Z95 * rel_se * float(np.median(v))
+
+
 def _worst(upper: np.ndarray, n: int) -> float:
     """The ``n`` dearest upper estimates, summed."""
     u = np.sort(np.nan_to_num(np.asarray(upper, dtype=float)))[::-1]
@@ -239,17 +267,19 @@ def _worst(upper: np.ndarray, n: int) -> float:
 
 def forecast_ranking(new_ranker: Callable[[], object], models: Sequence[str], *, prices: Mapping[str, Price],
                      cost: Mapping[str, np.ndarray], upper: Mapping[str, np.ndarray], full_run: Mapping[str, float],
-                     cap: float | None, task: str, command: str, seed: int = 0, draws: int = DRAWS,
-                     settings: dict | None = None) -> CostForecast:
+                     cap: float | None, task: str, command: str, seed: int = 0, draws: int | None = None,
+                     settings: dict | None = None, rel_se: float = MC_REL_SE) -> CostForecast:
     """Forecast a ``rank`` or ``refresh`` run: ``new_ranker()`` builds the run's ranker (anchors placed),
     ``models`` are the ones to be called; ``cost``/``upper`` give per model the expected and the
-    upper USD of each bank item."""
+    upper USD of each bank item. ``draws``: that many simulated runs; None: at least :data:`DRAWS`,
+    then more until :func:`precise_enough` at ``rel_se`` (at most :data:`MAX_DRAWS`)."""
     first = new_ranker()  # built once (a refresh places its anchors here), copied for each draw
     bank = first.bank
     pool, source = ability_pool(bank)
     rng = np.random.default_rng(seed)
     runs = []
-    for _ in range(draws):
+    while len(runs) < (draws or DRAWS) or (draws is None and len(runs) < MAX_DRAWS and
+                                           not precise_enough([sum(r["usd"].values()) for r in runs], rel_se)):
         ranker = copy.deepcopy(first)
         thetas = dict(zip(models, draw_abilities(pool, len(models), rng)))
         runs.append(simulate_ranking(ranker, lambda m, i, t=thetas: simulated_score(bank, t[m], i, rng),
@@ -269,7 +299,7 @@ def forecast_ranking(new_ranker: Callable[[], object], models: Sequence[str], *,
         usd=Spread.of([sum(r["usd"].values()) for r in runs]),
         worst_items=int(sum(r.worst_items for r in rows)),
         worst_usd=min(worst_total, cap) if cap is not None else worst_total,
-        full_run_usd=float(sum(full_run[m] for m in models)), budget_usd=cap, draws=draws, seed=seed,
+        full_run_usd=float(sum(full_run[m] for m in models)), budget_usd=cap, draws=len(runs), seed=seed,
         abilities=source, stopped_because=dict(Counter(r["stopped_because"] for r in runs)),
         settings=dict(settings or {}))
 
