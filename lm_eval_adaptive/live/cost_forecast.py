@@ -65,8 +65,9 @@ from lm_eval_adaptive.live.session import (
     rank_ranker,
 )
 
-__all__ = ["DRAWS", "RANKING_DRAWS", "TOLERANCE", "FORECAST_FILE", "CHARS_PER_TOKEN", "Spread", "ModelForecast", "CostForecast", "ability_pool",
-           "draw_abilities", "most_likely_within", "expected_costs", "simulated_score", "simulate_ranking", "simulate_test",
+__all__ = ["DRAWS", "RANKING_DRAWS", "TOLERANCE", "FORECAST_FILE", "CHARS_PER_TOKEN", "Spread", "ModelForecast",
+           "CostForecast", "ability_pool", "draw_abilities", "most_likely_within", "expected_costs", "simulated_score",
+           "simulate_ranking", "simulate_test",
            "forecast_ranking", "forecast_test", "forecast_rank", "forecast_refresh", "forecast_adaptive_run",
            "print_forecast", "write_forecast"]
 
