@@ -18,12 +18,15 @@ from lm_eval_adaptive.engine.cat import AdaptiveTest
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.harness.lm_eval_compat import prompt_text
 from lm_eval_adaptive.live.cost_forecast import (
+    RANKING_DRAWS,
+    TOLERANCE,
     Spread,
     ability_pool,
     draw_abilities,
     expected_costs,
     forecast_ranking,
     forecast_test,
+    most_likely_within,
     simulate_ranking,
 )
 
@@ -125,9 +128,45 @@ def test_forecast_test_stops_where_the_adaptive_test_does():
     assert row.worst_usd == pytest.approx(10 * cost[0] + upper[0] - cost[0])
 
 
-def test_spread_is_median_and_deciles():
+def test_spread_is_the_figure_most_runs_are_near_and_deciles():
     s = Spread.of(range(11))
-    assert (s.typical, s.low, s.high) == (5.0, 1.0, 9.0)
+    assert (s.low, s.high) == (1.0, 9.0)
+    # 7.5 is within 25% of 6..10 (0.8·7.5 = 6, 7.5/0.75 = 10: 5 values); no other point is within 25% of as many
+    assert s.typical == pytest.approx(7.5) and s.share_within == pytest.approx(5 / 11)
+    assert Spread.of([5.0] * 4).typical == 5.0  # the median when it is as well covered as any point
+    d = s.to_dict()
+    assert set(d) == {"typical", "p10", "p90", "share_within_25pct"} and TOLERANCE == 0.25
+
+
+def test_most_likely_within_takes_the_point_between_two_modes_that_covers_both():
+    # a ranking's bimodal spend: the dear model's stop (0.145) and a cheap pair's (0.197), 45% / 55%
+    v = [0.145] * 45 + [0.197] * 55
+    f, share = most_likely_within(v)
+    assert share == 1.0 and 0.75 * 0.197 <= f <= 1.25 * 0.145  # within 25% of both modes
+    assert f == pytest.approx(1.25 * 0.145)  # of the points covering both, the nearest to the median 0.197
+    # modes too far apart for one point: the heavier one, at its own value
+    f, share = most_likely_within([0.05] * 40 + [0.2] * 60)
+    assert f == pytest.approx(0.2) and share == pytest.approx(0.6)
+    # a long tail does not pull the figure, as it pulls a mean
+    f, share = most_likely_within([0.05] * 70 + list(np.linspace(0.1, 0.3, 30)))
+    assert f == pytest.approx(0.05) and share == pytest.approx(0.7)
+    # scale-free, and a constant is its own figure
+    assert most_likely_within(3.0 * np.array(v))[0] == pytest.approx(3.0 * most_likely_within(v)[0])
+    assert most_likely_within([0.0, 0.0]) == (0.0, 1.0)
+
+
+def test_forecast_ranking_draws_ranking_draws_by_default():
+    bank = _bank()
+    models = ["cheap", "dear"]
+    prices = {"cheap": PRICE, "dear": DEAR}
+    cost = {m: prices[m].item_costs(bank.input_tokens, bank.output_tokens) for m in models}
+    upper = {m: prices[m].item_costs(bank.input_tokens, np.full(bank.n_items, 1024.0)) for m in models}
+    fc = forecast_ranking(lambda: AdaptiveRanker(bank, models, item_costs=cost, n_init=3, n_max=8, seed=0),
+                          models, prices=prices, cost=cost, upper=upper, full_run={m: 0.0 for m in models},
+                          cap=None, task="sim-task", command="rank")
+    assert fc.draws == RANKING_DRAWS and sum(fc.stopped_because.values()) == RANKING_DRAWS
+    assert fc.to_dict()["method"]["draws"] == RANKING_DRAWS
+    assert 0 < fc.usd.share_within <= 1
 
 
 def test_prompt_text_of_a_chat_request_is_its_messages_text():
