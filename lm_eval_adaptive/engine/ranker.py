@@ -265,7 +265,8 @@ class AdaptiveRanker:
     pair_rule:
         :class:`~lm_eval_adaptive.engine.stopping.PairRule` deciding when an adjacent pair is
         settled (default ``OrderConfidence(confidence)``); called in :meth:`ask` and
-        :meth:`result`.
+        :meth:`result`. A rule that judges pairs jointly (``family = True``, e.g.
+        :class:`~lm_eval_adaptive.engine.stopping.FamilyWise`) is given every pair of the ranking.
     exclude:
         Per model, bank items never to give it (e.g. it has no recorded answer).
     max_in_flight:
