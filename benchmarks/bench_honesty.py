@@ -4,11 +4,11 @@ Defaults are chosen on the TUNING half (WMT25 en-de, en-ja, en-zh, en-ko × 5 me
 WMT24 tables, AlpacaEval judge); the REPORT half (WMT25 cs-de, en-ar, en-et, en-it × 5
 metrics) is only reported. For each table and pooled per half: mean Kendall τ (adaptive,
 random at the same spend, fixed-length CAT), items per 4-model set, confident-pair accuracy,
-tie precision and recall, full-task 95% interval coverage, the share of |z| > 1.96 (z of θ̂ at
+tie precision and recall, the share of runs with any wrongly ordered confident pair, full-task 95% interval coverage, the share of |z| > 1.96 (z of θ̂ at
 the stop against θ̂ on every bank item), and the cost share of a full run.
 
     python benchmarks/bench_honesty.py [--seeds 5] [--half tuning|report|both] [--json out.json]
-        [--tie-margin DELTA] [--tables NAME ...]
+        [--tie-margin DELTA] [--family-wise] [--holdout-size K] [--target-items N] [--tables NAME ...]
 
 Uniform prices (the paper-comparison setting); 5 folds of 4 hold-out models.
 """
@@ -33,7 +33,8 @@ TUNING = ([f"wmt25/{p}/{m}" for p in ("en-de", "en-ja", "en-zh", "en-ko") for m 
           + [f"wmt24/{p}/{m}" for p in WMT24_PAIRS for m in WMT24_METRICS] + ["alpaca_eval/judge"])
 REPORT = [f"wmt25/{p}/{m}" for p in ("cs-de", "en-ar", "en-et", "en-it") for m in WMT25_METRICS]
 
-COLS = ("adaptive_tau", "random_tau", "fixed_tau", "items", "confident_accuracy", "tie_precision", "tie_recall",
+COLS = ("adaptive_tau", "random_tau", "fixed_tau", "items", "confident_accuracy", "any_wrong_share",
+        "tie_precision", "tie_recall",
         "full_task_coverage", "share_abs_z_over_1_96", "cost_share_of_full_run")
 
 
@@ -55,13 +56,21 @@ def main(argv=None) -> int:
     ap.add_argument("--tables", nargs="+", default=None, help="only these tables (one half named 'custom')")
     ap.add_argument("--tie-margin", type=float, default=None)
     ap.add_argument("--futility", type=float, default=None, help="the ranker's futility factor (default: the engine's)")
+    ap.add_argument("--family-wise", action="store_true", help="the whole ranking at γ (Holm over every pair)")
+    ap.add_argument("--holdout-size", type=int, default=None, help="models ranked per fold (default: the backtest's 4)")
+    ap.add_argument("--target-items", type=int, default=None,
+                    help="budget: this many items per model at the mean item cost (default: the backtest's 20)")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     halves = {"custom": a.tables} if a.tables else {
         k: v for k, v in (("tuning", TUNING), ("report", REPORT)) if a.half in (k, "both")}
-    config = BacktestConfig(seeds=a.seeds, tie_margin=a.tie_margin,
-                            **({} if a.futility is None else {"futility": a.futility}))
-    out = {"settings": {"seeds": a.seeds, "tie_margin": a.tie_margin, "futility": config.futility, "prices": "uniform"}}
+    config = BacktestConfig(seeds=a.seeds, tie_margin=a.tie_margin, family_wise=a.family_wise,
+                            **({} if a.futility is None else {"futility": a.futility}),
+                            **({} if a.holdout_size is None else {"holdout_size": a.holdout_size}),
+                            **({} if a.target_items is None else {"target_items": a.target_items}))
+    out = {"settings": {"seeds": a.seeds, "tie_margin": a.tie_margin, "futility": config.futility, "prices": "uniform",
+                        "family_wise": a.family_wise, "holdout_size": config.holdout_size,
+                        "target_items": config.target_items}}
     t0 = time.perf_counter()
     for half, names in halves.items():
         results, rows = [], []

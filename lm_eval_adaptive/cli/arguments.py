@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["add_tie_margin_argument", "guessing_value", "int_at_least", "positive_int", "nonnegative_int", "positive_float", "nonnegative_float",
+__all__ = ["add_family_wise_argument", "add_tie_margin_argument", "guessing_value", "int_at_least", "positive_int", "nonnegative_int", "positive_float", "nonnegative_float",
            "open_unit_interval", "confidence_level"]
 
 
@@ -74,3 +74,10 @@ def add_tie_margin_argument(parser) -> None:
     parser.add_argument("--tie-margin", type=positive_float, default=None, metavar="DELTA",
                         help="settle a pair as a tie once its difference is confidently within ±DELTA "
                              "(the metric's units, e.g. 0.01 BLEU on a 0-1 scale; default: none)")
+
+
+def add_family_wise_argument(parser) -> None:
+    """``--family-wise`` (a parser or an argument group): confidence γ for the whole ranking."""
+    parser.add_argument("--family-wise", action="store_true",
+                        help="hold the whole ranking at γ, not each pair: the chance that any reported order "
+                             "is wrong stays under 1-γ (Holm over every pair of the ranking; costs items)")

@@ -70,10 +70,12 @@ def run_demo(args, console) -> int:
                   f"{args.max_items if args.max_items is not None else f'{bank.n_items} (the whole bank)'} items "
                   f"per system (--max-items), "
                   f"tie margin {args.tie_margin if args.tie_margin is not None else 'off'} (--tie-margin), "
+                  f"γ for {'the whole ranking' if args.family_wise else 'each pair'} (--family-wise), "
                   f"seed {args.seed}", highlight=False)
     ranker = AdaptiveRanker(bank, models, item_costs=item_costs, confidence=args.confidence,
                             n_init=args.min_items, n_max=args.max_items, budget=budget, seed=args.seed,
-                            exclude=missing, pair_rule=pair_rule_for(bank, args.confidence, args.tie_margin))
+                            exclude=missing, pair_rule=pair_rule_for(bank, args.confidence, args.tie_margin,
+                                                                     args.family_wise))
 
     def replay(m, i):  # the recorded score of system m on bank item i, mapped with the bank's range
         return float(bank.scale(i, raw[rows[m], cols[i]]))

@@ -12,6 +12,7 @@ import sys
 from lm_eval_adaptive import __version__
 from lm_eval_adaptive.atomic import atomic_write, write_json
 from lm_eval_adaptive.cli.arguments import (
+    add_family_wise_argument,
     add_tie_margin_argument,
     confidence_level,
     guessing_value,
@@ -27,6 +28,7 @@ from lm_eval_adaptive.cli.progress import BacktestProgress
 from lm_eval_adaptive.cli.rank import add_rank_parser
 from lm_eval_adaptive.cli.report import (
     plot_backtest,
+    pooled_any_wrong,
     print_backtest,
     print_calibration,
     report_console,
@@ -108,7 +110,8 @@ def cmd_backtest(args) -> int:
                             top_k=args.top_k,
                             partition_seed=args.partition_seed, bootstrap=args.bootstrap,
                             tie_margin=args.tie_margin, self_check=not args.no_self_check,
-                            response_model=args.response_model, guessing=args.guessing)
+                            response_model=args.response_model, guessing=args.guessing,
+                            family_wise=args.family_wise)
     if any(metric_table_specs(t) for t in args.table):  # prefix/m1,m2: a joint multi-metric run
         if len(args.table) > 1:
             raise InputError("a joint multi-metric backtest takes one TABLE spec (e.g. wmt25/en-de/xcomet,metricx)")
@@ -145,6 +148,7 @@ def _mean_block(results) -> dict:
                   for k in ("tau", "items", "pct_used", "cost")}
            for meth in ("adaptive", "random", "fixed")}
     return out | {"confident_accuracy": float(np.mean([r.confident_accuracy for r in results])),
+                  "any_wrong_share": pooled_any_wrong(results),
                   "discrimination": float(np.mean([r.discrimination for r in results])),
                   "full_task_coverage": float(np.mean([r.full_task_coverage for r in results])),
                   "share_abs_z_over_1_96": float(np.mean([r.se_calibration["share_abs_z_over_1_96"]
@@ -226,6 +230,7 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
     d.add_argument("--plot", default=None, help="write a PNG of abilities with intervals here")
     d.add_argument("--seed", type=nonnegative_int, default=0)
     add_tie_margin_argument(d)
+    add_family_wise_argument(d)
     common_model(d)
     d.set_defaults(func=cmd_demo)
 
@@ -279,6 +284,7 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
                         "every system (the paper-comparison setting)")
     b.add_argument("--partition-seed", type=nonnegative_int, default=42)
     add_tie_margin_argument(b)
+    add_family_wise_argument(b)
     b.add_argument("--no-self-check", action="store_true",
                    help="rank with each fold's bank as calibrated, without the correction its self-check "
                         "(leave-models-out cross-validation on the fold's calibration models) measures")

@@ -16,7 +16,7 @@ from rich.table import Table
 from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.model_error import describe_correction
 
-__all__ = ["PIPE_WIDTH", "plot_ranking", "plot_intervals", "plot_backtest", "plot_adaptive_run", "print_backtest",
+__all__ = ["PIPE_WIDTH", "plot_ranking", "plot_intervals", "plot_backtest", "plot_adaptive_run", "pooled_any_wrong", "print_backtest",
            "print_calibration", "print_inseparable", "print_ranking", "report_console", "table_label"]
 
 #: Columns of output that is not a terminal: wider than any table, so nothing is wrapped or cut.
@@ -86,7 +86,7 @@ def print_calibration(console, bank, out_path) -> None:
 def print_backtest(console, results) -> None:
     t = Table(title="Backtest: adaptive ranking vs random sampling (matched $) vs fixed-length CAT")
     for col in ("table", "items", "models", "a", "adaptive τ", "random τ", "fixed τ", "items/set",
-                "% pairs", "conf. acc.", "ties % (true %)", "tie P/R/F1", "saved vs fixed (items/$)",
+                "% pairs", "conf. acc.", "any wrong", "ties % (true %)", "tie P/R/F1", "saved vs fixed (items/$)",
                 "full-task cover", "|z|>1.96", "misfit", "s"):
         t.add_column(col, justify="right" if col != "table" else "left",
                      overflow="fold" if col == "table" else "ellipsis")
@@ -94,7 +94,7 @@ def print_backtest(console, results) -> None:
         a, rd, fx, ti = r.adaptive, r.random, r.fixed, r.ties
         t.add_row(r.table, str(r.n_items), str(r.n_models), f"{r.discrimination:.2f}",
                   f"{a.tau:.3f}±{a.tau_std:.2f}", f"{rd.tau:.3f}", f"{fx.tau:.3f}",
-                  f"{a.items:.0f}", f"{a.pct_used:.1f}%", _f(r.confident_accuracy),
+                  f"{a.items:.0f}", f"{a.pct_used:.1f}%", _f(r.confident_accuracy), _f(r.any_wrong_share),
                   f"{ti.adaptive_pct:.0f} ({ti.truth_pct:.0f})",
                   f"{ti.precision:.2f}/{ti.recall:.2f}/{ti.f1:.2f}",
                   f"{100 * r.item_savings_vs_fixed:.0f}% / {100 * r.cost_savings_vs_fixed:.0f}%",
@@ -108,7 +108,7 @@ def print_backtest(console, results) -> None:
         t.add_row("mean", "", "", "", f"{m(lambda r: r.adaptive.tau):.3f}",
                   f"{m(lambda r: r.random.tau):.3f}", f"{m(lambda r: r.fixed.tau):.3f}",
                   f"{m(lambda r: r.adaptive.items):.0f}", f"{m(lambda r: r.adaptive.pct_used):.1f}%",
-                  _f(m(lambda r: r.confident_accuracy)), "", "", "",
+                  _f(m(lambda r: r.confident_accuracy)), _f(pooled_any_wrong(results)), "", "", "",
                   _f(m(lambda r: r.full_task_coverage), 2),
                   _f(m(lambda r: r.se_calibration.get("share_abs_z_over_1_96", float("nan"))), 2),
                   _f(m(lambda r: r.person_misfit_flags.get("share", float("nan"))), 2), "")
@@ -117,14 +117,23 @@ def print_backtest(console, results) -> None:
     console.print(f"{s['folds']} folds × {s['seeds']} seeds, hold-out {s['holdout_size']} models, "
                   f"γ={s['confidence']}, ≥{s['min_items']} items/model, budget {s['target_items']} items/model "
                   f"at the mean item cost, {_calibration_note(results, s)}, "
+                  f"pair rule: {'family-wise (Holm over every pair)' if s.get('family_wise') else 'per pair'}, "
                   f"prices: {', '.join(s['prices'])}")
     short = [f"{r.table}: {r.folds_run} of {s['folds']} folds" for r in results if r.folds_run < s["folds"]]
     if short:
         console.print("too few models for every fold (complete hold-out sets only): " + "; ".join(short))
+    console.print("any wrong: share of runs with at least one confident pair in the wrong order (mean row: "
+                  "pooled over the tables' runs; at most 1 − γ with --family-wise)", highlight=False)
     console.print("full-task cover: share of hold-out models whose 95% full-task interval holds their true "
                   "mean; |z|>1.96: share of stops whose θ̂ is further than 1.96 SE from θ̂ on every bank item "
                   "(honest: 0.05); misfit: share flagged by the person-fit statistic", highlight=False)
     console.print(f"signature: {results[0].signature}", highlight=False)
+
+
+def pooled_any_wrong(results) -> float:
+    """Share of all the results' runs with a wrongly ordered confident pair."""
+    n = sum(r.counts.get("runs", 0) for r in results)
+    return sum(r.counts.get("runs_any_wrong", 0) for r in results) / n if n else float("nan")
 
 
 def _f(v, digits: int = 3) -> str:

@@ -62,6 +62,7 @@ class BacktestConfig:
     futility: float = DEFAULT_FUTILITY  # the ranker's futility stop (engine/ranker.py)
     response_model: str | None = None  # calibrate(response_model=...): None = by the table (0/1 → 2pl)
     guessing: float | None = None  # 3pl: every item's c (None: estimated)
+    family_wise: bool = False  # the whole ranking at γ (stopping.FamilyWise) instead of each pair
 
     def folds_that_fit(self, n_models: int) -> int:
         """Complete hold-out sets that fit with at least 2 models left to calibrate on (at most ``folds``)."""
@@ -135,6 +136,7 @@ class BacktestResult:
     person_misfit_flags: dict = field(default_factory=dict)
     cost_share_of_full_run: float = float("nan")
     folds_run: int = 0
+    any_wrong_share: float = float("nan")  # share of runs with at least one confident pair in the wrong order
     counts: dict = field(default_factory=dict)  # the counts behind the shares, for pooling over tables
     records: list = field(default_factory=list, repr=False)  # per held-out model run (for the self-check)
 
@@ -297,8 +299,10 @@ def self_check_backtest(table, config: BacktestConfig) -> BacktestResult | None:
     n = int(table.n_models)
     if n < SELF_CHECK_MIN_MODELS:
         return None
+    # the bank's self-check is the product's (`calibrate` knows nothing of how its bank will rank):
+    # per-pair rule, whatever rule the ranking under test uses
     inner = replace(config, holdout_size=min(config.holdout_size, n - 2), seeds=config.self_check_seeds,
-                    bootstrap=200, partition_seed=BacktestConfig.partition_seed, self_check=False)
+                    bootstrap=200, partition_seed=BacktestConfig.partition_seed, self_check=False, family_wise=False)
     return backtest(table, config=inner)
 
 
@@ -405,7 +409,7 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
         def scaled_score(m, i, _s=scaled, _r=row):
             return float(_s[_r[m], i])
 
-        pair_rule = pair_rule_for(bank, config.confidence, config.tie_margin)
+        pair_rule = pair_rule_for(bank, config.confidence, config.tie_margin, config.family_wise)
         fold_runs = []
         for seed in range(config.seeds):
             selector = default_selector(bank.b, top_k=config.top_k, seed=[config.partition_seed, f, seed],
@@ -495,13 +499,15 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
                              "n": int(sum(len(r.misfit) for r in runs))},
         cost_share_of_full_run=_summary(r.cost_share for r in runs)[0],
         folds_run=n_folds,
+        any_wrong_share=_share(r.confident[0] < r.confident[1] for r in runs),
         records=[x for r in runs for x in r.records],
         counts={"confident_right": sum(r.confident[0] for r in runs), "confident": sum(r.confident[1] for r in runs),
                 "ties_tp": sum(r.tie_counts[0] for r in runs), "ties_fp": sum(r.tie_counts[1] for r in runs),
                 "ties_fn": sum(r.tie_counts[2] for r in runs),
                 "covered": sum(sum(r.covered) for r in runs), "models": sum(len(r.covered) for r in runs),
                 "z_over_1_96": sum(int(abs(z) > Z95) for r in runs for z in r.z),
-                "z": sum(len(r.z) for r in runs)},
+                "z": sum(len(r.z) for r in runs),
+                "runs_any_wrong": sum(int(r.confident[0] < r.confident[1]) for r in runs), "runs": len(runs)},
     )
 
 
@@ -527,7 +533,8 @@ def _table_positions(table, bank) -> np.ndarray:
 def pooled(results) -> dict:
     """Figures pooled over several tables' results: shares from the summed counts, means of τ and items."""
     c = {k: sum(r.counts.get(k, 0) for r in results) for k in
-         ("confident_right", "confident", "ties_tp", "ties_fp", "ties_fn", "covered", "models", "z_over_1_96", "z")}
+         ("confident_right", "confident", "ties_tp", "ties_fp", "ties_fn", "covered", "models", "z_over_1_96", "z",
+          "runs_any_wrong", "runs")}
 
     def share(a, b):
         return c[a] / c[b] if c[b] else float("nan")
@@ -539,6 +546,7 @@ def pooled(results) -> dict:
             "fixed_tau": float(np.mean([r.fixed.tau for r in results])),
             "items": float(np.mean([r.adaptive.items for r in results])),
             "confident_accuracy": share("confident_right", "confident"), "confident_pairs": c["confident"],
+            "any_wrong_share": share("runs_any_wrong", "runs"), "runs": c["runs"],
             "tie_precision": tp / (tp + fp) if tp + fp else float("nan"),
             "tie_recall": tp / (tp + fn) if tp + fn else float("nan"),
             "full_task_coverage": share("covered", "models"),

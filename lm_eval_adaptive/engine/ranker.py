@@ -47,7 +47,7 @@ from lm_eval_adaptive.engine.checks import check_cost, check_score
 from lm_eval_adaptive.engine.estimation import Z95, EstimatorFactory
 from lm_eval_adaptive.engine.selection import Selector, shared_default_selector
 from lm_eval_adaptive.engine.signature import component_name, format_signature, versions
-from lm_eval_adaptive.engine.stopping import OrderConfidence, PairRule, PairStatus
+from lm_eval_adaptive.engine.stopping import OrderConfidence, PairRule, PairStatus, adjacent_status
 
 __all__ = ["AdaptiveRanker", "Request", "RankingResult", "ReplayEvent", "ReplayError", "ReplayStats",
            "STOP_REASONS", "REPLAY_KINDS", "pairwise_matrix", "tie_groups", "DEFAULT_FUTILITY"]
@@ -265,7 +265,8 @@ class AdaptiveRanker:
     pair_rule:
         :class:`~lm_eval_adaptive.engine.stopping.PairRule` deciding when an adjacent pair is
         settled (default ``OrderConfidence(confidence)``); called in :meth:`ask` and
-        :meth:`result`.
+        :meth:`result`. A rule that judges pairs jointly (``family = True``, e.g.
+        :class:`~lm_eval_adaptive.engine.stopping.FamilyWise`) is given every pair of the ranking.
     exclude:
         Per model, bank items never to give it (e.g. it has no recorded answer).
     max_in_flight:
@@ -622,7 +623,7 @@ class AdaptiveRanker:
             return None  # warm-up items still in flight
         # 2. adaptive phase: the pair rule judges every adjacent pair of the θ̂ order
         models, th, se, order = self._state()
-        status = np.asarray(self._pair_rule.judge(th[order[:-1]], se[order[:-1]], th[order[1:]], se[order[1:]]))
+        status = adjacent_status(self._pair_rule, th[order], se[order])  # a family rule sees every pair
         unsettled = np.flatnonzero(status == PairStatus.OPEN)
         unsettled = unsettled[~self._inseparable(th, order, unsettled, models)]
         if unsettled.size == 0:
@@ -915,7 +916,7 @@ class AdaptiveRanker:
         equivalent = [(ranking[i], ranking[j]) for i, j, st in zip(iu.tolist(), ju.tolist(), status.tolist())
                       if st == PairStatus.EQUIVALENT]
         adj = [float(P[i, i + 1]) for i in range(n - 1)]
-        adj_status = np.asarray(self._pair_rule.judge(th_o[:-1], se_o[:-1], th_o[1:], se_o[1:]))
+        adj_status = adjacent_status(self._pair_rule, th_o, se_o)
         groups = tie_groups(ranking, [bool(st == PairStatus.ORDERED) for st in adj_status.tolist()])
         open_adj = np.flatnonzero(adj_status == PairStatus.OPEN)
         cut = open_adj[self._inseparable(th, order, open_adj, models)]

@@ -13,6 +13,12 @@ answers per pair with a :class:`PairStatus`: ``OPEN`` (buy more items), ``ORDERE
 order is settled) or ``EQUIVALENT`` (settled as a tie, for rules with a tie margin); the
 ranker stops asking for a pair that is not ``OPEN`` and reports as ties the pairs that
 are not ``ORDERED``.
+
+:class:`FamilyWise` (``--family-wise``) controls the whole ranking instead of each pair: the
+chance that *any* order the ranking reports is wrong stays under 1 − γ (Holm's step-down over
+every pair of the ranking). It judges the pairs of one call jointly (``family = True``), so the
+ranker gives it every pair of the current ranking (:func:`ranking_status`,
+:func:`adjacent_status`), also when it needs only the adjacent ones.
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ from scipy.special import ndtr, ndtri
 if TYPE_CHECKING:  # pragma: no cover
     from lm_eval_adaptive.engine.cat import Examinee
 
-__all__ = ["PairStatus", "PairRule", "OrderConfidence", "EquivalenceMargin", "pair_rule_for", "StoppingRule", "Rule", "BankExhausted",
+__all__ = ["PairStatus", "PairRule", "OrderConfidence", "EquivalenceMargin", "FamilyWise", "holm", "ranking_status",
+           "adjacent_status", "pair_rule_for", "StoppingRule", "Rule", "BankExhausted",
            "MaxItems", "SETarget", "Budget"]
 
 
@@ -148,12 +155,18 @@ class EquivalenceMargin:
         s = np.hypot(self.slope(ta) * np.asarray(se_a, dtype=float), self.slope(tb) * np.asarray(se_b, dtype=float))
         return d, s
 
+    def equivalent(self, theta_a, se_a, theta_b, se_b) -> np.ndarray:
+        """Per pair: the difference is confidently within ±``margin`` (both one-sided tests pass)."""
+        if np.asarray(theta_a).size == 0:
+            return np.zeros(0, dtype=bool)
+        d, s = self.difference(theta_a, se_a, theta_b, se_b)
+        return np.abs(d) + self.z * s < self.margin
+
     def judge(self, theta_a, se_a, theta_b, se_b) -> np.ndarray:
         status = self.order.judge(theta_a, se_a, theta_b, se_b)
         if np.asarray(theta_a).size == 0:
             return status
-        d, s = self.difference(theta_a, se_a, theta_b, se_b)
-        equivalent = np.abs(d) + self.z * s < self.margin
+        equivalent = self.equivalent(theta_a, se_a, theta_b, se_b)
         return np.where(status == int(PairStatus.ORDERED), status,
                         np.where(equivalent, int(PairStatus.EQUIVALENT), int(PairStatus.OPEN)))
 
@@ -166,11 +179,116 @@ class EquivalenceMargin:
         return f"EquivalenceMargin(margin={self.margin!r}, confidence={self.confidence!r})"
 
 
-def pair_rule_for(bank, confidence: float = 0.95, tie_margin: float | None = None):
-    """The pair rule of a ranking: :class:`EquivalenceMargin` with a tie margin, else :class:`OrderConfidence`."""
-    if tie_margin is None:
-        return OrderConfidence(confidence)
-    return EquivalenceMargin(bank, tie_margin, confidence)
+def holm(p, alpha: float) -> np.ndarray:
+    """Holm's (1979) step-down: which of the hypotheses with p-values ``p`` are rejected at
+    family-wise level ``alpha``.
+
+    Sort p_(1) ≤ … ≤ p_(M); reject H_(1) … H_(k), k the largest such that
+    p_(j) < alpha / (M − j + 1) for every j ≤ k (strict, as :class:`OrderConfidence`'s threshold).
+    The chance of rejecting any true hypothesis is ≤ ``alpha`` whatever their dependence.
+    """
+    p = np.asarray(p, dtype=float).ravel()
+    m = p.size
+    rejected = np.zeros(m, dtype=bool)
+    if m == 0:
+        return rejected
+    order = np.argsort(p, kind="stable")
+    passes = p[order] < alpha / (m - np.arange(m))
+    k = m if passes.all() else int(np.argmin(passes))  # up to the first that fails
+    rejected[order[:k]] = True
+    return rejected
+
+
+class FamilyWise:
+    """The whole ranking at confidence γ: P(any order the ranking reports is wrong) ≤ 1 − γ.
+
+    :class:`OrderConfidence` holds each pair's order at γ, so with K models the chance that at
+    least one of the K(K−1)/2 reported orders is wrong grows with K. This rule judges the
+    pairs given in one call as one family: each pair's two-sided p-value
+    p = 2·min(P, 1 − P), P = P(θ_a > θ_b) as in :class:`OrderConfidence`, and :func:`holm` at
+    level 1 − γ; the pairs Holm rejects are ``ORDERED``. With one pair it is
+    :class:`OrderConfidence` (p < 1 − γ ⇔ P outside [(1−γ)/2, 1 − (1−γ)/2]).
+
+    The family is **every pair of the current ranking**, not only the adjacent ones: every pair
+    the result does not list as a tie is a reported order (a model may be reported above one
+    two places down while its neighbour is a tie), so all of them must hold jointly. The ranker
+    passes every pair also when it only needs the adjacent ones (``family = True``;
+    :func:`adjacent_status`). It costs about what Holm over the K − 1 adjacent pairs costs:
+    pairs further apart have the smallest p-values, pass at the strictest thresholds
+    α/M, α/(M−1), …, and leave α/(K−1), …, α/2, α to the adjacent pairs.
+
+    The family is taken afresh at each look, as the ranking changes; the stated level holds at
+    each look, and the backtest measures it over whole adaptive runs (docs/honesty.md).
+    ``base``'s equivalence test (an :class:`EquivalenceMargin`) still settles a pair that Holm
+    does not order as ``EQUIVALENT``, pair by pair: the family-wise level covers the reported
+    orders, not the ties. :meth:`futile` is ``base``'s (its per-pair threshold is the loosest
+    Holm can use, so a pair it calls futile is futile here too).
+    """
+
+    name = "family-wise-holm"
+    family = True
+
+    def __init__(self, base: OrderConfidence | EquivalenceMargin | None = None):
+        self.base = base if base is not None else OrderConfidence()
+        order = self.base if isinstance(self.base, OrderConfidence) else self.base.order
+        self._order = order
+        self.alpha = 1 - order.confidence
+
+    @property
+    def confidence(self) -> float:
+        return self._order.confidence
+
+    @property
+    def margin(self) -> float | None:
+        """The tie margin of ``base`` (None: no equivalence test)."""
+        return getattr(self.base, "margin", None)
+
+    def p_values(self, theta_a, se_a, theta_b, se_b) -> np.ndarray:
+        """Two-sided p-value of each pair's order, 2·min(P, 1 − P)."""
+        p = self._order.probability(theta_a, se_a, theta_b, se_b)
+        return np.minimum(1.0, 2 * np.minimum(p, 1 - p))
+
+    def judge(self, theta_a, se_a, theta_b, se_b) -> np.ndarray:
+        ordered = holm(self.p_values(theta_a, se_a, theta_b, se_b), self.alpha)
+        status = np.where(ordered, int(PairStatus.ORDERED), int(PairStatus.OPEN))
+        if isinstance(self.base, EquivalenceMargin) and status.size:
+            eq = self.base.equivalent(theta_a, se_a, theta_b, se_b)
+            status = np.where(~ordered & eq, int(PairStatus.EQUIVALENT), status)
+        return status
+
+    def futile(self, theta, se, theta_partner, se_partner) -> bool:
+        return self.base.futile(theta, se, theta_partner, se_partner)
+
+    def __repr__(self) -> str:
+        return f"FamilyWise({self.base!r})"
+
+
+def ranking_status(rule, theta, se) -> np.ndarray:
+    """The :class:`PairStatus` of every pair of models listed best first: a (K, K) int array whose
+    [i, j], i < j, is pair (i, j)'s (the rest is ``OPEN``); one call of ``rule.judge`` on all pairs."""
+    theta, se = np.asarray(theta, dtype=float), np.asarray(se, dtype=float)
+    k = theta.size
+    iu, ju = np.triu_indices(k, 1)
+    out = np.full((k, k), int(PairStatus.OPEN), dtype=int)
+    out[iu, ju] = np.asarray(rule.judge(theta[iu], se[iu], theta[ju], se[ju]))
+    return out
+
+
+def adjacent_status(rule, theta, se) -> np.ndarray:
+    """The :class:`PairStatus` of each adjacent pair (i, i + 1) of models listed best first. A rule
+    with ``family = True`` judges them among every pair of the ranking (:func:`ranking_status`);
+    any other rule is asked about the adjacent pairs alone."""
+    theta, se = np.asarray(theta, dtype=float), np.asarray(se, dtype=float)
+    if getattr(rule, "family", False):
+        return np.diagonal(ranking_status(rule, theta, se), 1).copy()
+    return np.asarray(rule.judge(theta[:-1], se[:-1], theta[1:], se[1:]))
+
+
+def pair_rule_for(bank, confidence: float = 0.95, tie_margin: float | None = None, family_wise: bool = False):
+    """The pair rule of a ranking: :class:`EquivalenceMargin` with a tie margin, else
+    :class:`OrderConfidence`; wrapped in :class:`FamilyWise` with ``family_wise``."""
+    rule = OrderConfidence(confidence) if tie_margin is None else EquivalenceMargin(bank, tie_margin, confidence)
+    return FamilyWise(rule) if family_wise else rule
 
 
 # --------------------------------------------------------------------------- one model's test

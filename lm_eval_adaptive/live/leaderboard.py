@@ -196,7 +196,8 @@ def _entries(res, ranker, old: dict, new: dict) -> list[dict]:
 
 REFRESH_KEYS = ("leaderboard", "add", "budget_usd", "confidence", "min_items", "max_items", "concurrency",
                  "price", "metric", "item_field", "include_path", "num_fewshot", "apply_chat_template",
-                 "fewshot_as_multiturn", "gen_kwargs", "system_instruction", "seed", "metadata", "tie_margin")
+                 "fewshot_as_multiturn", "gen_kwargs", "system_instruction", "seed", "metadata", "tie_margin",
+                "family_wise")
 
 
 def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, report=None) -> int:
@@ -236,7 +237,8 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
         ranker = AdaptiveRanker(bank, models, item_costs=item_costs, relative_costs=rel,
                                 confidence=settings.confidence, n_init=settings.min_items, n_max=settings.max_items,
                                 budget=settings.budget_usd, seed=settings.seed, max_in_flight=settings.concurrency,
-                                pair_rule=pair_rule_for(bank, settings.confidence, settings.tie_margin))
+                                pair_rule=pair_rule_for(bank, settings.confidence, settings.tie_margin,
+                                                          settings.family_wise))
         _anchor_examinees(bank, table, anchors, ranker)
         return ranker
 

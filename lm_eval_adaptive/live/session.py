@@ -53,7 +53,8 @@ PLOT_FILE = "ranking.png"
 # settings a resumed run takes from run.json (the rest of the command line is ignored)
 RUN_KEYS = ("models", "tasks", "bank", "confidence", "budget_usd", "min_items", "max_items", "concurrency",
             "price", "metric", "item_field", "include_path", "num_fewshot", "apply_chat_template",
-            "fewshot_as_multiturn", "gen_kwargs", "system_instruction", "seed", "metadata", "tie_margin")
+            "fewshot_as_multiturn", "gen_kwargs", "system_instruction", "seed", "metadata", "tie_margin",
+            "family_wise")
 
 #: A judge call's part of an item's reservation: its prompt is taken as at most twice the
 #: model's prompt plus four bytes per output token of the model plus this many bytes (rubric,
@@ -91,6 +92,7 @@ class LiveSettings:
     metadata: str | None = None
     timeout: float | None = None
     tie_margin: float | None = None
+    family_wise: bool = False  # γ for the whole ranking (stopping.FamilyWise)
     max_attempts: int = 6
     max_failures: int = 3
     backoff: float = 0.5
@@ -216,7 +218,8 @@ def rank_ranker(setup: Setup, a: LiveSettings) -> AdaptiveRanker:
     bank = setup.bank
     return AdaptiveRanker(bank, [s.name for s in setup.specs], item_costs=setup.bank_costs, confidence=a.confidence,
                           n_init=a.min_items, n_max=a.max_items, budget=a.budget_usd, seed=a.seed,
-                          max_in_flight=a.concurrency, pair_rule=pair_rule_for(bank, a.confidence, a.tie_margin))
+                          max_in_flight=a.concurrency, pair_rule=pair_rule_for(bank, a.confidence, a.tie_margin,
+                                                                                     a.family_wise))
 
 
 def quiet_libraries() -> None:
