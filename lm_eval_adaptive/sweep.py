@@ -26,7 +26,7 @@ import multiprocessing
 import os
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from typing import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from lm_eval_adaptive.data.prices import Price
 from lm_eval_adaptive.engine.backtest import (
