@@ -257,7 +257,7 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
                         "use; 1: one after another in this process); the figures are the same either way")
     b.add_argument("--ray", default=None, metavar="ADDRESS",
                    help="run the tables' folds as tasks on a Ray cluster instead: auto (the running cluster), "
-                        "local (start one on this machine) or its address (HOST:PORT, ray://HOST:PORT); "
+                        "local (start one on this machine) or a cluster address as ray.init takes it; "
                         "needs the ray extra: pip install 'lm-eval-adaptive[ray]'; the same figures")
     b.add_argument("--json", default=None, help="write the summary as JSON here")
     b.add_argument("--plot", default=None, metavar="FILE.png",
