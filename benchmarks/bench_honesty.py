@@ -9,8 +9,11 @@ the stop against θ̂ on every bank item), and the cost share of a full run.
 
     python benchmarks/bench_honesty.py [--seeds 5] [--half tuning|report|both] [--json out.json]
         [--tie-margin DELTA] [--family-wise] [--holdout-size K] [--target-items N] [--tables NAME ...]
+        [--jobs N | --ray ADDRESS]
 
-Uniform prices (the paper-comparison setting); 5 folds of 4 hold-out models.
+Uniform prices (the paper-comparison setting); 5 folds of 4 hold-out models. Every table × fold
+runs in --jobs processes (default: the CPUs this process may use) or as Ray tasks (--ray auto);
+the figures are the same as one after another (--jobs 1).
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lm_eval_adaptive.data.datasets import WMT24_METRICS, WMT24_PAIRS, WMT25_METRICS  # noqa: E402
 from lm_eval_adaptive.data.tables import load_any_table  # noqa: E402
-from lm_eval_adaptive.engine.backtest import BacktestConfig, backtest, pooled  # noqa: E402
+from lm_eval_adaptive.engine.backtest import BacktestConfig, pooled  # noqa: E402
+from lm_eval_adaptive.sweep import run_backtests  # noqa: E402
 
 TUNING = ([f"wmt25/{p}/{m}" for p in ("en-de", "en-ja", "en-zh", "en-ko") for m in WMT25_METRICS]
           + [f"wmt24/{p}/{m}" for p in WMT24_PAIRS for m in WMT24_METRICS] + ["alpaca_eval/judge"])
@@ -49,6 +53,14 @@ def show(rows, title):
         print(f"{x['table']:<26}" + "".join(f"{x[c]:>13.3f}" for c in COLS))
 
 
+def done_line(name, t0):
+    """A table's progress callable: one line on stderr when its last fold is in."""
+    def progress(done, total):
+        if done == total:
+            print(f"  {name}: done at {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    return progress
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
@@ -61,6 +73,8 @@ def main(argv=None) -> int:
     ap.add_argument("--target-items", type=int, default=None,
                     help="budget: this many items per model at the mean item cost (default: the backtest's 20)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--jobs", type=int, default=None, help="processes (default: the CPUs this process may use)")
+    ap.add_argument("--ray", default=None, metavar="ADDRESS", help="run on a Ray cluster instead (auto, local, HOST:PORT)")
     a = ap.parse_args(argv)
     halves = {"custom": a.tables} if a.tables else {
         k: v for k, v in (("tuning", TUNING), ("report", REPORT)) if a.half in (k, "both")}
@@ -73,12 +87,9 @@ def main(argv=None) -> int:
                         "target_items": config.target_items}}
     t0 = time.perf_counter()
     for half, names in halves.items():
-        results, rows = [], []
-        for name in names:
-            r = backtest(load_any_table(name), config=config)
-            results.append(r)
-            rows.append(row(name, r))
-            print(f"  {name}: {r.seconds:.1f} s", file=sys.stderr, flush=True)
+        results = run_backtests([load_any_table(n) for n in names], config=config, jobs=a.jobs,
+                                ray_address=a.ray, progress=[done_line(n, t0) for n in names])
+        rows = [row(name, r) for name, r in zip(names, results)]
         pool = {"table": f"POOLED {half}", **pooled(results)}
         show(rows + [pool], f"{half} half ({len(names)} tables, {a.seeds} seeds)")
         out[half] = {"tables": rows, "pooled": pool}

@@ -199,6 +199,7 @@ def test_argparse_errors_exit_2(capsys):
     ("backtest", "--max-items", "0", "an integer >= 1"),
     ("backtest", "--partition-seed", "-1", "an integer >= 0"),
     ("backtest", "--seeds", "0", "an integer >= 1"),
+    ("backtest", "--jobs", "0", "an integer >= 1"),
     ("backtest", "--folds", "0", "an integer >= 1"),
     ("backtest", "--holdout-size", "1", "an integer >= 2"),
     ("backtest", "--min-items", "0", "an integer >= 1"),

@@ -38,7 +38,7 @@ from lm_eval_adaptive.cli.run import add_run_parser
 from lm_eval_adaptive.data.price_map import load_costs_file, price_for
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE
 from lm_eval_adaptive.data.tables import load_any_table, table_item_field
-from lm_eval_adaptive.engine.backtest import BacktestConfig, backtest
+from lm_eval_adaptive.engine.backtest import BacktestConfig
 from lm_eval_adaptive.engine.calibration import (
     DEFAULT_METHOD,
     DEFAULT_SCALING,
@@ -51,6 +51,7 @@ from lm_eval_adaptive.harness.binding import record_item_field
 from lm_eval_adaptive.harness.run import ModelCallError, options_from_sample_logs, table_from_sample_logs
 from lm_eval_adaptive.replay.server import add_arguments as add_replay_arguments
 from lm_eval_adaptive.replay.server import serve
+from lm_eval_adaptive.sweep import import_ray, run_backtests
 
 
 # ---------------------------------------------------------------- calibrate
@@ -117,15 +118,19 @@ def cmd_backtest(args) -> int:
             raise InputError("a joint multi-metric backtest takes one TABLE spec (e.g. wmt25/en-de/xcomet,metricx)")
         return backtest_joint(args.table[0], config, prices_for=lambda ms: _prices_for(args, ms),
                               allow_outliers=args.allow_outliers, console=report_console(), json_path=args.json)
+    if args.ray is not None and args.jobs is not None:
+        raise InputError("give --jobs (local processes) or --ray (a Ray cluster), not both")
+    if args.ray is not None:
+        import_ray()  # no Ray installed: say so now, before any table is loaded
     tables = [load_any_table(t, allow_outliers=args.allow_outliers) for t in args.table]
     console = report_console()
-    results = []
     # progress on stderr: a bar on a terminal, a line per fold otherwise, nothing with --no-progress
     with BacktestProgress(report_console(stderr=True), len(tables), config.folds, config.seeds,
                           enabled=not args.no_progress) as prog:
-        for i, table in enumerate(tables):
-            progress = prog.table(i, table_label(table.metric or table.source))
-            results.append(backtest(table, config=config, prices=_prices_for(args, table.models), progress=progress))
+        hooks = [prog.table(i, table_label(t.metric or t.source)) for i, t in enumerate(tables)]
+        # every table × fold a unit, run in --jobs processes or on Ray: the same figures as one by one
+        results = run_backtests(tables, config=config, prices=[_prices_for(args, t.models) for t in tables],
+                                jobs=args.jobs, ray_address=args.ray, progress=hooks)
     print_backtest(console, results)
     if args.json:
         if len(results) == 1:
@@ -290,6 +295,13 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
                         "(leave-models-out cross-validation on the fold's calibration models) measures")
     b.add_argument("--bootstrap", type=positive_int, default=10_000,
                    help="bootstrap resamples for ground-truth ties")
+    b.add_argument("--jobs", type=positive_int, default=None, metavar="N",
+                   help="run the tables' folds in N processes at once (default: the CPUs this process may "
+                        "use; 1: one after another in this process); the figures are the same either way")
+    b.add_argument("--ray", default=None, metavar="ADDRESS",
+                   help="run the tables' folds as tasks on a Ray cluster instead: auto (the running cluster), "
+                        "local (start one on this machine) or a cluster address as ray.init takes it; "
+                        "needs the ray extra: pip install 'lm-eval-adaptive[ray]'; the same figures")
     b.add_argument("--json", default=None, help="write the summary as JSON here")
     b.add_argument("--plot", default=None, metavar="FILE.png",
                    help="write a PNG here: per table, Kendall τ of adaptive, random and fixed-length "

@@ -25,8 +25,10 @@ class BacktestProgress:
     """One bar over every table × fold × seed of a backtest.
 
     ``with BacktestProgress(console, tables, folds, seeds, enabled=...) as prog:`` then, per table,
-    ``backtest(..., progress=prog.table(i, name))``. The engine reports a fold's seeds when the
-    fold is done, and may run fewer folds than asked on a small table (it says how many)."""
+    ``backtest(..., progress=prog.table(i, name))`` (or all tables' callables at once to
+    :func:`~lm_eval_adaptive.sweep.run_backtests`, whose folds of different tables finish
+    interleaved). A fold's seeds are reported when the fold is done; a small table may run
+    fewer folds than asked (its first report says how many)."""
 
     def __init__(self, console, n_tables: int, folds: int, seeds: int, *, enabled: bool = True):
         self.console = console
@@ -34,7 +36,7 @@ class BacktestProgress:
         self.lines = enabled and not console.is_terminal
         self.n_tables, self.per_table, self.seeds = n_tables, folds * seeds, seeds
         self.total = n_tables * folds * seeds
-        self.done_before = 0  # runs of the tables already finished
+        self.done: dict = {}  # runs done so far of each table
         self._progress = self._task = None
         self.t0 = time.perf_counter()
 
@@ -59,22 +61,20 @@ class BacktestProgress:
     def table(self, index: int, name: str):
         """The ``progress(done, total)`` callable of table ``index`` (0-based) named ``name``."""
         label = f"backtest {index + 1}/{self.n_tables} {name}"
-        if self._progress is not None:
-            self._progress.update(self._task, description=label)
         state = {"adjusted": False}
 
         def progress(done: int, total: int) -> None:
             if not state["adjusted"]:  # fewer folds fit this table than asked: the overall total shrinks
                 self.total -= self.per_table - total
                 state["adjusted"] = True
+            self.done[index] = done
+            completed = sum(self.done.values())
             if self._progress is not None:
-                self._progress.update(self._task, completed=self.done_before + done, total=self.total)
+                self._progress.update(self._task, description=label, completed=completed, total=self.total)
             elif self.lines and (done % self.seeds == 0 or done == total):
                 self.console.print(f"{label}: fold {math.ceil(done / self.seeds)} of {math.ceil(total / self.seeds)} "
-                                   f"done ({self.done_before + done}/{self.total} runs, "
+                                   f"done ({completed}/{self.total} runs, "
                                    f"{time.perf_counter() - self.t0:.0f} s)", highlight=False)
-            if done == total:
-                self.done_before += total
 
         return progress
 

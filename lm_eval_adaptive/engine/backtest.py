@@ -36,6 +36,7 @@ from lm_eval_adaptive.engine.stopping import pair_rule_for
 from lm_eval_adaptive.errors import InputError
 
 __all__ = ["BacktestConfig", "BacktestResult", "MethodSummary", "TieSummary", "backtest", "backtest_signature",
+           "BacktestPlan", "FoldOutcome", "plan_backtest", "backtest_fold", "assemble_backtest",
            "confident_counts", "pooled", "self_check_backtest", "self_check_correction", "SELF_CHECK_MIN_MODELS",
            "holdout_sets", "ground_truth", "kendall_tau",
            "tie_metrics", "confident_accuracy"]
@@ -299,8 +300,6 @@ def self_check_backtest(table, config: BacktestConfig) -> BacktestResult | None:
     n = int(table.n_models)
     if n < SELF_CHECK_MIN_MODELS:
         return None
-    # the bank's self-check is the product's (`calibrate` knows nothing of how its bank will rank):
-    # per-pair rule, whatever rule the ranking under test uses
     inner = replace(config, holdout_size=min(config.holdout_size, n - 2), seeds=config.self_check_seeds,
                     bootstrap=200, partition_seed=BacktestConfig.partition_seed, self_check=False, family_wise=False)
     return backtest(table, config=inner)
@@ -350,19 +349,87 @@ def _summary(vals) -> tuple[float, float]:
     return (float(a.mean()), float(a.std())) if a.size else (float("nan"), float("nan"))
 
 
+@dataclass(frozen=True)
+class BacktestPlan:
+    """What a backtest of one table runs, fixed before any fold does: its settings, the models
+    and their prices, and the hold-out set of each fold (:func:`plan_backtest`).
+
+    Each fold is then an independent unit, :func:`backtest_fold`, a pure function of the
+    table, the plan and the fold's index (its random streams are seeded from the partition
+    seed, the fold and the seed), so folds may run in any order, in other processes or on
+    other machines, and :func:`assemble_backtest` gives the same result as :func:`backtest`.
+    """
+
+    config: BacktestConfig
+    models: tuple
+    price: dict  # model name -> Price
+    sets: tuple  # the hold-out set (a tuple of model names) of each fold that runs
+
+    @property
+    def n_folds(self) -> int:
+        return len(self.sets)
+
+    @property
+    def runs(self) -> int:
+        """Runs (fold × seed) of the whole backtest: a progress display's total."""
+        return self.n_folds * self.config.seeds
+
+
+@dataclass(frozen=True)
+class FoldOutcome:
+    """What one fold of a backtest found (:func:`backtest_fold`): its seeds' runs, its entry of
+    the result's ``folds`` list, and the seconds it took."""
+
+    fold: int
+    runs: list
+    summary: dict
+    seconds: float
+
+
+def plan_backtest(table, config: BacktestConfig = BacktestConfig(),
+                  prices: Mapping[str, Price] | None = None) -> BacktestPlan:
+    """Check ``config`` against ``table`` and fix the folds' hold-out sets (see :class:`BacktestPlan`)."""
+    models = [str(m) for m in table.models]
+    config.validate(len(models))
+    prices = dict(prices or {})
+    n_folds = config.folds_that_fit(len(models))  # fewer than asked on a small table, as the paper's code
+    sets = holdout_sets(models, config.holdout_size, n_folds, config.partition_seed)
+    return BacktestPlan(config=config, models=tuple(models),
+                        price={m: prices.get(m, DEFAULT_PRICE) for m in models},
+                        sets=tuple(tuple(s) for s in sets))
+
+
 def backtest(table, *, config: BacktestConfig = BacktestConfig(),
              prices: Mapping[str, Price] | None = None, progress=None) -> BacktestResult:
     """Run the protocol on ``table`` and return its :class:`BacktestResult` (see module docstring).
 
     ``prices`` maps model names to :class:`~lm_eval_adaptive.data.prices.Price`; models not in
     it (or all, when None) cost :data:`~lm_eval_adaptive.data.prices.DEFAULT_PRICE`.
-    ``progress`` is an optional callable ``progress(done, total)``.
+    ``progress`` is an optional callable ``progress(done, total)``, called for each of a fold's
+    seeds when the fold is done. The folds run here one after another; to run them elsewhere
+    (other processes, a cluster) see :class:`BacktestPlan`.
     """
     t0 = time.perf_counter()
-    models = [str(m) for m in table.models]
-    config.validate(len(models))
-    prices = dict(prices or {})
-    price = {m: prices.get(m, DEFAULT_PRICE) for m in models}
+    plan = plan_backtest(table, config, prices)
+    outcomes = []
+    for f in range(plan.n_folds):
+        outcomes.append(backtest_fold(table, plan, f))
+        if progress:
+            done = sum(len(o.runs) for o in outcomes)
+            for k in range(done - len(outcomes[-1].runs), done):
+                progress(k + 1, plan.runs)
+    return assemble_backtest(table, plan, outcomes, seconds=time.perf_counter() - t0)
+
+
+def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
+    """Fold ``f`` of ``plan`` on ``table``: calibrate a bank on the other models (and correct it by
+    its own self-check), then for each seed rank the hold-out set adaptively, with fixed-length
+    CAT and with random sampling at the adaptive runs' mean spend."""
+    t0 = time.perf_counter()
+    config = plan.config
+    models = list(plan.models)
+    price = plan.price
+    hold = list(plan.sets[f])
     raw_all = table.mean_matrix()  # (M, N) raw mean score per pair, NaN = missing
     in_tok, out_tok = table.item_tokens()
     no_tokens = bool(np.all(np.isnan(in_tok)) and np.all(np.isnan(out_tok)))
@@ -370,97 +437,102 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
         # a table without token counts (e.g. WMT25): every item costs the same, one input and
         # one output token at the model's price, so budgets count items
         in_tok, out_tok = np.ones(table.n_items), np.ones(table.n_items)
+    H = config.holdout_size
+    calib = [m for m in models if m not in hold]
+    history = table.select_models(calib)
+    bank = calibrate(history, scaling=config.scaling, method=config.method,
+                     likelihood=config.likelihood, metric=getattr(table, "metric", None),
+                     response_model=config.response_model, guessing=config.guessing)
+    if config.self_check:  # as `calibrate` does: the bank measures its own model error on its history
+        bank.set_model_error(self_check_correction(history, config))
+    tpos = _table_positions(table, bank)  # table index of each bank item
+    hidx = [models.index(m) for m in hold]
+    raw_h = raw_all[hidx]  # (H, N)
+    raw_bank = raw_h[:, tpos]  # (H, n_bank)
+    scaled = bank.scale(np.arange(bank.n_items)[None, :], raw_bank)  # NaN stays NaN
+    missing = {m: np.flatnonzero(np.isnan(raw_bank[j])) for j, m in enumerate(hold)}
+    all_costs = {m: price[m].item_costs(in_tok, out_tok) for m in hold}
+    if no_tokens:
+        bank_costs = {m: all_costs[m][tpos] for m in hold}
+    else:
+        bank_costs = {m: price[m].item_costs(bank.input_tokens, bank.output_tokens) for m in hold}
+    budget = float(np.mean([np.mean(all_costs[m]) for m in hold])) * H * config.target_items
+    gt = ground_truth(raw_h, hold, n_resamples=config.bootstrap, confidence=config.confidence,
+                      rng=np.random.default_rng([config.partition_seed, f]))
+    truth = gt["ranking"]
+    row = {m: j for j, m in enumerate(hold)}
+    truth_mean = {m: float(np.nanmean(raw_h[j])) for j, m in enumerate(hold)}
+    full_run_cost = float(sum(np.sum(all_costs[m][~np.isnan(raw_h[j])]) for j, m in enumerate(hold)))
+    se_all = {m: _ability_on_every_item(bank, scaled[j]) for j, m in enumerate(hold)}
+
+    def scaled_score(m, i):
+        return float(scaled[row[m], i])
+
+    pair_rule = pair_rule_for(bank, config.confidence, config.tie_margin, config.family_wise)
+    fold_runs = []
+    for seed in range(config.seeds):
+        selector = default_selector(bank.b, top_k=config.top_k, seed=[config.partition_seed, f, seed],
+                                    information=bank.selection_information)
+        ranker = AdaptiveRanker(bank, hold, item_costs=bank_costs, confidence=config.confidence,
+                                n_init=config.min_items, n_max=config.max_items, budget=budget,
+                                top_k=config.top_k, seed=seed, selector=selector, exclude=missing,
+                                pair_rule=pair_rule, futility=config.futility)
+        res = ranker.run(scaled_score)
+        honesty = _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all)
+        pred_ties = {frozenset(p) for p in res.ties}
+        prec, rec, f1 = tie_metrics(pred_ties, gt["ties"])
+        right, confident = confident_counts(res.ranking, truth, pred_ties)
+        n_fixed = max(res.items.values())
+        fx = fixed_length_cat(bank, hold, n_fixed, scaled_score, item_costs=bank_costs,
+                              rng=np.random.default_rng(seed), selector=selector, exclude=missing)
+        fold_runs.append(_Run(
+            fold=f, seed=seed, adaptive_tau=kendall_tau(res.ranking, truth),
+            adaptive_items=res.total_items, adaptive_cost=res.total_cost,
+            adaptive_ties=len(pred_ties), stopped_because=res.stopped_because,
+            fixed_tau=kendall_tau(fx.ranking, truth), fixed_items=fx.total_items,
+            fixed_cost=fx.total_cost, confident_accuracy=right / confident if confident else None,
+            truth_ties=len(gt["ties"]), tie_precision=prec, tie_recall=rec, tie_f1=f1,
+            cost_share=res.total_cost / full_run_cost if full_run_cost > 0 else float("nan"),
+            confident=(right, confident),
+            tie_counts=(len(pred_ties & gt["ties"]), len(pred_ties - gt["ties"]), len(gt["ties"] - pred_ties)),
+            **honesty))
+    matched = float(np.mean([r.adaptive_cost for r in fold_runs]))
+    available = {m: np.flatnonzero(~np.isnan(raw_h[j])) for j, m in enumerate(hold)}
+
+    def raw_score(m, items):
+        return raw_h[row[m], items]
+
+    for r in fold_runs:
+        rb = random_sampling(hold, available, raw_score, all_costs, matched,
+                             np.random.default_rng([r.seed, f, 7]))
+        r.random_tau = kendall_tau(rb.ranking, truth)
+        r.random_items = rb.total_items
+        r.random_cost = rb.total_cost
+    summary = {"fold": f, "holdout": hold, "calibration_models": len(calib),
+               "bank_items": bank.n_items, "response_model": bank.model.kind,
+               "discrimination": bank.discrimination, "k": bank.k,
+               "conformance_r2": bank.diagnostics.get("conformance_r2"),
+               "budget_usd": budget, "matched_cost_usd": matched, "truth_ranking": truth,
+               "truth_ties": sorted(sorted(t) for t in gt["ties"]),
+               "adaptive_tau": _summary(r.adaptive_tau for r in fold_runs)[0],
+               "random_tau": _summary(r.random_tau for r in fold_runs)[0],
+               "fixed_tau": _summary(r.fixed_tau for r in fold_runs)[0]}
+    return FoldOutcome(fold=f, runs=fold_runs, summary=summary, seconds=time.perf_counter() - t0)
+
+
+def assemble_backtest(table, plan: BacktestPlan, outcomes, *, seconds: float) -> BacktestResult:
+    """The :class:`BacktestResult` of ``plan`` on ``table`` from its folds' outcomes (in any order)."""
+    outcomes = sorted(outcomes, key=lambda o: o.fold)
+    if [o.fold for o in outcomes] != list(range(plan.n_folds)):
+        raise ValueError(f"need one outcome of each of the {plan.n_folds} folds, "
+                         f"got folds {[o.fold for o in outcomes]}")
+    config = plan.config
+    runs: list[_Run] = [r for o in outcomes for r in o.runs]
+    folds = [o.summary for o in outcomes]
+    price = plan.price
     N = table.n_items
     H = config.holdout_size
-    n_folds = config.folds_that_fit(len(models))  # fewer than asked on a small table, as the paper's code
-    sets = holdout_sets(models, H, n_folds, config.partition_seed)
-    runs: list[_Run] = []
-    folds = []
     n_pairs = H * (H - 1) // 2
-    total_steps = n_folds * config.seeds
-    for f, hold in enumerate(sets):
-        calib = [m for m in models if m not in hold]
-        history = table.select_models(calib)
-        bank = calibrate(history, scaling=config.scaling, method=config.method,
-                         likelihood=config.likelihood, metric=getattr(table, "metric", None),
-                         response_model=config.response_model, guessing=config.guessing)
-        if config.self_check:  # as `calibrate` does: the bank measures its own model error on its history
-            bank.set_model_error(self_check_correction(history, config))
-        tpos = _table_positions(table, bank)  # table index of each bank item
-        hidx = [models.index(m) for m in hold]
-        raw_h = raw_all[hidx]  # (H, N)
-        raw_bank = raw_h[:, tpos]  # (H, n_bank)
-        scaled = bank.scale(np.arange(bank.n_items)[None, :], raw_bank)  # NaN stays NaN
-        missing = {m: np.flatnonzero(np.isnan(raw_bank[j])) for j, m in enumerate(hold)}
-        all_costs = {m: price[m].item_costs(in_tok, out_tok) for m in hold}
-        if no_tokens:
-            bank_costs = {m: all_costs[m][tpos] for m in hold}
-        else:
-            bank_costs = {m: price[m].item_costs(bank.input_tokens, bank.output_tokens) for m in hold}
-        budget = float(np.mean([np.mean(all_costs[m]) for m in hold])) * H * config.target_items
-        gt = ground_truth(raw_h, hold, n_resamples=config.bootstrap, confidence=config.confidence,
-                          rng=np.random.default_rng([config.partition_seed, f]))
-        truth = gt["ranking"]
-        row = {m: j for j, m in enumerate(hold)}
-        truth_mean = {m: float(np.nanmean(raw_h[j])) for j, m in enumerate(hold)}
-        full_run_cost = float(sum(np.sum(all_costs[m][~np.isnan(raw_h[j])]) for j, m in enumerate(hold)))
-        se_all = {m: _ability_on_every_item(bank, scaled[j]) for j, m in enumerate(hold)}
-
-        def scaled_score(m, i, _s=scaled, _r=row):
-            return float(_s[_r[m], i])
-
-        pair_rule = pair_rule_for(bank, config.confidence, config.tie_margin, config.family_wise)
-        fold_runs = []
-        for seed in range(config.seeds):
-            selector = default_selector(bank.b, top_k=config.top_k, seed=[config.partition_seed, f, seed],
-                                        information=bank.selection_information)
-            ranker = AdaptiveRanker(bank, hold, item_costs=bank_costs, confidence=config.confidence,
-                                    n_init=config.min_items, n_max=config.max_items, budget=budget,
-                                    top_k=config.top_k, seed=seed, selector=selector, exclude=missing,
-                                    pair_rule=pair_rule, futility=config.futility)
-            res = ranker.run(scaled_score)
-            honesty = _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all)
-            pred_ties = {frozenset(p) for p in res.ties}
-            prec, rec, f1 = tie_metrics(pred_ties, gt["ties"])
-            right, confident = confident_counts(res.ranking, truth, pred_ties)
-            n_fixed = max(res.items.values())
-            fx = fixed_length_cat(bank, hold, n_fixed, scaled_score, item_costs=bank_costs,
-                                  rng=np.random.default_rng(seed), selector=selector, exclude=missing)
-            fold_runs.append(_Run(
-                fold=f, seed=seed, adaptive_tau=kendall_tau(res.ranking, truth),
-                adaptive_items=res.total_items, adaptive_cost=res.total_cost,
-                adaptive_ties=len(pred_ties), stopped_because=res.stopped_because,
-                fixed_tau=kendall_tau(fx.ranking, truth), fixed_items=fx.total_items,
-                fixed_cost=fx.total_cost, confident_accuracy=right / confident if confident else None,
-                truth_ties=len(gt["ties"]), tie_precision=prec, tie_recall=rec, tie_f1=f1,
-                cost_share=res.total_cost / full_run_cost if full_run_cost > 0 else float("nan"),
-                confident=(right, confident),
-                tie_counts=(len(pred_ties & gt["ties"]), len(pred_ties - gt["ties"]), len(gt["ties"] - pred_ties)),
-                **honesty))
-        matched = float(np.mean([r.adaptive_cost for r in fold_runs]))
-        available = {m: np.flatnonzero(~np.isnan(raw_h[j])) for j, m in enumerate(hold)}
-
-        def raw_score(m, items, _r=row, _raw=raw_h):
-            return _raw[_r[m], items]
-
-        for r in fold_runs:
-            rb = random_sampling(hold, available, raw_score, all_costs, matched,
-                                 np.random.default_rng([r.seed, f, 7]))
-            r.random_tau = kendall_tau(rb.ranking, truth)
-            r.random_items = rb.total_items
-            r.random_cost = rb.total_cost
-            if progress:
-                progress(len(runs) + 1, total_steps)
-            runs.append(r)
-        folds.append({"fold": f, "holdout": hold, "calibration_models": len(calib),
-                      "bank_items": bank.n_items, "response_model": bank.model.kind,
-                      "discrimination": bank.discrimination, "k": bank.k,
-                      "conformance_r2": bank.diagnostics.get("conformance_r2"),
-                      "budget_usd": budget, "matched_cost_usd": matched, "truth_ranking": truth,
-                      "truth_ties": sorted(sorted(t) for t in gt["ties"]),
-                      "adaptive_tau": _summary(r.adaptive_tau for r in fold_runs)[0],
-                      "random_tau": _summary(r.random_tau for r in fold_runs)[0],
-                      "fixed_tau": _summary(r.fixed_tau for r in fold_runs)[0]})
 
     def block(prefix):
         tau, tau_sd = _summary(getattr(r, f"{prefix}_tau") for r in runs)
@@ -477,10 +549,10 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
     settings = asdict(config) | {"prices": sorted({p.source for p in price.values()})}
     return BacktestResult(
         table=str(getattr(table, "metric", None) or getattr(table, "source", "table")),
-        n_items=int(N), n_models=len(models),
+        n_items=int(N), n_models=len(plan.models),
         discrimination=float(np.mean([f["discrimination"] for f in folds])),
         k=float(np.mean([np.nan if f["k"] is None else f["k"] for f in folds])),
-        seconds=time.perf_counter() - t0, runs=len(runs),
+        seconds=seconds, runs=len(runs),
         confident_accuracy=_summary(r.confident_accuracy for r in runs)[0],
         item_savings_vs_fixed=saving([r.adaptive_items for r in runs], [r.fixed_items for r in runs]),
         cost_savings_vs_fixed=saving([r.adaptive_cost for r in runs], [r.fixed_cost for r in runs]),
@@ -498,7 +570,7 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
         person_misfit_flags={"share": _share(x for r in runs for x in r.misfit),
                              "n": int(sum(len(r.misfit) for r in runs))},
         cost_share_of_full_run=_summary(r.cost_share for r in runs)[0],
-        folds_run=n_folds,
+        folds_run=plan.n_folds,
         any_wrong_share=_share(r.confident[0] < r.confident[1] for r in runs),
         records=[x for r in runs for x in r.records],
         counts={"confident_right": sum(r.confident[0] for r in runs), "confident": sum(r.confident[1] for r in runs),

@@ -1,0 +1,160 @@
+"""Backtest sweeps: many tables' backtests at once, in local processes or on a Ray cluster.
+
+A backtest splits into independent units, one per table × fold
+(:func:`~lm_eval_adaptive.engine.backtest.backtest_fold`): each calibrates its fold's bank
+(and runs the bank's self-check, most of a fold's time), then ranks the hold-out set once per
+seed. The seeds of a fold stay together because they share that bank and because the random
+baseline spends the mean of the fold's adaptive runs. Every unit is a pure function of the
+table, the plan and the fold, with its random streams seeded from (partition seed, fold,
+seed), so a sweep gives bit-identical figures however its units are run:
+
+- ``jobs=1``: one after another in this process (:func:`~lm_eval_adaptive.engine.backtest.backtest`);
+- ``jobs=N``: in a pool of N local processes (``concurrent.futures``, the ``forkserver``
+  start method where there is one, so no thread of this process is forked);
+- ``ray_address=...``: as Ray tasks (``ray.init(address=...)``; ``auto`` joins the running
+  cluster, ``local`` starts one on this machine), one CPU each. Ray is an optional extra
+  (``pip install 'lm-eval-adaptive[ray]'``), imported only here and only when asked for; the
+  cluster's workers need this package installed too.
+
+Only a result's ``seconds`` differs: the wall time of its table when run serially, else the
+sum of its folds' times.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from collections.abc import Callable, Mapping, Sequence
+
+from threadpoolctl import threadpool_limits
+
+from lm_eval_adaptive.data.prices import Price
+from lm_eval_adaptive.engine.backtest import (
+    BacktestConfig,
+    BacktestResult,
+    assemble_backtest,
+    backtest,
+    backtest_fold,
+    plan_backtest,
+)
+from lm_eval_adaptive.errors import InputError
+
+__all__ = ["default_jobs", "import_ray", "run_backtests", "RAY_EXTRA"]
+
+#: The optional extra that installs Ray.
+RAY_EXTRA = "ray"
+
+Progress = Callable[[int, int], None]
+
+
+def default_jobs() -> int:
+    """The CPUs this process may run on (its affinity where the system has one, else ``os.cpu_count()``)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def run_backtests(tables: Sequence, *, config: BacktestConfig = BacktestConfig(),
+                  prices: Sequence[Mapping[str, Price] | None] | None = None, jobs: int | None = None,
+                  ray_address: str | None = None,
+                  progress: Sequence[Progress | None] | None = None) -> list[BacktestResult]:
+    """The backtest of each of ``tables`` (in order), its folds run as ``jobs`` local processes
+    (default: :func:`default_jobs`; 1 runs them here, one after another) or, with ``ray_address``,
+    as Ray tasks. ``prices`` holds one price mapping per table (None: default prices);
+    ``progress`` one ``progress(done, total)`` callable per table, called for each of a fold's
+    seeds as the fold finishes (folds of different tables finish interleaved)."""
+    tables = list(tables)
+    prices = list(prices) if prices is not None else [None] * len(tables)
+    progress = list(progress) if progress is not None else [None] * len(tables)
+    if not (len(prices) == len(progress) == len(tables)):
+        raise ValueError("give one prices mapping and one progress callable per table")
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs < 1:
+        raise InputError(f"--jobs must be at least 1, got {jobs}")
+    ray = import_ray() if ray_address is not None else None
+    plans, plan_seconds = [], []
+    for t, p in zip(tables, prices):  # bad settings fail here, before any work
+        t0 = time.perf_counter()
+        plans.append(plan_backtest(t, config, p))
+        plan_seconds.append(time.perf_counter() - t0)
+    units = [(i, f) for i, plan in enumerate(plans) for f in range(plan.n_folds)]
+    if ray is None and (jobs == 1 or len(units) == 1):  # here, one after another (a pool would only cost)
+        return [backtest(t, config=config, prices=p, progress=g) for t, p, g in zip(tables, prices, progress)]
+    outcomes: list[list] = [[] for _ in tables]
+    for i, outcome in (_on_ray(ray, tables, plans, units, ray_address) if ray is not None
+                       else _in_processes(tables, plans, units, jobs)):
+        outcomes[i].append(outcome)
+        if progress[i]:
+            done = sum(len(o.runs) for o in outcomes[i])
+            for k in range(done - len(outcome.runs), done):
+                progress[i](k + 1, plans[i].runs)
+    return [assemble_backtest(t, plan, outs, seconds=s + sum(o.seconds for o in outs))
+            for t, plan, outs, s in zip(tables, plans, outcomes, plan_seconds)]
+
+
+def _pool_context():
+    """``forkserver`` where the system has it (no fork of a process that may run threads), else ``spawn``."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    # the server (started once per process) imports the engine, so each worker forked from it starts
+    # in a fraction of a second instead of importing NumPy, SciPy and pandas again (seconds)
+    ctx.set_forkserver_preload(["__main__", backtest_fold.__module__])
+    return ctx
+
+
+def _one_thread_each() -> None:
+    """A pool worker's start: one BLAS/OpenMP thread, as Ray gives each task, so N processes do not
+    run N threads each on N CPUs."""
+    threadpool_limits(1)
+
+
+def _in_processes(tables, plans, units, jobs):
+    """(table index, fold outcome) of each unit as it finishes, run in a pool of ``jobs`` processes."""
+    with ProcessPoolExecutor(max_workers=min(jobs, len(units)), mp_context=_pool_context(),
+                             initializer=_one_thread_each) as pool:
+        pending = {pool.submit(backtest_fold, tables[i], plans[i], f): i for i, f in units}
+        try:
+            while pending:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    yield pending.pop(fut), fut.result()
+        finally:  # an error (or an interrupt): start no further unit
+            for fut in pending:
+                fut.cancel()
+
+
+def import_ray():
+    """The ``ray`` module, or an :class:`InputError` naming the extra that installs it."""
+    try:
+        import ray
+    except ImportError as e:
+        raise InputError(f"--ray needs Ray, an optional extra: pip install 'lm-eval-adaptive[{RAY_EXTRA}]' "
+                         f"({e})") from None
+    return ray
+
+
+def _on_ray(ray, tables, plans, units, address):
+    """(table index, fold outcome) of each unit as it finishes, run as Ray tasks. Joins the Ray
+    instance this process already runs, else ``ray.init(address=address)`` (shut down at the end)."""
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address)
+    try:
+        fold = ray.remote(num_cpus=1)(backtest_fold)
+        table_refs = [ray.put(t) for t in tables]  # each table sent once, shared by its folds
+        pending = {fold.remote(table_refs[i], plans[i], f): i for i, f in units}
+        try:
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                for ref in ready:
+                    yield pending.pop(ref), ray.get(ref)
+        finally:
+            for ref in pending:
+                ray.cancel(ref)
+    finally:
+        if started:
+            ray.shutdown()
