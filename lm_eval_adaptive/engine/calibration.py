@@ -305,18 +305,20 @@ def _check_ranges(lo, hi, has_obs, source) -> tuple[dict, np.ndarray, np.ndarray
     return dropped, ok_range, np.where(ok_range, hi - lo, 1.0)
 
 
+
+def _global_range(g_lo: float, g_hi: float, n_items: int, source) -> tuple[np.ndarray, np.ndarray]:
+    """Every item's (lo, hi) under global scaling: the whole table's range (InputError if empty)."""
+    if not g_hi > g_lo:
+        raise InputError(f"every score in the table equals {g_lo}; nothing to calibrate", path=source)
+    return np.full(n_items, g_lo), np.full(n_items, g_hi)
+
 def _from_table(table, scaling: str) -> _Scaled:
     M, N = int(table.n_models), int(table.n_items)
     mi = np.asarray(table.model_idx, dtype=np.int64)
     ii = np.asarray(table.item_idx, dtype=np.int64)
     raw = np.asarray(table.score, dtype=float)
     if scaling == "global":
-        g_lo, g_hi = float(raw.min()), float(raw.max())
-        if not g_hi > g_lo:
-            raise InputError(f"every score in the table equals {g_lo}; nothing to calibrate",
-                             path=table.source)
-        lo = np.full(N, g_lo)
-        hi = np.full(N, g_hi)
+        lo, hi = _global_range(float(raw.min()), float(raw.max()), N, table.source)
     else:
         lo = np.full(N, np.inf)
         hi = np.full(N, -np.inf)
@@ -367,12 +369,7 @@ def _from_matrix(matrix, scaling: str) -> _Scaled:
         sum_item += block.sum(axis=0, dtype=np.float64)
         sum_model[rows] = block.sum(axis=1, dtype=np.float64)
     if scaling == "global":
-        g_lo, g_hi = float(lo.min()), float(hi.max())
-        if not g_hi > g_lo:
-            raise InputError(f"every score in the table equals {g_lo}; nothing to calibrate",
-                             path=matrix.source)
-        lo = np.full(N, g_lo)
-        hi = np.full(N, g_hi)
+        lo, hi = _global_range(float(lo.min()), float(hi.max()), N, matrix.source)
     dropped, ok_range, span = _check_ranges(lo, hi, n_item > 0, matrix.source)
     Y = np.empty_like(S)
     lo_s, span_s = np.where(ok_range, lo, 0).astype(S.dtype), span.astype(S.dtype)
