@@ -16,6 +16,11 @@ mean (its recorded score averaged over every document).
 
     python benchmarks/bench_multi_metric_run.py [--systems Mistral-Large GPT-4 Aya23] [--seeds 20]
         [--se-target 0.2] [--json docs/results/multi_metric_run.json]
+
+``--harness``: the same comparison through the real command instead (one run per system; the
+harness, litellm and HTTP to the replay endpoint over ../shared/data): ``lm-eval-adaptive run
+--adaptive --bank BLEU CHRF`` against ``--bank BLEU`` and ``--bank CHRF``, with the banks built
+without the system; generations are counted at the replay endpoint.
 """
 
 from __future__ import annotations
@@ -114,6 +119,39 @@ def run_system(system: str, seeds: int, se_target: float, min_items: int, max_it
     return summary
 
 
+def harness_system(system: str, se_target: float, min_items: int, max_items: int, tmp: Path) -> dict:
+    """One joint and two single-bank ``run --adaptive`` of ``system`` through the replay endpoint."""
+    import glob
+
+    from lm_eval_adaptive.cli.main import main as cli
+    from lm_eval_adaptive.replay.server import ReplayServer
+
+    bb = _build_banks()
+    paths = {m: bb.write_bank(bb.build_bank(f"wmt24_en-de.{m}", exclude=[system]), tmp / system / f"{m}.json.gz")
+             for m in METRICS}
+    raw = recorded(system)
+    truth = {m: float(np.mean(list(raw[m].values()))) for m in METRICS}
+    out = {"system": system, "truth": truth}
+    with ReplayServer() as srv:
+        os.environ["OPENAI_API_BASE"], os.environ["OPENAI_API_KEY"] = srv.url, "replay"
+        for mode, banks in (("joint", list(METRICS)), *((m, [m]) for m in METRICS)):
+            srv.reset_stats()
+            dest = tmp / system / mode
+            rc = cli(["run", "--model", "litellm", "--model_args", f"model=openai/{system}", "--tasks", "wmt24_en-de",
+                      "--include_path", str(REPO / "task_configs"), "--apply_chat_template", "--no-progress",
+                      "--output_path", str(dest), "--adaptive", "--bank", *(str(paths[m]) for m in banks),
+                      "--se-target", str(se_target), "--min-items", str(min_items), "--max-items", str(max_items)])
+            assert rc == 0, (system, mode, rc)
+            (res,) = glob.glob(str(dest / "*" / "results_*.json"))
+            a = json.loads(Path(res).read_text())["adaptive"]["wmt24_en-de"]
+            blocks = a["metrics"] if "metrics" in a else {a["metric"]: a}
+            out[mode] = {"generated": srv.stats()["served"], "stopped_because": a["stopped_because"],
+                         "metrics": {m: {"items": b["items"], "se": b["se"], **b["metric_estimate"],
+                                         "covers": b["metric_estimate"]["lower"] <= truth[m]
+                                         <= b["metric_estimate"]["upper"]} for m, b in blocks.items()}}
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--systems", nargs="+", default=["Mistral-Large", "GPT-4", "Aya23"])
@@ -122,8 +160,27 @@ def main(argv=None) -> int:
     ap.add_argument("--min-items", type=int, default=30)
     ap.add_argument("--max-items", type=int, default=500)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--harness", action="store_true", help="through the real command and the replay endpoint")
     a = ap.parse_args(argv)
     out = []
+    if a.harness:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            for s in a.systems:
+                r = harness_system(s, a.se_target, a.min_items, a.max_items, Path(tmp))
+                out.append(r)
+                sep = r["bleu"]["generated"] + r["chrf"]["generated"]
+                per = "  ".join(
+                    f"{m}: joint {x['estimate']:.4f} [{x['lower']:.4f}, {x['upper']:.4f}] / separate "
+                    f"{r[m]['metrics'][m]['estimate']:.4f} [{r[m]['metrics'][m]['lower']:.4f}, "
+                    f"{r[m]['metrics'][m]['upper']:.4f}] / true {r['truth'][m]:.4f}"
+                    for m, x in r["joint"]["metrics"].items())
+                print(f"{s:<15} generated: joint {r['joint']['generated']}, separate {r['bleu']['generated']} + "
+                      f"{r['chrf']['generated']} = {sep};  {per}", flush=True)
+        if a.json:
+            Path(a.json).write_text(json.dumps({"settings": vars(a), "systems": out}, indent=1) + "\n")
+        return 0
     print(f"{'system':<15}{'joint gen':>10}{'sep gen':>9}{'sep dist':>9}   per metric: joint SE / width / cover"
           "  |  separate items / SE / width / cover")
     for s in a.systems:
