@@ -2,14 +2,16 @@
 once and scored with every metric; the results give each metric its own θ̂, SE and interval.
 
 End to end offline: the real harness, real litellm, real HTTP to the replay endpoint (WMT24 en-de,
-the shipped BLEU and chrF banks). The engine part (:class:`MultiMetricTest`) is checked on simulated
+BLEU and chrF banks built as the shipped ones are, without the system run). The engine part (:class:`MultiMetricTest`) is checked on simulated
 scores with known abilities.
 """
 
 from __future__ import annotations
 
 import glob
+import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +19,7 @@ import pytest
 
 from conftest import make_sim_bank, simulate_scores
 from lm_eval_adaptive.cli.main import main
+from lm_eval_adaptive.data.datasets import load_named
 from lm_eval_adaptive.engine.cat import AdaptiveTest
 from lm_eval_adaptive.engine.multi_metric_test import MultiMetricTest
 from lm_eval_adaptive.errors import InputError
@@ -99,30 +102,47 @@ def _results(out):
     return json.loads(Path(res).read_text())
 
 
-def test_run_adaptive_with_two_banks_generates_each_document_once_and_reports_both_metrics(
+def _build_banks_module():
+    spec = importlib.util.spec_from_file_location("build_banks", REPO / "benchmarks" / "build_banks.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("build_banks", mod)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_run_adaptive_with_two_banks_generates_each_document_once_and_both_intervals_hold_the_truth(
         replay_server, tmp_path, capsys):
+    # the BLEU and chrF banks built WITHOUT the system run (as the shipped ones are built, from every system)
+    bb = _build_banks_module()
+    paths = [bb.write_bank(bb.build_bank(f"{WMT}.{m}", exclude=[SYSTEM]), tmp_path / f"{m}.json.gz")
+             for m in ("bleu", "chrf")]
     replay_server.reset_stats()
-    assert _run(tmp_path / "joint", "--adaptive", "--bank", "wmt24_en-de.bleu", "wmt24_en-de.chrf",
-                "--min-items", "12", "--max-items", "12", "--plot", str(tmp_path / "run.png")) == 0
+    assert _run(tmp_path / "joint", "--adaptive", "--bank", *map(str, paths),
+                "--plot", str(tmp_path / "run.png")) == 0  # the defaults: SE target 0.2, 30 to 500 documents
     assert (tmp_path / "run.png").stat().st_size > 0  # a panel per metric
     res = _results(tmp_path / "joint")
     a = res["adaptive"][WMT]
-    assert a["generations"] == 12 and a["stopped_because"] == "max_items"
-    assert replay_server.stats()["served"] == 12  # one generation per document, both metrics scored
+    n = a["generations"]
+    assert a["stopped_because"] == "se_target" and 30 <= n < 100
+    assert replay_server.stats()["served"] == n  # one generation per document, both metrics scored from it
     assert set(a["metrics"]) == {"bleu", "chrf"}
     for m, b in a["metrics"].items():
         est = b["metric_estimate"]
-        assert b["metric"] == b["bank_metric"] == m and b["items"] == 12 and len(b["trajectory"]["theta"]) == 12
-        assert est["lower"] < est["estimate"] < est["upper"]
+        assert b["metric"] == b["bank_metric"] == m and b["items"] == n and len(b["trajectory"]["theta"]) == n
+        assert b["se_target_met"]
+        # the system's recorded full-run mean of the metric is inside the metric's own interval
+        t = load_named(f"wmt24/en-de/{m}")
+        truth = float(np.nanmean(t.mean_matrix()[list(t.models).index(SYSTEM)]))
+        assert est["lower"] <= truth <= est["upper"], (m, est, truth)
         # the harness's own number for the metric is the full-task estimate; its plain mean is kept beside
         assert res["results"][WMT][f"{m},none"] == pytest.approx(est["estimate"])
         assert f"{m}_administered_mean,none" in res["results"][WMT]
     (samples,) = glob.glob(str(tmp_path / "joint" / "*" / f"samples_{WMT}_*.jsonl"))
     rows = [json.loads(x) for x in Path(samples).read_text().splitlines()]
-    assert len(rows) == 12 and len({r["doc_id"] for r in rows}) == 12
+    assert len(rows) == n and len({r["doc_id"] for r in rows}) == n
     assert all(set(r["adaptive"]["scaled_score"]) == {"bleu", "chrf"} for r in rows)
     out = capsys.readouterr().out
     assert f"{WMT} [bleu]: θ̂ =" in out and f"{WMT} [chrf]: θ̂ =" in out
     # --metric names one bank's metric: refused with several
-    assert _run(tmp_path / "bad", "--adaptive", "--bank", "wmt24_en-de.bleu", "wmt24_en-de.chrf",
-                "--metric", "bleu") == 2
+    assert _run(tmp_path / "bad", "--adaptive", "--bank", *map(str, paths), "--metric", "bleu") == 2
+    assert replay_server.stats()["served"] == n

@@ -14,6 +14,11 @@ files stays lm-evaluation-harness's own:
   administered documents re-uses the generations and requests nothing new. Documents never
   picked are never generated nor scored.
 
+A task given several banks (one per metric) runs one
+:class:`~lm_eval_adaptive.engine.multi_metric_test.MultiMetricTest`: each chosen document is
+evaluated once and every bank's metric read from its sample; the task's ``adaptive`` block then
+holds one block per metric under ``metrics`` (docs/outputs.md).
+
 Before any model call, every task's bank is bound to the task
 (:func:`~lm_eval_adaptive.harness.binding.bind_bank`: task, metric, bank ids → documents)
 and the model's price resolved (:func:`~lm_eval_adaptive.data.price_map.model_price`).
@@ -79,7 +84,8 @@ log = logging.getLogger("lm_eval_adaptive")
 class AdaptiveRunConfig:
     """The adaptive settings of ``run --adaptive`` (the rest of a run is the harness's own config).
 
-    ``bank``: ``[TASK=]PATH`` per task; ``se_target``, ``min_items``, ``max_items``: the
+    ``bank``: ``[TASK=]PATH`` per task (several for one task: a bank per metric, one joint test);
+    ``se_target``, ``min_items``, ``max_items``: the
     stopping rules; ``budget_usd``: a cap checked with the bank's token estimates;
     ``price``: ``MODEL=IN,OUT`` (or a bare ``IN,OUT`` for the model run); ``batch_size``:
     documents picked per step; ``metric``, ``item_field``: which per-document metric feeds
