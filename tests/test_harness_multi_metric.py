@@ -146,3 +146,8 @@ def test_run_adaptive_with_two_banks_generates_each_document_once_and_both_inter
     # --metric names one bank's metric: refused with several
     assert _run(tmp_path / "bad", "--adaptive", "--bank", *map(str, paths), "--metric", "bleu") == 2
     assert replay_server.stats()["served"] == n
+
+
+def test_dry_run_with_several_banks_is_refused(tmp_path, capsys):
+    assert _run(tmp_path / "dry", "--adaptive", "--bank", "wmt24_en-de.bleu", "wmt24_en-de.chrf", "--dry-run") == 2
+    assert "forecasts runs with one bank per task" in capsys.readouterr().err
