@@ -32,6 +32,14 @@ def test_every_key_of_the_real_outputs_is_documented(replay_server, tmp_path):
                  "--max-items", "30"]) == 0
     (res,) = glob.glob(str(tmp_path / "run" / "*" / "results_*.json"))
     out["adaptive block"] = _load(res)["adaptive"]["wmt24_en-de"]
+    assert main(["run", "--model", "litellm", "--model_args", "model=openai/Mistral-Large", "--tasks", "wmt24_en-de",
+                 *HARNESS, "--output_path", str(tmp_path / "multi"), "--adaptive", "--bank", "wmt24_en-de.bleu",
+                 "wmt24_en-de.chrf", "--max-items", "5", "--log_samples"]) == 0
+    (res,) = glob.glob(str(tmp_path / "multi" / "*" / "results_*.json"))
+    out["adaptive block, several banks"] = multi = _load(res)["adaptive"]["wmt24_en-de"]
+    out["adaptive block, several banks: metrics[]"] = multi["metrics"]["bleu"]
+    (samples,) = glob.glob(str(tmp_path / "multi" / "*" / "samples_wmt24_en-de_*.jsonl"))
+    out["sample row adaptive, several banks"] = json.loads(Path(samples).read_text().splitlines()[0])["adaptive"]
     assert main(["rank", "--models", "litellm:model=openai/GPT-4", "litellm:model=openai/Phi-3-Medium",
                  "--tasks", "wmt24_en-de", "--bank", "wmt24_en-de.bleu", "--budget-usd", "0.3", "--max-items", "30",
                  *HARNESS, "--output", str(tmp_path / "rank")]) == 0

@@ -151,7 +151,10 @@ class AdaptiveRunProgress:
         self._stop()
         path = self.plot(results_file) if callable(self.plot) else self.plot
         if path:
-            atomic_write(path, lambda f: plot_adaptive_run(f, results.get("adaptive") or {},
+            from lm_eval_adaptive.harness.run import metric_blocks  # a multi-metric task: a panel per metric
+
+            panels = dict(metric_blocks(results.get("adaptive") or {}))
+            atomic_write(path, lambda f: plot_adaptive_run(f, panels,
                                                            title=_model_of(results)))
             self.written = path
             self.console.print(f"wrote {path}", highlight=False)

@@ -73,8 +73,9 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
                    help="run a computerized adaptive test instead of every document")
     g.add_argument("--bank", dest="adaptive_bank", nargs="+", default=None, metavar="[TASK=]BANK",
                    help="item bank per task (TASK=PATH; a bare PATH when there is one task), or a shipped "
-                        "bank's name (wmt24_en-de.bleu); default: the task's shipped bank when only one fits "
-                        "the task and --metric")
+                        "bank's name (wmt24_en-de.bleu); several for one task (a bank per metric: --bank "
+                        "wmt24_en-de.bleu wmt24_en-de.chrf): each document generated once and scored by every "
+                        "metric; default: the task's shipped bank when only one fits the task and --metric")
     g.add_argument("--se-target", dest="adaptive_se_target", metavar="SE", type=nonnegative_float, default=0.2,
                    help="stop when the ability SE falls to this (default 0.2)")
     g.add_argument("--min-items", dest="adaptive_min_items", metavar="N", type=positive_int, default=30,

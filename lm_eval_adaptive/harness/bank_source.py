@@ -8,6 +8,9 @@ leaderboard):
   :mod:`lm_eval_adaptive.data.shipped_banks`). An existing file wins over a name. A bare
   shipped name also says its task, so with several tasks ``--bank wmt24_en-de.bleu
   wmt24_en-es.bleu`` needs no ``TASK=``.
+* several banks for one task (``run --adaptive`` only: ``--bank wmt24_en-de.bleu
+  wmt24_en-de.chrf``, or ``TASK=SPEC`` given twice): a multi-metric run, one bank per metric,
+  each generation scored with every one of them.
 * no bank for a task: when exactly one shipped bank fits the task (and ``--metric``, when
   given) it is taken, and a line on stderr says so; when several fit (WMT24: BLEU and chrF)
   the run is refused, naming them.
@@ -31,12 +34,16 @@ from lm_eval_adaptive.errors import BankError, InputError
 __all__ = ["parse_banks", "load_bank", "bank_reference"]
 
 
-def parse_banks(specs, tasks, *, metric: str | None = None, command: str = "--adaptive", note=None) -> dict:
+def parse_banks(specs, tasks, *, metric: str | None = None, command: str = "--adaptive", note=None,
+                several: bool = False) -> dict:
     """Task → bank spec (a path or a shipped name) from ``--bank [TASK=]SPEC ...`` and the tasks'
     shipped banks; nothing is read yet. Refused: a task with no bank and no single shipped one, a
     bank for a task not run, a task given two banks. ``note(line)`` is told each shipped bank taken
-    without ``--bank`` (default: printed to stderr)."""
-    out = {}
+    without ``--bank`` (default: printed to stderr).
+
+    ``several``: a task may be given several banks (one per metric: a multi-metric run); every
+    value is then a list of specs (one item when a task has one bank)."""
+    out: dict = {}
     for s in specs or ():
         s = str(s)
         named = None if Path(s).exists() else shipped_bank(s)
@@ -48,9 +55,11 @@ def parse_banks(specs, tasks, *, metric: str | None = None, command: str = "--ad
             t, p = tasks[0], s
         else:
             raise InputError(f"--bank {s!r}: with several tasks write TASK=PATH")
-        if t in out:
+        if t in out and not several:
             raise InputError(f"--bank: task {t!r} is given two banks")
-        out[t] = p
+        if t in out and p in out[t]:
+            raise InputError(f"--bank: task {t!r} is given the bank {p!r} twice")
+        out.setdefault(t, []).append(p)
     extra = [t for t in out if t not in tasks]
     if extra:
         raise InputError(f"--bank names task(s) not in --tasks: {', '.join(extra)}")
@@ -60,7 +69,7 @@ def parse_banks(specs, tasks, *, metric: str | None = None, command: str = "--ad
             continue
         fits = shipped_for_task(t, metric)
         if len(fits) == 1:
-            out[t] = fits[0].name
+            out[t] = [fits[0].name]
             (note or _stderr)(f"{t}: no --bank given; using the shipped bank {fits[0].name} "
                               f"(metric {fits[0].metric})")
         elif fits:
@@ -75,7 +84,7 @@ def parse_banks(specs, tasks, *, metric: str | None = None, command: str = "--ad
                          "--samples ...`")
     if missing:
         raise InputError(f"no --bank for task(s): {', '.join(missing)}")
-    return out
+    return out if several else {t: v[0] for t, v in out.items()}
 
 
 def _stderr(line: str) -> None:

@@ -14,6 +14,11 @@ files stays lm-evaluation-harness's own:
   administered documents re-uses the generations and requests nothing new. Documents never
   picked are never generated nor scored.
 
+A task given several banks (one per metric) runs one
+:class:`~lm_eval_adaptive.engine.multi_metric_test.MultiMetricTest`: each chosen document is
+evaluated once and every bank's metric read from its sample; the task's ``adaptive`` block then
+holds one block per metric under ``metrics`` (docs/outputs.md).
+
 Before any model call, every task's bank is bound to the task
 (:func:`~lm_eval_adaptive.harness.binding.bind_bank`: task, metric, bank ids → documents)
 and the model's price resolved (:func:`~lm_eval_adaptive.data.price_map.model_price`).
@@ -50,6 +55,8 @@ from lm_eval_adaptive.data.prices import DEFAULT_PRICE, actual_cost
 from lm_eval_adaptive.data.responses import ResponseTable
 from lm_eval_adaptive.engine.cat import AdaptiveTest, full_task_estimate
 from lm_eval_adaptive.engine.estimation import Z95
+from lm_eval_adaptive.engine.multi_metric_ranker import joint_item_ids
+from lm_eval_adaptive.engine.multi_metric_test import MultiMetricTest
 from lm_eval_adaptive.engine.person_fit import misfit_note
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness import lm_eval_compat as compat
@@ -69,7 +76,7 @@ __all__ = ["SUPPORTED_LM_EVAL", "DEFAULT_TIMEOUT_S", "AdaptiveRunConfig", "Adapt
            "TaskProgress", "RunDisplay",
            "adaptive_test", "execute_run", "run_adaptive", "ModelCallError", "JudgePricing",
            "table_from_sample_logs", "options_from_sample_logs", "headline_estimate", "display_results", "ADAPTIVE_SAMPLE_KEY",
-           "ADMINISTERED_SUFFIX"]
+           "ADMINISTERED_SUFFIX", "metric_blocks"]
 
 log = logging.getLogger("lm_eval_adaptive")
 
@@ -77,7 +84,8 @@ log = logging.getLogger("lm_eval_adaptive")
 class AdaptiveRunConfig:
     """The adaptive settings of ``run --adaptive`` (the rest of a run is the harness's own config).
 
-    ``bank``: ``[TASK=]PATH`` per task; ``se_target``, ``min_items``, ``max_items``: the
+    ``bank``: ``[TASK=]PATH`` per task (several for one task: a bank per metric, one joint test);
+    ``se_target``, ``min_items``, ``max_items``: the
     stopping rules; ``budget_usd``: a cap checked with the bank's token estimates;
     ``price``: ``MODEL=IN,OUT`` (or a bare ``IN,OUT`` for the model run); ``batch_size``:
     documents picked per step; ``metric``, ``item_field``: which per-document metric feeds
@@ -147,7 +155,11 @@ def execute_run(harness_args: argparse.Namespace, adaptive: AdaptiveRunConfig | 
         if adaptive.dry_run:
             if forecast is None:
                 raise InputError("--dry-run: no cost forecast was given to this run")
-            return forecast(plan_adaptive_run(harness_args, adaptive), adaptive)
+            plan = plan_adaptive_run(harness_args, adaptive)
+            if plan.metric_bindings:
+                raise InputError("--dry-run forecasts runs with one bank per task; task(s) "
+                                 f"{', '.join(plan.metric_bindings)} are given several")
+            return forecast(plan, adaptive)
         return run_adaptive(harness_args, adaptive, display=display)
 
 
@@ -230,6 +242,9 @@ class AdaptivePlan:
     price: object
     judges: JudgePricing
     bound: list
+    #: task → its banks' bindings, one per metric, for a task given several banks (a multi-metric
+    #: run; ``bound`` then holds the first one)
+    metric_bindings: dict = field(default_factory=dict)
 
     def max_output_tokens(self, task_obj) -> int:
         """The most output tokens one request of ``task_obj`` may ask for (``max_gen_toks``): the
@@ -273,14 +288,14 @@ def plan_adaptive_run(hargs: argparse.Namespace, config: AdaptiveRunConfig) -> A
     cfg = EvaluatorConfig.from_cli(hargs)
     task_manager = cfg.process_tasks(cfg.metadata)
     tasks = list(cfg.tasks)
-    bank_paths = parse_banks(list(config.bank), tasks, metric=config.metric)
+    bank_paths = parse_banks(list(config.bank), tasks, metric=config.metric, several=True)
     name = _model_name(cfg)
     overrides = parse_prices(list(config.price) or None, bare=name)
     budgeted = config.budget_usd is not None
     price = model_price(name, overrides=overrides, default=None if budgeted else DEFAULT_PRICE)
     judges = JudgePricing(overrides, required=budgeted)
     # every task's bank is checked and bound before the model is built: nothing is asked of a bad input
-    bound = []
+    bound, multi = [], {}
     for task_name in tasks:
         with declared_judges() as declared:
             loaded = task_manager.load([task_name])["tasks"]
@@ -288,11 +303,39 @@ def plan_adaptive_run(hargs: argparse.Namespace, config: AdaptiveRunConfig) -> A
             raise InputError(f"--adaptive runs single tasks; {task_name!r} expands to {len(loaded)} tasks "
                              f"({', '.join(list(loaded)[:5])}…): give them one by one with a bank each")
         tname, task_obj = next(iter(loaded.items()))
-        binding = bind_bank(bank_paths[task_name], tname, task_obj, metric=config.metric,
-                            item_field=config.item_field)
+        specs = bank_paths[task_name]
+        if len(specs) > 1 and config.metric:
+            raise InputError(f"task {task_name!r} is given {len(specs)} banks (one per metric): each bank says its "
+                             "metric; --metric is for a single bank")
+        bindings = [bind_bank(spec, tname, task_obj, metric=config.metric, item_field=config.item_field)
+                    for spec in specs]
         judges.declare(declared)
-        bound.append((tname, task_obj, binding))
-    return AdaptivePlan(cfg=cfg, task_manager=task_manager, model=name, price=price, judges=judges, bound=bound)
+        bound.append((tname, task_obj, bindings[0]))
+        if len(bindings) > 1:
+            multi[tname] = _check_metric_bindings(tname, bindings)
+    return AdaptivePlan(cfg=cfg, task_manager=task_manager, model=name, price=price, judges=judges, bound=bound,
+                        metric_bindings=multi)
+
+
+def _check_metric_bindings(task: str, bindings: list) -> list:
+    """The bindings of a task's several banks: one per metric, their shared ids naming the same documents."""
+    metrics = [b.metric for b in bindings]
+    dup = sorted({m for m in metrics if metrics.count(m) > 1})
+    if dup:
+        raise InputError(f"task {task!r}: several banks for the metric(s) {', '.join(dup)}; a multi-metric run "
+                         "takes one bank per metric")
+    first = bindings[0].doc_of
+    for b in bindings[1:]:
+        other = b.doc_of
+        shared = [i for i in other if i in first]
+        if not shared:
+            raise InputError(f"task {task!r}: the banks {bindings[0].bank.describe()} and {b.bank.describe()} "
+                             "share no item id; a multi-metric run gives the items every bank has")
+        clash = [i for i in shared if other[i] != first[i]]
+        if clash:
+            raise InputError(f"task {task!r}: item {clash[0]!r} is document {first[clash[0]]} in "
+                             f"{bindings[0].bank.describe()} but {other[clash[0]]} in {b.bank.describe()}")
+    return bindings
 
 
 def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig, *, display: RunDisplay | None = None) -> int:
@@ -333,7 +376,7 @@ def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig, *, displa
     try:
         with compat.harness_bars_off():  # the display (or nothing) instead of a bar per request
             all_results = _evaluate_tasks(bound, price, judges, config, evaluate, tracker, cfg, outcomes,
-                                          all_samples, timeout, display)
+                                          all_samples, timeout, display, plan.metric_bindings)
     except (InputError, KeyboardInterrupt):
         raise
     except Exception as e:  # a model or metric call that failed for good: say so, write nothing
@@ -352,17 +395,16 @@ def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig, *, displa
           f"min_items={config.min_items}, max_items={config.max_items}, "
           f"budget_usd={config.budget_usd}")
     print(make_table(display_results(all_results)))
-    for o in outcomes:
-        a = all_results["adaptive"][o.task]
+    for label, a in metric_blocks(all_results["adaptive"]):
         est = a["metric_estimate"]
         judge = f" (judge ${a['judge_cost_usd']:.4f})" if a["judge"]["calls"] else ""
-        print(f"{o.task}: θ̂ = {a['theta']:+.3f} ± {a['se']:.3f}; {a['items']} of {a['task_docs']} documents "
+        print(f"{label}: θ̂ = {a['theta']:+.3f} ± {a['se']:.3f}; {a['items']} of {a['task_docs']} documents "
               f"({a['pct_of_task']:.1f}%); estimated full-task {a['metric']} = {est['estimate']:.4f} "
               f"[{est['lower']:.4f}, {est['upper']:.4f}]; ${a['cost_usd']:.4f}{judge}; "
               f"stopped: {a['stopped_because']}")
         note = misfit_note(a["person_fit"])
         if note:
-            print(f"{o.task}: misfit: {note}")
+            print(f"{label}: misfit: {note}")
     if cfg.output_path:
         print(f"results written under {cfg.output_path}")
     return 0
@@ -373,24 +415,31 @@ class ModelCallError(RuntimeError):
 
 
 def _evaluate_tasks(bound, price, judges, config, evaluate, tracker, cfg, outcomes, all_samples, timeout,
-                    display=None) -> dict:
+                    display=None, metric_bindings=None) -> dict:
     """Run the adaptive test of every task; return the merged harness results (nothing written)."""
     all_results = None
+    metric_bindings = metric_bindings or {}
     for tname, task_obj, binding in bound:
         compat.use_full_run_requests(task_obj)
-        o = _adaptive_task(tname, task_obj, binding, price, judges, config, evaluate, timeout, display)
+        if tname in metric_bindings:
+            o = _multi_metric_task(tname, task_obj, metric_bindings[tname], price, judges, config, evaluate,
+                                   timeout, display)
+        else:
+            o = _adaptive_task(tname, task_obj, binding, price, judges, config, evaluate, timeout, display)
         outcomes.append(o)
         # final pass over the administered documents: every generation comes from the cache
         # (and every judgement from the judge's in-process memo)
         res = evaluate(task_obj, sorted(o.doc_ids), tracker_=tracker, log=True,
                        bootstrap=getattr(cfg, "bootstrap_iters", 100000))
-        all_samples.update(_annotate_samples(res.pop("samples", {}), o))
+        annotate = _annotate_multi_samples if isinstance(o, MultiTaskOutcome) else _annotate_samples
+        all_samples.update(annotate(res.pop("samples", {}), o))
         if all_results is None:
             all_results = res
         else:
             for key in ("results", "configs", "versions", "n-shot", "higher_is_better", "n-samples"):
                 all_results.setdefault(key, {}).update(res.get(key, {}))
-    all_results["adaptive"] = {o.task: _adaptive_block(o) for o in outcomes}
+    all_results["adaptive"] = {o.task: _multi_block(o) if isinstance(o, MultiTaskOutcome) else _adaptive_block(o)
+                               for o in outcomes}
     for o in outcomes:
         headline_estimate(all_results, o.task, all_results["adaptive"][o.task])
     # the model was built here, so the harness saw "CUSTOM": record what it really is
@@ -469,6 +518,114 @@ def _adaptive_task(tname, task_obj, binding: BankBinding, price, judges: JudgePr
                        judge=judge, trajectory=trajectory)
 
 
+@dataclass
+class MultiTaskOutcome:
+    """A task's multi-metric adaptive run: one generation per document, every bank's metric scored."""
+
+    task: str
+    bindings: list  # one BankBinding per metric, in the test's metric order
+    test: MultiMetricTest
+    doc_ids: list
+    raw: dict  # metric -> raw value of each document, in doc_ids order
+    clipped: dict  # metric -> scores outside its bank's range
+    price: object
+    usage: dict
+    estimated_usd: float
+    judge: dict = field(default_factory=dict)
+    trajectory: dict = field(default_factory=dict)  # metric -> θ̂ and SE after each item
+
+    @property
+    def n_docs(self) -> int:
+        return self.bindings[0].n_docs
+
+
+def multi_metric_test(bindings: list, item_costs: np.ndarray, config: AdaptiveRunConfig, name: str) -> MultiMetricTest:
+    """The multi-metric adaptive test of one task of ``run --adaptive`` (a bank per metric): ``config``'s
+    stopping rules, the SE target applying to every metric; ``item_costs``: USD per joint item."""
+    return MultiMetricTest({b.metric: b.bank for b in bindings}, se_target=config.se_target,
+                           min_items=config.min_items, max_items=config.max_items, budget=config.budget_usd,
+                           item_costs=item_costs, seed=config.seed, name=name)
+
+
+def _metric_progress(test: MultiMetricTest, binding: BankBinding, raws, task: str) -> TaskProgress:
+    e = test.examinees[binding.metric]
+    est = full_task_estimate(binding.bank, e.items, np.asarray(raws, dtype=float), e.theta, e.se, misfit=e.misfit)
+    return TaskProgress(task=f"{task} [{binding.metric}]", metric=binding.metric, items=e.n,
+                        max_items=test.max_items, task_docs=binding.n_docs, theta=e.theta, se=e.se,
+                        estimate=est["estimate"], lower=est["lower"], upper=est["upper"], spent=test.spent,
+                        budget=test.budget, stopped_because=test.stopped_because)
+
+
+def _multi_metric_task(tname, task_obj, bindings: list, price, judges: JudgePricing, config: AdaptiveRunConfig,
+                       evaluate, timeout: float, display: RunDisplay | None = None) -> MultiTaskOutcome:
+    """One task with a bank per metric: each document the test picks is generated once (one harness
+    evaluation) and every metric of it recorded."""
+    first = bindings[0]
+    ids = joint_item_ids({b.metric: b.bank for b in bindings})
+    idx0 = first.bank.index_of(ids)
+    costs = price.item_costs(first.bank.input_tokens[idx0], first.bank.output_tokens[idx0])
+    test = multi_metric_test(bindings, costs, config, tname)
+    doc_of_joint = first.doc_of_item[idx0]
+    metrics = [b.metric for b in bindings]
+    doc_ids: list = []
+    raws = {m: [] for m in metrics}
+    clipped = {m: 0 for m in metrics}
+    trajectory = {m: {"theta": [], "se": []} for m in metrics}
+
+    def show():
+        if display is not None:
+            for b in bindings:
+                display.update(_metric_progress(test, b, raws[b.metric], tname))
+
+    show()
+    usage = {"prompt_tokens": 0, "completion_tokens": 0, "items_charged_by_usage": 0}
+    judge = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "unpriced_calls": 0}
+    while True:
+        batch = test.next_items(config.batch_size)
+        if not batch:
+            break
+        docs = [int(doc_of_joint[i]) for i in batch]
+        with compat.usage_sink() as sink, judge_calls(timeout=timeout) as judged:
+            res = evaluate(task_obj, docs)
+        charged = _charges(price, sink, costs[batch], usage) + _judge_charges(judges, judged, costs[batch], judge)
+        by_doc = {}
+        for s in res["samples"][tname]:
+            by_doc.setdefault(int(s["doc_id"]), s)  # first filter's sample
+        for j, (i, d) in enumerate(zip(batch, docs)):
+            s = by_doc.get(d) or {}
+            scores, values = {}, {}
+            for b in bindings:
+                m = b.metric
+                if m not in s:
+                    have = sorted(k for k in s if isinstance(s.get(k), (int, float)))
+                    raise InputError(f"task {tname!r} gave no per-document metric {m!r} for document {d}"
+                                     f" (per-document values it gives: {', '.join(have) or 'none'})")
+                v = float(s[m])
+                if not math.isfinite(v):
+                    raise InputError(f"task {tname!r}, document {d}: metric {m!r} is {v}")
+                k = test.bank_item(m, i)
+                if v < b.bank.lo[k] or v > b.bank.hi[k]:
+                    clipped[m] += 1
+                scores[m] = float(b.bank.scale(k, v))
+                values[m] = v
+            test.record(i, scores, cost=float(charged[j]))
+            doc_ids.append(d)
+            for m in metrics:
+                e = test.examinees[m]
+                raws[m].append(values[m])
+                trajectory[m]["theta"].append(e.theta)
+                trajectory[m]["se"].append(e.se)
+        log.info("%s: %d documents, %s", tname, len(doc_ids),
+                 "; ".join(f"{m} θ̂ = {test.examinees[m].theta:.3f} ± {test.examinees[m].se:.3f}" for m in metrics))
+        show()
+    show()
+    judge["prices"] = {m: {"input_per_mtok": p.input_per_mtok, "output_per_mtok": p.output_per_mtok,
+                           "source": p.source} for m, p in judges.prices.items()}
+    return MultiTaskOutcome(task=tname, bindings=list(bindings), test=test, doc_ids=doc_ids, raw=raws,
+                            clipped=clipped, price=price, usage=usage,
+                            estimated_usd=float(np.sum(costs[test.items])), judge=judge, trajectory=trajectory)
+
+
 def _charges(price, usage_list, estimates: np.ndarray, totals: dict) -> np.ndarray:
     """USD of each document of a batch: the provider-reported usage of the batch's calls at
     ``price``, shared out in proportion to the documents' estimates (exact for one document
@@ -525,8 +682,7 @@ def headline_estimate(results: dict, task: str, block: dict) -> None:
     row = results.get("results", {}).get(task)
     if row is None:
         return
-    est = block["metric_estimate"]
-    metric = block["metric"]
+    estimates = _estimates(block)
     hib = results.setdefault("higher_is_better", {}).setdefault(task, {})
     for key in [k for k in row if "," in k and k != "alias"]:
         name, _, filt = key.partition(",")
@@ -537,11 +693,38 @@ def headline_estimate(results: dict, task: str, block: dict) -> None:
             row[f"{name}{ADMINISTERED_SUFFIX}_stderr,{filt}"] = row.pop(f"{name}_stderr,{filt}")
         if name in hib:
             hib[f"{name}{ADMINISTERED_SUFFIX}"] = hib[name]
-        if name == metric:
+        if name in estimates:
+            est = estimates[name]
             row[key] = est["estimate"]
             row[f"{name}_stderr,{filt}"] = (est["upper"] - est["lower"]) / (2 * Z95)
-    block["headline"] = (f"results[{task!r}][{metric!r}] is the full-task estimate; the plain mean of the "
-                         f"administered documents is {metric}{ADMINISTERED_SUFFIX}")
+    if len(estimates) == 1:
+        (metric,) = estimates
+        block["headline"] = (f"results[{task!r}][{metric!r}] is the full-task estimate; the plain mean of the "
+                             f"administered documents is {metric}{ADMINISTERED_SUFFIX}")
+    else:
+        block["headline"] = (f"results[{task!r}][METRIC] is the full-task estimate for each of "
+                             f"{', '.join(estimates)}; the plain mean of the administered documents is "
+                             f"METRIC{ADMINISTERED_SUFFIX}")
+
+
+def _estimates(block: dict) -> dict:
+    """Metric → its full-task estimate in a task's ``adaptive`` block (one metric, or several)."""
+    if "metrics" in block:
+        return {m: b["metric_estimate"] for m, b in block["metrics"].items()}
+    return {block["metric"]: block["metric_estimate"]}
+
+
+def metric_blocks(adaptive: dict) -> list[tuple[str, dict]]:
+    """(label, block) for each metric of each task of a results file's ``adaptive`` blocks: a
+    single-bank task's block as it is (label: the task), a multi-metric task's per-metric blocks
+    (label ``TASK [METRIC]``)."""
+    out = []
+    for task, block in (adaptive or {}).items():
+        if "metrics" in block:
+            out += [(f"{task} [{m}]", b) for m, b in block["metrics"].items()]
+        else:
+            out.append((task, block))
+    return out
 
 
 def display_results(results: dict) -> dict:
@@ -551,10 +734,10 @@ def display_results(results: dict) -> dict:
     shown = copy.deepcopy(results)
     for task, block in (results.get("adaptive") or {}).items():
         row = shown.get("results", {}).get(task, {})
-        est, metric = block["metric_estimate"], block["metric"]
-        for key in [k for k in row if k.split(",", 1)[0] == metric]:
-            row[key] = f"{est['estimate']:.4f} [{est['lower']:.4f}, {est['upper']:.4f}]"
-            row.pop(f"{metric}_stderr,{key.partition(',')[2]}", None)
+        for metric, est in _estimates(block).items():
+            for key in [k for k in row if k.split(",", 1)[0] == metric]:
+                row[key] = f"{est['estimate']:.4f} [{est['lower']:.4f}, {est['upper']:.4f}]"
+                row.pop(f"{metric}_stderr,{key.partition(',')[2]}", None)
     return shown
 
 
@@ -587,6 +770,77 @@ def _adaptive_block(o: TaskOutcome) -> dict:
         "settings": {"se_target": o.test.se_target, "min_items": o.test.min_items,
                      "max_items": o.test.max_items, "budget_usd": o.test.budget},
     }
+
+
+def _multi_block(o: MultiTaskOutcome) -> dict:
+    """The ``adaptive`` block of a multi-metric task: the run's shared figures (generations, cost,
+    stop) and, under ``metrics``, one block per metric with its own θ̂, SE, interval and trajectory."""
+    t = o.test
+    n_docs = o.n_docs
+    per = {}
+    for b in o.bindings:
+        e = t.examinees[b.metric]
+        est = full_task_estimate(b.bank, e.items, np.asarray(o.raw[b.metric]), e.theta, e.se, misfit=e.misfit)
+        per[b.metric] = {
+            "metric": b.metric,
+            "theta": e.theta, "se": e.se, "theta_ci95": [e.theta - Z95 * e.se, e.theta + Z95 * e.se],
+            "items": e.n, "task_docs": n_docs, "pct_of_task": 100.0 * e.n / max(n_docs, 1),
+            "metric_estimate": {"estimate": est["estimate"], "lower": est["lower"], "upper": est["upper"],
+                                "level": est["level"], "over_bank_items": est["items_total"]},
+            "observed_mean": float(np.mean(o.raw[b.metric])) if o.raw[b.metric] else None,
+            "person_fit": e.person_fit.to_dict(),
+            "cost_usd": t.spent, "judge_cost_usd": o.judge.get("cost_usd", 0.0), "judge": dict(o.judge),
+            "stopped_because": t.stopped_because,
+            "se_target_met": t.se_target is not None and e.measurement_se <= t.se_target,
+            "trajectory": dict(o.trajectory[b.metric]),
+            "clipped_scores": o.clipped[b.metric],
+            "bank_id": b.bank.bank_id, "bank_task": b.bank.task, "bank_metric": b.bank.metric,
+            "item_field": b.item_field,
+        }
+    return {
+        "metrics": per,
+        "generations": t.n, "joint_items": len(t.item_ids), "task_docs": n_docs,
+        "cost_usd": t.spent,
+        "judge_cost_usd": o.judge.get("cost_usd", 0.0),
+        "judge": dict(o.judge),
+        "cost_source": ("provider usage" if o.usage["items_charged_by_usage"] == t.n else
+                        "bank estimate" if o.usage["items_charged_by_usage"] == 0 else "provider usage, partly estimated"),
+        "cost_estimate_usd": o.estimated_usd,
+        "usage": {k: o.usage[k] for k in ("prompt_tokens", "completion_tokens")},
+        "price": {"input_per_mtok": o.price.input_per_mtok,
+                  "output_per_mtok": o.price.output_per_mtok, "source": o.price.source},
+        "stopped_because": t.stopped_because,
+        "signature": t.signature(),
+        "settings": {"se_target": t.se_target, "min_items": t.min_items, "max_items": t.max_items,
+                     "budget_usd": t.budget, "item_weighting": t.signature()["item_weighting"]},
+    }
+
+
+def _annotate_multi_samples(samples: dict, o: MultiTaskOutcome) -> dict:
+    """Keep the generated documents only, each with its order, joint item id, and per metric its
+    information at selection and scaled score."""
+    t = o.test
+    order = {d: k for k, d in enumerate(o.doc_ids)}
+    metrics = [b.metric for b in o.bindings]
+    # position of each generation in each metric's examinee (a metric records every one of them)
+    info = {m: t.examinees[m].info_at_selection for m in metrics}
+    scaled = {m: t.examinees[m].scores for m in metrics}
+    out = {}
+    for task, rows in samples.items():
+        kept = []
+        for s in rows:
+            d = int(s["doc_id"])
+            if d not in order:
+                continue
+            k = order[d]
+            s = dict(s)
+            s[ADAPTIVE_SAMPLE_KEY] = {"order": k + 1, "item_id": t.item_ids[t.items[k]],
+                                      "information": {m: info[m][k] for m in metrics},
+                                      "scaled_score": {m: scaled[m][k] for m in metrics}}
+            kept.append(s)
+        kept.sort(key=lambda s: s[ADAPTIVE_SAMPLE_KEY]["order"])
+        out[task] = kept
+    return out
 
 
 def _annotate_samples(samples: dict, o: TaskOutcome) -> dict:
