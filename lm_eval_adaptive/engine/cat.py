@@ -313,15 +313,17 @@ class Examinee:
             y = check_score(y, model=self._name, item=self.item_id(item))
         if cost is not None:
             cost = check_cost(cost, model=self._name, item=self.item_id(item))
-        self._check_binary(y, [self.item_id(item)])
+        model = self._bank.model
+        if model.per_item:  # a 2PL/3PL bank: 0/1 scores only
+            self._check_binary(y, [self.item_id(item)])
         if self._scored[item] or self._excluded[item]:
             self._check_new(item)
-        model = self._bank.model
         b = self._bank.b[item]
         params = self._bank.item_params(item)
         info = None if params else getattr(model, "item_information", None)
-        self._info.append(info(self._estimator.theta, b) if info is not None
-                          else float(model.information(self._estimator.theta, b, **params)))
+        theta = self._estimator.theta
+        self._info.append(info(theta, b) if info is not None
+                          else float(model.information(theta, b, **params)))
         self._mark(item)
         self._estimator.update(model, b, y, **params)
         self._items.append(item)

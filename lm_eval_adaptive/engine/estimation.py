@@ -98,7 +98,7 @@ class GridPosterior:
     """
 
     __slots__ = ("grid", "weights", "_lw", "_shift", "_mean", "_sd", "n_obs", "prior_mean", "prior_sd", "_tables",
-                 "_work", "_pristine")
+                 "_work", "_scratch", "_pristine")
     name = "grid-eap"
 
     def __init__(self, prior_mean: float = 0.0, prior_sd: float = DEFAULT_PRIOR_SD, *,
@@ -121,6 +121,7 @@ class GridPosterior:
         self._mean = None
         self._sd = None
         self._work = None  # scratch array for _summarise
+        self._scratch = None  # two scratch arrays for update
 
     @property
     def log_post(self) -> np.ndarray:
@@ -138,7 +139,10 @@ class GridPosterior:
         """Add one observed score ``y`` on an item of difficulty ``b`` (``item``: its a, c if any)."""
         add = None if item else getattr(model, "add_log_likelihood", None)
         if add is not None:
-            add(self._lw, y, self.grid, b)
+            work = self._scratch
+            if work is None:
+                work = self._scratch = (np.empty_like(self._lw), np.empty_like(self._lw))
+            add(self._lw, y, self.grid, b, work=work)
         else:
             self._lw += model.log_likelihood(y, self.grid, b, **item)
         self._pristine = False
