@@ -268,7 +268,7 @@ class Examinee:
 
     def reserve(self, item: int) -> None:
         """Mark an item as taken (so it is never selected twice), before its score is known."""
-        self._mark(self._check_item(item))
+        self._mark(item if type(item) is int and 0 <= item < self._n_items else self._check_item(item))
         self._version += 1
 
     def unreserve(self, item: int) -> None:
@@ -308,8 +308,9 @@ class Examinee:
         changed, for a score that is not a finite number in [0, 1], a negative or
         non-finite cost, an item already scored or excluded.
         """
-        item = self._check_item(item)
-        if not (type(y) is float and 0.0 <= y <= 1.0):  # the common case needs no more checking
+        if not (type(item) is int and 0 <= item < self._n_items):  # the common case needs no more checking
+            item = self._check_item(item)
+        if not (type(y) is float and 0.0 <= y <= 1.0):
             y = check_score(y, model=self._name, item=self.item_id(item))
         if cost is not None:
             cost = check_cost(cost, model=self._name, item=self.item_id(item))

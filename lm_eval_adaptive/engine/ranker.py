@@ -562,11 +562,11 @@ class AdaptiveRanker:
 
     def _request(self, m: str, item: int, phase: str) -> Request:
         e = self._examinees[m]
-        req = Request(model=m, item=int(item), item_id=str(self._bank.item_ids[item]),
-                      cost=e.cost_of(item), phase=phase)
+        item = int(item)
+        req = Request(m, item, str(self._bank.item_ids[item]), e.cost_of(item), phase)
         e.reserve(item)
         self._next[m] = None
-        self._pending[(m, req.item)] = req
+        self._pending[(m, item)] = req
         return req
 
     def _inseparable(self, th: np.ndarray, order: np.ndarray, pairs: np.ndarray, models: list) -> np.ndarray:
@@ -605,15 +605,25 @@ class AdaptiveRanker:
         n_warm = min(self._n_init, self._n_max)
         m, fewest, item = None, n_warm, -1
         cache, blocked_now, most = self._next, self._blocked, self._max_in_flight
-        for x in active:
-            k = flight.get(x, 0)
-            e = ex[x]
-            n = e.n + k
-            if n < n_warm and k < most and x not in blocked_now:
-                c = cache[x]
-                nxt = c[1] if c is not None and c[0] == e.version else self._peek(x)
-                if nxt >= 0 and (m is None or n < fewest):
-                    m, fewest, item = x, n, nxt
+        if flight or blocked_now:
+            for x in active:
+                k = flight.get(x, 0)
+                e = ex[x]
+                n = e.n + k
+                if n < n_warm and k < most and x not in blocked_now:
+                    c = cache[x]
+                    nxt = c[1] if c is not None and c[0] == e.version else self._peek(x)
+                    if nxt >= 0 and (m is None or n < fewest):
+                        m, fewest, item = x, n, nxt
+        else:  # the same loop with nothing in flight and nothing blocked (k = 0 < most)
+            for x in active:
+                e = ex[x]
+                n = e.n
+                if n < n_warm:
+                    c = cache[x]
+                    nxt = c[1] if c is not None and c[0] == e.version else self._peek(x)
+                    if nxt >= 0 and (m is None or n < fewest):
+                        m, fewest, item = x, n, nxt
         if m is not None:
             if self._budget is not None and not self._affordable(m, item):
                 self._stop_if_idle("budget")

@@ -113,7 +113,7 @@ def _add_binary_log_likelihood(out: np.ndarray, y: float, x: np.ndarray, scale: 
     x *= y
     x -= sp
     if scale != 1.0:
-        x /= scale
+        x *= 1.0 / scale  # a product is about twice as fast as a quotient (the same up to one rounding)
     out += x
 
 
