@@ -315,12 +315,13 @@ class Examinee:
         if cost is not None:
             cost = check_cost(cost, model=self._name, item=self.item_id(item))
         model = self._bank.model
-        if model.per_item:  # a 2PL/3PL bank: 0/1 scores only
+        per_item = model.per_item
+        if per_item:  # a 2PL/3PL bank: 0/1 scores only
             self._check_binary(y, [self.item_id(item)])
         if self._scored[item] or self._excluded[item]:
             self._check_new(item)
         b = self._bank.b[item]
-        params = self._bank.item_params(item)
+        params = self._bank.item_params(item) if per_item else {}  # a one-parameter bank has none
         info = None if params else getattr(model, "item_information", None)
         theta = self._estimator.theta
         self._info.append(info(theta, b) if info is not None

@@ -339,8 +339,9 @@ class DispersionPosterior(GridPosterior):
         self._model = model
         self._b.append(float(b))
         self._y.append(float(y))
-        for k, v in item.items():
-            self._item.setdefault(k, []).append(float(v))
+        if item:
+            for k, v in item.items():
+                self._item.setdefault(k, []).append(float(v))
 
     def update_many(self, model: ResponseModel, b: np.ndarray, y: np.ndarray, **item) -> None:
         super().update_many(model, b, y, **item)
