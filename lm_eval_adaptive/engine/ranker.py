@@ -34,6 +34,7 @@ properties. Every score and cost it is told is checked (finite, score in [0, 1],
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Callable, Iterable, Mapping, Sequence
@@ -919,7 +920,7 @@ class AdaptiveRanker:
         th_o, se_o = th[order], se[order]
         P = pairwise_matrix(th_o, se_o)
         n = len(ranking)
-        iu, ju = np.triu_indices(n, 1)
+        iu, ju = _upper_pairs(n)
         status = np.asarray(self._pair_rule.judge(th_o[iu], se_o[iu], th_o[ju], se_o[ju]))
         ties = [(ranking[i], ranking[j]) for i, j, st in zip(iu.tolist(), ju.tolist(), status.tolist())
                 if st != PairStatus.ORDERED]
@@ -951,6 +952,15 @@ class AdaptiveRanker:
             item_log=logs, failed=dict(self._failed), signature=self.signature(), equivalent=equivalent,
             inseparable=inseparable,
         )
+
+
+@functools.lru_cache(maxsize=32)
+def _upper_pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.triu_indices(n, 1)``, built once per n (read-only)."""
+    iu, ju = np.triu_indices(n, 1)
+    iu.flags.writeable = False
+    ju.flags.writeable = False
+    return iu, ju
 
 
 def _has_str(items) -> bool:
