@@ -190,16 +190,19 @@ class GridPosterior:
             # log-likelihood, ≤ 0 for the binary-type models, so no weight exceeds 1 and none needs
             # the maximum found first (when the sum leaves [1e-250, 1e250] it is found after all)
             shift = self._shift
-            for _ in range(2):
-                if shift is None:
-                    shift = float(self._lw.max())
-                np.subtract(self._lw, shift, w)
+            lw = self._lw
+            if shift is None:
+                shift = float(lw.max())
+            np.subtract(lw, shift, w)
+            np.maximum(w, _EXP_FLOOR, out=w)
+            np.exp(w, w)
+            z, s1, s2 = (powers @ w).tolist()  # the mass and both moments in one product
+            if not 1e-250 < z < 1e250:  # once more, relative to the maximum
+                shift = float(lw.max())
+                np.subtract(lw, shift, w)
                 np.maximum(w, _EXP_FLOOR, out=w)
                 np.exp(w, w)
-                z, s1, s2 = (powers @ w).tolist()  # the mass and both moments in one product
-                if 1e-250 < z < 1e250:
-                    break
-                shift = None
+                z, s1, s2 = (powers @ w).tolist()
             d = s1 / z
             m = c + d
             v = s2 / z - d * d

@@ -305,8 +305,11 @@ class RandomShareSelector(MaxInfoSelector):
 
     def select(self, theta: float, mask: np.ndarray, n_used: int,
                rng: np.random.Generator | None = None) -> int:
-        if self.is_random_slot(n_used):
+        s = self.share  # is_random_slot(n_used), inline
+        if s > 0 and math.floor((n_used + 1) * s) > math.floor(n_used * s):
             return self._random(mask, n_used)
+        if self.top_k == 1 and self.information is None:  # MaxInfoSelector.select's first case
+            return self._nearest(float(theta), mask)
         return super().select(theta, mask, n_used, rng)
 
     def candidates(self, theta: float, mask: np.ndarray, n_used: int, k: int) -> np.ndarray:
