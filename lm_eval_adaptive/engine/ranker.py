@@ -616,13 +616,18 @@ class AdaptiveRanker:
                     nxt = c[1] if c is not None and c[0] == e.version else self._peek(x)
                     if nxt >= 0 and (m is None or n < fewest):
                         m, fewest, item = x, n, nxt
-        else:  # the same loop with nothing in flight and nothing blocked (k = 0 < most)
+        else:  # the same loop with nothing in flight and nothing blocked (k = 0 < most), _peek inline
             for x in active:
                 e = ex[x]
                 n = e.n
                 if n < n_warm:
                     c = cache[x]
-                    nxt = c[1] if c is not None and c[0] == e.version else self._peek(x)
+                    v = e.version
+                    if c is not None and c[0] == v:
+                        nxt = c[1]
+                    else:
+                        nxt = e.next_item(self._rng)
+                        cache[x] = (v, nxt)
                     if nxt >= 0 and (m is None or n < fewest):
                         m, fewest, item = x, n, nxt
         if m is not None:
