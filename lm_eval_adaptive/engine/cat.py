@@ -268,7 +268,7 @@ class Examinee:
 
     def reserve(self, item: int) -> None:
         """Mark an item as taken (so it is never selected twice), before its score is known."""
-        self._mark(self._check_item(item))
+        self._mark(item if type(item) is int and 0 <= item < self._n_items else self._check_item(item))
         self._version += 1
 
     def unreserve(self, item: int) -> None:
@@ -308,20 +308,24 @@ class Examinee:
         changed, for a score that is not a finite number in [0, 1], a negative or
         non-finite cost, an item already scored or excluded.
         """
-        item = self._check_item(item)
-        if not (type(y) is float and 0.0 <= y <= 1.0):  # the common case needs no more checking
+        if not (type(item) is int and 0 <= item < self._n_items):  # the common case needs no more checking
+            item = self._check_item(item)
+        if not (type(y) is float and 0.0 <= y <= 1.0):
             y = check_score(y, model=self._name, item=self.item_id(item))
         if cost is not None:
             cost = check_cost(cost, model=self._name, item=self.item_id(item))
-        self._check_binary(y, [self.item_id(item)])
+        model = self._bank.model
+        per_item = model.per_item
+        if per_item:  # a 2PL/3PL bank: 0/1 scores only
+            self._check_binary(y, [self.item_id(item)])
         if self._scored[item] or self._excluded[item]:
             self._check_new(item)
-        model = self._bank.model
         b = self._bank.b[item]
-        params = self._bank.item_params(item)
+        params = self._bank.item_params(item) if per_item else {}  # a one-parameter bank has none
         info = None if params else getattr(model, "item_information", None)
-        self._info.append(info(self._estimator.theta, b) if info is not None
-                          else float(model.information(self._estimator.theta, b, **params)))
+        theta = self._estimator.theta
+        self._info.append(info(theta, b) if info is not None
+                          else float(model.information(theta, b, **params)))
         self._mark(item)
         self._estimator.update(model, b, y, **params)
         self._items.append(item)

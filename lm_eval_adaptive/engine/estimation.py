@@ -98,7 +98,7 @@ class GridPosterior:
     """
 
     __slots__ = ("grid", "weights", "_lw", "_shift", "_mean", "_sd", "n_obs", "prior_mean", "prior_sd", "_tables",
-                 "_work", "_pristine")
+                 "_work", "_scratch", "_pristine")
     name = "grid-eap"
 
     def __init__(self, prior_mean: float = 0.0, prior_sd: float = DEFAULT_PRIOR_SD, *,
@@ -121,6 +121,7 @@ class GridPosterior:
         self._mean = None
         self._sd = None
         self._work = None  # scratch array for _summarise
+        self._scratch = None  # two scratch arrays for update
 
     @property
     def log_post(self) -> np.ndarray:
@@ -138,7 +139,10 @@ class GridPosterior:
         """Add one observed score ``y`` on an item of difficulty ``b`` (``item``: its a, c if any)."""
         add = None if item else getattr(model, "add_log_likelihood", None)
         if add is not None:
-            add(self._lw, y, self.grid, b)
+            work = self._scratch
+            if work is None:
+                work = self._scratch = (np.empty_like(self._lw), np.empty_like(self._lw))
+            add(self._lw, y, self.grid, b, work=work)
         else:
             self._lw += model.log_likelihood(y, self.grid, b, **item)
         self._pristine = False
@@ -186,16 +190,19 @@ class GridPosterior:
             # log-likelihood, ≤ 0 for the binary-type models, so no weight exceeds 1 and none needs
             # the maximum found first (when the sum leaves [1e-250, 1e250] it is found after all)
             shift = self._shift
-            for _ in range(2):
-                if shift is None:
-                    shift = float(self._lw.max())
-                np.subtract(self._lw, shift, w)
+            lw = self._lw
+            if shift is None:
+                shift = float(lw.max())
+            np.subtract(lw, shift, w)
+            np.maximum(w, _EXP_FLOOR, out=w)
+            np.exp(w, w)
+            z, s1, s2 = (powers @ w).tolist()  # the mass and both moments in one product
+            if not 1e-250 < z < 1e250:  # once more, relative to the maximum
+                shift = float(lw.max())
+                np.subtract(lw, shift, w)
                 np.maximum(w, _EXP_FLOOR, out=w)
                 np.exp(w, w)
-                z, s1, s2 = (powers @ w).tolist()  # the mass and both moments in one product
-                if 1e-250 < z < 1e250:
-                    break
-                shift = None
+                z, s1, s2 = (powers @ w).tolist()
             d = s1 / z
             m = c + d
             v = s2 / z - d * d
@@ -335,8 +342,9 @@ class DispersionPosterior(GridPosterior):
         self._model = model
         self._b.append(float(b))
         self._y.append(float(y))
-        for k, v in item.items():
-            self._item.setdefault(k, []).append(float(v))
+        if item:
+            for k, v in item.items():
+                self._item.setdefault(k, []).append(float(v))
 
     def update_many(self, model: ResponseModel, b: np.ndarray, y: np.ndarray, **item) -> None:
         super().update_many(model, b, y, **item)

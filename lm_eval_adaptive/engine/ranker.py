@@ -34,6 +34,7 @@ properties. Every score and cost it is told is checked (finite, score in [0, 1],
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Callable, Iterable, Mapping, Sequence
@@ -562,11 +563,11 @@ class AdaptiveRanker:
 
     def _request(self, m: str, item: int, phase: str) -> Request:
         e = self._examinees[m]
-        req = Request(model=m, item=int(item), item_id=str(self._bank.item_ids[item]),
-                      cost=e.cost_of(item), phase=phase)
+        item = int(item)
+        req = Request(m, item, str(self._bank.item_ids[item]), e.cost_of(item), phase)
         e.reserve(item)
         self._next[m] = None
-        self._pending[(m, req.item)] = req
+        self._pending[(m, item)] = req
         return req
 
     def _inseparable(self, th: np.ndarray, order: np.ndarray, pairs: np.ndarray, models: list) -> np.ndarray:
@@ -605,15 +606,30 @@ class AdaptiveRanker:
         n_warm = min(self._n_init, self._n_max)
         m, fewest, item = None, n_warm, -1
         cache, blocked_now, most = self._next, self._blocked, self._max_in_flight
-        for x in active:
-            k = flight.get(x, 0)
-            e = ex[x]
-            n = e.n + k
-            if n < n_warm and k < most and x not in blocked_now:
-                c = cache[x]
-                nxt = c[1] if c is not None and c[0] == e.version else self._peek(x)
-                if nxt >= 0 and (m is None or n < fewest):
-                    m, fewest, item = x, n, nxt
+        if flight or blocked_now:
+            for x in active:
+                k = flight.get(x, 0)
+                e = ex[x]
+                n = e.n + k
+                if n < n_warm and k < most and x not in blocked_now:
+                    c = cache[x]
+                    nxt = c[1] if c is not None and c[0] == e.version else self._peek(x)
+                    if nxt >= 0 and (m is None or n < fewest):
+                        m, fewest, item = x, n, nxt
+        else:  # the same loop with nothing in flight and nothing blocked (k = 0 < most), _peek inline
+            for x in active:
+                e = ex[x]
+                n = e.n
+                if n < n_warm:
+                    c = cache[x]
+                    v = e.version
+                    if c is not None and c[0] == v:
+                        nxt = c[1]
+                    else:
+                        nxt = e.next_item(self._rng)
+                        cache[x] = (v, nxt)
+                    if nxt >= 0 and (m is None or n < fewest):
+                        m, fewest, item = x, n, nxt
         if m is not None:
             if self._budget is not None and not self._affordable(m, item):
                 self._stop_if_idle("budget")
@@ -909,7 +925,7 @@ class AdaptiveRanker:
         th_o, se_o = th[order], se[order]
         P = pairwise_matrix(th_o, se_o)
         n = len(ranking)
-        iu, ju = np.triu_indices(n, 1)
+        iu, ju = _upper_pairs(n)
         status = np.asarray(self._pair_rule.judge(th_o[iu], se_o[iu], th_o[ju], se_o[ju]))
         ties = [(ranking[i], ranking[j]) for i, j, st in zip(iu.tolist(), ju.tolist(), status.tolist())
                 if st != PairStatus.ORDERED]
@@ -941,6 +957,15 @@ class AdaptiveRanker:
             item_log=logs, failed=dict(self._failed), signature=self.signature(), equivalent=equivalent,
             inseparable=inseparable,
         )
+
+
+@functools.lru_cache(maxsize=32)
+def _upper_pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.triu_indices(n, 1)``, built once per n (read-only)."""
+    iu, ju = np.triu_indices(n, 1)
+    iu.flags.writeable = False
+    ju.flags.writeable = False
+    return iu, ju
 
 
 def _has_str(items) -> bool:

@@ -295,18 +295,21 @@ class RandomShareSelector(MaxInfoSelector):
         perm_pos = self.perm_pos
         if n_used is not None and n_used + 1 < perm_pos.size:
             head = perm_pos[:n_used + 1]
-            free = ~mask[head]
-            j = int(free.argmax())
-            if free[j]:
+            taken = mask[head]
+            j = int(taken.argmin())  # the first untaken place (argmin: the first False)
+            if not taken[j]:
                 return int(self.order[head[j]])
-        free = ~mask[perm_pos]
-        j = int(np.argmax(free))
-        return int(self.order[perm_pos[j]]) if free[j] else -1
+        taken = mask[perm_pos]
+        j = int(taken.argmin())
+        return -1 if taken[j] else int(self.order[perm_pos[j]])
 
     def select(self, theta: float, mask: np.ndarray, n_used: int,
                rng: np.random.Generator | None = None) -> int:
-        if self.is_random_slot(n_used):
+        s = self.share  # is_random_slot(n_used), inline
+        if s > 0 and math.floor((n_used + 1) * s) > math.floor(n_used * s):
             return self._random(mask, n_used)
+        if self.top_k == 1 and self.information is None:  # MaxInfoSelector.select's first case
+            return self._nearest(float(theta), mask)
         return super().select(theta, mask, n_used, rng)
 
     def candidates(self, theta: float, mask: np.ndarray, n_used: int, k: int) -> np.ndarray:
