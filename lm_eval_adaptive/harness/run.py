@@ -741,27 +741,41 @@ def display_results(results: dict) -> dict:
     return shown
 
 
-def _adaptive_block(o: TaskOutcome) -> dict:
-    e = o.test.examinee
-    est = full_task_estimate(o.bank, e.items, np.asarray(o.raw), e.theta, e.se, misfit=e.misfit)
-    z = Z95
+def _estimate_fields(bank, e, raw, n_docs: int) -> dict:
+    """One metric's figures of an adaptive block: θ̂ ± SE, items, the full-task estimate, person fit."""
+    est = full_task_estimate(bank, e.items, np.asarray(raw), e.theta, e.se, misfit=e.misfit)
     return {
-        "metric": o.binding.metric,
-        "theta": e.theta, "se": e.se, "theta_ci95": [e.theta - z * e.se, e.theta + z * e.se],
-        "items": e.n, "task_docs": o.n_docs, "pct_of_task": 100.0 * e.n / max(o.n_docs, 1),
+        "theta": e.theta, "se": e.se, "theta_ci95": [e.theta - Z95 * e.se, e.theta + Z95 * e.se],
+        "items": e.n, "task_docs": n_docs, "pct_of_task": 100.0 * e.n / max(n_docs, 1),
         "metric_estimate": {"estimate": est["estimate"], "lower": est["lower"], "upper": est["upper"],
                             "level": est["level"], "over_bank_items": est["items_total"]},
-        "observed_mean": float(np.mean(o.raw)) if o.raw else None,
+        "observed_mean": float(np.mean(raw)) if raw else None,
         "person_fit": e.person_fit.to_dict(),
-        "cost_usd": e.spent,
-        "judge_cost_usd": o.judge.get("cost_usd", 0.0),
-        "judge": dict(o.judge),
-        "cost_source": ("provider usage" if o.usage["items_charged_by_usage"] == e.n else
-                        "bank estimate" if o.usage["items_charged_by_usage"] == 0 else "provider usage, partly estimated"),
+    }
+
+
+def _cost_fields(o, generations: int) -> dict:
+    """What an adaptive run's generations cost, and where the figure comes from."""
+    charged = o.usage["items_charged_by_usage"]
+    return {
+        "cost_source": ("provider usage" if charged == generations else
+                        "bank estimate" if charged == 0 else "provider usage, partly estimated"),
         "cost_estimate_usd": o.estimated_usd,
         "usage": {k: o.usage[k] for k in ("prompt_tokens", "completion_tokens")},
         "price": {"input_per_mtok": o.price.input_per_mtok,
                   "output_per_mtok": o.price.output_per_mtok, "source": o.price.source},
+    }
+
+
+def _adaptive_block(o: TaskOutcome) -> dict:
+    e = o.test.examinee
+    return {
+        "metric": o.binding.metric,
+        **_estimate_fields(o.bank, e, o.raw, o.n_docs),
+        "cost_usd": e.spent,
+        "judge_cost_usd": o.judge.get("cost_usd", 0.0),
+        "judge": dict(o.judge),
+        **_cost_fields(o, e.n),
         "stopped_because": o.test.stopped_because,
         "trajectory": dict(o.trajectory),
         "clipped_scores": o.clipped,
@@ -780,15 +794,9 @@ def _multi_block(o: MultiTaskOutcome) -> dict:
     per = {}
     for b in o.bindings:
         e = t.examinees[b.metric]
-        est = full_task_estimate(b.bank, e.items, np.asarray(o.raw[b.metric]), e.theta, e.se, misfit=e.misfit)
         per[b.metric] = {
             "metric": b.metric,
-            "theta": e.theta, "se": e.se, "theta_ci95": [e.theta - Z95 * e.se, e.theta + Z95 * e.se],
-            "items": e.n, "task_docs": n_docs, "pct_of_task": 100.0 * e.n / max(n_docs, 1),
-            "metric_estimate": {"estimate": est["estimate"], "lower": est["lower"], "upper": est["upper"],
-                                "level": est["level"], "over_bank_items": est["items_total"]},
-            "observed_mean": float(np.mean(o.raw[b.metric])) if o.raw[b.metric] else None,
-            "person_fit": e.person_fit.to_dict(),
+            **_estimate_fields(b.bank, e, o.raw[b.metric], n_docs),
             "cost_usd": t.spent, "judge_cost_usd": o.judge.get("cost_usd", 0.0), "judge": dict(o.judge),
             "stopped_because": t.stopped_because,
             "se_target_met": t.se_target is not None and e.measurement_se <= t.se_target,
@@ -803,12 +811,7 @@ def _multi_block(o: MultiTaskOutcome) -> dict:
         "cost_usd": t.spent,
         "judge_cost_usd": o.judge.get("cost_usd", 0.0),
         "judge": dict(o.judge),
-        "cost_source": ("provider usage" if o.usage["items_charged_by_usage"] == t.n else
-                        "bank estimate" if o.usage["items_charged_by_usage"] == 0 else "provider usage, partly estimated"),
-        "cost_estimate_usd": o.estimated_usd,
-        "usage": {k: o.usage[k] for k in ("prompt_tokens", "completion_tokens")},
-        "price": {"input_per_mtok": o.price.input_per_mtok,
-                  "output_per_mtok": o.price.output_per_mtok, "source": o.price.source},
+        **_cost_fields(o, t.n),
         "stopped_because": t.stopped_because,
         "signature": t.signature(),
         "settings": {"se_target": t.se_target, "min_items": t.min_items, "max_items": t.max_items,
