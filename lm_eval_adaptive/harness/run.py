@@ -819,52 +819,42 @@ def _multi_block(o: MultiTaskOutcome) -> dict:
     }
 
 
-def _annotate_multi_samples(samples: dict, o: MultiTaskOutcome) -> dict:
-    """Keep the generated documents only, each with its order, joint item id, and per metric its
-    information at selection and scaled score."""
-    t = o.test
-    order = {d: k for k, d in enumerate(o.doc_ids)}
-    metrics = [b.metric for b in o.bindings]
-    # position of each generation in each metric's examinee (a metric records every one of them)
-    info = {m: t.examinees[m].info_at_selection for m in metrics}
-    scaled = {m: t.examinees[m].scores for m in metrics}
+def _keep_generated(samples: dict, doc_ids, annotation) -> dict:
+    """Keep the generated documents only, in generation order, each with ``annotation(k)`` (k: its
+    0-based place in ``doc_ids``) under the sample key."""
+    order = {d: k for k, d in enumerate(doc_ids)}
     out = {}
     for task, rows in samples.items():
         kept = []
         for s in rows:
-            d = int(s["doc_id"])
-            if d not in order:
+            k = order.get(int(s["doc_id"]))
+            if k is None:
                 continue
-            k = order[d]
-            s = dict(s)
-            s[ADAPTIVE_SAMPLE_KEY] = {"order": k + 1, "item_id": t.item_ids[t.items[k]],
-                                      "information": {m: info[m][k] for m in metrics},
-                                      "scaled_score": {m: scaled[m][k] for m in metrics}}
-            kept.append(s)
+            kept.append({**s, ADAPTIVE_SAMPLE_KEY: {"order": k + 1, **annotation(k)}})
         kept.sort(key=lambda s: s[ADAPTIVE_SAMPLE_KEY]["order"])
         out[task] = kept
     return out
+
+
+def _annotate_multi_samples(samples: dict, o: MultiTaskOutcome) -> dict:
+    """Keep the generated documents only, each with its order, joint item id, and per metric its
+    information at selection and scaled score."""
+    t = o.test
+    metrics = [b.metric for b in o.bindings]
+    # position of each generation in each metric's examinee (a metric records every one of them)
+    info = {m: t.examinees[m].info_at_selection for m in metrics}
+    scaled = {m: t.examinees[m].scores for m in metrics}
+    return _keep_generated(samples, o.doc_ids, lambda k: {
+        "item_id": t.item_ids[t.items[k]], "information": {m: info[m][k] for m in metrics},
+        "scaled_score": {m: scaled[m][k] for m in metrics}})
 
 
 def _annotate_samples(samples: dict, o: TaskOutcome) -> dict:
     """Keep the administered documents only, each with its selection order and information."""
     e = o.test.examinee
-    order = {d: k for k, d in enumerate(o.doc_ids)}
-    out = {}
-    for task, rows in samples.items():
-        kept = []
-        for s in rows:
-            d = int(s["doc_id"])
-            if d not in order:
-                continue
-            k = order[d]
-            s = dict(s)
-            s[ADAPTIVE_SAMPLE_KEY] = {"order": k + 1, "item_id": str(o.bank.item_ids[e.items[k]]),
-                             "information": e.info_at_selection[k], "scaled_score": e.scores[k]}
-            kept.append(s)
-        kept.sort(key=lambda s: s[ADAPTIVE_SAMPLE_KEY]["order"])
-        out[task] = kept
-    return out
+    return _keep_generated(samples, o.doc_ids, lambda k: {
+        "item_id": str(o.bank.item_ids[e.items[k]]), "information": e.info_at_selection[k],
+        "scaled_score": e.scores[k]})
 
 
 # ------------------------------------------------------------ sample logs → table
