@@ -97,3 +97,17 @@ class HarnessTaskStub:
 
 #: like WMT24: the field `id` is the line number, one more than the position (line 0 is a canary)
 WMT_LIKE = HarnessTaskStub([{"id": str(k + 1), "source": f"text {k}"} for k in range(50)])
+
+
+def build_banks_module():
+    """benchmarks/build_banks.py as a module (the script that builds the shipped banks)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "build_banks", Path(__file__).resolve().parents[1] / "benchmarks" / "build_banks.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("build_banks", mod)
+    spec.loader.exec_module(mod)
+    return mod

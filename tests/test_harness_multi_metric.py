@@ -9,15 +9,13 @@ scores with known abilities.
 from __future__ import annotations
 
 import glob
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import make_sim_bank, simulate_scores
+from conftest import build_banks_module, make_sim_bank, simulate_scores
 from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.data.datasets import load_named
 from lm_eval_adaptive.engine.cat import AdaptiveTest
@@ -102,18 +100,10 @@ def _results(out):
     return json.loads(Path(res).read_text())
 
 
-def _build_banks_module():
-    spec = importlib.util.spec_from_file_location("build_banks", REPO / "benchmarks" / "build_banks.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("build_banks", mod)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_run_adaptive_with_two_banks_generates_each_document_once_and_both_intervals_hold_the_truth(
         replay_server, tmp_path, capsys):
     # the BLEU and chrF banks built WITHOUT the system run (as the shipped ones are built, from every system)
-    bb = _build_banks_module()
+    bb = build_banks_module()
     paths = [bb.write_bank(bb.build_bank(f"{WMT}.{m}", exclude=[SYSTEM]), tmp_path / f"{m}.json.gz")
              for m in ("bleu", "chrf")]
     replay_server.reset_stats()

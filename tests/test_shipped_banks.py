@@ -15,15 +15,13 @@ from __future__ import annotations
 import fnmatch
 import glob
 import gzip
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import WMT_LIKE
+from conftest import WMT_LIKE, build_banks_module
 from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.data import shipped_banks
 from lm_eval_adaptive.data.shipped_banks import SHIPPED_BANKS, read_bank_json, shipped_bank, shipped_for_task
@@ -36,14 +34,6 @@ from lm_eval_adaptive.harness.binding import bind_bank, record_item_field
 
 REPO = Path(__file__).resolve().parents[1]
 WMT = "wmt24_en-de"
-
-
-def _build_banks_module():
-    spec = importlib.util.spec_from_file_location("build_banks", REPO / "benchmarks" / "build_banks.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("build_banks", mod)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _have_data() -> bool:
@@ -192,7 +182,7 @@ def test_calibrate_and_leaderboard_from_a_named_table_record_the_id_field(tmp_pa
 # -------------------------------------------------------------------------- the build
 @needs_data
 def test_the_build_is_deterministic_and_gives_the_shipped_bank(tmp_path):
-    bb = _build_banks_module()
+    bb = build_banks_module()
     a = bb.write_bank(bb.build_bank("alpaca_eval_judge.judge"), tmp_path / "a.json.gz")
     b = bb.write_bank(bb.build_bank("alpaca_eval_judge.judge"), tmp_path / "b.json.gz")
     assert a.read_bytes() == b.read_bytes()
@@ -202,7 +192,7 @@ def test_the_build_is_deterministic_and_gives_the_shipped_bank(tmp_path):
 @pytest.mark.slow
 @needs_data
 def test_every_shipped_bank_matches_a_fresh_build(tmp_path):
-    bb = _build_banks_module()
+    bb = build_banks_module()
     paths = bb.build(out=tmp_path, log=lambda line: None)
     for p in paths:
         assert p.read_bytes() == shipped_bank(p.name).path.read_bytes(), p.name
@@ -231,7 +221,7 @@ def _results(out):
 @pytest.mark.slow
 def test_run_adaptive_with_a_shipped_bank_name_needs_no_other_flag_and_holds_the_full_run(
         server, tmp_path, monkeypatch, capsys):
-    bb = _build_banks_module()
+    bb = build_banks_module()
     banks = tmp_path / "banks"
     bank = bb.build_bank("wmt24_en-de.bleu", exclude=[HELD_OUT])
     bb.write_bank(bank, banks / "wmt24_en-de.bleu.json.gz")
