@@ -79,12 +79,18 @@ def test_simulated_ranking_keeps_the_cap_against_upper_estimates_as_the_ledger_d
     assert sum(r["items"].values()) == pytest.approx(spent / cost["a"][0])
 
 
-def test_forecast_ranking_typical_within_worst_within_cap():
+
+def _cheap_and_dear():
+    """A simulated bank, a cheap and a dear model, their item costs and upper estimates (1,024 output tokens)."""
     bank = _bank()
     models = ["cheap", "dear"]
     prices = {"cheap": PRICE, "dear": DEAR}
     cost = {m: prices[m].item_costs(bank.input_tokens, bank.output_tokens) for m in models}
     upper = {m: prices[m].item_costs(bank.input_tokens, np.full(bank.n_items, 1024.0)) for m in models}
+    return bank, models, prices, cost, upper
+
+def test_forecast_ranking_typical_within_worst_within_cap():
+    bank, models, prices, cost, upper = _cheap_and_dear()
     cap = 0.05
 
     def new_ranker():
@@ -156,11 +162,7 @@ def test_most_likely_within_takes_the_point_between_two_modes_that_covers_both()
 
 
 def test_forecast_ranking_draws_ranking_draws_by_default():
-    bank = _bank()
-    models = ["cheap", "dear"]
-    prices = {"cheap": PRICE, "dear": DEAR}
-    cost = {m: prices[m].item_costs(bank.input_tokens, bank.output_tokens) for m in models}
-    upper = {m: prices[m].item_costs(bank.input_tokens, np.full(bank.n_items, 1024.0)) for m in models}
+    bank, models, prices, cost, upper = _cheap_and_dear()
     fc = forecast_ranking(lambda: AdaptiveRanker(bank, models, item_costs=cost, n_init=3, n_max=8, seed=0),
                           models, prices=prices, cost=cost, upper=upper, full_run={m: 0.0 for m in models},
                           cap=None, task="sim-task", command="rank")
