@@ -314,20 +314,30 @@ class Examinee:
             y = check_score(y, model=self._name, item=self.item_id(item))
         if cost is not None:
             cost = check_cost(cost, model=self._name, item=self.item_id(item))
-        model = self._bank.model
-        per_item = model.per_item
-        if per_item:  # a 2PL/3PL bank: 0/1 scores only
+        bank = self._bank
+        model = bank.model
+        if model.per_item:  # a 2PL/3PL bank: 0/1 scores only, and the item's a, c
             self._check_binary(y, [self.item_id(item)])
+            params = bank.item_params(item)
+        else:
+            params = None  # a one-parameter bank has none
         if self._scored[item] or self._excluded[item]:
             self._check_new(item)
-        b = self._bank.b[item]
-        params = self._bank.item_params(item) if per_item else {}  # a one-parameter bank has none
-        info = None if params else getattr(model, "item_information", None)
-        theta = self._estimator.theta
-        self._info.append(info(theta, b) if info is not None
-                          else float(model.information(theta, b, **params)))
-        self._mark(item)
-        self._estimator.update(model, b, y, **params)
+        b = float(bank.b[item])
+        estimator = self._estimator
+        theta = estimator.theta
+        if params:
+            self._info.append(float(model.information(theta, b, **params)))
+        else:
+            self._info.append(model.item_information(theta, b))
+        mask, pos = self._mask, self._selector.positions(item)  # _mark, inline
+        if not mask[pos]:
+            mask[pos] = True
+            self._n_taken += 1
+        if params:
+            estimator.update(model, b, y, **params)
+        else:
+            estimator.update(model, b, y)
         self._items.append(item)
         self._scores.append(y)
         self._scored[item] = True

@@ -46,6 +46,7 @@ DEFAULT_GRID_HALF_WIDTH = 12.0
 DEFAULT_GRID_STEP = 0.025
 _COARSE_STEP = 0.25
 _EXP_FLOOR = -700.0  # e^-700 ≈ 1e-304: still a normal double (below ≈ -708 exp turns subnormal, and slow)
+_SOFTPLUS_FORM_LIMIT = 700.0  # |a·g|, |a·b| and |a·(g - b)| below this: every factor of e^(a(g - b)) is a normal double
 
 
 @runtime_checkable
@@ -98,7 +99,8 @@ class GridPosterior:
     """
 
     __slots__ = ("grid", "weights", "_lw", "_shift", "_mean", "_sd", "n_obs", "prior_mean", "prior_sd", "_tables",
-                 "_work", "_scratch", "_pristine")
+                 "_work", "_scratch", "_pristine", "_const", "_form_model", "_form", "_b", "_y", "_item", "_model",
+                 "_cols", "_u", "_coef")
     name = "grid-eap"
 
     def __init__(self, prior_mean: float = 0.0, prior_sd: float = DEFAULT_PRIOR_SD, *,
@@ -113,8 +115,25 @@ class GridPosterior:
         self.grid, self.weights, prior, self._tables = tables
         self.prior_mean = float(prior_mean)
         self.prior_sd = float(prior_sd)
-        # kept: the log posterior plus the log trapezoid weights (log of what the sums weigh)
-        self._lw = prior + self._tables[2]
+        # The log posterior plus the log trapezoid weights (the log of what the sums weigh) is kept
+        # as four columns: lw, the grid g, U and 1, so that lw + S·g - U/scale - shift is one
+        # matrix-vector product with the coefficients [1, S, -1/scale, -shift]. lw is the prior
+        # (and log weights) plus every likelihood added as it is; a softplus-form update (see
+        # ``update``) adds its log(1 + eˣ) to U and its slope to S, and leaves out its constant
+        # term, kept in ``_const``.
+        self._cols = self._tables[7].copy(order="F")
+        self._lw = self._cols[:, 0]
+        self._u = self._cols[:, 2]
+        self._coef = np.array([1.0, 0.0, 0.0, 0.0])
+        self._const = 0.0
+        self._form_model = None  # the response model whose softplus form ``_form`` holds
+        self._form = None
+        # what it was told: difficulties, scores, the per-item parameters (a, c) of a 2PL/3PL bank
+        # aligned with them, and the response model (the last one given)
+        self._b: list = []
+        self._y: list = []
+        self._item: dict = {}
+        self._model = None
         self._shift = None  # log of the weights' sum at the last summary
         self._pristine = True  # the log posterior is the prior's table, untouched
         self.n_obs = 0
@@ -123,20 +142,87 @@ class GridPosterior:
         self._work = None  # scratch array for _summarise
         self._scratch = None  # two scratch arrays for update
 
+    def _total(self, shift: float = 0.0, out: np.ndarray | None = None) -> np.ndarray:
+        """lw + S·g - U/scale - ``shift``: the log posterior plus the log weights, less the constant terms
+        in ``_const``, less ``shift``."""
+        coef = self._coef
+        coef[3] = -shift
+        return np.dot(self._cols, coef, out=out)
+
     @property
     def log_post(self) -> np.ndarray:
         """The log posterior on the grid, up to a constant (a new array)."""
-        return self._lw - self._tables[2]
+        lp = self._total()
+        lp -= self._tables[2]
+        if self._const:
+            lp -= self._const
+        return lp
 
     @log_post.setter
     def log_post(self, value) -> None:
         lw = np.array(value, dtype=float) + self._tables[2]
         if lw.shape != self.grid.shape:
             raise ValueError("the log posterior needs one value per grid point")
-        self._lw, self._shift, self._mean, self._pristine = lw, None, None, False
+        self._lw[:] = lw
+        self._u[:] = 0.0
+        self._coef[1] = 0.0
+        self._shift, self._mean, self._pristine, self._const = None, None, False, 0.0
+
+    def _set_form(self, model: ResponseModel) -> None:
+        """Cache ``model``'s softplus form on this grid: (e^(a·g), a, 1/scale, a·g at both ends), or None."""
+        form = getattr(model, "softplus_form", None)
+        form = form() if form is not None else None
+        self._form_model = model
+        self._form = None
+        coef = self._coef
+        if coef[1] != 0.0 or coef[2] != 0.0:  # another model's softplus terms: move them into lw
+            self._lw[:] = self._total()
+            self._u[:] = 0.0
+            coef[1] = coef[2] = 0.0
+        if form is not None:
+            a, scale = float(form[0]), float(form[1])
+            ends = (a * float(self.grid[0]), a * float(self.grid[-1]))
+            if a > 0 and scale > 0 and max(abs(ends[0]), abs(ends[1])) < _SOFTPLUS_FORM_LIMIT:
+                self._form = (_exp_table(self.grid, self._tables, a), a, 1.0 / scale, ends[0], ends[1])
+                coef[2] = -1.0 / scale
 
     def update(self, model: ResponseModel, b: float, y: float, **item) -> None:
         """Add one observed score ``y`` on an item of difficulty ``b`` (``item``: its a, c if any)."""
+        if model is not self._form_model:
+            self._set_form(model)
+        form = self._form
+        if form is not None and not item:
+            # a binary-type likelihood, (y·x - log(1 + eˣ))/scale with x = a(θ - b): e^x is the table
+            # e^(a·g) times e^(-a·b), log(1 + eˣ) goes into U, the linear part y·a·θ/scale into S,
+            # and its constant y·a·b/scale into ``_const`` (and into the summary's shift, so that the
+            # weights stay ≤ 1)
+            ea, a, inv_scale, lo, hi = form
+            b = float(b)
+            y = float(y)
+            ab = a * b
+            if -_SOFTPLUS_FORM_LIMIT < ab < _SOFTPLUS_FORM_LIMIT and lo - ab > -_SOFTPLUS_FORM_LIMIT \
+                    and hi - ab < _SOFTPLUS_FORM_LIMIT:
+                work = self._scratch
+                if work is None:
+                    work = self._scratch = (np.empty_like(self._lw), np.empty_like(self._lw))
+                t = np.multiply(ea, math.exp(-ab), out=work[0])
+                np.log1p(t, out=t)
+                u = self._u
+                u += t
+                if y:
+                    slope = y * a * inv_scale
+                    self._coef[1] += slope
+                    const = slope * b
+                    self._const += const
+                    if self._shift is not None:
+                        self._shift += const
+                self._pristine = False
+                self.n_obs += 1
+                self._mean = None
+                self._model = model
+                self._b.append(b)
+                self._y.append(y)
+                return
         add = None if item else getattr(model, "add_log_likelihood", None)
         if add is not None:
             work = self._scratch
@@ -148,6 +234,11 @@ class GridPosterior:
         self._pristine = False
         self.n_obs += 1
         self._mean = None
+        self._model = model
+        self._b.append(float(b))
+        self._y.append(float(y))
+        for k, v in item.items():
+            self._item.setdefault(k, []).append(float(v))
 
     def update_many(self, model: ResponseModel, b: np.ndarray, y: np.ndarray, **item) -> None:
         """Add several observations at once (a (n, grid) product; for replays and tests)."""
@@ -163,13 +254,19 @@ class GridPosterior:
             self.n_obs += int(b.size)
             self._pristine = False
             self._mean = None
+        self._model = model
+        flat = b.ravel()
+        self._b.extend(flat.tolist())
+        self._y.extend(y.ravel().tolist())
+        for k, v in item.items():
+            self._item.setdefault(k, []).extend(np.broadcast_to(np.asarray(v, dtype=float), b.shape).ravel().tolist())
 
     def _summarise(self) -> None:
         # Weights w ∝ exp(lp)·(trapezoid weights); θ̂ = Σ w·g / Σ w and the variance are their moments
         # about the grid's centre c. Points more than 700 below the largest weigh < 1e-300 relative
         # to it (nothing, in double precision): they count as e^-700, which keeps exp off its very
         # slow subnormal path.
-        c, sq, log_w, powers, prior = self._tables
+        c, sq, log_w, powers, prior, floor, _, _ = self._tables
         w = self._work
         if w is None:
             w = self._work = np.empty_like(self._lw)
@@ -177,7 +274,7 @@ class GridPosterior:
             # the prior: θ̂ is its mean up to rounding, and that rounding decides between two items
             # equally near it (an even bank's median): these are the sums θ̂ was always computed with
             np.subtract(prior, prior.max(), out=w)
-            np.maximum(w, _EXP_FLOOR, out=w)
+            np.maximum(w, floor, out=w)
             np.exp(w, out=w)
             w *= self.weights
             z = float(w.sum())
@@ -190,17 +287,18 @@ class GridPosterior:
             # log-likelihood, ≤ 0 for the binary-type models, so no weight exceeds 1 and none needs
             # the maximum found first (when the sum leaves [1e-250, 1e250] it is found after all)
             shift = self._shift
-            lw = self._lw
             if shift is None:
-                shift = float(lw.max())
-            np.subtract(lw, shift, w)
-            np.maximum(w, _EXP_FLOOR, out=w)
+                shift = float(self._total(0.0, w).max())
+            coef = self._coef  # self._total(shift, w), inline
+            coef[3] = -shift
+            np.dot(self._cols, coef, out=w)
+            np.maximum(w, floor, out=w)
             np.exp(w, w)
             z, s1, s2 = (powers @ w).tolist()  # the mass and both moments in one product
             if not 1e-250 < z < 1e250:  # once more, relative to the maximum
-                shift = float(lw.max())
-                np.subtract(lw, shift, w)
-                np.maximum(w, _EXP_FLOOR, out=w)
+                shift = float(self._total(0.0, w).max())
+                self._total(shift, w)
+                np.maximum(w, floor, out=w)
                 np.exp(w, w)
                 z, s1, s2 = (powers @ w).tolist()
             d = s1 / z
@@ -259,7 +357,8 @@ class GridPosterior:
 
 def _tables(grid: np.ndarray, prior_mean: float, prior_sd: float) -> tuple:
     """(grid, trapezoid weights, log prior, (centre c, (g - c)², log weights, rows 1, g - c, (g - c)²,
-    log prior)), read-only."""
+    log prior, the exp floor per point, {a: e^(a·g)} filled by :func:`_exp_table`, the posterior's
+    initial columns (see :class:`GridPosterior`))), read-only."""
     if grid.ndim != 1 or grid.size < 3 or np.any(np.diff(grid) <= 0):
         raise ValueError("grid must be strictly increasing with at least 3 points")
     w = np.empty_like(grid)
@@ -272,9 +371,22 @@ def _tables(grid: np.ndarray, prior_mean: float, prior_sd: float) -> tuple:
     powers = np.stack([np.ones_like(grid), dev, dev * dev])
     sq = powers[2]
     log_w = np.log(w)
-    for a in (grid, w, prior, powers, log_w):
+    floor = np.full_like(grid, _EXP_FLOOR)  # np.maximum against an array: no scalar to convert per call
+    cols = np.asfortranarray(np.stack([prior + log_w, grid, np.zeros_like(grid), np.ones_like(grid)], axis=1))
+    for a in (grid, w, prior, powers, log_w, floor, cols):
         a.flags.writeable = False
-    return grid, w, prior, (c, sq, log_w, powers, prior)
+    return grid, w, prior, (c, sq, log_w, powers, prior, floor, {}, cols)
+
+
+def _exp_table(grid: np.ndarray, tables: tuple, a: float) -> np.ndarray:
+    """e^(a·g) on ``grid`` (whose ``_tables`` tuple is ``tables``), built once per a and shared read-only."""
+    cache = tables[6]
+    e = cache.get(a)
+    if e is None:
+        e = np.exp(a * grid)
+        e.flags.writeable = False
+        cache[a] = e
+    return e
 
 
 @functools.lru_cache(maxsize=64)
@@ -321,7 +433,7 @@ class DispersionPosterior(GridPosterior):
     SE is the posterior SD × √φ; θ̂ is the posterior mean, unchanged.
     """
 
-    __slots__ = ("prior_items", "_b", "_y", "_item", "_model", "_phi")
+    __slots__ = ("prior_items", "_phi")
     name = "grid-eap+dispersion"
 
     def __init__(self, prior_mean: float = 0.0, prior_sd: float = DEFAULT_PRIOR_SD, *,
@@ -330,38 +442,15 @@ class DispersionPosterior(GridPosterior):
         if not prior_items >= 0:
             raise ValueError(f"prior_items must be >= 0, got {prior_items!r}")
         self.prior_items = float(prior_items)
-        self._b: list = []
-        self._y: list = []
-        self._item: dict = {}  # per-item parameters (a, c) of a 2PL/3PL bank, aligned with _b
-        self._model = None
-        self._phi = None  # cached dispersion, cleared by every update
-
-    def update(self, model: ResponseModel, b: float, y: float, **item) -> None:
-        super().update(model, b, y, **item)
-        self._phi = None
-        self._model = model
-        self._b.append(float(b))
-        self._y.append(float(y))
-        if item:
-            for k, v in item.items():
-                self._item.setdefault(k, []).append(float(v))
-
-    def update_many(self, model: ResponseModel, b: np.ndarray, y: np.ndarray, **item) -> None:
-        super().update_many(model, b, y, **item)
-        self._phi = None
-        self._model = model
-        b = np.asarray(b, dtype=float).ravel()
-        self._b.extend(b.tolist())
-        self._y.extend(np.asarray(y, dtype=float).ravel().tolist())
-        for k, v in item.items():
-            self._item.setdefault(k, []).extend(np.broadcast_to(np.asarray(v, dtype=float), b.shape).tolist())
+        self._phi = (0, 1.0)  # (scores told, the dispersion then)
 
     @property
     def dispersion(self) -> float:
         """φ: the shrunk dispersion (1 until two scores are known); computed once per update."""
-        if self._phi is None:
-            self._phi = self._dispersion()
-        return self._phi
+        phi = self._phi
+        if phi[0] != len(self._b):
+            phi = self._phi = (len(self._b), self._dispersion())
+        return phi[1]
 
     def _dispersion(self) -> float:
         n = len(self._b)

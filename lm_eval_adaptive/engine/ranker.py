@@ -37,7 +37,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 from scipy.special import ndtr
@@ -63,9 +63,11 @@ STOP_REASONS = ("settled", "budget", "max_items", "bank_exhausted", "failed")
 REPLAY_KINDS = ("score", "failure", "lost")
 
 
-@dataclass(frozen=True)
-class Request:
-    """One administration: give bank item ``item`` (id ``item_id``) to ``model``."""
+class Request(NamedTuple):
+    """One administration: give bank item ``item`` (id ``item_id``) to ``model``.
+
+    Immutable and hashable (a named tuple: built in a third of a frozen dataclass's time, and an
+    ask builds one per administration)."""
 
     model: str
     item: int
@@ -564,7 +566,8 @@ class AdaptiveRanker:
     def _request(self, m: str, item: int, phase: str) -> Request:
         e = self._examinees[m]
         item = int(item)
-        req = Request(m, item, str(self._bank.item_ids[item]), e.cost_of(item), phase)
+        costs = e.item_costs
+        req = Request(m, item, str(self._bank.item_ids[item]), 0.0 if costs is None else float(costs[item]), phase)
         e.reserve(item)
         self._next[m] = None
         self._pending[(m, item)] = req
@@ -616,20 +619,29 @@ class AdaptiveRanker:
                     nxt = c[1] if c is not None and c[0] == e.version else self._peek(x)
                     if nxt >= 0 and (m is None or n < fewest):
                         m, fewest, item = x, n, nxt
-        else:  # the same loop with nothing in flight and nothing blocked (k = 0 < most), _peek inline
+        else:  # nothing in flight and nothing blocked (k = 0 < most): the first model with fewest items
             for x in active:
-                e = ex[x]
-                n = e.n
-                if n < n_warm:
-                    c = cache[x]
-                    v = e.version
-                    if c is not None and c[0] == v:
-                        nxt = c[1]
-                    else:
-                        nxt = e.next_item(self._rng)
-                        cache[x] = (v, nxt)
-                    if nxt >= 0 and (m is None or n < fewest):
-                        m, fewest, item = x, n, nxt
+                n = ex[x].n
+                if n < fewest:
+                    m, fewest = x, n
+            if m is not None:  # its next item (_peek, inline); none left: every model in order, as above
+                e = ex[m]
+                c = cache[m]
+                v = e.version
+                if c is not None and c[0] == v:
+                    item = c[1]
+                else:
+                    item = e.next_item(self._rng)
+                    cache[m] = (v, item)
+                if item < 0:
+                    m, fewest, item = None, n_warm, -1
+                    for x in active:
+                        e = ex[x]
+                        n = e.n
+                        if n < n_warm:
+                            nxt = self._peek(x)
+                            if nxt >= 0 and (m is None or n < fewest):
+                                m, fewest, item = x, n, nxt
         if m is not None:
             if self._budget is not None and not self._affordable(m, item):
                 self._stop_if_idle("budget")

@@ -152,6 +152,12 @@ class ResponseModel:
         scratch arrays shaped like ``theta`` that a model may overwrite instead of allocating."""
         out += self.log_likelihood(y, theta, b)
 
+    def softplus_form(self) -> tuple[float, float] | None:
+        """``(a, scale)`` when ``log_likelihood(y, θ, b)`` is (y·x - log(1 + eˣ)) / scale with
+        x = a·(θ - b), one ``a`` and ``scale`` for every item (the binary-type likelihoods); None
+        for any other likelihood. The grid posterior uses it to update in fewer passes."""
+        return None
+
     def add_log_likelihoods(self, out: np.ndarray, y: np.ndarray, theta: np.ndarray, b: np.ndarray) -> None:
         """``out += Σᵢ log_likelihood(y[i], theta, b[i])`` in place: several scores (1-d ``y``, ``b``)
         at every ability in ``theta`` (the grid posterior's :meth:`update_many`)."""
@@ -208,6 +214,9 @@ class ContinuousResponseModel(ResponseModel):
         var = np.maximum(self.k * mu * (1.0 - mu), _EPS)
         return -0.5 * np.log(var) - 0.5 * (y - mu) ** 2 / var
 
+    def softplus_form(self) -> tuple[float, float] | None:
+        return (1.0, float(self.k)) if self.likelihood == "quasi" else None
+
     def add_log_likelihood(self, out, y, theta, b, *, work=None) -> None:
         if self.likelihood != "quasi":
             out += self.log_likelihood(y, theta, b)
@@ -259,6 +268,9 @@ class BernoulliResponseModel(ResponseModel):
         x = self.a * np.subtract(theta, b)
         y = np.asarray(y, dtype=float)
         return y * _log_expit(x) + (1.0 - y) * _log_expit(-x)
+
+    def softplus_form(self) -> tuple[float, float] | None:
+        return float(self.a), 1.0
 
     def add_log_likelihood(self, out, y, theta, b, *, work=None) -> None:
         if work is None:
