@@ -84,6 +84,10 @@ class Examinee:
         self._name = name
         self._bank = bank
         self._selector = selector
+        # a selector may say that a slot's choice does not depend on θ̂ (a random slot): θ̂ is then not
+        # estimated for it
+        self._uses_theta = getattr(selector, "uses_theta", None)
+        self._factory = factory
         self._estimator = factory(bank)
         self._estimator_name = component_name(factory)
         self._n_items = bank.n_items
@@ -176,8 +180,30 @@ class Examinee:
     @property
     def info_at_selection(self) -> list[float]:
         """Fisher information of each scored item at θ̂ just before it was recorded
-        (NaN for items recorded in bulk by :meth:`record_many`)."""
+        (NaN for items recorded in bulk by :meth:`record_many`).
+
+        An item recorded while θ̂ was not estimated (a slot the selector chose without it) gets its
+        figure here, on first read: a fresh estimator is told the scores again, in order, and read
+        before each such item (the same posterior; θ̂ equal up to rounding)."""
+        if None in self._info:
+            self._fill_info()
         return list(self._info)
+
+    def _fill_info(self) -> None:
+        bank, info = self._bank, self._info
+        model = bank.model
+        est = self._factory(bank)
+        for k, (item, y) in enumerate(zip(self._items, self._scores)):
+            params = bank.item_params(item) if model.per_item else {}
+            if info[k] is None:
+                info[k] = self._information(model, est.theta, float(bank.b[item]), params)
+            est.update(model, float(bank.b[item]), y, **params)
+
+    @staticmethod
+    def _information(model, theta: float, b: float, params: dict | None) -> float:
+        if params:
+            return float(model.information(theta, b, **params))
+        return model.item_information(theta, b)
 
     @property
     def spent(self) -> float:
@@ -221,7 +247,9 @@ class Examinee:
 
     def next_item(self, rng: np.random.Generator | None = None) -> int:
         """Bank index of the selector's next item (-1 if none is left); reserves nothing."""
-        return self._selector.select(self._estimator.theta, self._mask, self._n_taken, rng)
+        uses = self._uses_theta
+        theta = self._estimator.theta if uses is None or uses(self._n_taken) else math.nan
+        return self._selector.select(theta, self._mask, self._n_taken, rng)
 
     def candidates(self, k: int) -> np.ndarray:
         """Bank indices of (up to) ``k`` untaken items, best first; reserves nothing."""
@@ -325,11 +353,10 @@ class Examinee:
             self._check_new(item)
         b = float(bank.b[item])
         estimator = self._estimator
-        theta = estimator.theta
-        if params:
-            self._info.append(float(model.information(theta, b, **params)))
+        if getattr(estimator, "estimated", True):  # θ̂ known now: the information now, else on first read
+            self._info.append(self._information(model, estimator.theta, b, params))
         else:
-            self._info.append(model.item_information(theta, b))
+            self._info.append(None)
         mask, pos = self._mask, self._selector.positions(item)  # _mark, inline
         if not mask[pos]:
             mask[pos] = True

@@ -99,7 +99,7 @@ class GridPosterior:
     """
 
     __slots__ = ("grid", "weights", "_lw", "_shift", "_mean", "_sd", "n_obs", "prior_mean", "prior_sd", "_tables",
-                 "_work", "_scratch", "_pristine", "_const", "_form_model", "_form", "_b", "_y", "_item", "_model",
+                 "_work", "_scratch", "_pristine", "_const", "_form_model", "_form", "_told", "_item", "_model",
                  "_cols", "_u", "_coef")
     name = "grid-eap"
 
@@ -128,10 +128,10 @@ class GridPosterior:
         self._const = 0.0
         self._form_model = None  # the response model whose softplus form ``_form`` holds
         self._form = None
-        # what it was told: difficulties, scores, the per-item parameters (a, c) of a 2PL/3PL bank
+        # what it was told: difficulties and scores (rows 0 and 1 of a buffer that doubles when full;
+        # the first n_obs columns are filled), the per-item parameters (a, c) of a 2PL/3PL bank
         # aligned with them, and the response model (the last one given)
-        self._b: list = []
-        self._y: list = []
+        self._told = np.empty((2, 32))
         self._item: dict = {}
         self._model = None
         self._shift = None  # log of the weights' sum at the last summary
@@ -217,11 +217,15 @@ class GridPosterior:
                     if self._shift is not None:
                         self._shift += const
                 self._pristine = False
-                self.n_obs += 1
+                n = self.n_obs
+                told = self._told
+                if n == told.shape[1]:
+                    told = self._grow(n + 1)
+                told[0, n] = b
+                told[1, n] = y
+                self.n_obs = n + 1
                 self._mean = None
                 self._model = model
-                self._b.append(b)
-                self._y.append(y)
                 return
         add = None if item else getattr(model, "add_log_likelihood", None)
         if add is not None:
@@ -232,11 +236,13 @@ class GridPosterior:
         else:
             self._lw += model.log_likelihood(y, self.grid, b, **item)
         self._pristine = False
-        self.n_obs += 1
+        n = self.n_obs
+        told = self._told if n < self._told.shape[1] else self._grow(n + 1)
+        told[0, n] = float(b)
+        told[1, n] = float(y)
+        self.n_obs = n + 1
         self._mean = None
         self._model = model
-        self._b.append(float(b))
-        self._y.append(float(y))
         for k, v in item.items():
             self._item.setdefault(k, []).append(float(v))
 
@@ -244,7 +250,11 @@ class GridPosterior:
         """Add several observations at once (a (n, grid) product; for replays and tests)."""
         b = np.asarray(b, dtype=float)
         y = np.asarray(y, dtype=float)
+        n = self.n_obs
         if b.size:
+            told = self._grow(n + b.size)
+            told[0, n:n + b.size] = b.ravel()
+            told[1, n:n + b.size] = y.ravel()
             add = None if item else getattr(model, "add_log_likelihoods", None)
             if add is not None:
                 add(self._lw, y.ravel(), self.grid, b.ravel())
@@ -255,11 +265,24 @@ class GridPosterior:
             self._pristine = False
             self._mean = None
         self._model = model
-        flat = b.ravel()
-        self._b.extend(flat.tolist())
-        self._y.extend(y.ravel().tolist())
         for k, v in item.items():
             self._item.setdefault(k, []).extend(np.broadcast_to(np.asarray(v, dtype=float), b.shape).ravel().tolist())
+
+    def _grow(self, n: int) -> np.ndarray:
+        """The buffer of what it was told, with room for ``n`` columns (doubled as needed)."""
+        told = self._told
+        if n > told.shape[1]:
+            bigger = np.empty((2, max(n, 2 * told.shape[1])))
+            bigger[:, :self.n_obs] = told[:, :self.n_obs]
+            told = self._told = bigger
+        return told
+
+    @property
+    def told(self) -> tuple[np.ndarray, np.ndarray]:
+        """(b, y): the difficulties and scores of every observation, in the order told (read-only views)."""
+        b, y = self._told[0, :self.n_obs], self._told[1, :self.n_obs]
+        b.flags.writeable = y.flags.writeable = False
+        return b, y
 
     def _summarise(self) -> None:
         # Weights w ∝ exp(lp)·(trapezoid weights); θ̂ = Σ w·g / Σ w and the variance are their moments
@@ -312,6 +335,11 @@ class GridPosterior:
         self._shift = shift
         self._mean = m
         self._sd = math.sqrt(max(v, 0.0))
+
+    @property
+    def estimated(self) -> bool:
+        """θ̂ and the SD are summarised for the scores told so far (reading them costs nothing)."""
+        return self._mean is not None
 
     @property
     def mean(self) -> float:
@@ -448,22 +476,24 @@ class DispersionPosterior(GridPosterior):
     def dispersion(self) -> float:
         """φ: the shrunk dispersion (1 until two scores are known); computed once per update."""
         phi = self._phi
-        if phi[0] != len(self._b):
-            phi = self._phi = (len(self._b), self._dispersion())
+        if phi[0] != self.n_obs:
+            phi = self._phi = (self.n_obs, self._dispersion())
         return phi[1]
 
     def _dispersion(self) -> float:
-        n = len(self._b)
+        n = self.n_obs
         if n < 2:
             return 1.0
+        b, y = self._told[0, :n], self._told[1, :n]
         item = {k: np.asarray(v) for k, v in self._item.items()}
-        mu = np.asarray(self._model.mean(self.mean, np.asarray(self._b), **item), dtype=float)
+        model = self._model
+        mu = np.asarray(model.mean(self.mean, b, **item), dtype=float)
         # a 2PL/3PL bank's scores are Bernoulli: variance P(1 - P), no noise factor
-        k = 1.0 if self._model.per_item else 1.0 / self._model.discrimination ** 2
-        info = float(np.sum(mu * (1.0 - mu)))
+        k = 1.0 if model.per_item else 1.0 / model.discrimination ** 2
+        info = float((mu * (1.0 - mu)).sum())
         if info <= 0:
             return 1.0
-        raw = float(np.sum((np.asarray(self._y) - mu) ** 2)) / (k * info) * n / (n - 1)
+        raw = float(((y - mu) ** 2).sum()) / (k * info) * n / (n - 1)
         phi = (self.prior_items + (n - 1) * raw) / (self.prior_items + n - 1)
         return max(1.0, phi)
 

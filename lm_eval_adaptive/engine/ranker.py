@@ -35,6 +35,7 @@ properties. Every score and cost it is told is checked (finite, score in [0, 1],
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
@@ -344,6 +345,10 @@ class AdaptiveRanker:
             self._examinee(m).exclude(self._indices(items))
         #: per model, its next item and the examinee version it was chosen at
         self._next: dict[str, tuple[int, int] | None] = {m: None for m in models}
+        #: False once no model needs warm-up items (scored counts only grow)
+        self._warm_up = True
+        #: per model, what the adaptive phase reads of its examinee (see _stats_of)
+        self._stats: dict[str, tuple] = {}
         if int(max_in_flight) < 1:
             raise ValueError("max_in_flight must be >= 1")
         self._max_in_flight = int(max_in_flight)
@@ -587,6 +592,46 @@ class AdaptiveRanker:
         # clearly hopeless now, or confidently below what could ever settle
         return (gap < self._futility * reach) | (gap + Z95 * np.hypot(meas[a], meas[b]) < reach)
 
+    def _open_positions(self, models: list) -> tuple[list, list, list, list, list]:
+        """(models, θ̂, SE, order, open), all plain lists: θ̂ and SE per model, the θ̂ order (best first;
+        equal θ̂ by position) and the positions u of the adjacent pairs (order[u], order[u + 1]) that the
+        pair rule leaves open and the futility stop does not call inseparable (:meth:`_state`,
+        ``adjacent_status`` and :meth:`_inseparable`). With :class:`OrderConfidence` (the default rule)
+        in plain floats, pair by pair, with the same decisions; any other rule judges the arrays."""
+        rule = self._pair_rule
+        if type(rule) is not OrderConfidence:
+            models, th, se, order = self._state()
+            status = adjacent_status(rule, th[order], se[order])  # a family rule sees every pair
+            unsettled = np.flatnonzero(status == PairStatus.OPEN)
+            unsettled = unsettled[~self._inseparable(th, order, unsettled, models)]
+            return models, th.tolist(), se.tolist(), order.tolist(), unsettled.tolist()
+        ex = [self._examinees[m] for m in models]
+        stats = [self._stats_of(m, e) for m, e in zip(models, ex)]
+        th = [st[1] for st in stats]
+        se = [st[2] for st in stats]
+        order = sorted(range(len(models)), key=lambda i: -th[i])  # stable, as np.argsort(-th, kind="stable")
+        futility = self._futility
+        unsettled = []
+        for u in range(len(models) - 1):
+            a, b = order[u], order[u + 1]
+            if rule.ordered(th[a], se[a], th[b], se[b]):
+                continue
+            if futility:  # _inseparable, for this pair
+                gap = abs(th[a] - th[b])
+                reach = Z95 * math.hypot(stats[a][4], stats[b][4])
+                if gap < futility * reach or gap + Z95 * math.hypot(stats[a][3], stats[b][3]) < reach:
+                    continue
+            unsettled.append(u)
+        return models, th, se, order, unsettled
+
+    def _stats_of(self, m: str, e: Examinee) -> tuple:
+        """(version, θ̂, SE, measurement SE, model error SD) of model ``m``, read again only when its
+        examinee's version changed."""
+        st = self._stats.get(m)
+        if st is None or st[0] != e.version:
+            st = self._stats[m] = (e.version, e.theta, e.se, e.measurement_se, e.model_error_sd)
+        return st
+
     def _state(self):
         models = self.active
         th = np.array([self._examinees[m].theta for m in models])
@@ -606,94 +651,98 @@ class AdaptiveRanker:
         ex = self._examinees
         flight = self._flight_counts() if self._pending else {}
         # 1. warm-up, round robin: fewest items first (a model with no unseen item left is done)
-        n_warm = min(self._n_init, self._n_max)
-        m, fewest, item = None, n_warm, -1
-        cache, blocked_now, most = self._next, self._blocked, self._max_in_flight
-        if flight or blocked_now:
-            for x in active:
-                k = flight.get(x, 0)
-                e = ex[x]
-                n = e.n + k
-                if n < n_warm and k < most and x not in blocked_now:
-                    c = cache[x]
-                    nxt = c[1] if c is not None and c[0] == e.version else self._peek(x)
-                    if nxt >= 0 and (m is None or n < fewest):
-                        m, fewest, item = x, n, nxt
-        else:  # nothing in flight and nothing blocked (k = 0 < most): the first model with fewest items
-            for x in active:
-                n = ex[x].n
-                if n < fewest:
-                    m, fewest = x, n
-            if m is not None:  # its next item (_peek, inline); none left: every model in order, as above
-                e = ex[m]
-                c = cache[m]
-                v = e.version
-                if c is not None and c[0] == v:
-                    item = c[1]
-                else:
-                    item = e.next_item(self._rng)
-                    cache[m] = (v, item)
-                if item < 0:
-                    m, fewest, item = None, n_warm, -1
-                    for x in active:
-                        e = ex[x]
-                        n = e.n
-                        if n < n_warm:
-                            nxt = self._peek(x)
-                            if nxt >= 0 and (m is None or n < fewest):
-                                m, fewest, item = x, n, nxt
-        if m is not None:
-            if self._budget is not None and not self._affordable(m, item):
-                self._stop_if_idle("budget")
-                return None
-            return self._request(m, item, "warmup")
-        if any(ex[m].n < n_warm for (m, _) in self._pending):
-            return None  # warm-up items still in flight
+        if self._warm_up:
+            n_warm = min(self._n_init, self._n_max)
+            m, fewest, item = None, n_warm, -1
+            cache, blocked_now, most = self._next, self._blocked, self._max_in_flight
+            if flight or blocked_now:
+                for x in active:
+                    k = flight.get(x, 0)
+                    e = ex[x]
+                    n = e.n + k
+                    if n < n_warm and k < most and x not in blocked_now:
+                        c = cache[x]
+                        nxt = c[1] if c is not None and c[0] == e.version else self._peek(x)
+                        if nxt >= 0 and (m is None or n < fewest):
+                            m, fewest, item = x, n, nxt
+            else:  # nothing in flight and nothing blocked (k = 0 < most): the first model with fewest items
+                for x in active:
+                    n = ex[x].n
+                    if n < fewest:
+                        m, fewest = x, n
+                if m is not None:  # its next item (_peek, inline); none left: every model in order, as above
+                    e = ex[m]
+                    c = cache[m]
+                    v = e.version
+                    if c is not None and c[0] == v:
+                        item = c[1]
+                    else:
+                        item = e.next_item(self._rng)
+                        cache[m] = (v, item)
+                    if item < 0:
+                        m, fewest, item = None, n_warm, -1
+                        for x in active:
+                            e = ex[x]
+                            n = e.n
+                            if n < n_warm:
+                                nxt = self._peek(x)
+                                if nxt >= 0 and (m is None or n < fewest):
+                                    m, fewest, item = x, n, nxt
+            if m is not None:
+                if self._budget is not None and not self._affordable(m, item):
+                    self._stop_if_idle("budget")
+                    return None
+                return self._request(m, item, "warmup")
+            if self._pending:
+                if any(ex[m].n < n_warm for (m, _) in self._pending):
+                    return None  # warm-up items still in flight
+            elif not blocked_now:  # every model was looked at: none needs warm-up items, now or later
+                self._warm_up = False
         # 2. adaptive phase: the pair rule judges every adjacent pair of the θ̂ order
-        models, th, se, order = self._state()
-        status = adjacent_status(self._pair_rule, th[order], se[order])  # a family rule sees every pair
-        unsettled = np.flatnonzero(status == PairStatus.OPEN)
-        unsettled = unsettled[~self._inseparable(th, order, unsettled, models)]
-        if unsettled.size == 0:
+        models, th, se, order, unsettled = self._open_positions(active)
+        if not unsettled:
             self._stop_if_idle("settled")
             return None
-        cand = np.unique(np.concatenate([order[unsettled], order[unsettled + 1]]))
-        partners: dict[int, list[int]] = {}
+        partners: dict[int, list[int]] = {}  # model (position in models) -> its open pairs' partners
         for u in unsettled:
-            partners.setdefault(int(order[u]), []).append(int(order[u + 1]))
-            partners.setdefault(int(order[u + 1]), []).append(int(order[u]))
-        best, best_val, blocked, committed = None, -np.inf, set(), None
-        for j in cand:
+            a, b = order[u], order[u + 1]
+            partners.setdefault(a, []).append(b)
+            partners.setdefault(b, []).append(a)
+        best, best_val, blocked, committed = None, -math.inf, set(), None
+        blocked_now, most, n_max, budget = self._blocked, self._max_in_flight, self._n_max, self._budget
+        rel = self._relative_costs
+        for j in sorted(partners):
             m = models[j]
             e = ex[m]
             # items for m cannot settle a pair whose partner may not be asked now (blocked) when
             # the pair rule says m's items alone cannot settle it: do not buy them
-            if self._blocked and all(models[p] in self._blocked and self._pair_rule.futile(th[j], se[j], th[p], se[p])
-                                     for p in partners[int(j)]):
+            if blocked_now and all(models[p] in blocked_now and self._pair_rule.futile(th[j], se[j], th[p], se[p])
+                                   for p in partners[j]):
                 blocked.add("pending" if self.in_flight(m) else "budget")
                 continue
-            k = flight.get(m, 0)
-            if k >= self._max_in_flight:
+            k = flight.get(m, 0) if flight else 0
+            if k >= most:
                 blocked.add("pending")
                 continue
-            if e.n + k >= self._n_max:
+            n = e.n
+            if n + k >= n_max:
                 blocked.add("pending" if k else "max_items")
                 continue
-            if m in self._blocked:
+            if blocked_now and m in blocked_now:
                 blocked.add("pending" if k else "budget")
                 continue
             item = self._peek(m)
             if item < 0:
                 blocked.add("pending" if k else "bank_exhausted")
                 continue
-            if self._budget is not None:
+            if budget is not None:
                 if committed is None:  # what is spent and reserved does not change in this loop
                     committed = self.spent + self.reserved
                 if not self._affordable(m, item, committed):
                     blocked.add("budget")
                     continue
             # the uncertainty more items can remove (the model error cannot), per unit cost
-            val = e.measurement_se ** 2 / ((e.n + k + 1) * self._relative_costs[m])
+            val = self._stats_of(m, e)[3] ** 2 / ((n + k + 1) * rel[m])
             if val > best_val:
                 best, best_val = m, val
         if best is None:

@@ -192,7 +192,7 @@ class ContinuousResponseModel(ResponseModel):
     @property
     def discrimination(self) -> float:
         """Equivalent discrimination a = 1/√k."""
-        return float(1.0 / np.sqrt(self.k))
+        return 1.0 / math.sqrt(self.k)  # (sqrt is correctly rounded: the value np.sqrt gives)
 
     def mean(self, theta, b):
         return expit(np.subtract(theta, b))

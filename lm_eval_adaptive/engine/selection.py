@@ -45,6 +45,10 @@ class Selector(Protocol):
     :class:`MaxInfoSelector` sorts by difficulty so that it looks at a window only).
 
     ``name`` appears in result signatures.
+
+    A selector may also define ``uses_theta(n_used) -> bool``: False when its next choice does not
+    depend on θ̂ (:class:`RandomShareSelector`'s random slots), so that the caller need not estimate
+    θ̂ for it and passes NaN.
     """
 
     name: str
@@ -287,6 +291,12 @@ class RandomShareSelector(MaxInfoSelector):
         """Slot ``k`` (0-based) is drawn at random."""
         s = self.share
         return s > 0 and math.floor((k + 1) * s) > math.floor(k * s)
+
+    def uses_theta(self, n_used: int) -> bool:
+        """The next slot (``n_used`` items taken) needs θ̂: it is not a random one (a caller may pass NaN
+        for θ̂ otherwise, and skip estimating it)."""
+        s = self.share
+        return not (s > 0 and math.floor((n_used + 1) * s) > math.floor(n_used * s))
 
     def _random(self, mask: np.ndarray, n_used: int | None = None) -> int:
         """The first untaken item of the permutation (-1: none). With ``n_used`` (the mask's True
