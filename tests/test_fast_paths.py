@@ -3,16 +3,26 @@
 Each fast form is checked against the plain computation it stands for: the nearest-item walk
 against the windowed NumPy search, the random slot's short scan against the whole permutation,
 the one-exp log-likelihoods against ``log_likelihood``, the shifted grid summary against sums
-over ``exp(log_post)``, the shared selector and the stable sort against building them afresh.
+over ``exp(log_post)``, the shared selector and the stable sort against building them afresh;
+the posterior's softplus-form update against adding ``log_likelihood``, the plain-float pair
+judgement against ``OrderConfidence.judge``, the ranker's adaptive phase against the array path
+any other pair rule takes, and the information at selection filled on first read against
+reading θ̂ before every score.
 """
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import numpy as np
 import pytest
 
-from conftest import make_sim_bank
-from lm_eval_adaptive.engine.estimation import GridPosterior
+from conftest import make_sim_bank, simulate_scores
+from lm_eval_adaptive.engine.cat import Examinee
+from lm_eval_adaptive.engine.estimation import DispersionPosterior, GridPosterior
+from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.stopping import OrderConfidence
 from lm_eval_adaptive.engine.response_model import BernoulliResponseModel, ContinuousResponseModel
 from lm_eval_adaptive.engine.selection import (
     MaxInfoSelector,
@@ -140,3 +150,114 @@ def test_the_difficulty_order_is_the_stable_sort(kind):
     if kind == "nan":
         b[[3, 10, 500]] = np.nan
     np.testing.assert_array_equal(MaxInfoSelector(b).order, np.argsort(b, kind="stable"))
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: f"{m.kind}-{getattr(m, 'likelihood', '')}")
+def test_posterior_update_adds_the_log_likelihood(model):
+    """The softplus-form update (quasi and Bernoulli: e^x from a table, log(1 + e^x) in a column, the
+    slope and the constant as scalars) keeps log_post equal to prior + Σ log_likelihood; so do the
+    other likelihoods' update, update_many, a difficulty beyond the table's range, and a change of
+    model midway (its terms are folded into lw)."""
+    rng = np.random.default_rng(6)
+    g = GridPosterior(0.3, 5.0)
+    want = -0.5 * ((g.grid - 0.3) / 5.0) ** 2
+    other = BernoulliResponseModel(a=0.7)
+    for k in range(80):
+        m = other if 40 <= k < 45 else model
+        bk = float(rng.normal(0, 2)) if k != 20 else 690.0  # one item beyond e^x's table
+        yk = float(rng.random() < 0.5) if m.kind == "bernoulli" else float(rng.random())
+        g.update(m, bk, yk)
+        want = want + m.log_likelihood(yk, g.grid, bk)
+        if k % 10 == 0:
+            got = g.log_post
+            np.testing.assert_allclose(got - got.max(), want - want.max(), rtol=0,
+                                       atol=1e-12 * max(1.0, float(np.abs(want).max())))
+            m_, s_ = _plain_summary(g)
+            assert (g.mean, g.sd) == pytest.approx((m_, s_), rel=1e-10, abs=1e-12)
+    b = rng.normal(0, 2, 30)
+    y = (rng.random(30) < 0.5).astype(float) if model.kind == "bernoulli" else rng.random(30)
+    g.update_many(model, b, y)
+    want = want + model.log_likelihood(y[:, None], g.grid[None, :], b[:, None]).sum(axis=0)
+    got = g.log_post
+    np.testing.assert_allclose(got - got.max(), want - want.max(), rtol=0,
+                               atol=1e-12 * max(1.0, float(np.abs(want).max())))
+    told_b, told_y = g.told
+    assert told_b.size == g.n_obs == 110 and told_b[-1] == b[-1] and told_y[-1] == y[-1]
+
+
+def test_posterior_copies_and_pickles_keep_their_columns():
+    model = ContinuousResponseModel(k=0.25)
+    g = DispersionPosterior(0.0, 5.0)
+    for k in range(5):
+        g.update(model, 0.2 * k, 0.6)
+    for h in (copy.deepcopy(g), pickle.loads(pickle.dumps(g))):
+        h.update(model, 0.5, 0.9)
+        g2 = copy.deepcopy(g)
+        g2.update(model, 0.5, 0.9)
+        assert h.theta == pytest.approx(g2.theta, rel=1e-14) and h.n_obs == 6
+    assert g.n_obs == 5  # the copies' updates went into their own columns
+
+
+def test_plain_float_pair_judgement_is_the_array_one():
+    rng = np.random.default_rng(7)
+    for conf in (0.8, 0.9, 0.95, 0.99):
+        rule = OrderConfidence(conf)
+        lo, hi = rule.z_bounds
+        n = 20000
+        ta, tb = rng.normal(0, 1, n), rng.normal(0, 1, n)
+        sa, sb = rng.uniform(0, 0.8, n), rng.uniform(0, 0.8, n)
+        sa[:50] = sb[:50] = 0.0  # no uncertainty at all: P = 0.5, open
+        # pairs whose z lies within a few doubles of either threshold
+        s = np.sqrt(sa[50:250] ** 2 + sb[50:250] ** 2)
+        edge = np.where(np.arange(200) % 2, hi, lo) + rng.integers(-3, 4, 200) * np.spacing(hi)
+        ta[50:250] = tb[50:250] + edge * s
+        want = rule.judge(ta, sa, tb, sb) == 1
+        got = np.array([rule.ordered(*v) for v in zip(ta.tolist(), sa.tolist(), tb.tolist(), sb.tolist())])
+        np.testing.assert_array_equal(got, want)
+        assert want[50:250].any() and not want[50:250].all()
+
+
+class _SameRule(OrderConfidence):
+    """OrderConfidence under another type: the ranker judges it through the array path."""
+
+
+@pytest.mark.parametrize("futility", [0.25, 0.0])
+def test_the_adaptive_phase_in_plain_floats_asks_what_the_array_path_asks(futility):
+    bank = make_sim_bank(400, seed=3)
+    names = [f"m{j}" for j in range(6)]
+    rng = np.random.default_rng(8)
+    scores = simulate_scores(np.linspace(-0.6, 0.6, 6)[:, None], bank.b[None, :], rng=rng)
+
+    def run(rule):
+        r = AdaptiveRanker(bank, names, n_init=4, n_max=60, seed=5, pair_rule=rule, futility=futility)
+        asked = []
+        while (req := r.ask()) is not None:
+            asked.append((req.model, req.item, req.phase))
+            r.tell(req, float(scores[names.index(req.model), req.item]))
+        return asked, r.result().to_dict()
+
+    fast, slow = run(OrderConfidence(0.95)), run(_SameRule(0.95))
+    assert fast[0] == slow[0]
+    assert sum(p == "adaptive" for _, _, p in fast[0]) > 50
+    assert fast[1]["stopped_because"] == slow[1]["stopped_because"]
+    assert fast[1]["ranking"] == slow[1]["ranking"]
+
+
+def test_information_at_selection_filled_on_read_equals_reading_theta_each_time():
+    """Random slots do not estimate θ̂; their information at selection is computed on first read by
+    telling a fresh estimator the scores again. It equals what reading θ̂ before every score gives."""
+    bank = make_sim_bank(300, seed=4)
+    rng = np.random.default_rng(9)
+    y = simulate_scores(0.4, bank.b, rng=rng)
+    lazy = Examinee(bank, default_selector(bank.b, seed=2))
+    eager = Examinee(bank, default_selector(bank.b, seed=2))
+    skipped = 0
+    for _ in range(40):
+        i = lazy.next_item()
+        skipped += not lazy.estimator.estimated  # a random slot: θ̂ not estimated
+        eager.theta  # noqa: B018 - θ̂ read before every score: the information is taken at once
+        assert eager.next_item() == i
+        lazy.record(i, float(y[i]))
+        eager.record(i, float(y[i]))
+    assert skipped == 20
+    np.testing.assert_allclose(lazy.info_at_selection, eager.info_at_selection, rtol=1e-12)

@@ -142,6 +142,21 @@ class GridPosterior:
         self._work = None  # scratch array for _summarise
         self._scratch = None  # two scratch arrays for update
 
+    def __getstate__(self) -> dict:
+        # every slot but the two column views, which a copy or an unpickled posterior takes of its own columns
+        state = {}
+        for cls in type(self).__mro__:
+            for name in getattr(cls, "__slots__", ()):
+                if name not in ("_lw", "_u") and hasattr(self, name):
+                    state[name] = getattr(self, name)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+        self._lw = self._cols[:, 0]
+        self._u = self._cols[:, 2]
+
     def _total(self, shift: float = 0.0, out: np.ndarray | None = None) -> np.ndarray:
         """lw + S·g - U/scale - ``shift``: the log posterior plus the log weights, less the constant terms
         in ``_const``, less ``shift``."""
@@ -485,15 +500,18 @@ class DispersionPosterior(GridPosterior):
         if n < 2:
             return 1.0
         b, y = self._told[0, :n], self._told[1, :n]
-        item = {k: np.asarray(v) for k, v in self._item.items()}
         model = self._model
-        mu = np.asarray(model.mean(self.mean, b, **item), dtype=float)
+        if self._item:
+            mu = np.asarray(model.mean(self.mean, b, **{k: np.asarray(v) for k, v in self._item.items()}), dtype=float)
+        else:
+            mu = np.asarray(model.mean(self.mean, b), dtype=float)
         # a 2PL/3PL bank's scores are Bernoulli: variance P(1 - P), no noise factor
         k = 1.0 if model.per_item else 1.0 / model.discrimination ** 2
-        info = float((mu * (1.0 - mu)).sum())
+        info = float(mu @ (1.0 - mu))  # Σ μ(1 - μ)
         if info <= 0:
             return 1.0
-        raw = float(((y - mu) ** 2).sum()) / (k * info) * n / (n - 1)
+        r = y - mu
+        raw = float(r @ r) / (k * info) * n / (n - 1)
         phi = (self.prior_items + (n - 1) * raw) / (self.prior_items + n - 1)
         return max(1.0, phi)
 

@@ -605,11 +605,15 @@ class AdaptiveRanker:
             unsettled = np.flatnonzero(status == PairStatus.OPEN)
             unsettled = unsettled[~self._inseparable(th, order, unsettled, models)]
             return models, th.tolist(), se.tolist(), order.tolist(), unsettled.tolist()
-        ex = [self._examinees[m] for m in models]
-        stats = [self._stats_of(m, e) for m, e in zip(models, ex)]
+        examinees, cache = self._examinees, self._stats
+        stats = []
+        for m in models:
+            st, e = cache.get(m), examinees[m]
+            stats.append(st if st is not None and st[0] == e.version else self._stats_of(m, e))
         th = [st[1] for st in stats]
         se = [st[2] for st in stats]
-        order = sorted(range(len(models)), key=lambda i: -th[i])  # stable, as np.argsort(-th, kind="stable")
+        neg = [-t for t in th]
+        order = sorted(range(len(models)), key=neg.__getitem__)  # stable, as np.argsort(-th, kind="stable")
         futility = self._futility
         unsettled = []
         for u in range(len(models) - 1):

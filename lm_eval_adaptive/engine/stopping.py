@@ -104,6 +104,12 @@ class OrderConfidence:
         settled = (p > self.upper) | (p < 1 - self.upper)
         return np.where(settled, int(PairStatus.ORDERED), int(PairStatus.OPEN))
 
+    @property
+    def z_bounds(self) -> tuple[float, float] | None:
+        """(x_lo, x_hi): the pair is ``ORDERED`` exactly when x = (θ̂_a − θ̂_b)/√(SE_a² + SE_b²) ≤ x_lo or
+        ≥ x_hi (the doubles where ``ndtr`` leaves the band); None where ndtr is not monotone there."""
+        return self._x_bounds
+
     def ordered(self, theta_a: float, se_a: float, theta_b: float, se_b: float) -> bool:
         """:meth:`judge` of one pair in plain floats: True where it says ``ORDERED``, the same decision.
 
