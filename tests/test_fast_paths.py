@@ -261,3 +261,20 @@ def test_information_at_selection_filled_on_read_equals_reading_theta_each_time(
         eager.record(i, float(y[i]))
     assert skipped == 20
     np.testing.assert_allclose(lazy.info_at_selection, eager.info_at_selection, rtol=1e-12)
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda m: f"{m.kind}-{getattr(m, 'likelihood', '')}")
+def test_theta_is_a_function_of_the_scores_told_not_of_when_it_was_read(model):
+    """The summary's shift is set by the updates alone: a posterior read after every score and one
+    read now and then agree bit for bit (a resumed run equals the uninterrupted one), past the
+    periodic exact maximum and past an outlier that sends the sum out of range."""
+    rng = np.random.default_rng(10)
+    often, seldom = DispersionPosterior(0.0, 5.0), DispersionPosterior(0.0, 5.0)
+    for k in range(200):
+        bk = float(rng.normal(0, 1.5)) if k != 90 else -40.0
+        yk = float(rng.random() < 0.5) if model.kind == "bernoulli" else float(rng.random())
+        for g in (often, seldom):
+            g.update(model, bk, yk)
+        often.theta  # noqa: B018
+        if k % 37 == 0 or k == 199:
+            assert (seldom.theta, seldom.sd, seldom.se) == (often.theta, often.sd, often.se)

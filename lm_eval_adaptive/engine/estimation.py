@@ -46,6 +46,7 @@ DEFAULT_GRID_HALF_WIDTH = 12.0
 DEFAULT_GRID_STEP = 0.025
 _COARSE_STEP = 0.25
 _EXP_FLOOR = -700.0  # e^-700 ≈ 1e-304: still a normal double (below ≈ -708 exp turns subnormal, and slow)
+_RECENTRE = 64  # softplus-form updates between two exact maxima of the log weights (see GridPosterior)
 _SOFTPLUS_FORM_LIMIT = 700.0  # |a·g|, |a·b| and |a·(g - b)| below this: every factor of e^(a(g - b)) is a normal double
 
 
@@ -134,7 +135,12 @@ class GridPosterior:
         self._told = np.empty((2, 32))
         self._item: dict = {}
         self._model = None
-        self._shift = None  # log of the weights' sum at the last summary
+        # The summary weighs exp(lw + S·g - U/scale - shift). ``_shift`` is an upper bound of the
+        # largest of those log weights, set by the updates alone (so that θ̂ is a function of the
+        # scores told, whenever it is read): the maximum itself after the first softplus-form update
+        # and every _RECENTRE-th, else raised by each update's constant and its largest possible
+        # log-likelihood. None: unknown (the summary takes the maximum).
+        self._shift = None
         self._pristine = True  # the log posterior is the prior's table, untouched
         self.n_obs = 0
         self._mean = None
@@ -224,13 +230,15 @@ class GridPosterior:
                 np.log1p(t, out=t)
                 u = self._u
                 u += t
+                # the largest the bracket y·x - log(1 + eˣ) can be: y·log y + (1 - y)·log(1 - y), at x = logit y
+                top = y * math.log(y) + (1.0 - y) * math.log1p(-y) if 0.0 < y < 1.0 else 0.0
                 if y:
                     slope = y * a * inv_scale
                     self._coef[1] += slope
                     const = slope * b
                     self._const += const
-                    if self._shift is not None:
-                        self._shift += const
+                else:
+                    const = 0.0
                 self._pristine = False
                 n = self.n_obs
                 told = self._told
@@ -241,6 +249,10 @@ class GridPosterior:
                 self.n_obs = n + 1
                 self._mean = None
                 self._model = model
+                if self._shift is None or self.n_obs % _RECENTRE == 0:
+                    self._shift = float(self._total(0.0, work[1]).max())
+                else:
+                    self._shift += top * inv_scale + const
                 return
         add = None if item else getattr(model, "add_log_likelihood", None)
         if add is not None:
@@ -251,6 +263,7 @@ class GridPosterior:
         else:
             self._lw += model.log_likelihood(y, self.grid, b, **item)
         self._pristine = False
+        self._shift = None
         n = self.n_obs
         told = self._told if n < self._told.shape[1] else self._grow(n + 1)
         told[0, n] = float(b)
@@ -279,6 +292,7 @@ class GridPosterior:
             self.n_obs += int(b.size)
             self._pristine = False
             self._mean = None
+            self._shift = None
         self._model = model
         for k, v in item.items():
             self._item.setdefault(k, []).extend(np.broadcast_to(np.asarray(v, dtype=float), b.shape).ravel().tolist())
@@ -319,11 +333,10 @@ class GridPosterior:
             m = float(w @ self.grid) / z
             d = m - c
             v = float(w @ sq) / z - d * d
-            shift = math.log(z) + float(prior.max())
         else:
-            # exp(lw - shift), shift the log of the weights' sum at the last summary: an update adds a
-            # log-likelihood, ≤ 0 for the binary-type models, so no weight exceeds 1 and none needs
-            # the maximum found first (when the sum leaves [1e-250, 1e250] it is found after all)
+            # exp(lw - shift), shift an upper bound of lw set by the updates (see __init__): no weight
+            # exceeds 1 and none needs the maximum found first (when the sum leaves [1e-250, 1e250]
+            # it is found after all). Nothing here depends on earlier summaries.
             shift = self._shift
             if shift is None:
                 shift = float(self._total(0.0, w).max())
@@ -342,12 +355,10 @@ class GridPosterior:
             d = s1 / z
             m = c + d
             v = s2 / z - d * d
-            shift += math.log(z)
         if d * d > 100.0 * v:  # far from the centre: the centred sum, to keep every digit of v
             dev = self.grid - m
             dev *= dev
             v = float(w @ dev) / z
-        self._shift = shift
         self._mean = m
         self._sd = math.sqrt(max(v, 0.0))
 
