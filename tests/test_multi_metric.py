@@ -156,6 +156,30 @@ def test_joint_backtest_on_real_wmt25_pair():
         assert -1 <= x["tau"] <= 1 and 0 <= x["coverage"] <= 1
 
 
+def test_joint_backtest_takes_the_family_wise_rule():
+    """--family-wise reaches every metric's ranker in both modes: Holm over every pair settles fewer
+    pairs on the same hold-out sets, and each run's 'any wrong order' is counted per metric and overall."""
+    from lm_eval_adaptive.data.datasets import load_named
+    from lm_eval_adaptive.engine.backtest import BacktestConfig
+    from lm_eval_adaptive.engine.multi_backtest import backtest_multi
+
+    try:
+        tables = {k: load_named(f"wmt25/en-it/{k}") for k in ("xcomet", "metricx")}
+    except InputError as e:
+        pytest.skip(f"real data not available: {e}")
+    out = {}
+    for fw in (False, True):
+        cfg = BacktestConfig(folds=2, seeds=2, bootstrap=200, self_check=False, family_wise=fw, holdout_size=8)
+        out[fw] = backtest_multi(tables, config=cfg, spends=(1.0,))
+        assert out[fw]["settings"]["family_wise"] is fw
+    for mode in ("joint", "separate"):
+        per_pair, family = out[False]["summary"]["1.0"][mode], out[True]["summary"]["1.0"][mode]
+        assert family["confident_pairs_per_run"] < per_pair["confident_pairs_per_run"]
+        for x in (per_pair, family):
+            assert 0 <= x["any_wrong_share"] <= 1
+            assert x["any_wrong_share"] >= max(y["any_wrong_share"] for y in x["metrics"].values())
+
+
 def test_a_table_spec_names_several_metrics_of_one_task(tmp_path):
     from lm_eval_adaptive.cli.multi_metric import metric_table_specs
 
@@ -181,14 +205,15 @@ def test_cli_backtest_runs_a_joint_multi_metric_backtest(tmp_path, capsys):
         pytest.skip(f"real data not available: {e}")
     out = tmp_path / "multi.json"
     rc = main(["backtest", "wmt25/en-it/xcomet,cometkiwi", "--folds", "1", "--seeds", "1", "--bootstrap", "200",
-               "--no-self-check", "--prices", "uniform", "--no-progress", "--json", str(out)])
+               "--no-self-check", "--prices", "uniform", "--no-progress", "--family-wise", "--json", str(out)])
     assert rc == 0
     text = capsys.readouterr().out
-    assert "Joint vs separate" in text and "cometkiwi" in text
+    assert "Joint vs separate" in text and "cometkiwi" in text and "whole ranking (--family-wise)" in text
     d = json.loads(out.read_text())
     assert d["metrics"] == ["xcomet", "cometkiwi"]
     assert set(d["summary"]["1.0"]) == {"joint", "separate"}
     assert d["summary"]["1.0"]["joint"]["generated"] == 80
+    assert d["settings"]["family_wise"] is True and "any_wrong_share" in d["summary"]["1.0"]["joint"]
 
 
 def test_item_weighting_is_one_of_the_named_ones_and_changes_only_the_informative_slots(banks):

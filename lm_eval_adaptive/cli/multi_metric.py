@@ -39,21 +39,24 @@ def _f(v, digits: int = 3) -> str:
 def print_multi_backtest(console, spec: str, r: dict) -> None:
     for spend, modes in r["summary"].items():
         t = Table(title=f"Joint vs separate runs, {spec}: total spend {float(spend):g} × the single-metric budget")
-        for col in ("mode", "metric", "τ", "conf. acc.", "confident pairs/run", "full-task cover",
+        for col in ("mode", "metric", "τ", "conf. acc.", "any wrong", "confident pairs/run", "full-task cover",
                     "generated", "distinct", "cost $"):
             t.add_column(col, justify="left" if col in ("mode", "metric") else "right")
         for mode in MODES:
             x = modes[mode]
             for k, y in x["metrics"].items():
-                t.add_row(mode, k, _f(y["tau"]), _f(y["confident_accuracy"]), _f(y["confident_pairs_per_run"], 2),
-                          _f(y["coverage"], 2), "", "", "")
-            t.add_row(mode, "all", _f(x["tau"]), _f(x["confident_accuracy"]), _f(x["confident_pairs_per_run"], 2),
+                t.add_row(mode, k, _f(y["tau"]), _f(y["confident_accuracy"]), _f(y["any_wrong_share"]),
+                          _f(y["confident_pairs_per_run"], 2), _f(y["coverage"], 2), "", "", "")
+            t.add_row(mode, "all", _f(x["tau"]), _f(x["confident_accuracy"]), _f(x["any_wrong_share"]),
+                      _f(x["confident_pairs_per_run"], 2),
                       _f(x["coverage"], 2), f"{x['generated']:.1f}", f"{x['generations']:.1f}", f"{x['cost']:.4g}",
                       end_section=True)
         console.print(t)
     s = r["settings"]
     console.print(f"{r['folds_run']} folds × {s['seeds']} seeds, hold-out {s['holdout_size']} models, "
-                  f"γ={s['confidence']}; joint: one run, every generation scored by {len(r['metrics'])} metrics; "
+                  f"γ={s['confidence']} {'for the whole ranking (--family-wise)' if s.get('family_wise') else 'per pair'}; "
+                  f"any wrong: share of runs with a confident pair in the wrong order (\"all\": in any metric); "
+                  f"joint: one run, every generation scored by {len(r['metrics'])} metrics; "
                   f"separate: one run per metric, the spend split evenly; generated: items generated per "
                   f"hold-out set, distinct: distinct (model, item) pairs", highlight=False)
 

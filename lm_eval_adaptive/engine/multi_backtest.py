@@ -54,7 +54,7 @@ def _positions(table) -> dict:
 
 
 def _metric_figures(ranker, res, bank, raw_bank, row, truth, truth_mean) -> dict:
-    """τ, confident pairs (right, all), coverage (covered, models) of one metric's ranking."""
+    """τ, confident pairs (right, all), any of them wrong, coverage (covered, models) of one metric's ranking."""
     pred_ties = {frozenset(p) for p in res.ties}
     right, conf = confident_counts(res.ranking, truth["ranking"], pred_ties)
     covered = 0
@@ -64,7 +64,7 @@ def _metric_figures(ranker, res, bank, raw_bank, row, truth, truth_mean) -> dict
         est = full_task_estimate(bank, items, raw_bank[row[m], items], res.theta[m], res.se[m], misfit=e.misfit)
         covered += bool(est["lower"] <= truth_mean[m] <= est["upper"])
     return {"tau": kendall_tau(res.ranking, truth["ranking"]), "right": right, "confident": conf,
-            "covered": covered, "models": len(res.ranking), "ties": len(pred_ties)}
+            "any_wrong": right < conf, "covered": covered, "models": len(res.ranking), "ties": len(pred_ties)}
 
 
 def backtest_multi(tables: Mapping[str, object], *, config: BacktestConfig = BacktestConfig(),
@@ -119,7 +119,7 @@ def backtest_multi(tables: Mapping[str, object], *, config: BacktestConfig = Bac
                                     rng=np.random.default_rng([config.partition_seed, f]))
             truth_mean[k] = {m: float(np.nanmean(raw_h[j])) for j, m in enumerate(hold)}
             missing[k] = {m: np.flatnonzero(np.isnan(raw_bank[k][j])) for j, m in enumerate(hold)}
-            rules[k] = pair_rule_for(bank, config.confidence, config.tie_margin)
+            rules[k] = pair_rule_for(bank, config.confidence, config.tie_margin, config.family_wise)
         row = {m: j for j, m in enumerate(hold)}
         ids = joint_item_ids(banks)
         n_joint_items.append(len(ids))
@@ -190,6 +190,7 @@ def _summarise(runs: list, metrics: list) -> dict:
         cov, n = sum(x["covered"] for x in xs), sum(x["models"] for x in xs)
         per[k] = {"tau": float(np.mean([x["tau"] for x in xs])), "right": right, "confident": conf,
                   "confident_accuracy": right / conf if conf else float("nan"),
+                  "any_wrong_share": float(np.mean([x["any_wrong"] for x in xs])) if xs else float("nan"),
                   "confident_pairs_per_run": conf / len(xs), "covered": cov, "models": n,
                   "coverage": cov / n if n else float("nan")}
     return {"runs": len(runs), "generations": float(np.mean([r["generations"] for r in runs])),
@@ -199,4 +200,7 @@ def _summarise(runs: list, metrics: list) -> dict:
             "confident_accuracy": (sum(per[k]["right"] for k in metrics) / max(1, sum(per[k]["confident"] for k in metrics))),
             "confident_pairs_per_run": float(np.mean([per[k]["confident_pairs_per_run"] for k in metrics])),
             "coverage": sum(per[k]["covered"] for k in metrics) / max(1, sum(per[k]["models"] for k in metrics)),
+            # the share of runs in which some metric's ranking reports a wrong order
+            "any_wrong_share": float(np.mean([any(r["metrics"][k]["any_wrong"] for k in metrics) for r in runs]))
+            if runs else float("nan"),
             "metrics": per}
