@@ -184,7 +184,8 @@ class Examinee:
 
         An item recorded while θ̂ was not estimated (a slot the selector chose without it) gets its
         figure here, on first read: a fresh estimator is told the scores again, in order, and read
-        before each such item (the same posterior; θ̂ equal up to rounding)."""
+        before each such item (the same posterior, so the same θ̂: the grid posterior's θ̂ depends on
+        the scores told, not on when it is read; after scores given in bulk, equal up to rounding)."""
         if None in self._info:
             self._fill_info()
         return list(self._info)
