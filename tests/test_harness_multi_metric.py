@@ -106,7 +106,13 @@ def test_run_adaptive_with_two_banks_generates_each_document_once_and_both_inter
     bb = build_banks_module()
     paths = [bb.write_bank(bb.build_bank(f"{WMT}.{m}", exclude=[SYSTEM]), tmp_path / f"{m}.json.gz")
              for m in ("bleu", "chrf")]
+    # --dry-run first: a forecast of the joint run, nothing called
     replay_server.reset_stats()
+    assert _run(tmp_path / "dry", "--adaptive", "--bank", *map(str, paths), "--dry-run") == 0
+    assert replay_server.stats()["served"] == 0
+    fc = json.loads((tmp_path / "dry" / "cost_forecast.json").read_text())
+    assert "calibration models every bank records" in " ".join(capsys.readouterr().out.split())  # (wrapped)
+    assert len(fc["bank_id"].split(", ")) == 2  # both banks named
     assert _run(tmp_path / "joint", "--adaptive", "--bank", *map(str, paths),
                 "--plot", str(tmp_path / "run.png")) == 0  # the defaults: SE target 0.2, 30 to 500 documents
     assert (tmp_path / "run.png").stat().st_size > 0  # a panel per metric
@@ -115,6 +121,13 @@ def test_run_adaptive_with_two_banks_generates_each_document_once_and_both_inter
     n = a["generations"]
     assert a["stopped_because"] == "se_target" and 30 <= n < 100
     assert replay_server.stats()["served"] == n  # one generation per document, both metrics scored from it
+    # the forecast's typical spend against the real one (one generation per document, charged once)
+    typical, real = fc["total"]["cost_usd"]["typical"], a["cost_usd"]
+    with capsys.disabled():  # shown with -s
+        print(f"\ntwo-bank run --adaptive: forecast ${typical:.4f}, real ${real:.4f}, real/forecast "
+              f"{real / typical:.3f}; items forecast {fc['total']['items']['typical']}, real {n}")
+    assert real <= fc["total"]["worst_case"]["cost_usd"]
+    assert abs(real - typical) <= 0.25 * real
     assert set(a["metrics"]) == {"bleu", "chrf"}
     for m, b in a["metrics"].items():
         est = b["metric_estimate"]
@@ -138,6 +151,16 @@ def test_run_adaptive_with_two_banks_generates_each_document_once_and_both_inter
     assert replay_server.stats()["served"] == n
 
 
-def test_dry_run_with_several_banks_is_refused(tmp_path, capsys):
-    assert _run(tmp_path / "dry", "--adaptive", "--bank", "wmt24_en-de.bleu", "wmt24_en-de.chrf", "--dry-run") == 2
-    assert "forecasts runs with one bank per task" in capsys.readouterr().err
+def test_dry_run_with_several_banks_forecasts_the_joint_run(tmp_path, capsys):
+    """A bank per metric: the forecast simulates the joint test (one generation per document, every
+    metric scored), with one calibration model's abilities on every bank; nothing is called."""
+    assert _run(tmp_path / "dry", "--adaptive", "--bank", "wmt24_en-de.bleu", "wmt24_en-de.chrf", "--dry-run") == 0
+    out = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
+    assert "cost forecast of run --adaptive" in out and "calibration models every bank records" in out
+    fc = json.loads((tmp_path / "dry" / "cost_forecast.json").read_text())
+    single = tmp_path / "dry1"
+    assert _run(single, "--adaptive", "--bank", "wmt24_en-de.bleu", "--dry-run") == 0
+    one = json.loads((single / "cost_forecast.json").read_text())
+    # the joint test stops when both metrics meet the SE target: at least the items of BLEU's alone
+    assert fc["total"]["items"]["typical"] >= one["total"]["items"]["typical"]
+    assert fc["total"]["cost_usd"]["typical"] <= fc["total"]["worst_case"]["cost_usd"]

@@ -155,11 +155,7 @@ def execute_run(harness_args: argparse.Namespace, adaptive: AdaptiveRunConfig | 
         if adaptive.dry_run:
             if forecast is None:
                 raise InputError("--dry-run: no cost forecast was given to this run")
-            plan = plan_adaptive_run(harness_args, adaptive)
-            if plan.metric_bindings:
-                raise InputError("--dry-run forecasts runs with one bank per task; task(s) "
-                                 f"{', '.join(plan.metric_bindings)} are given several")
-            return forecast(plan, adaptive)
+            return forecast(plan_adaptive_run(harness_args, adaptive), adaptive)
         return run_adaptive(harness_args, adaptive, display=display)
 
 

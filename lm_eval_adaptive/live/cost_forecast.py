@@ -53,6 +53,7 @@ import numpy as np
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.prices import Price, upper_estimate
 from lm_eval_adaptive.engine.bank import ItemBank
+from lm_eval_adaptive.engine.multi_metric_ranker import joint_item_ids
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.scorer import TEMPLATE_TOKENS
 from lm_eval_adaptive.live.ledger import BudgetLedger
@@ -67,7 +68,7 @@ from lm_eval_adaptive.live.session import (
 
 __all__ = ["DRAWS", "RANKING_DRAWS", "TOLERANCE", "FORECAST_FILE", "CHARS_PER_TOKEN", "Spread", "ModelForecast",
            "CostForecast", "ability_pool", "draw_abilities", "most_likely_within", "expected_costs", "simulated_score",
-           "simulate_ranking", "simulate_test",
+           "simulate_ranking", "simulate_test", "simulate_multi_test", "draw_joint_abilities",
            "forecast_ranking", "forecast_test", "forecast_rank", "forecast_refresh", "forecast_adaptive_run",
            "print_forecast", "write_forecast"]
 
@@ -203,11 +204,35 @@ def draw_abilities(pool: np.ndarray, n: int, rng: np.random.Generator) -> np.nda
     """``n`` abilities by smoothed bootstrap: pool values (without replacement while the pool is
     large enough) plus normal noise of Silverman's rule-of-thumb bandwidth."""
     pool = np.asarray(pool, dtype=float)
+    picked = rng.choice(pool, size=n, replace=n > pool.size)
+    return picked + _bandwidth(pool) * rng.standard_normal(n)
+
+
+def _bandwidth(pool: np.ndarray) -> float:
+    """Silverman's rule-of-thumb bandwidth of ``pool``."""
     q75, q25 = np.quantile(pool, [0.75, 0.25])
     scale = min(float(np.std(pool, ddof=1)), float(q75 - q25) / 1.34) or float(np.std(pool, ddof=1))
-    h = 0.9 * scale * pool.size ** -0.2
-    picked = rng.choice(pool, size=n, replace=n > pool.size)
-    return picked + h * rng.standard_normal(n)
+    return 0.9 * scale * pool.size ** -0.2
+
+
+def draw_joint_abilities(banks: Mapping[str, ItemBank], rng: np.random.Generator) -> tuple[dict, str]:
+    """One simulated model's ability on every metric's bank (metric → θ), and how it was drawn.
+
+    A model is good or poor on all of a task's metrics together, so the metrics do not draw apart:
+    one calibration model that every bank records is picked and its ability on each bank taken,
+    each with that bank's smoothing noise; banks that share no calibration model take one
+    quantile of every bank's pool instead."""
+    pools = {m: ability_pool(b)[0] for m, b in banks.items()}
+    named = {m: {k: float(v) for k, v in ((b.diagnostics or {}).get("abilities") or {}).items()
+                 if v is not None and math.isfinite(float(v))} for m, b in banks.items()}
+    common = sorted(set.intersection(*(set(v) for v in named.values()))) if named else []
+    if len(common) >= 2:
+        who = common[int(rng.integers(len(common)))]
+        return ({m: named[m][who] + _bandwidth(pools[m]) * float(rng.standard_normal()) for m in banks},
+                f"one of the {len(common)} calibration models every bank records, on each bank (smoothed)")
+    u = float(rng.random())
+    return ({m: float(np.quantile(pools[m], u)) + _bandwidth(pools[m]) * float(rng.standard_normal())
+             for m in banks}, "one quantile of every bank's abilities (the banks share no calibration model)")
 
 
 def simulated_score(bank: ItemBank, theta: float, item: int, rng: np.random.Generator) -> float:
@@ -269,6 +294,19 @@ def simulate_test(test, theta: float, cost: np.ndarray, rng: np.random.Generator
     return {"items": e.n, "usd": e.spent, "stopped_because": test.stopped_because}
 
 
+def simulate_multi_test(test, thetas: Mapping[str, float], cost: np.ndarray, rng: np.random.Generator,
+                        batch_size: int = 1) -> dict:
+    """Drive a :class:`~lm_eval_adaptive.engine.multi_metric_test.MultiMetricTest` to the end: each joint
+    item scored on every metric from that metric's bank at the model's ability ``thetas[metric]``,
+    and charged ``cost[item]`` once."""
+    ex = test.examinees
+    while items := test.next_items(batch_size):
+        for i in items:
+            scores = {m: simulated_score(ex[m].bank, thetas[m], test.bank_item(m, i), rng) for m in test.metrics}
+            test.record(i, scores, cost=float(cost[i]))
+    return {"items": test.n, "usd": test.spent, "stopped_because": test.stopped_because}
+
+
 def _worst(upper: np.ndarray, n: int) -> float:
     """The ``n`` dearest upper estimates, summed."""
     u = np.sort(np.nan_to_num(np.asarray(upper, dtype=float)))[::-1]
@@ -314,16 +352,20 @@ def forecast_ranking(new_ranker: Callable[[], object], models: Sequence[str], *,
 
 def forecast_test(new_test: Callable[[], object], *, model: str, task: str, price: Price, cost: np.ndarray,
                   upper: np.ndarray, full_run: float, budget: float | None, batch_size: int = 1, seed: int = 0,
-                  draws: int = DRAWS) -> tuple[ModelForecast, list]:
-    """Forecast one task of ``run --adaptive``: (its row, the simulated runs)."""
+                  draws: int = DRAWS, simulate: Callable | None = None) -> tuple[ModelForecast, list]:
+    """Forecast one task of ``run --adaptive``: (its row, the simulated runs). ``simulate(test, rng)``
+    runs one test to the end with a simulated model (default: an ability drawn from the bank's
+    calibration models, :func:`simulate_test`)."""
     first = new_test()
-    bank = first.bank
-    pool, _ = ability_pool(bank)
+    if simulate is None:
+        pool, _ = ability_pool(first.bank)
+
+        def simulate(test, rng):
+            return simulate_test(test, float(draw_abilities(pool, 1, rng)[0]), cost, rng, batch_size)
     rng = np.random.default_rng(seed)
     runs = []
     for d in range(draws):
-        test = first if d == 0 else new_test()
-        runs.append(simulate_test(test, float(draw_abilities(pool, 1, rng)[0]), cost, rng, batch_size))
+        runs.append(simulate(first if d == 0 else new_test(), rng))
     n_max = first.max_items
     worst = _worst(upper, n_max)
     if budget is not None:  # the budget rule admits an item on its estimate: the last may cost its upper estimate
@@ -396,10 +438,11 @@ def forecast_adaptive_run(plan, config) -> int:
     :class:`~lm_eval_adaptive.harness.run.AdaptiveRunConfig`)."""
     from rich.console import Console
 
-    from lm_eval_adaptive.harness.run import adaptive_test
+    from lm_eval_adaptive.harness.run import adaptive_test, multi_metric_test
 
     rows, runs = [], []
     seed = 0
+    abilities = ability_pool(plan.bound[0][2].bank)[1]
     for tname, task_obj, binding in plan.bound:
         bank = binding.bank
         chars = plan.prompt_lengths(task_obj, binding)
@@ -412,20 +455,34 @@ def forecast_adaptive_run(plan, config) -> int:
             upper = upper + np.array([max(upper_estimate(p, x, JUDGE_OUTPUT_ALLOWANCE)
                                           for p in plan.judges.prices.values()) for x in j_in])
         full = float(np.mean(cost)) * binding.n_docs
-        row, task_runs = forecast_test(lambda b=bank, c=cost, t=tname: adaptive_test(b, c, config, t),
-                                       model=plan.model, task=tname, price=plan.price, cost=cost, upper=upper,
-                                       full_run=full, budget=config.budget_usd, batch_size=config.batch_size,
-                                       seed=seed)
+        bindings = plan.metric_bindings.get(tname)
+        if bindings:  # a bank per metric: one generation per joint item, every metric scored from it
+            banks = {b.metric: b.bank for b in bindings}
+            joint = bank.index_of(joint_item_ids(banks))  # the first bank's items, in joint order
+            cost, upper = cost[joint], upper[joint]
+            abilities = draw_joint_abilities(banks, np.random.default_rng(seed))[1]
+
+            def simulate(test, rng, _banks=banks, _cost=cost):
+                return simulate_multi_test(test, draw_joint_abilities(_banks, rng)[0], _cost, rng, config.batch_size)
+
+            new_test = (lambda bs=bindings, c=cost, t=tname: multi_metric_test(bs, c, config, t))
+        else:
+            simulate = None
+            new_test = (lambda b=bank, c=cost, t=tname: adaptive_test(b, c, config, t))
+        row, task_runs = forecast_test(new_test, model=plan.model, task=tname, price=plan.price, cost=cost,
+                                       upper=upper, full_run=full, budget=config.budget_usd,
+                                       batch_size=config.batch_size, seed=seed, simulate=simulate)
         rows.append(row)
         runs.append(task_runs)
     totals_items = [sum(r[d]["items"] for r in runs) for d in range(DRAWS)]
     totals_usd = [sum(r[d]["usd"] for r in runs) for d in range(DRAWS)]
-    banks = sorted({b.bank.bank_id for _, _, b in plan.bound})
+    banks = sorted({b.bank.bank_id for _, _, b in plan.bound}
+                   | {b.bank.bank_id for bs in plan.metric_bindings.values() for b in bs})
     fc = CostForecast(
         command="run --adaptive", bank_id=", ".join(banks), rows=rows, items=Spread.of(totals_items),
         usd=Spread.of(totals_usd), worst_items=int(sum(r.worst_items for r in rows)),
         worst_usd=float(sum(r.worst_usd for r in rows)), full_run_usd=float(sum(r.full_run_usd for r in rows)),
-        budget_usd=config.budget_usd, draws=DRAWS, seed=seed, abilities=ability_pool(plan.bound[0][2].bank)[1],
+        budget_usd=config.budget_usd, draws=DRAWS, seed=seed, abilities=abilities,
         stopped_because=dict(Counter(r["stopped_because"] for task_runs in runs for r in task_runs)),
         settings={"se_target": config.se_target, "min_items": config.min_items, "max_items": config.max_items,
                   "budget_usd_per_task": config.budget_usd, "batch_size": config.batch_size})
