@@ -211,68 +211,56 @@ class GridPosterior:
         """Add one observed score ``y`` on an item of difficulty ``b`` (``item``: its a, c if any)."""
         if model is not self._form_model:
             self._set_form(model)
+        work = self._scratch
+        if work is None:
+            work = self._scratch = (np.empty_like(self._lw), np.empty_like(self._lw))
+        b, y = float(b), float(y)
         form = self._form
+        step = None  # how much this score raises the bound ``_shift`` (None: unknown, the general update)
         if form is not None and not item:
             # a binary-type likelihood, (y·x - log(1 + eˣ))/scale with x = a(θ - b): e^x is the table
             # e^(a·g) times e^(-a·b), log(1 + eˣ) goes into U, the linear part y·a·θ/scale into S,
             # and its constant y·a·b/scale into ``_const`` (and into the summary's shift, so that the
             # weights stay ≤ 1)
             ea, a, inv_scale, lo, hi = form
-            b = float(b)
-            y = float(y)
             ab = a * b
             if -_SOFTPLUS_FORM_LIMIT < ab < _SOFTPLUS_FORM_LIMIT and lo - ab > -_SOFTPLUS_FORM_LIMIT \
                     and hi - ab < _SOFTPLUS_FORM_LIMIT:
-                work = self._scratch
-                if work is None:
-                    work = self._scratch = (np.empty_like(self._lw), np.empty_like(self._lw))
                 t = np.multiply(ea, math.exp(-ab), out=work[0])
                 np.log1p(t, out=t)
                 u = self._u
                 u += t
                 # the largest the bracket y·x - log(1 + eˣ) can be: y·log y + (1 - y)·log(1 - y), at x = logit y
                 top = y * math.log(y) + (1.0 - y) * math.log1p(-y) if 0.0 < y < 1.0 else 0.0
+                const = 0.0
                 if y:
                     slope = y * a * inv_scale
                     self._coef[1] += slope
                     const = slope * b
                     self._const += const
-                else:
-                    const = 0.0
-                self._pristine = False
-                n = self.n_obs
-                told = self._told
-                if n == told.shape[1]:
-                    told = self._grow(n + 1)
-                told[0, n] = b
-                told[1, n] = y
-                self.n_obs = n + 1
-                self._mean = None
-                self._model = model
-                if self._shift is None or self.n_obs % _RECENTRE == 0:
-                    self._shift = float(self._total(0.0, work[1]).max())
-                else:
-                    self._shift += top * inv_scale + const
-                return
-        add = None if item else getattr(model, "add_log_likelihood", None)
-        if add is not None:
-            work = self._scratch
-            if work is None:
-                work = self._scratch = (np.empty_like(self._lw), np.empty_like(self._lw))
-            add(self._lw, y, self.grid, b, work=work)
-        else:
-            self._lw += model.log_likelihood(y, self.grid, b, **item)
+                step = top * inv_scale + const
+        if step is None:
+            add = None if item else getattr(model, "add_log_likelihood", None)
+            if add is not None:
+                add(self._lw, y, self.grid, b, work=work)
+            else:
+                self._lw += model.log_likelihood(y, self.grid, b, **item)
         self._pristine = False
-        self._shift = None
         n = self.n_obs
         told = self._told if n < self._told.shape[1] else self._grow(n + 1)
-        told[0, n] = float(b)
-        told[1, n] = float(y)
+        told[0, n] = b
+        told[1, n] = y
         self.n_obs = n + 1
         self._mean = None
         self._model = model
         for k, v in item.items():
             self._item.setdefault(k, []).append(float(v))
+        if step is None:
+            self._shift = None
+        elif self._shift is None or self.n_obs % _RECENTRE == 0:
+            self._shift = float(self._total(0.0, work[1]).max())
+        else:
+            self._shift += step
 
     def update_many(self, model: ResponseModel, b: np.ndarray, y: np.ndarray, **item) -> None:
         """Add several observations at once (a (n, grid) product; for replays and tests)."""
