@@ -501,7 +501,7 @@ class AdaptiveRanker:
             return []
         status = np.asarray(self._pair_rule.judge(th[order[:-1]], se[order[:-1]], th[order[1:]], se[order[1:]]))
         unsettled = np.flatnonzero(status == PairStatus.OPEN)
-        unsettled = unsettled[~self._inseparable(th, order, unsettled, models)]
+        unsettled = unsettled[~self._inseparable(order, unsettled, models)]
         return [(models[order[u]], models[order[u + 1]]) for u in unsettled.tolist()]
 
     # -------------------------------------------------------------------- internals
@@ -578,19 +578,21 @@ class AdaptiveRanker:
         self._pending[(m, item)] = req
         return req
 
-    def _inseparable(self, th: np.ndarray, order: np.ndarray, pairs: np.ndarray, models: list) -> np.ndarray:
+    def _inseparable(self, order: np.ndarray, pairs: np.ndarray, models: list) -> np.ndarray:
         """Which adjacent pairs ``pairs`` (positions u: order[u] vs order[u+1]) the bank's model error
         keeps from settling (see ``futility``)."""
         if self._futility == 0 or pairs.size == 0:
             return np.zeros(pairs.size, dtype=bool)
-        ex = [self._examinees[m] for m in models]
-        tau = np.array([e.model_error_sd for e in ex])
-        a, b = order[pairs], order[pairs + 1]
-        gap = np.abs(th[a] - th[b])
-        reach = Z95 * np.hypot(tau[a], tau[b])  # the gap a pair needs to settle with infinitely many items
-        meas = np.array([e.measurement_se for e in ex])
+        stats = [self._stats_of(m, self._examinees[m]) for m in models]
+        return np.array([self._inseparable_pair(stats[order[u]], stats[order[u + 1]]) for u in pairs.tolist()],
+                        dtype=bool)
+
+    def _inseparable_pair(self, a: tuple, b: tuple) -> bool:
+        """The futility stop for one pair, given both models' :meth:`_stats_of`."""
+        gap = abs(a[1] - b[1])
+        reach = Z95 * math.hypot(a[4], b[4])  # the gap a pair needs to settle with infinitely many items
         # clearly hopeless now, or confidently below what could ever settle
-        return (gap < self._futility * reach) | (gap + Z95 * np.hypot(meas[a], meas[b]) < reach)
+        return gap < self._futility * reach or gap + Z95 * math.hypot(a[3], b[3]) < reach
 
     def _open_positions(self, models: list) -> tuple[list, list, list, list, list]:
         """(models, θ̂, SE, order, open), all plain lists: θ̂ and SE per model, the θ̂ order (best first;
@@ -603,7 +605,7 @@ class AdaptiveRanker:
             models, th, se, order = self._state()
             status = adjacent_status(rule, th[order], se[order])  # a family rule sees every pair
             unsettled = np.flatnonzero(status == PairStatus.OPEN)
-            unsettled = unsettled[~self._inseparable(th, order, unsettled, models)]
+            unsettled = unsettled[~self._inseparable(order, unsettled, models)]
             return models, th.tolist(), se.tolist(), order.tolist(), unsettled.tolist()
         examinees, cache = self._examinees, self._stats
         stats = []
@@ -620,11 +622,8 @@ class AdaptiveRanker:
             a, b = order[u], order[u + 1]
             if rule.ordered(th[a], se[a], th[b], se[b]):
                 continue
-            if futility:  # _inseparable, for this pair
-                gap = abs(th[a] - th[b])
-                reach = Z95 * math.hypot(stats[a][4], stats[b][4])
-                if gap < futility * reach or gap + Z95 * math.hypot(stats[a][3], stats[b][3]) < reach:
-                    continue
+            if futility and self._inseparable_pair(stats[a], stats[b]):
+                continue
             unsettled.append(u)
         return models, th, se, order, unsettled
 
@@ -1000,7 +999,7 @@ class AdaptiveRanker:
         adj_status = adjacent_status(self._pair_rule, th_o, se_o)
         groups = tie_groups(ranking, [bool(st == PairStatus.ORDERED) for st in adj_status.tolist()])
         open_adj = np.flatnonzero(adj_status == PairStatus.OPEN)
-        cut = open_adj[self._inseparable(th, order, open_adj, models)]
+        cut = open_adj[self._inseparable(order, open_adj, models)]
         inseparable = [(ranking[u], ranking[u + 1]) for u in cut.tolist()]
         ex = self._examinees
         every = ranking + [m for m in self._models if m in self._failed]
