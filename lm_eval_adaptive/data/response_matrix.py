@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -24,6 +23,7 @@ from lm_eval_adaptive.data.responses import (
     OUTLIER_FENCE,
     OUTLIER_QUANTILE,
     ResponseTable,
+    as_str_array,
 )
 from lm_eval_adaptive.errors import InputError
 
@@ -65,8 +65,8 @@ class ResponseMatrix:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
-        set_(self, "models", _str_array(self.models))
-        set_(self, "items", _str_array(self.items))
+        set_(self, "models", as_str_array(self.models))
+        set_(self, "items", as_str_array(self.items))
         scores = np.asarray(self.scores)
         if scores.dtype not in (np.float32, np.float64):
             scores = scores.astype(np.float64)
@@ -186,6 +186,3 @@ def _blocks(n_rows: int, size: int = _ROW_BLOCK):
         yield slice(start, min(n_rows, start + size))
 
 
-def _str_array(values: Any) -> np.ndarray:
-    arr = np.asarray(values, dtype=object).reshape(-1)
-    return np.array([str(v) for v in arr.tolist()], dtype=object)

@@ -41,7 +41,7 @@ import pandas as pd
 from lm_eval_adaptive.atomic import atomic_write
 from lm_eval_adaptive.errors import InputError
 
-__all__ = ["ResponseTable", "read_table", "check_score_outliers", "outlier_fences",
+__all__ = ["ResponseTable", "read_table", "check_score_outliers", "outlier_fences", "as_str_array",
            "READ_SUFFIXES", "WRITE_SUFFIXES", "OUTLIER_QUANTILE", "OUTLIER_FENCE"]
 
 REQUIRED_COLUMNS = ("model", "item", "score")
@@ -111,8 +111,8 @@ class ResponseTable:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
-        set_(self, "models", _as_str_array(self.models))
-        set_(self, "items", _as_str_array(self.items))
+        set_(self, "models", as_str_array(self.models))
+        set_(self, "items", as_str_array(self.items))
         set_(self, "model_idx", np.asarray(self.model_idx, dtype=np.int64).reshape(-1))
         set_(self, "item_idx", np.asarray(self.item_idx, dtype=np.int64).reshape(-1))
         set_(self, "score", np.asarray(self.score, dtype=np.float64).reshape(-1))
@@ -729,7 +729,8 @@ def _group_nanmean(groups: np.ndarray, values: np.ndarray, n: int) -> np.ndarray
     return out
 
 
-def _as_str_array(values: Any) -> np.ndarray:
+def as_str_array(values: Any) -> np.ndarray:
+    """``values`` flattened to a 1-d object array of str (model and item names)."""
     arr = np.asarray(values, dtype=object).reshape(-1)
     return np.array([str(v) for v in arr], dtype=object) if len(arr) else np.array([], dtype=object)
 
