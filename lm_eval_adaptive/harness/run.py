@@ -472,29 +472,16 @@ def _adaptive_task(tname, task_obj, binding: BankBinding, price, judges: JudgePr
     trajectory = {"theta": [], "se": []}
     if display is not None:
         display.update(task_progress(test, binding, raws))
-    usage = {"prompt_tokens": 0, "completion_tokens": 0, "items_charged_by_usage": 0}
-    judge = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "unpriced_calls": 0}
+    usage, judge = _new_tallies()
     while True:
         batch = test.next_items(config.batch_size)
         if not batch:
             break  # the test has stopped
         docs = [int(doc_of_item[i]) for i in batch]
-        with compat.usage_sink() as sink, judge_calls(timeout=timeout) as judged:
-            res = evaluate(task_obj, docs)
-        charged = _charges(price, sink, costs[batch], usage) + _judge_charges(judges, judged, costs[batch], judge)
-        by_doc = {}
-        for s in res["samples"][tname]:
-            by_doc.setdefault(int(s["doc_id"]), s)  # first filter's sample
+        charged, by_doc = _generate(task_obj, tname, docs, evaluate, timeout, price, judges, costs[batch], usage, judge)
         for j, (i, d) in enumerate(zip(batch, docs)):
-            s = by_doc.get(d)
-            if s is None or metric not in s:
-                have = sorted(k for k in (s or {}) if isinstance((s or {}).get(k), (int, float)))
-                raise InputError(f"task {tname!r} gave no per-document metric {metric!r} for document {d}"
-                                 f" (per-document values it gives: {', '.join(have) or 'none'}); "
-                                 "pass --metric or use a bank calibrated on this metric")
-            v = float(s[metric])
-            if not math.isfinite(v):
-                raise InputError(f"task {tname!r}, document {d}: metric {metric!r} is {v}")
+            v = _metric_value(tname, by_doc.get(d), metric, d,
+                              "; pass --metric or use a bank calibrated on this metric")
             if v < bank.lo[i] or v > bank.hi[i]:
                 clipped += 1  # documented: mapped with the bank's range and clipped into [0, 1]
             test.record(i, float(bank.scale(i, v)), cost=float(charged[j]))
@@ -507,8 +494,7 @@ def _adaptive_task(tname, task_obj, binding: BankBinding, price, judges: JudgePr
             display.update(task_progress(test, binding, raws))
     if display is not None:
         display.update(task_progress(test, binding, raws))
-    judge["prices"] = {m: {"input_per_mtok": p.input_per_mtok, "output_per_mtok": p.output_per_mtok,
-                           "source": p.source} for m, p in judges.prices.items()}
+    judge["prices"] = _judge_prices(judges)
     return TaskOutcome(task=tname, binding=binding, test=test, doc_ids=doc_ids, raw=raws, clipped=clipped,
                        price=price, usage=usage, estimated_usd=float(np.sum(costs[test.examinee.items])),
                        judge=judge, trajectory=trajectory)
@@ -574,31 +560,18 @@ def _multi_metric_task(tname, task_obj, bindings: list, price, judges: JudgePric
                 display.update(_metric_progress(test, b, raws[b.metric], tname))
 
     show()
-    usage = {"prompt_tokens": 0, "completion_tokens": 0, "items_charged_by_usage": 0}
-    judge = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "unpriced_calls": 0}
+    usage, judge = _new_tallies()
     while True:
         batch = test.next_items(config.batch_size)
         if not batch:
             break
         docs = [int(doc_of_joint[i]) for i in batch]
-        with compat.usage_sink() as sink, judge_calls(timeout=timeout) as judged:
-            res = evaluate(task_obj, docs)
-        charged = _charges(price, sink, costs[batch], usage) + _judge_charges(judges, judged, costs[batch], judge)
-        by_doc = {}
-        for s in res["samples"][tname]:
-            by_doc.setdefault(int(s["doc_id"]), s)  # first filter's sample
+        charged, by_doc = _generate(task_obj, tname, docs, evaluate, timeout, price, judges, costs[batch], usage, judge)
         for j, (i, d) in enumerate(zip(batch, docs)):
-            s = by_doc.get(d) or {}
             scores, values = {}, {}
             for b in bindings:
                 m = b.metric
-                if m not in s:
-                    have = sorted(k for k in s if isinstance(s.get(k), (int, float)))
-                    raise InputError(f"task {tname!r} gave no per-document metric {m!r} for document {d}"
-                                     f" (per-document values it gives: {', '.join(have) or 'none'})")
-                v = float(s[m])
-                if not math.isfinite(v):
-                    raise InputError(f"task {tname!r}, document {d}: metric {m!r} is {v}")
+                v = _metric_value(tname, by_doc.get(d), m, d)
                 k = test.bank_item(m, i)
                 if v < b.bank.lo[k] or v > b.bank.hi[k]:
                     clipped[m] += 1
@@ -615,11 +588,48 @@ def _multi_metric_task(tname, task_obj, bindings: list, price, judges: JudgePric
                  "; ".join(f"{m} θ̂ = {test.examinees[m].theta:.3f} ± {test.examinees[m].se:.3f}" for m in metrics))
         show()
     show()
-    judge["prices"] = {m: {"input_per_mtok": p.input_per_mtok, "output_per_mtok": p.output_per_mtok,
-                           "source": p.source} for m, p in judges.prices.items()}
+    judge["prices"] = _judge_prices(judges)
     return MultiTaskOutcome(task=tname, bindings=list(bindings), test=test, doc_ids=doc_ids, raw=raws,
                             clipped=clipped, price=price, usage=usage,
                             estimated_usd=float(np.sum(costs[test.items])), judge=judge, trajectory=trajectory)
+
+
+def _new_tallies() -> tuple[dict, dict]:
+    """A task's running totals: the model's reported usage, and its judge calls."""
+    return ({"prompt_tokens": 0, "completion_tokens": 0, "items_charged_by_usage": 0},
+            {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "unpriced_calls": 0})
+
+
+def _generate(task_obj, tname: str, docs: list, evaluate, timeout: float, price, judges: JudgePricing,
+              estimates: np.ndarray, usage: dict, judge: dict) -> tuple[np.ndarray, dict]:
+    """One harness evaluation of ``docs``: (USD charged per document, model and judges, added to the
+    ``usage`` and ``judge`` tallies; each document's sample, the first filter's)."""
+    with compat.usage_sink() as sink, judge_calls(timeout=timeout) as judged:
+        res = evaluate(task_obj, docs)
+    charged = _charges(price, sink, estimates, usage) + _judge_charges(judges, judged, estimates, judge)
+    by_doc: dict = {}
+    for s in res["samples"][tname]:
+        by_doc.setdefault(int(s["doc_id"]), s)  # first filter's sample
+    return charged, by_doc
+
+
+def _metric_value(tname: str, sample: dict | None, metric: str, doc: int, hint: str = "") -> float:
+    """The finite per-document value of ``metric`` in a document's harness sample; InputError (naming what
+    the sample does give, then ``hint``) when it has none, or when it is not finite."""
+    if sample is None or metric not in sample:
+        have = sorted(k for k in (sample or {}) if isinstance((sample or {}).get(k), (int, float)))
+        raise InputError(f"task {tname!r} gave no per-document metric {metric!r} for document {doc}"
+                         f" (per-document values it gives: {', '.join(have) or 'none'}){hint}")
+    v = float(sample[metric])
+    if not math.isfinite(v):
+        raise InputError(f"task {tname!r}, document {doc}: metric {metric!r} is {v}")
+    return v
+
+
+def _judge_prices(judges: JudgePricing) -> dict:
+    """The judges' prices, as the outputs record them."""
+    return {m: {"input_per_mtok": p.input_per_mtok, "output_per_mtok": p.output_per_mtok, "source": p.source}
+            for m, p in judges.prices.items()}
 
 
 def _charges(price, usage_list, estimates: np.ndarray, totals: dict) -> np.ndarray:
