@@ -295,8 +295,7 @@ class RandomShareSelector(MaxInfoSelector):
     def uses_theta(self, n_used: int) -> bool:
         """The next slot (``n_used`` items taken) needs θ̂: it is not a random one (a caller may pass NaN
         for θ̂ otherwise, and skip estimating it)."""
-        s = self.share
-        return not (s > 0 and math.floor((n_used + 1) * s) > math.floor(n_used * s))
+        return not self.is_random_slot(n_used)
 
     def _random(self, mask: np.ndarray, n_used: int | None = None) -> int:
         """The first untaken item of the permutation (-1: none). With ``n_used`` (the mask's True
