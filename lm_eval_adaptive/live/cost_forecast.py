@@ -68,7 +68,7 @@ from lm_eval_adaptive.live.session import (
 
 __all__ = ["DRAWS", "RANKING_DRAWS", "TOLERANCE", "FORECAST_FILE", "CHARS_PER_TOKEN", "Spread", "ModelForecast",
            "CostForecast", "ability_pool", "draw_abilities", "most_likely_within", "expected_costs", "simulated_score",
-           "simulate_ranking", "simulate_test", "simulate_multi_test", "draw_joint_abilities",
+           "simulate_ranking", "simulate_test", "simulate_multi_test", "joint_ability_sampler",
            "forecast_ranking", "forecast_test", "forecast_rank", "forecast_refresh", "forecast_adaptive_run",
            "print_forecast", "write_forecast"]
 
@@ -215,24 +215,30 @@ def _bandwidth(pool: np.ndarray) -> float:
     return 0.9 * scale * pool.size ** -0.2
 
 
-def draw_joint_abilities(banks: Mapping[str, ItemBank], rng: np.random.Generator) -> tuple[dict, str]:
-    """One simulated model's ability on every metric's bank (metric → θ), and how it was drawn.
+def joint_ability_sampler(banks: Mapping[str, ItemBank]) -> tuple[Callable[[np.random.Generator], dict], str]:
+    """(``draw(rng)`` → one simulated model's ability on every metric's bank, metric → θ; how it draws).
 
     A model is good or poor on all of a task's metrics together, so the metrics do not draw apart:
     one calibration model that every bank records is picked and its ability on each bank taken,
     each with that bank's smoothing noise; banks that share no calibration model take one
     quantile of every bank's pool instead."""
     pools = {m: ability_pool(b)[0] for m, b in banks.items()}
+    noise = {m: _bandwidth(p) for m, p in pools.items()}
     named = {m: {k: float(v) for k, v in ((b.diagnostics or {}).get("abilities") or {}).items()
                  if v is not None and math.isfinite(float(v))} for m, b in banks.items()}
     common = sorted(set.intersection(*(set(v) for v in named.values()))) if named else []
     if len(common) >= 2:
-        who = common[int(rng.integers(len(common)))]
-        return ({m: named[m][who] + _bandwidth(pools[m]) * float(rng.standard_normal()) for m in banks},
-                f"one of the {len(common)} calibration models every bank records, on each bank (smoothed)")
-    u = float(rng.random())
-    return ({m: float(np.quantile(pools[m], u)) + _bandwidth(pools[m]) * float(rng.standard_normal())
-             for m in banks}, "one quantile of every bank's abilities (the banks share no calibration model)")
+        def draw(rng: np.random.Generator) -> dict:
+            who = common[int(rng.integers(len(common)))]
+            return {m: named[m][who] + noise[m] * float(rng.standard_normal()) for m in banks}
+
+        return draw, f"one of the {len(common)} calibration models every bank records, on each bank (smoothed)"
+
+    def draw(rng: np.random.Generator) -> dict:
+        u = float(rng.random())
+        return {m: float(np.quantile(pools[m], u)) + noise[m] * float(rng.standard_normal()) for m in banks}
+
+    return draw, "one quantile of every bank's abilities (the banks share no calibration model)"
 
 
 def simulated_score(bank: ItemBank, theta: float, item: int, rng: np.random.Generator) -> float:
@@ -460,10 +466,10 @@ def forecast_adaptive_run(plan, config) -> int:
             banks = {b.metric: b.bank for b in bindings}
             joint = bank.index_of(joint_item_ids(banks))  # the first bank's items, in joint order
             cost, upper = cost[joint], upper[joint]
-            abilities = draw_joint_abilities(banks, np.random.default_rng(seed))[1]
+            draw, abilities = joint_ability_sampler(banks)
 
-            def simulate(test, rng, _banks=banks, _cost=cost):
-                return simulate_multi_test(test, draw_joint_abilities(_banks, rng)[0], _cost, rng, config.batch_size)
+            def simulate(test, rng, _draw=draw, _cost=cost):
+                return simulate_multi_test(test, _draw(rng), _cost, rng, config.batch_size)
 
             new_test = (lambda bs=bindings, c=cost, t=tname: multi_metric_test(bs, c, config, t))
         else:
