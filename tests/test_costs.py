@@ -17,9 +17,12 @@ import pytest  # noqa: E402
 
 from lm_eval_adaptive.data import price_map, prices  # noqa: E402
 from lm_eval_adaptive.data.price_map import (  # noqa: E402
+    SNAPSHOT_PRICES,
+    SNAPSHOT_SOURCE,
     SYSTEM_TO_LITELLM,
     litellm_price,
     load_costs_file,
+    model_price,
     price_for,
 )
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE, Price, uniform_prices  # noqa: E402
@@ -176,16 +179,31 @@ def test_litellm_price_is_cached():
 
 
 @pytest.mark.parametrize("system,model_id", sorted(SYSTEM_TO_LITELLM.items()))
-def test_every_mapped_id_has_a_price(model_cost, system, model_id):
-    assert model_id in model_cost, f"{system} -> {model_id} not in litellm.model_cost"
-    entry = model_cost[model_id]
-    assert entry.get("input_cost_per_token") is not None
-    assert entry.get("output_cost_per_token") is not None
-    price = litellm_price(model_id)
-    assert price is not None
-    # an API product is never free
-    assert price.input_per_token > 0 and price.output_per_token > 0
-    assert price_for(system, default=None) == price
+def test_every_mapped_system_has_a_price_whatever_litellm_lists(model_cost, system, model_id):
+    # the snapshot covers every mapped id, so a newer litellm that drops a retired product
+    # (1.110 dropped azure/command-r-plus) never sends a benchmark system to the default price
+    assert model_id in SNAPSHOT_PRICES, f"{system} -> {model_id} has no snapshot price"
+    inp, out = SNAPSHOT_PRICES[model_id]
+    assert inp > 0 and out > 0  # an API product is never free
+    price = price_for(system, default=None)
+    listed = litellm_price(model_id)
+    if listed is not None:  # the installed litellm lists it: its price is used
+        assert price == listed
+    else:
+        assert price == Price.per_million(inp, out, source=f"{SNAPSHOT_SOURCE}:{model_id}")
+    assert model_price(system) == price
+
+
+def test_a_mapped_id_litellm_dropped_is_priced_from_the_snapshot(model_cost, monkeypatch):
+    monkeypatch.delitem(model_cost, "gpt-4")
+    litellm_price.cache_clear()
+    try:
+        got = price_for("GPT-4", default=None)
+        assert (got.input_per_mtok, got.output_per_mtok) == pytest.approx((30.0, 60.0))
+        assert got.source == "litellm-1.80.0:gpt-4"
+        assert model_price("openai/GPT-4").source == "litellm-1.80.0:gpt-4"
+    finally:
+        litellm_price.cache_clear()
 
 
 def test_mapping_covers_the_wmt24_api_systems():

@@ -5,7 +5,8 @@ Prices come from, in order of precedence (:func:`price_for`):
 1. explicit overrides (a costs file, :func:`load_costs_file`, or a ``--price`` option);
 2. the system name itself read as a litellm model id (``gpt-4o-mini``);
 3. :data:`SYSTEM_TO_LITELLM`, which names the API product behind the systems of the
-   bundled benchmarks (WMT24 submissions, AlpacaEval models);
+   bundled benchmarks (WMT24 submissions, AlpacaEval models), priced by the installed litellm
+   or, where it no longer lists the product, by :data:`SNAPSHOT_PRICES` (:func:`mapped_price`);
 4. :data:`~lm_eval_adaptive.data.prices.DEFAULT_PRICE` ($1.00 / 1M input tokens, $3.00 / 1M
    output tokens), or an error when no default is wanted.
 
@@ -30,7 +31,7 @@ from typing import Any
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE, Price
 from lm_eval_adaptive.errors import InputError
 
-__all__ = ["SYSTEM_TO_LITELLM", "litellm_price", "price_for", "model_price", "parse_prices", "PRICE_SYNTAX",
+__all__ = ["SYSTEM_TO_LITELLM", "SNAPSHOT_PRICES", "SNAPSHOT_SOURCE", "mapped_price", "litellm_price", "price_for", "model_price", "parse_prices", "PRICE_SYNTAX",
            "load_costs_file"]
 
 
@@ -77,6 +78,48 @@ SYSTEM_TO_LITELLM: dict[str, str] = {
 }
 
 
+#: Where :data:`SNAPSHOT_PRICES` were read.
+SNAPSHOT_SOURCE = "litellm-1.80.0"
+
+#: USD per million (input, output) tokens of every id in :data:`SYSTEM_TO_LITELLM`, as the price map
+#: bundled with litellm 1.80.0 (the oldest litellm this package allows) lists them. Newer litellm
+#: releases drop retired products (1.110 has neither ``azure/command-r-plus`` nor
+#: ``azure_ai/Phi-3-medium-4k-instruct``); a mapped system is then priced from this snapshot
+#: instead of falling to the default, so the bundled benchmarks cost the same whatever litellm
+#: a fresh install resolves. tests/test_costs.py checks that every mapped id is here.
+SNAPSHOT_PRICES: dict[str, tuple[float, float]] = {
+    "anthropic.claude-3-5-sonnet-20240620-v1:0": (3.0, 15.0),
+    "anthropic.claude-instant-v1": (0.8, 2.4),
+    "anthropic.claude-v2:1": (8.0, 24.0),
+    "azure/command-r-plus": (3.0, 15.0),
+    "azure/gpt-4-0125-preview": (10.0, 30.0),
+    "azure_ai/Phi-3-medium-4k-instruct": (0.17, 0.68),
+    "gpt-3.5-turbo-1106": (1.0, 2.0),
+    "gpt-3.5-turbo-instruct": (1.5, 2.0),
+    "gpt-4": (30.0, 60.0),
+    "gpt-4-1106-preview": (10.0, 30.0),
+    "mistral.mistral-large-2402-v1:0": (8.0, 24.0),
+    "together_ai/meta-llama/Meta-Llama-3.1-70B-Instruct-Turbo": (0.88, 0.88),
+    "together_ai/meta-llama/Meta-Llama-3.1-8B-Instruct-Turbo": (0.18, 0.18),
+}
+
+
+def mapped_price(system: str) -> Price | None:
+    """The price of a system of the bundled benchmarks (:data:`SYSTEM_TO_LITELLM`), None if unmapped.
+
+    The installed litellm's price of the mapped id; where that litellm no longer lists it, the
+    :data:`SNAPSHOT_PRICES` entry (source ``litellm-1.80.0:ID``); None when neither has it.
+    """
+    mapped = SYSTEM_TO_LITELLM.get(system)
+    if mapped is None:
+        return None
+    price = litellm_price(mapped)
+    if price is not None:
+        return price
+    snap = SNAPSHOT_PRICES.get(mapped)
+    return None if snap is None else Price.per_million(*snap, source=f"{SNAPSHOT_SOURCE}:{mapped}")
+
+
 def _model_cost() -> Mapping[str, Any]:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm  # noqa: PLC0415 - slow import, only when a price is looked up
@@ -108,7 +151,7 @@ def price_for(
 ) -> Price:
     """The price of system ``name``.
 
-    Order: ``overrides[name]``; ``name`` as a litellm id; ``SYSTEM_TO_LITELLM[name]``;
+    Order: ``overrides[name]``; ``name`` as a litellm id; :func:`mapped_price` of ``name``;
     ``default``. With ``default=None`` an unknown name raises :class:`InputError`.
     """
     if overrides and name in overrides:
@@ -116,11 +159,9 @@ def price_for(
     price = litellm_price(name)
     if price is not None:
         return price
-    mapped = SYSTEM_TO_LITELLM.get(name)
-    if mapped is not None:
-        price = litellm_price(mapped)
-        if price is not None:
-            return price
+    price = mapped_price(name)
+    if price is not None:
+        return price
     if default is None:
         raise InputError(f"no known price for model {name!r}; give one with --costs or --price")
     return default
@@ -178,8 +219,7 @@ def model_price(model_id: str, *, name: str | None = None, overrides: Mapping[st
         if price is not None:
             return price
     for k in keys:
-        mapped = SYSTEM_TO_LITELLM.get(k)
-        price = litellm_price(mapped) if mapped else None
+        price = mapped_price(k)
         if price is not None:
             return price
     if default is not None:
