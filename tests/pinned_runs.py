@@ -1,7 +1,9 @@
 """Seeded runs whose items and estimates tests/test_pinned_runs.py pins (tests/fixtures/pinned_runs.json).
 
-The figures were computed before the hot path was made faster (issue 13 item 5) and must not
-move: the same items in the same order, the same θ̂ and SE up to floating-point rounding.
+The figures were computed before the hot path was made faster (issue 13 item 5), and again when θ̂
+before any score became the prior's centre exactly (issue 19: no scenario's item order may hang on a
+float tie), and must not move: the same items in the same order, the same θ̂ and SE up to
+floating-point rounding.
 Regenerate (only when a result is meant to change) with
 ``python tests/pinned_runs.py tests/fixtures/pinned_runs.json``.
 """

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from lm_eval_adaptive.engine.estimation import DEFAULT_PRIOR_SD, GridPosterior
+from lm_eval_adaptive.engine.estimation import DEFAULT_PRIOR_SD, DispersionPosterior, GridPosterior
 from lm_eval_adaptive.engine.response_model import (
     BernoulliResponseModel,
     ContinuousResponseModel,
@@ -150,3 +150,15 @@ def test_invalid_prior_sd():
     for bad in (0.0, -1.0, np.nan):
         with pytest.raises(ValueError):
             GridPosterior(0.0, bad)
+
+
+@pytest.mark.parametrize("factory", [GridPosterior, DispersionPosterior])
+def test_the_prior_alone_gives_its_centre_exactly(factory):
+    # An even bank's median lies halfway between two items, so θ̂ before any score decides between
+    # them by its last bits: the rounding of the grid sums (which differs between BLAS builds) must
+    # not, or the first item differs from machine to machine under the same seed.
+    rng = np.random.default_rng(11)
+    for c in np.concatenate([rng.normal(0.0, 1.5, 200), [0.0, -0.05852002053291551]]):
+        post = factory(float(c))
+        assert post.mean == float(c)
+        assert 4.9 < post.sd < 5.1  # the prior's SD (5), on the grid

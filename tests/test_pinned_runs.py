@@ -1,8 +1,10 @@
 """Seeded runs give the items and estimates computed before the hot path was made faster.
 
-tests/fixtures/pinned_runs.json was written by ``tests/pinned_runs.py`` on the code before the
+tests/fixtures/pinned_runs.json was first written by ``tests/pinned_runs.py`` on the code before the
 speed work (issue 13 item 5): the same items, in the same order, and the same θ̂, SE, costs and
-information at selection up to floating-point rounding.
+information at selection up to floating-point rounding. It was written again when θ̂ before any
+score became the prior's centre exactly (issue 19): the first item of every scenario had been a
+float tie between the two items nearest an even bank's median, decided by BLAS rounding.
 """
 
 from __future__ import annotations

@@ -311,14 +311,18 @@ class GridPosterior:
         if w is None:
             w = self._work = np.empty_like(self._lw)
         if self._pristine:
-            # the prior: θ̂ is its mean up to rounding, and that rounding decides between two items
-            # equally near it (an even bank's median): these are the sums θ̂ was always computed with
+            # the prior alone: on a grid symmetric about the prior's centre c (the default grid) θ̂ is c
+            # up to the rounding of the sums, and that rounding, which differs between BLAS builds,
+            # decided between the two items equally near c (an even bank's median): θ̂ is c exactly
+            # there, so the first item is the same on every machine
             np.subtract(prior, prior.max(), out=w)
             np.maximum(w, floor, out=w)
             np.exp(w, out=w)
             w *= self.weights
             z = float(w.sum())
             m = float(w @ self.grid) / z
+            if abs(m - c) <= 1e-9 * self.prior_sd:
+                m = c
             d = m - c
             v = float(w @ sq) / z - d * d
         else:
