@@ -398,6 +398,9 @@ def test_ctrl_c_cuts_a_retry_wait_short(bank):
     random.seed(0)  # the first wait is tens of seconds
     threading.Timer(0.3, live._stop.set).start()
     t0 = time.monotonic()
-    out = live._call(req, (req.model, req.item_id))
+    key = (req.model, req.item_id)
+    live._reserved_of[key] = 1e-4  # what _dispatch does before it hands a call to a worker
+    assert live.ledger.reserve((*key, 1), 1e-4)
+    out = live._call(req, key)
     assert time.monotonic() - t0 < 5  # not the minute of backoff
     assert "interrupted" in str(out.error) and out.attempts == 1

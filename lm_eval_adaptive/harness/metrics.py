@@ -474,10 +474,15 @@ def _judge_request(model: str, api_base: str | None, api_key: str | None, prompt
         timeout = getattr(_judge_tls, "timeout", None)
     if timeout is not None:
         kwargs["timeout"] = timeout
+    # no retry behind the caller's back: litellm's own (num_retries) and the provider SDK's
+    # (max_retries, 2 by default in the OpenAI client) are off; each retry is the caller's,
+    # reserved, charged and counted (live/driver.py)
     response = litellm.completion(
         model=model,
         messages=[{"role": "user", "content": prompt}],
         temperature=0,
+        num_retries=0,
+        max_retries=0,
         **kwargs,
     )
     calls = getattr(_judge_tls, "calls", None)

@@ -58,6 +58,7 @@ from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.multi_metric_ranker import joint_item_ids
 from lm_eval_adaptive.engine.multi_metric_test import MultiMetricTest
 from lm_eval_adaptive.engine.person_fit import misfit_note
+from lm_eval_adaptive.harness.billing import may_have_been_billed
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness import lm_eval_compat as compat
 from lm_eval_adaptive.harness.bank_source import parse_banks
@@ -376,7 +377,9 @@ def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig, *, displa
     except (InputError, KeyboardInterrupt):
         raise
     except Exception as e:  # a model or metric call that failed for good: say so, write nothing
-        raise ModelCallError(f"the run stopped, nothing was written: {type(e).__name__}: {e}") from e
+        billed = (" The failed call was sent and never answered (a timeout or a dropped connection): the "
+                  "provider may have billed it, and the harness's retries of it.") if may_have_been_billed(e) else ""
+        raise ModelCallError(f"the run stopped, nothing was written: {type(e).__name__}: {e}.{billed}") from e
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
 

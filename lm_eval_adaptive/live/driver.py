@@ -11,15 +11,23 @@ function in simulation) — and an upper cost estimate per item, and it drives a
    ``request`` record is journaled, and the call goes to a worker thread.
 2. A worker makes the call, retrying 429s, timeouts, dropped connections and 5xx with
    exponential backoff and full jitter (:class:`RetryPolicy`, tenacity); a wait is cut short
-   when the run is interrupted.
-3. Back on the driver thread a success is settled in the ledger at the cost of the usage the
-   provider returned (the model's calls and any judge's), appended to the journal (fsynced)
-   and only then told to the ranker: a score counts once it is on disk. A call that failed
-   for good is journaled as a ``failure`` and its item given up for that model: released
-   (nothing charged) when nothing was answered, settled at the usage of what was answered
-   when the error carries it (``error.paid``: the model answered but scoring failed). A
-   model whose calls fail ``max_failures`` times in a row is dropped and reported as
-   failed while the others finish.
+   when the run is interrupted. Every attempt is a paid call of its own, charged in the
+   ledger as soon as it ends: an answered attempt at the usage the provider returned (the
+   model's calls and any judge's), a failed one at the usage of what was answered
+   (``error.paid``: the model answered but scoring failed), or, when the request was sent
+   and its answer never read (a read timeout, a dropped connection:
+   :func:`may_have_been_billed`), at its whole reservation, since the provider bills what
+   it finished even when the client gave up; nothing when it was never sent or the provider
+   answered with an error status (4xx, 429, 5xx). A retry is sent only once its own
+   reservation (key ``(model, item_id, attempt)``) fits under the cap (else the item fails
+   with :class:`BudgetRefused`) and the failed attempt before it is journaled with its
+   cost (an ``attempt`` record). The SDKs' own retries are off: every retry is ours.
+3. Back on the driver thread the outcome is appended to the journal (fsynced; its
+   ``cost_usd`` is the last attempt's charge) and only then told to the ranker: a score
+   counts once it is on disk. A call that failed for good is journaled as a ``failure``
+   and its item given up for that model. A model whose calls fail ``max_failures`` times
+   in a row is dropped and reported as failed while the others finish (a retry the cap
+   refused is not the model's failure).
 4. Ctrl-C (KeyboardInterrupt) stops asking, waits for the calls in flight (their results are
    journaled: they were paid for), writes a ``stop`` record and returns the partial result.
    A second Ctrl-C aborts at once: the workers are daemon threads, so a call that hangs
@@ -27,7 +35,8 @@ function in simulation) — and an upper cost estimate per item, and it drives a
    lost in flight).
 
 Resume (:meth:`LiveRun.resume_from`): score and failure records are replayed into a fresh
-ranker without calling anything, their costs enter the ledger as known charges, and calls
+ranker without calling anything, their costs and those of the ``attempt`` records (failed
+attempts charged before a retry) enter the ledger as known charges, once each, and calls
 that were in flight when the process died (a ``request`` record with no outcome) are not
 made again: their items are given up for that model and their reserved upper estimate is
 counted as spent (the provider may have billed them).
@@ -53,10 +62,11 @@ from tenacity import (
 )
 
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker, Request
+from lm_eval_adaptive.harness.billing import may_have_been_billed
 from lm_eval_adaptive.live.journal import Journal, redact
 from lm_eval_adaptive.live.ledger import BudgetLedger
 
-__all__ = ["LiveRun", "RetryPolicy", "is_retryable", "ModelFailed"]
+__all__ = ["LiveRun", "RetryPolicy", "is_retryable", "may_have_been_billed", "ModelFailed", "BudgetRefused"]
 
 log = logging.getLogger("lm_eval_adaptive")
 
@@ -90,6 +100,8 @@ def is_retryable(exc: BaseException) -> bool:
     reported, are not. An error carrying ``paid`` and ``cause`` (the model answered, then
     scoring failed) is retried when its cause is (a retry re-uses the answers).
     """
+    if isinstance(exc, ModelFailed):  # given up already (e.g. a retry the cap refused)
+        return False
     cause = getattr(exc, "cause", None)
     if getattr(exc, "paid", None) is not None and isinstance(cause, BaseException):
         return is_retryable(cause)
@@ -138,6 +150,11 @@ class RetryPolicy:
 
 class _Interrupted(Exception):
     """The run was interrupted while a call waited for its retry."""
+
+
+class BudgetRefused(ModelFailed):
+    """A retry was not sent: its reservation did not fit under the cap (the money went on the
+    attempts before it, and on the other calls)."""
 
 
 class _DaemonPool:
@@ -204,11 +221,16 @@ def _judge_fields(score, judge_usd) -> dict:
 @dataclass
 class _Outcome:
     request: Request
-    key: tuple
+    key: tuple  # (model, item_id)
     score: object = None  # ItemScore
     error: BaseException | None = None
     attempts: int = 0
     seconds: float = 0.0
+    charge: float | None = None  # what the last attempt was charged (None: nothing)
+    judge: float = 0.0  # the judge's part of the answered calls' cost
+    earlier: float = 0.0  # what the earlier attempts were charged (each journaled as an ``attempt``)
+    billed_failures: int = 0  # attempts that failed after the request was sent and were charged
+    billed_failures_usd: float = 0.0
 
 
 class LiveRun:
@@ -255,6 +277,8 @@ class LiveRun:
         self.judge_spent: dict[str, float] = {m: 0.0 for m in ranker.models}
         self.attempts = 0
         self.retries = 0
+        self.billed_failures = 0  # attempts charged though they failed (timeouts, dropped connections)
+        self.billed_failures_usd = 0.0
         self.lost_in_flight: list[tuple[str, str, float]] = []
         self.interrupted = False
         self._stop = threading.Event()
@@ -282,6 +306,10 @@ class LiveRun:
             self.ledger.charge_known(f"lost:{m}:{item_id}", usd)
             lost.append((m, item_id, usd))
         self.lost_in_flight = lost
+        for rec in journal.records("attempt"):  # failed attempts charged before their retry
+            if rec.get("model") in self.judge_spent and rec.get("cost_usd"):
+                self.ranker.charge(rec["model"], float(rec["cost_usd"]))
+                self.billed_failures += 1 if rec.get("may_have_been_billed") else 0
         for rec in journal.records():
             if rec.get("type") not in ("score", "failure") or rec.get("model") not in self.judge_spent:
                 continue
@@ -297,26 +325,95 @@ class LiveRun:
             self.journal.append(record)
 
     def _call(self, req: Request, key: tuple) -> _Outcome:
+        """Make the call of ``req`` in a worker thread: every attempt is a paid call of its own.
+
+        Attempt 1 was reserved by :meth:`_dispatch`. Each attempt is charged as soon as it ends
+        (the ledger is thread-safe): an answered attempt at the usage the provider reported
+        (the part not charged before: a retry re-uses earlier answers), a failed one at the
+        usage of what was answered, or at its whole reservation when the request was sent and
+        never answered (:func:`may_have_been_billed`: the provider may have billed it). Before
+        a retry is sent, a new reservation (key ``(model, item_id, attempt)``) must fit under
+        the cap, else the item fails with :class:`BudgetRefused`; then the failed attempt is
+        journaled (an ``attempt`` record with its cost, so a resume counts it once) and the
+        retry is sent. The last attempt's charge is journaled by :meth:`_finish`.
+        """
         out = _Outcome(request=req, key=key)
         t0 = time.monotonic()
         caller = self.callers[req.model]
-        last: list = [None]
+        m, item_id = key
+        est = self._reserved_of[key]
+        known = [0.0]  # the answered calls' cost charged so far (scores carry every answer's usage)
+        last: list = [None, None]  # the last failed attempt's error and its journal record
 
         def sleep(seconds: float) -> None:  # Ctrl-C cuts a wait short, and no retry follows
             if self._stop.wait(seconds):
                 raise _Interrupted
 
         def before_sleep(state) -> None:
-            e = last[0] = state.outcome.exception()
+            e = state.outcome.exception()
             log.info("%s, item %s: %s; retry %d in %.2fs", req.model, req.item_id,
                      redact(f"{type(e).__name__}: {e}", self.secrets)[:300], state.attempt_number,
                      state.next_action.sleep if state.next_action else 0.0)
 
+        def failed(n: int, e: BaseException) -> None:  # charge the failed attempt n at once
+            paid = getattr(e, "paid", None)
+            usd = judge = 0.0
+            if paid is not None:  # answered, then scoring failed: what was answered is paid for
+                total, judge = self._cost(m, paid, key)
+                usd = max(0.0, total - known[0])
+                known[0] = max(known[0], total)
+            billed = may_have_been_billed(e)
+            if billed:  # sent, never answered: the provider may have billed it whole
+                usd = max(usd, est)
+                out.billed_failures += 1
+                out.billed_failures_usd += usd
+            if usd > 0 or billed:
+                self.ledger.settle((m, item_id, n), usd)
+                out.charge = usd
+            else:
+                self.ledger.release((m, item_id, n))
+                out.charge = None
+            out.judge = judge
+            why = redact(f"{type(e).__name__}: {e}", self.secrets)[:500]
+            last[0] = e
+            last[1] = {"type": "attempt", "model": m, "item_id": item_id, "attempt": n, "error": why,
+                       "cost_usd": out.charge, "may_have_been_billed": billed,
+                       **({"usage": list(paid.usage or []), **_judge_fields(paid, judge)} if paid is not None
+                          else {})}
+
         try:
             for attempt in self.retry.retrying(sleep=sleep, before_sleep=before_sleep):
                 with attempt:
-                    out.attempts = attempt.retry_state.attempt_number
-                    out.score = caller(req.item_id)
+                    n = out.attempts = attempt.retry_state.attempt_number
+                    if n > 1:  # a retry is a new paid call: its reservation first, then the record
+                        if not self.ledger.reserve((m, item_id, n), est):
+                            raise BudgetRefused(
+                                f"retry {n} not sent: its reservation of ${est:.6g} does not fit under the "
+                                f"cap (spent ${self.ledger.spent:.6g} of ${self.ledger.cap:.6g})")
+                        try:
+                            self._journal({**last[1], "retry_reserved_usd": est})
+                        except BaseException:
+                            self.ledger.release((m, item_id, n))
+                            raise
+                        out.earlier += out.charge or 0.0
+                        out.charge, out.judge, last[1] = None, 0.0, None
+                    try:
+                        score = caller(req.item_id)
+                    except BudgetRefused:
+                        raise
+                    except Exception as e:
+                        failed(n, e)
+                        raise
+                    total, out.judge = self._cost(m, score, key)
+                    out.charge = max(0.0, total - known[0])
+                    self.ledger.settle((m, item_id, n), out.charge)
+                    out.score = score
+        except BudgetRefused as e:
+            out.attempts -= 1  # the refused retry was never sent
+            out.error = e
+            paid = getattr(last[0], "paid", None)
+            if paid is not None:
+                e.paid = paid
         except _Interrupted:
             out.error = ModelFailed("interrupted before a retry")
             paid = getattr(last[0], "paid", None)
@@ -349,7 +446,7 @@ class LiveRun:
         while not self._stop.is_set() and (req := r.ask()) is not None:
             key = (req.model, req.item_id)
             est = float(self.upper_cost(req.model, req.item_id))
-            if not self.ledger.reserve(key, est):
+            if not self.ledger.reserve((*key, 1), est):  # each attempt of a call is reserved apart
                 # this model's next call does not fit now: the others may still buy cheaper
                 # calls; it is asked again once a call in flight settles and frees money
                 r.release(req)
@@ -361,21 +458,25 @@ class LiveRun:
                 self._journal({"type": "request", "model": req.model, "item_id": req.item_id,
                                "phase": req.phase, "reserved_usd": est})
             except BaseException:
-                self.ledger.release(key)
+                self.ledger.release((*key, 1))
                 r.release(req)
                 raise
             futures[pool.submit(self._call, req, key)] = key
         return not refused
 
     def _finish(self, out: _Outcome) -> None:
+        """Journal the outcome of a call (charged in the ledger by :meth:`_call`) and tell the ranker."""
         r, req, m = self.ranker, out.request, out.request.model
         self.attempts += out.attempts
         self.retries += max(0, out.attempts - 1)
+        self.billed_failures += out.billed_failures
+        self.billed_failures_usd += out.billed_failures_usd
+        if out.earlier > 0:  # failed attempts charged (and journaled) before their retries
+            r.charge(m, out.earlier)
         if out.error is None:
-            cost, judge = self._cost(m, out.score, out.key)
+            cost, judge = out.charge or 0.0, out.judge
             raw = float(out.score.raw)
             scaled = float(self.scale(req.item, raw))
-            self.ledger.settle(out.key, cost)
             self.judge_spent[m] += judge
             self._journal({"type": "score", "model": m, "item_id": req.item_id, "raw": raw, "scaled": scaled,
                            "cost_usd": cost, "usage": list(out.score.usage or []), "attempts": out.attempts,
@@ -388,25 +489,22 @@ class LiveRun:
             self.failures[m] = 0
         else:
             paid = getattr(out.error, "paid", None)
-            cost = judge = None
-            if paid is not None:  # the provider answered (and billed) before the item failed: charge it
-                cost, judge = self._cost(m, paid, out.key)
-                self.ledger.settle(out.key, cost)
-                self.judge_spent[m] += judge
+            cost, judge = out.charge, out.judge
+            if cost:
                 r.charge(m, cost)
-            else:
-                self.ledger.release(out.key)
+            if paid is not None:
+                self.judge_spent[m] += judge
             why = redact(f"{type(out.error).__name__}: {out.error}", self.secrets)[:500]
             self._journal({"type": "failure", "model": m, "item_id": req.item_id, "error": why,
                            "attempts": out.attempts, "cost_usd": cost,
                            **({"usage": list(paid.usage or []), **_judge_fields(paid, judge)} if paid is not None
                               else {})})
             self.failed_calls[m] += 1
+            r.cancel(req)
             interrupted = isinstance(out.error, ModelFailed) and self._stop.is_set()
-            if interrupted:
-                r.cancel(req)
-            else:
-                r.cancel(req)
+            if isinstance(out.error, BudgetRefused):  # the cap, not the model: not a failure of it
+                log.warning("%s, item %s given up after %d attempt(s): %s", m, req.item_id, out.attempts, why)
+            elif not interrupted:
                 self.failures[m] += 1
                 log.warning("%s, item %s failed after %d attempt(s): %s", m, req.item_id, out.attempts, why)
                 if self.failures[m] >= self.max_failures and m not in r.failed:

@@ -7,6 +7,11 @@ types used by the live ranking::
 
     {"type": "score", "model", "item_id", "raw", "scaled", "cost_usd", "usage", "ts"}
     {"type": "failure", "model", "item_id", "error", "cost_usd", "ts", ...}
+    {"type": "attempt", "model", "item_id", "attempt", "error", "cost_usd", "may_have_been_billed",
+     "retry_reserved_usd", "ts", ...}     (a failed attempt, written before its retry is sent)
+
+A record's ``cost_usd`` is what the attempt it records was charged; an item's cost is the sum
+over its records.
     {"type": "stop", "reason", "ts", ...}
 
 A process killed in the middle of ``append`` can leave a torn last line. :meth:`Journal.open`

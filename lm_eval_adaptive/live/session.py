@@ -397,6 +397,7 @@ def build_report(live, setup, a: LiveSettings, *, command: str) -> dict:
         "failed": [{"model": m, "error": why, "items": res.items[m], "cost_usd": res.cost[m],
                     "judge_cost_usd": live.judge_spent.get(m, 0.0)} for m, why in res.failed.items()],
         "calls": {"attempts": live.attempts, "retries": live.retries,
+                  "billed_failures": live.billed_failures, "billed_failures_usd": live.billed_failures_usd,
                   "failed_items": int(sum(live.failed_calls.values())),
                   "lost_in_flight": [{"model": m, "item_id": i, "charged_usd": u} for m, i, u in live.lost_in_flight]},
         "ledger": {k: snap[k] for k in ("spent", "reserved", "n_settled", "n_refused", "overshoot_usd")},
