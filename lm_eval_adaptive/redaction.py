@@ -292,14 +292,16 @@ def known_secrets(extra: Iterable[str] = ()) -> list[str]:
 
 
 # ---------------------------------------------------------------------------- redaction
-def redact_text(s: str, secrets: Iterable[str] = ()) -> str:
+def redact_text(s: str, secrets: Iterable[str] = (), *, shapes: bool = True) -> str:
     """``s`` with every secret replaced by ``***``: the known values (:func:`known_secrets`, plus
-    ``secrets``) and every secret shape (module docstring)."""
+    ``secrets``) and, with ``shapes``, every secret shape (module docstring)."""
     if not isinstance(s, str) or not s:
         return s
     for value in known_secrets(secrets):
         if value in s:
             s = s.replace(value, REDACTED)
+    if not shapes:
+        return s
     if "://" in s:
         s = _redact_urls(s)
     s = _redact_query(s)
@@ -309,31 +311,33 @@ def redact_text(s: str, secrets: Iterable[str] = ()) -> str:
     return s
 
 
-def redact(obj: Any, secrets: Iterable[str] = (), *, by_key: bool = True) -> Any:
+def redact(obj: Any, secrets: Iterable[str] = (), *, by_key: bool = True, shapes: bool = True) -> Any:
     """A copy of ``obj`` (dicts, lists and tuples copied deeply; other objects as they are) with every
-    string passed through :func:`redact_text` and, with ``by_key``, every non-empty value under a
-    secret-named key (:func:`is_secret_key`, at any depth) replaced by ``***``."""
+    string passed through :func:`redact_text` (``shapes`` as there) and, with ``by_key``, every
+    non-empty value under a secret-named key (:func:`is_secret_key`, at any depth) replaced by
+    ``***``. Data that are not the user's settings (documents, model outputs) take
+    ``by_key=False, shapes=False``: only the secrets known by value are removed from them."""
     values = known_secrets(secrets)
-    return _walk(obj, values, by_key)
+    return _walk(obj, values, by_key, shapes)
 
 
-def _walk(obj, values, by_key):
+def _walk(obj, values, by_key, shapes=True):
     if isinstance(obj, str):
-        return redact_text(obj, values)
+        return redact_text(obj, values, shapes=shapes)
     if isinstance(obj, Mapping):
         out = {}
         for k, v in obj.items():
-            key = redact_text(k, values) if isinstance(k, str) else k
+            key = redact_text(k, values, shapes=shapes) if isinstance(k, str) else k
             if by_key and isinstance(k, str) and is_secret_key(k) and v is not None \
                     and not isinstance(v, bool) and v != "":
                 out[key] = REDACTED
             else:
-                out[key] = _walk(v, values, by_key)
+                out[key] = _walk(v, values, by_key, shapes)
         return out
     if isinstance(obj, list):
-        return [_walk(v, values, by_key) for v in obj]
+        return [_walk(v, values, by_key, shapes) for v in obj]
     if isinstance(obj, tuple):
-        return tuple(_walk(v, values, by_key) for v in obj)
+        return tuple(_walk(v, values, by_key, shapes) for v in obj)
     return obj
 
 
