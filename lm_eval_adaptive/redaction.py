@@ -62,7 +62,8 @@ _NOT_SECRET = frozenset({
 #: bare names that mean a secret only inside structured text (``?key=``, ``,key=``, ``(key=``):
 #: in prose (``key=val``, ``the token: ...``) they are left alone
 _GENERIC_NAMES = frozenset({"key", "token", "auth", "sig", "signature", "secret", "pwd", "dsn", "cookie"})
-_NOT_SECRET_VALUES = frozenset({"", REDACTED, "true", "false", "none", "null"})
+#: placeholders, not secrets (the harness's api_key=EMPTY, the replay endpoint's OPENAI_API_KEY=replay)
+_NOT_SECRET_VALUES = frozenset({"", REDACTED, "true", "false", "none", "null", "empty", "dummy", "replay"})
 
 
 def _norm(key: str) -> str:
@@ -137,7 +138,7 @@ def _url_userinfo(s: str) -> list[str]:
 
 # `key = value` / `"key": "value"`: the key and its separator; the value's extent is read after it
 _ASSIGN = re.compile(r"""(?<![\w.\-/])(["']?)([A-Za-z_][\w.\-]*)\1(\s*[=:]\s*)""")
-_GENERIC_BEFORE = set("?&;,([{\"'")
+_GENERIC_BEFORE = set("?&;,([{")
 _EQ_VALUE_STOP = re.compile(r"""[,\n\r"'&;)\]}>\x1b]|\s+(?:--|[\w.\-]+\s*=)""")
 _COLON_VALUE = re.compile(r"""(?i)(?:(?:bearer|basic|token)\s+)?[^\s"',;&)\]}>\x1b]+""")
 
