@@ -298,7 +298,11 @@ def redact_text(s: str, secrets: Iterable[str] = (), *, shapes: bool = True) -> 
     ``secrets``) and, with ``shapes``, every secret shape (module docstring)."""
     if not isinstance(s, str) or not s:
         return s
-    for value in known_secrets(secrets):
+    return _redact_str(s, known_secrets(secrets), shapes)
+
+
+def _redact_str(s: str, values: list[str], shapes: bool = True) -> str:
+    for value in values:
         if value in s:
             s = s.replace(value, REDACTED)
     if not shapes:
@@ -324,11 +328,11 @@ def redact(obj: Any, secrets: Iterable[str] = (), *, by_key: bool = True, shapes
 
 def _walk(obj, values, by_key, shapes=True):
     if isinstance(obj, str):
-        return redact_text(obj, values, shapes=shapes)
+        return _redact_str(obj, values, shapes) if obj else obj
     if isinstance(obj, Mapping):
         out = {}
         for k, v in obj.items():
-            key = redact_text(k, values, shapes=shapes) if isinstance(k, str) else k
+            key = _redact_str(k, values, shapes) if isinstance(k, str) and k else k
             if by_key and isinstance(k, str) and is_secret_key(k) and v is not None \
                     and not isinstance(v, bool) and v != "":
                 out[key] = REDACTED
