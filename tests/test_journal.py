@@ -305,7 +305,7 @@ def test_secrets_never_reach_the_disk(tmp_path, monkeypatch):
     assert written["request"]["headers"] == {"Authorization": "***", "X-Api-Key": "***"}
     assert written["usage"] == {"prompt_tokens": 10, "completion_tokens": 0}  # token counts are not secrets
     assert written["max_tokens"] == 256 and written["api_key"] is None
-    assert "https://user:***@proxy.example/" in written["error"]
+    assert "https://***@proxy.example/" in written["error"]  # the whole user info
     back = Journal.open(tmp_path, writable=False)
     assert list(back.records())[1] == written  # memory and disk agree
     assert back.header["api_key"] == "***"

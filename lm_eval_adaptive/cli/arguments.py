@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["add_family_wise_argument", "add_tie_margin_argument", "guessing_value", "int_at_least", "positive_int", "nonnegative_int", "positive_float", "nonnegative_float",
+__all__ = ["add_redact_argument", "add_family_wise_argument", "add_tie_margin_argument", "guessing_value", "int_at_least", "positive_int", "nonnegative_int", "positive_float", "nonnegative_float",
            "open_unit_interval", "confidence_level"]
 
 
@@ -81,3 +81,15 @@ def add_family_wise_argument(parser) -> None:
     parser.add_argument("--family-wise", action="store_true",
                         help="hold the whole ranking at γ, not each pair: the chance that any reported order "
                              "is wrong stays under 1-γ (Holm over every pair of the ranking; costs items)")
+
+
+def add_redact_argument(parser, dest: str = "redact") -> None:
+    """``--redact VALUE`` (repeatable; a parser or an argument group): a value removed from every output.
+
+    The command line is read for it before it is parsed (``lm_eval_adaptive.cli.main``), so the value
+    never shows, not even in a parse error; the argument here documents it and keeps the parser from
+    refusing it."""
+    parser.add_argument("--redact", dest=dest, action="append", default=None, metavar="VALUE",
+                        help="a secret to remove from every output (files, stdout, stderr), repeatable; "
+                             "also LM_EVAL_ADAPTIVE_REDACT=V1,V2. Keys, tokens and passwords in --model_args, "
+                             "model specs, URLs and secret-named environment variables are removed anyway")

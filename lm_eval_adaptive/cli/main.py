@@ -49,6 +49,7 @@ from lm_eval_adaptive.engine.self_check import calibrate_checked
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import record_item_field
 from lm_eval_adaptive.harness.run import ModelCallError, options_from_sample_logs, table_from_sample_logs
+from lm_eval_adaptive.redaction import redacting
 from lm_eval_adaptive.replay.server import add_arguments as add_replay_arguments
 from lm_eval_adaptive.replay.server import serve
 from lm_eval_adaptive.sweep import import_ray, run_backtests
@@ -344,6 +345,13 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    # the secrets of this command line (and --redact values) never show: not in a file, not on
+    # stdout or stderr, not in a log message or a parse error
+    with redacting(argv):
+        return _main(argv)
+
+
+def _main(argv: list) -> int:
     parser = build_parser(with_run=bool(argv) and argv[0] == "run")
     args = parser.parse_args(argv)
     if getattr(args, "scaling", "x") is None:

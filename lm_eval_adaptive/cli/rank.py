@@ -30,6 +30,7 @@ from pathlib import Path
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.cli.arguments import (
     add_family_wise_argument,
+    add_redact_argument,
     add_tie_margin_argument,
     confidence_level,
     nonnegative_float,
@@ -85,6 +86,7 @@ def add_task_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_live_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("live calls")
+    add_redact_argument(g)
     add_tie_margin_argument(g)
     add_family_wise_argument(g)
     g.add_argument("--concurrency", type=positive_int, default=1, metavar="K",

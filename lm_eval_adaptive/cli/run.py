@@ -15,6 +15,7 @@ import argparse
 from pathlib import Path
 
 from lm_eval_adaptive.cli.arguments import (
+    add_redact_argument,
     nonnegative_float,
     positive_float,
     positive_int,
@@ -37,7 +38,7 @@ example:
 """
 
 #: Arguments of the adaptive group that say how the run is shown, not how it runs.
-DISPLAY_KEYS = ("adaptive_plot", "adaptive_no_progress")
+DISPLAY_KEYS = ("adaptive_plot", "adaptive_no_progress", "adaptive_redact")
 
 
 def split_run_arguments(args: argparse.Namespace) -> tuple[argparse.Namespace, AdaptiveRunConfig | None]:
@@ -109,6 +110,7 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--timeout", dest="adaptive_timeout", metavar="SECONDS", type=positive_float, default=None,
                    help=f"seconds one model or judge call may take (default: the model's timeout= "
                         f"argument, else {DEFAULT_TIMEOUT_S:g})")
+    add_redact_argument(g, dest="adaptive_redact")
     return p
 
 

@@ -65,7 +65,7 @@ from contextlib import contextmanager
 __all__ = ["SUPPORTED_LM_EVAL", "TESTED_LM_EVAL", "add_harness_run_parser", "index_include_path_only",
            "build_lm", "capture_usage",
            "usage_sink", "use_full_run_requests", "fresh_instance", "task_filters", "default_max_gen_toks",
-           "is_api_model", "prompt_text", "harness_bars_off", "results_file"]
+           "is_api_model", "prompt_text", "harness_bars_off", "results_file", "redacted_output_files"]
 
 SUPPORTED_LM_EVAL = ">=0.4.9,<0.5"
 TESTED_LM_EVAL = ("0.4.13",)
@@ -330,6 +330,33 @@ def harness_bars_off():
 
 
 # ------------------------------------------------------------------------ output files
+@contextmanager
+def redacted_output_files():
+    """While active, the harness's results JSON and sample logs (``EvaluationTracker``) are written
+    without secrets: the results (``config.model_args``, task configs, metadata) through
+    :func:`lm_eval_adaptive.redaction.redact`; the samples (documents, prompts, model outputs) with
+    only the secrets known by value removed."""
+    from lm_eval.loggers import EvaluationTracker
+
+    from lm_eval_adaptive.redaction import redact
+
+    aggregated, per_sample = EvaluationTracker.save_results_aggregated, EvaluationTracker.save_results_samples
+
+    def save_results_aggregated(self, results, samples=None):
+        return aggregated(self, results=redact(results), samples=samples)
+
+    def save_results_samples(self, task_name, samples):
+        return per_sample(self, task_name=task_name, samples=redact(samples, by_key=False, shapes=False))
+
+    EvaluationTracker.save_results_aggregated = save_results_aggregated
+    EvaluationTracker.save_results_samples = save_results_samples
+    try:
+        yield
+    finally:
+        EvaluationTracker.save_results_aggregated = aggregated
+        EvaluationTracker.save_results_samples = per_sample
+
+
 def results_file(tracker, output_path):
     """The results JSON ``tracker.save_results_aggregated`` wrote under ``output_path`` (a folder, or a
     ``.json`` file name the harness adds the date to); None without an output path."""

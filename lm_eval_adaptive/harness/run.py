@@ -70,6 +70,7 @@ from lm_eval_adaptive.harness.scorer import (
     resolve_timeout,
     usage_total,
 )
+from lm_eval_adaptive.redaction import redact, redact_text
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: bundled price map, no fetch
 
@@ -149,7 +150,7 @@ def execute_run(harness_args: argparse.Namespace, adaptive: AdaptiveRunConfig | 
     ``adaptive`` the adaptive run of every task (shown on ``display``); with ``adaptive.dry_run``,
     ``forecast(plan, adaptive)`` of its :class:`AdaptivePlan` instead (no model is built, nothing
     is called). The task index covers only ``--include_path`` when it holds every requested task."""
-    with compat.index_include_path_only(getattr(harness_args, "tasks", None)):
+    with compat.index_include_path_only(getattr(harness_args, "tasks", None)), compat.redacted_output_files():
         if adaptive is None:
             harness_execute(harness_args)
             return 0
@@ -379,7 +380,7 @@ def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig, *, displa
     except Exception as e:  # a model or metric call that failed for good: say so, write nothing
         billed = (" The failed call was sent and never answered (a timeout or a dropped connection): the "
                   "provider may have billed it, and the harness's retries of it.") if may_have_been_billed(e) else ""
-        raise ModelCallError(f"the run stopped, nothing was written: {type(e).__name__}: {e}.{billed}") from e
+        raise ModelCallError(redact_text(f"the run stopped, nothing was written: {type(e).__name__}: {e}.{billed}")) from e
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
@@ -388,13 +389,14 @@ def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig, *, displa
     if cfg.log_samples:
         for t, rows in all_samples.items():
             tracker.save_results_samples(task_name=t, samples=rows)
+    shown = redact(all_results)  # what is shown holds no secret (the files are redacted as written)
     if display is not None:
-        display.done(all_results, compat.results_file(tracker, cfg.output_path))
-    print(f"{cfg.model} ({cfg.model_args}), adaptive: se_target={config.se_target}, "
+        display.done(shown, compat.results_file(tracker, cfg.output_path))
+    print(f"{cfg.model} ({redact_text(str(cfg.model_args))}), adaptive: se_target={config.se_target}, "
           f"min_items={config.min_items}, max_items={config.max_items}, "
           f"budget_usd={config.budget_usd}")
-    print(make_table(display_results(all_results)))
-    for label, a in metric_blocks(all_results["adaptive"]):
+    print(make_table(display_results(shown)))
+    for label, a in metric_blocks(shown["adaptive"]):
         est = a["metric_estimate"]
         judge = f" (judge ${a['judge_cost_usd']:.4f})" if a["judge"]["calls"] else ""
         print(f"{label}: θ̂ = {a['theta']:+.3f} ± {a['se']:.3f}; {a['items']} of {a['task_docs']} documents "

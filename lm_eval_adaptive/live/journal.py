@@ -20,11 +20,10 @@ record starts on a fresh line); a last line that is complete JSON but lost only 
 is kept. Anything else malformed is an :class:`~lm_eval_adaptive.errors.InputError` naming
 the file and the line.
 
-Secrets never reach the disk: before a record is written every string is passed through
-:func:`redact` (API keys such as ``sk-...``, ``Bearer`` tokens, URL parameters such as
-``?key=``, passwords in URLs, values of the environment's ``*_API_KEY``/``*_TOKEN``/``*_SECRET``
-variables) and values under keys such as ``api_key``, ``authorization``, ``token`` or ``secret``
-(at any depth) become ``"***"``.
+Secrets never reach the disk: before a record is written it passes through :func:`redact`, the
+redaction of :mod:`lm_eval_adaptive.redaction` (secrets by value and by shape in every string;
+values under secret-named keys such as ``api_key``, ``authorization``, ``token`` or ``secret``, at
+any depth, become ``"***"``).
 
 One process writes a journal at a time: opening for writing takes an exclusive ``flock``
 (on systems that have it), so two resumes of the same run cannot both pay for the same items.
@@ -42,7 +41,6 @@ import json
 import logging
 import math
 import os
-import re
 import signal
 import threading
 import time
@@ -54,7 +52,9 @@ from typing import Any
 import numpy as np
 
 from lm_eval_adaptive.engine.ranker import ReplayError, ReplayEvent, ReplayStats
+from lm_eval_adaptive import redaction
 from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.redaction import REDACTED, is_secret_key, redact_text
 
 try:  # POSIX advisory locks; without them (Windows) the journal is not locked
     import fcntl
@@ -67,64 +67,14 @@ log = logging.getLogger(__name__)
 
 JOURNAL_NAME = "journal.jsonl"
 JOURNAL_VERSION = 1
-REDACTED = "***"
 
 # ---------------------------------------------------------------------------
 # Redaction
 # ---------------------------------------------------------------------------
 
-# dict keys (lower case, '-' read as '_') whose values are secrets
-_SECRET_KEYS = frozenset({
-    "api_key", "apikey", "x_api_key", "api_token", "x_goog_api_key", "authorization",
-    "proxy_authorization", "token", "access_token", "refresh_token", "id_token", "auth_token",
-    "bearer_token", "session_token", "secret", "client_secret", "secret_key", "secret_access_key",
-    "aws_secret_access_key", "aws_session_token", "password", "passwd", "private_key",
-    "credentials", "cookie", "set_cookie",
-})
-_SECRET_KEY_SUFFIXES = ("_api_key", "_secret", "_password", "_secret_key", "_access_token")
-
-_TOKEN = r"[A-Za-z0-9._~+/=-]"
-# (pattern, replacement), applied in order to every string
-_SECRET_PATTERNS: tuple[tuple[re.Pattern, str], ...] = (
-    # key=value / "key": "value" assignments inside text (headers, reprs, log lines)
-    (re.compile(r"(?i)(?<![A-Za-z0-9])(api[_-]?key|x-api-key|x-goog-api-key|authorization|access[_-]?token|auth[_-]?token"
-                r"|client[_-]?secret|secret[_-]?key|password|passwd)(\s*[\"']?\s*[:=]\s*[\"']?\s*)"
-                r"(?:(?:bearer|basic|token)\s+)?(?!\*\*\*)[^\s\"',;&}]+"), r"\1\2" + REDACTED),
-    (re.compile(r"(?i)\bbearer\s+" + _TOKEN + r"{16,}"), "Bearer " + REDACTED),
-    # secret query parameters in URLs: ?key=..., &api_key=..., &token=..., &sig=...
-    (re.compile(r"(?i)([?&;](?:key|api[_-]?key|apikey|access[_-]?token|token|auth|sig|signature|secret"
-                r"|client[_-]?secret|password|x-goog-api-key)=)[^&#\s\"'<>]+"), r"\1" + REDACTED),
-    # passwords in URLs: scheme://user:password@host
-    (re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+@"), r"\1" + REDACTED + "@"),
-    # provider key formats
-    (re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_-]{16,}"), REDACTED),  # OpenAI, Anthropic, DeepSeek...
-    (re.compile(r"\bAIza[0-9A-Za-z_-]{35}"), REDACTED),  # Google
-    (re.compile(r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,})"), REDACTED),
-    (re.compile(r"(?<![A-Za-z0-9])(?:hf|gsk|r8|xai|pplx|nvapi)[_-][A-Za-z0-9_-]{20,}"), REDACTED),
-    (re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Z0-9])"), REDACTED),  # AWS key id
-    (re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"), REDACTED),  # Slack
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"), REDACTED),  # JWT
-)
-_SECRET_ENV = re.compile(r"(?i)(API_?KEY|TOKEN|SECRET|SECRET_KEY|SECRET_ACCESS_KEY|ACCESS_KEY|PASSWORD|PASSWD)$")
-_MIN_ENV_SECRET = 8  # shorter values (e.g. a dummy "replay") would redact ordinary words
-
-
 def env_secrets() -> list[str]:
-    return [v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= _MIN_ENV_SECRET]
-
-
-def _is_secret_key(key: str) -> bool:
-    k = key.strip().lower().replace("-", "_")
-    return k in _SECRET_KEYS or k.endswith(_SECRET_KEY_SUFFIXES)
-
-
-def _redact_str(s: str, secrets: Iterable[str]) -> str:
-    for value in secrets:
-        if value and value in s:
-            s = s.replace(value, REDACTED)
-    for pattern, repl in _SECRET_PATTERNS:
-        s = pattern.sub(repl, s)
-    return s
+    """The environment's secrets by value (:func:`lm_eval_adaptive.redaction.env_secrets`)."""
+    return redaction.env_secrets()
 
 
 def _clean(obj: Any, secrets: list[str], where: str) -> Any:
@@ -132,7 +82,7 @@ def _clean(obj: Any, secrets: list[str], where: str) -> Any:
     if obj is None or isinstance(obj, bool):
         return obj
     if isinstance(obj, str):
-        return _redact_str(obj, secrets)
+        return redact_text(obj, secrets)
     if isinstance(obj, (int, np.integer)):
         return int(obj)
     if isinstance(obj, (float, np.floating)):
@@ -149,31 +99,29 @@ def _clean(obj: Any, secrets: list[str], where: str) -> Any:
                     k = str(int(k))
                 else:
                     raise ValueError(f"{where}: dict keys must be strings, got {k!r}")
-            if _is_secret_key(k) and v is not None and not isinstance(v, bool) and v != "":
-                out[_redact_str(k, secrets)] = REDACTED
+            if is_secret_key(k) and v is not None and not isinstance(v, bool) and v != "":
+                out[redact_text(k, secrets)] = REDACTED
             else:
-                out[_redact_str(k, secrets)] = _clean(v, secrets, f"{where}.{k}")
+                out[redact_text(k, secrets)] = _clean(v, secrets, f"{where}.{k}")
         return out
     if isinstance(obj, np.ndarray):
         return _clean(obj.tolist(), secrets, where)
     if isinstance(obj, (list, tuple)):
         return [_clean(v, secrets, f"{where}[{i}]") for i, v in enumerate(obj)]
     if isinstance(obj, os.PathLike):
-        return _redact_str(os.fspath(obj), secrets)
+        return redact_text(os.fspath(obj), secrets)
     raise ValueError(f"{where}: {type(obj).__name__} cannot be written as JSON")
 
 
 def redact(obj: Any, secrets: Iterable[str] = ()) -> Any:
-    """A deep copy of ``obj`` ready for JSON, with anything that looks like a secret replaced.
-
-    Values under secret-named keys (``api_key``, ``authorization``, ``token``, ``secret``,
-    ``password``, ... at any depth) become ``"***"``; in every other string, API keys
-    (``sk-...``, ``AIza...``, ``hf_...``, ...), ``Bearer`` tokens, secret URL parameters
-    (``?key=``, ``&token=``, ``&sig=``, ...), URL passwords, ``api_key=...``-style assignments,
-    the values of ``secrets`` and of environment variables named like ``*_API_KEY``,
-    ``*_TOKEN``, ``*_SECRET`` (8 characters or more) are replaced by ``***``.
+    """A deep copy of ``obj`` ready for JSON (numpy values become Python ones; a non-finite number or
+    an object JSON cannot hold is a ValueError), with every secret redacted as
+    :func:`lm_eval_adaptive.redaction.redact` does it: known secret values (``secrets``, the
+    command's, the environment's) and secret shapes (API keys, ``Bearer`` tokens, URL user info,
+    secret query parameters, ``api_key=...``-style assignments) in every string become ``***``, and
+    so does every value under a secret-named key.
     """
-    return _clean(obj, [*secrets, *env_secrets()], "record")
+    return _clean(obj, redaction.known_secrets(secrets), "record")
 
 
 # ---------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from lm_eval_adaptive.harness.run import table_from_sample_logs
 from lm_eval_adaptive.live.cost_forecast import forecast_refresh
 from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, env_secrets
+from lm_eval_adaptive.redaction import redact
 from lm_eval_adaptive.live.session import (
     LiveProgress,
     LiveSettings,
@@ -77,7 +78,7 @@ def load_leaderboard(path) -> dict:
     names = [e.get("model") for e in d["entries"]]
     if any(not isinstance(n, str) or not n for n in names) or len(set(names)) != len(names):
         raise InputError("every entry needs a unique \"model\" name", path=str(p))
-    return d
+    return redact(d, by_key=False)  # a board from elsewhere is shown (page, plot, report) without secrets
 
 
 def _history_table(lb: dict, lb_path: Path):
@@ -177,7 +178,7 @@ def _now() -> str:
 
 def _write(path: Path, lb: dict) -> None:
 
-    write_json(path, lb)
+    write_json(path, redact(lb, by_key=False))
 
 
 def _entries(res, ranker, old: dict, new: dict) -> list[dict]:

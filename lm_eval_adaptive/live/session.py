@@ -39,6 +39,7 @@ from lm_eval_adaptive.harness.scorer import (
 )
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, Journal, env_secrets, redact
 from lm_eval_adaptive.live.ledger import BudgetLedger
+from lm_eval_adaptive.redaction import redact as redact_all
 
 __all__ = ["LiveSettings", "Setup", "rank_ranker", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
            "open_run", "start_run", "announce", "LiveProgress", "model_rows", "build_report",
@@ -408,4 +409,4 @@ def build_report(live, setup, a: LiveSettings, *, command: str) -> dict:
                      "item_field": setup.binding.item_field},
         "rows": rows + failed_rows,
     })
-    return d
+    return redact_all(d, by_key=False)  # model names are keys here: only secrets by value and shape
