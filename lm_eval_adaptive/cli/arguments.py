@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["add_family_wise_argument", "add_tie_margin_argument", "guessing_value", "int_at_least", "positive_int", "nonnegative_int", "positive_float", "nonnegative_float",
+__all__ = ["explicit_options", "add_family_wise_argument", "add_tie_margin_argument", "guessing_value", "int_at_least", "positive_int", "nonnegative_int", "positive_float", "nonnegative_float",
            "open_unit_interval", "confidence_level"]
 
 
@@ -81,3 +81,21 @@ def add_family_wise_argument(parser) -> None:
     parser.add_argument("--family-wise", action="store_true",
                         help="hold the whole ranking at γ, not each pair: the chance that any reported order "
                              "is wrong stays under 1-γ (Holm over every pair of the ranking; costs items)")
+
+
+def explicit_options(parser: argparse.ArgumentParser, argv) -> set[str]:
+    """The destinations ``argv`` sets explicitly (a flag given with its default value included).
+
+    ``argv`` is parsed again by ``parser``, a freshly built parser that this changes: every default
+    of it and its subcommands is suppressed, so only what the command line set lands in the namespace.
+    """
+    def suppress(p: argparse.ArgumentParser) -> None:
+        for action in p._actions:
+            action.default = argparse.SUPPRESS
+            if isinstance(action.choices, dict):  # subcommands
+                for sub in action.choices.values():
+                    if isinstance(sub, argparse.ArgumentParser):
+                        suppress(sub)
+
+    suppress(parser)
+    return {k for k, v in vars(parser.parse_args(list(argv))).items() if v is not argparse.SUPPRESS}

@@ -62,6 +62,8 @@ from lm_eval_adaptive.live.session import (
     announce,
     build_report,
     check_settings,
+    cheapest_call_check,
+    journal_cap_change,
     open_run,
     rank_ranker,
     start_run,
@@ -214,6 +216,7 @@ def rank_settings(args) -> tuple[list[LiveSettings], bool]:
     values["tasks"] = values["bank"] = None
     base = LiveSettings.from_mapping(values)
     if args.resume:
+        base.given = resume_given(args, values, RUN_KEYS)
         d = Path(args.resume)
         folders = [] if (d / RUN_FILE).is_file() or not d.is_dir() else \
             sorted(x for x in d.iterdir() if (x / RUN_FILE).is_file())
@@ -231,6 +234,21 @@ def rank_settings(args) -> tuple[list[LiveSettings], bool]:
     return [replace(base, tasks=t, bank=banks[t], output=str(task_folder(args.output, t))) for t in tasks], True
 
 
+def resume_given(args, values: dict, keys) -> dict:
+    """The run settings a resume's command line gave explicitly, spelled as the run records them
+    (models as specs, tasks and banks as lists), for :func:`~lm_eval_adaptive.live.session.open_run`
+    to compare with the journal's."""
+    explicit = set(getattr(args, "explicit", ()) or ())
+    given = {k: values[k] for k in keys if k in explicit and k in values}
+    if "models" in keys and explicit & {"models", "model", "model_args"}:
+        given["models"] = values["models"]
+    if "tasks" in explicit:
+        given["tasks"] = task_list(args.tasks)
+    if "bank" in explicit:
+        given["bank"] = [str(b) for b in args.bank]
+    return given
+
+
 def prepare_rank(a: LiveSettings, *, skip_finished: bool = False) -> RankRun:
     """Check one task's settings, bank and prices and build its ranker; nothing is called or written.
     ``skip_finished``: a resumed run that had ended is not run again (its report is kept)."""
@@ -245,6 +263,8 @@ def prepare_rank(a: LiveSettings, *, skip_finished: bool = False) -> RankRun:
         bank = setup.bank
         names = [s.name for s in setup.specs]
         ranker = rank_ranker(setup, a)
+        if not resumed:
+            cheapest_call_check(setup, a)
         if journal is not None and journal.header.get("bank_id") != bank.bank_id:
             raise InputError(f"the bank changed since the run started ({journal.header.get('bank_id')} → "
                              f"{bank.bank_id})", path=str(out_dir / JOURNAL_NAME))
@@ -289,6 +309,7 @@ def run_rank(r: RankRun, notes, out) -> int:
         notes.print(f"resumed {out_dir}: {info['scores']} scored items replayed, {info['failures']} failures, "
                     f"{info['lost_in_flight']} call(s) lost in flight (not requested again), "
                     f"${info['spent_usd']:.4f} already spent")
+        journal_cap_change(journal, a, setup.ledger, notes)
     announce(notes, setup, a)
     with LiveProgress(notes, live, setup, enabled=not a.no_progress) as prog:
         live.on_progress = prog.update
