@@ -13,7 +13,9 @@ notes to stderr.
 
 Files in ``--output DIR`` (``--output_path``), or in ``DIR/TASK`` with several tasks:
 
-* ``run.json``: the run's settings (what ``--resume DIR`` rebuilds the run from; secrets redacted);
+* ``run.json``: the run's settings (a copy of the journal header's, which ``--resume DIR`` takes:
+  a setting given on the resume's command line that differs, or an edited ``run.json``, is
+  refused; ``--budget-usd`` on resume changes the cap, journaled; secrets redacted);
 * ``journal.jsonl``: every request, score, failure and stop, fsynced (see :mod:`.journal`);
 * ``ranking.json`` and ``ranking.png``: the result (written atomically at the end, also after
   Ctrl-C, with ``stopped_because: "interrupted"``).

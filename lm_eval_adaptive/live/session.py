@@ -52,7 +52,9 @@ RUN_FILE = "run.json"
 RANKING_FILE = "ranking.json"
 PLOT_FILE = "ranking.png"
 
-# settings a resumed run takes from run.json (the rest of the command line is ignored)
+# settings a resumed run takes from its journal's header (given again on the command line they must
+# be equal, --budget-usd excepted; the operational options -- timeout, retries, progress -- are the
+# resume's own)
 RUN_KEYS = ("models", "tasks", "bank", "confidence", "budget_usd", "min_items", "max_items", "concurrency",
             "price", "metric", "item_field", "include_path", "num_fewshot", "apply_chat_template",
             "fewshot_as_multiturn", "gen_kwargs", "system_instruction", "seed", "metadata", "tie_margin",
