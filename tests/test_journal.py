@@ -48,7 +48,7 @@ def test_create_append_open_roundtrip(tmp_path):
     assert written[2]["scaled"] == 0.5 and written[2]["n"] == 3  # numpy values written as JSON numbers
     j.close()
     with pytest.raises(ValueError, match="not open for writing"):
-        j.append({"type": "stop"})
+        j.append({"type": "stop", "reason": "settled"})
     r = Journal.open(tmp_path / "run", writable=False)
     assert list(r.records())[1:] == written
     assert [x["type"] for x in r.records()] == ["header", "score", "failure", "score", "stop"]
@@ -197,9 +197,17 @@ def test_last_line_missing_only_its_newline_is_kept(tmp_path):
     (b"", "line 3: not valid JSON"),
     (b"[1, 2]", "line 3: a record must be a JSON object"),
     (b'{"model":"a"}', "line 3: a record needs a 'type'"),
-    (b'{"type":"score","model":"a","item_id":"x"}', "line 3: a score record needs 'scaled'"),
+    (b'{"type":"score","model":"a","item_id":"x","raw":1}', "line 3: a score record needs 'scaled'"),
+    # valid JSON, but a record without a field resume reads
+    (b'{"type":"score","model":"a","item_id":"x","scaled":0.1}', "line 3: a score record needs 'raw' .*missing"),
+    (b'{"type":"score","model":"a","item_id":"x","raw":"high","scaled":0.1}', "line 3: a score record needs 'raw'"),
+    (b'{"type":"request","model":"a"}', "line 3: a request record needs 'item_id'"),
+    (b'{"type":"request","model":"a","item_id":"x","reserved_usd":-1}', "line 3: a request record needs 'reserved_usd'"),
+    (b'{"type":"failure","item_id":"x"}', "line 3: a failure record needs 'model'"),
+    (b'{"type":"cap","budget_usd":0}', "line 3: a cap record needs 'budget_usd'"),
+    (b'{"type":"stop"}', "line 3: a stop record needs 'reason'"),
     (b'{"type":"header","version":1}', "line 3: a second header"),
-    (b'{"type":"score","model":"a","item_id":"item0","scaled":0.1}', "line 3: a second score .* line 2"),
+    (b'{"type":"score","model":"a","item_id":"item0","raw":10,"scaled":0.1}', "line 3: a second score .* line 2"),
 ])
 def test_malformed_middle_line_names_file_and_line(tmp_path, line3, message):
     path = write_journal(tmp_path, 3)
@@ -234,7 +242,7 @@ _WRITER = textwrap.dedent("""
     pad = "x" * int(sys.argv[2])
     i = 0
     while True:
-        j.append({"type": "score", "model": "m", "item_id": f"i{i}", "scaled": 0.5, "raw": pad})
+        j.append({"type": "score", "model": "m", "item_id": f"i{i}", "scaled": 0.5, "raw": 50, "pad": pad})
         i += 1
 """)
 

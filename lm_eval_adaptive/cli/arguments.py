@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["add_redact_argument", "add_family_wise_argument", "add_tie_margin_argument", "guessing_value", "int_at_least", "positive_int", "nonnegative_int", "positive_float", "nonnegative_float",
+__all__ = ["add_redact_argument", "explicit_options", "add_family_wise_argument", "add_tie_margin_argument", "guessing_value", "int_at_least", "positive_int", "nonnegative_int", "positive_float", "nonnegative_float",
            "open_unit_interval", "confidence_level"]
 
 
@@ -93,3 +93,21 @@ def add_redact_argument(parser, dest: str = "redact") -> None:
                         help="a secret to remove from every output (files, stdout, stderr), repeatable; "
                              "also LM_EVAL_ADAPTIVE_REDACT=V1,V2. Keys, tokens and passwords in --model_args, "
                              "model specs, URLs and secret-named environment variables are removed anyway")
+
+
+def explicit_options(parser: argparse.ArgumentParser, argv) -> set[str]:
+    """The destinations ``argv`` sets explicitly (a flag given with its default value included).
+
+    ``argv`` is parsed again by ``parser``, a freshly built parser that this changes: every default
+    of it and its subcommands is suppressed, so only what the command line set lands in the namespace.
+    """
+    def suppress(p: argparse.ArgumentParser) -> None:
+        for action in p._actions:
+            action.default = argparse.SUPPRESS
+            if isinstance(action.choices, dict):  # subcommands
+                for sub in action.choices.values():
+                    if isinstance(sub, argparse.ArgumentParser):
+                        suppress(sub)
+
+    suppress(parser)
+    return {k for k, v in vars(parser.parse_args(list(argv))).items() if v is not argparse.SUPPRESS}

@@ -26,7 +26,7 @@ from lm_eval_adaptive.cli.harness_options import (
     task_list,
 )
 from lm_eval_adaptive.cli.leaderboard_page import write_page, write_plot
-from lm_eval_adaptive.cli.rank import add_live_arguments, add_task_arguments
+from lm_eval_adaptive.cli.rank import add_live_arguments, add_task_arguments, resume_given
 from lm_eval_adaptive.cli.report import report_console
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.live.leaderboard import (
@@ -74,6 +74,12 @@ def refresh_settings(args) -> list[LiveSettings]:
     boards = list(args.leaderboard or [])
     values["leaderboard"] = boards[0] if boards else None
     base = LiveSettings.from_mapping(values)
+    if args.resume:
+        base.given = resume_given(args, values, REFRESH_KEYS)
+        if explicit_add(args):
+            base.given["add"] = values["add"]
+        if "leaderboard" in base.given:
+            base.given["leaderboard"] = boards
     tasks = task_list(args.tasks)
     if args.resume or (len(boards) <= 1 and not tasks):
         return [base]  # one leaderboard (refresh checks it), or a run folder to resume
@@ -93,6 +99,10 @@ def refresh_settings(args) -> list[LiveSettings]:
         return [base]
     return [replace(base, leaderboard=task_of[t],
                     output=str(task_folder(args.output, t)) if args.output else None) for t in order]
+
+
+def explicit_add(args) -> bool:
+    return bool(set(getattr(args, "explicit", ()) or ()) & {"add", "model", "model_args"})
 
 
 def cmd_leaderboard(args) -> int:

@@ -15,6 +15,7 @@ from lm_eval_adaptive.cli.arguments import (
     add_family_wise_argument,
     add_tie_margin_argument,
     confidence_level,
+    explicit_options,
     guessing_value,
     int_at_least,
     nonnegative_float,
@@ -354,6 +355,8 @@ def main(argv=None) -> int:
 def _main(argv: list) -> int:
     parser = build_parser(with_run=bool(argv) and argv[0] == "run")
     args = parser.parse_args(argv)
+    if getattr(args, "resume", None):  # a resumed run compares what the command line set with its journal
+        args.explicit = explicit_options(build_parser(with_run=False), argv)
     if getattr(args, "scaling", "x") is None:
 
         args.scaling = DEFAULT_SCALING

@@ -13,7 +13,9 @@ notes to stderr.
 
 Files in ``--output DIR`` (``--output_path``), or in ``DIR/TASK`` with several tasks:
 
-* ``run.json``: the run's settings (what ``--resume DIR`` rebuilds the run from; secrets redacted);
+* ``run.json``: the run's settings (a copy of the journal header's, which ``--resume DIR`` takes:
+  a setting given on the resume's command line that differs, or an edited ``run.json``, is
+  refused; ``--budget-usd`` on resume changes the cap, journaled; secrets redacted);
 * ``journal.jsonl``: every request, score, failure and stop, fsynced (see :mod:`.journal`);
 * ``ranking.json`` and ``ranking.png``: the result (written atomically at the end, also after
   Ctrl-C, with ``stopped_because: "interrupted"``).
@@ -63,6 +65,8 @@ from lm_eval_adaptive.live.session import (
     announce,
     build_report,
     check_settings,
+    cheapest_call_check,
+    journal_cap_change,
     open_run,
     rank_ranker,
     start_run,
@@ -216,6 +220,7 @@ def rank_settings(args) -> tuple[list[LiveSettings], bool]:
     values["tasks"] = values["bank"] = None
     base = LiveSettings.from_mapping(values)
     if args.resume:
+        base.given = resume_given(args, values, RUN_KEYS)
         d = Path(args.resume)
         folders = [] if (d / RUN_FILE).is_file() or not d.is_dir() else \
             sorted(x for x in d.iterdir() if (x / RUN_FILE).is_file())
@@ -233,6 +238,21 @@ def rank_settings(args) -> tuple[list[LiveSettings], bool]:
     return [replace(base, tasks=t, bank=banks[t], output=str(task_folder(args.output, t))) for t in tasks], True
 
 
+def resume_given(args, values: dict, keys) -> dict:
+    """The run settings a resume's command line gave explicitly, spelled as the run records them
+    (models as specs, tasks and banks as lists), for :func:`~lm_eval_adaptive.live.session.open_run`
+    to compare with the journal's."""
+    explicit = set(getattr(args, "explicit", ()) or ())
+    given = {k: values[k] for k in keys if k in explicit and k in values}
+    if "models" in keys and explicit & {"models", "model", "model_args"}:
+        given["models"] = values["models"]
+    if "tasks" in explicit:
+        given["tasks"] = task_list(args.tasks)
+    if "bank" in explicit:
+        given["bank"] = [str(b) for b in args.bank]
+    return given
+
+
 def prepare_rank(a: LiveSettings, *, skip_finished: bool = False) -> RankRun:
     """Check one task's settings, bank and prices and build its ranker; nothing is called or written.
     ``skip_finished``: a resumed run that had ended is not run again (its report is kept)."""
@@ -247,6 +267,8 @@ def prepare_rank(a: LiveSettings, *, skip_finished: bool = False) -> RankRun:
         bank = setup.bank
         names = [s.name for s in setup.specs]
         ranker = rank_ranker(setup, a)
+        if not resumed:
+            cheapest_call_check(setup, a)
         if journal is not None and journal.header.get("bank_id") != bank.bank_id:
             raise InputError(f"the bank changed since the run started ({journal.header.get('bank_id')} → "
                              f"{bank.bank_id})", path=str(out_dir / JOURNAL_NAME))
@@ -291,6 +313,7 @@ def run_rank(r: RankRun, notes, out) -> int:
         notes.print(f"resumed {out_dir}: {info['scores']} scored items replayed, {info['failures']} failures, "
                     f"{info['lost_in_flight']} call(s) lost in flight (not requested again), "
                     f"${info['spent_usd']:.4f} already spent")
+        journal_cap_change(journal, a, setup.ledger, notes)
     announce(notes, setup, a)
     with LiveProgress(notes, live, setup, enabled=not a.no_progress) as prog:
         live.on_progress = prog.update

@@ -25,9 +25,13 @@ from lm_eval_adaptive.engine.response_model import (
 )
 from lm_eval_adaptive.errors import BankError
 
-__all__ = ["ItemBank", "BANK_FORMAT", "BANK_VERSION", "SCALINGS"]
+__all__ = ["ItemBank", "BANK_FORMAT", "BANK_VERSION", "SCALINGS", "K_RANGE"]
 
 BANK_FORMAT = "lm-eval-adaptive/item-bank"
+#: The range a continuous bank's noise k may take: calibration floors k at 1e-6; below it the
+#: items' information (1/k) overflows the estimators, and a k above 100 makes every item
+#: carry next to no information.
+K_RANGE = (1e-6, 100.0)
 BANK_VERSION = 1
 #: "global": one (min, max) over all calibration observations (the reference code);
 #: "per_item": each item's own (min, max) over calibration models (the paper's data prep).
@@ -95,6 +99,10 @@ class ItemBank:
         if len(set(self.item_ids.tolist())) != n:
             raise BankError("item ids must be unique")
         self._check_item_parameters(n)
+        k = self.k
+        if k is not None and not (isinstance(k, (int, float, np.floating)) and K_RANGE[0] <= k <= K_RANGE[1]):
+            raise BankError(f"response_model.k is {k!r}: the noise of a continuous bank must be a finite number "
+                            f"in [{K_RANGE[0]:g}, {K_RANGE[1]:g}] (calibration gives such values)")
         self._index = None
         self._hash = None
 

@@ -67,6 +67,7 @@ from lm_eval_adaptive.harness.lm_eval_compat import SUPPORTED_LM_EVAL
 from lm_eval_adaptive.harness.metrics import declared_judges, judge_calls
 from lm_eval_adaptive.harness.scorer import (
     DEFAULT_TIMEOUT_S,
+    parse_gen_kwargs,
     resolve_timeout,
     usage_total,
 )
@@ -283,8 +284,15 @@ def plan_adaptive_run(hargs: argparse.Namespace, config: AdaptiveRunConfig) -> A
     prices resolved) without building the model or calling anything."""
     from lm_eval.config.evaluate_config import EvaluatorConfig
 
+    parse_gen_kwargs(getattr(hargs, "gen_kwargs", None))
     cfg = EvaluatorConfig.from_cli(hargs)
-    task_manager = cfg.process_tasks(cfg.metadata)
+    try:
+        task_manager = cfg.process_tasks(cfg.metadata)
+    except ValueError as e:  # the harness's "Tasks not found: ..."
+        if "not found" not in str(e):
+            raise
+        raise InputError(f"{e}: no such harness task; a task of this project needs --include_path task_configs "
+                         "(the folder of its YAML)") from None
     tasks = list(cfg.tasks)
     bank_paths = parse_banks(list(config.bank), tasks, metric=config.metric, several=True)
     name = _model_name(cfg)
@@ -311,8 +319,16 @@ def plan_adaptive_run(hargs: argparse.Namespace, config: AdaptiveRunConfig) -> A
         bound.append((tname, task_obj, bindings[0]))
         if len(bindings) > 1:
             multi[tname] = _check_metric_bindings(tname, bindings)
-    return AdaptivePlan(cfg=cfg, task_manager=task_manager, model=name, price=price, judges=judges, bound=bound,
+    plan = AdaptivePlan(cfg=cfg, task_manager=task_manager, model=name, price=price, judges=judges, bound=bound,
                         metric_bindings=multi)
+    if budgeted:
+        for tname, _, binding in bound:
+            cheapest = float(np.nanmin(price.item_costs(binding.bank.input_tokens, binding.bank.output_tokens)))
+            if config.budget_usd < cheapest:
+                raise InputError(f"--budget-usd {config.budget_usd:g} is below one call: the cheapest first call "
+                                 f"of task {tname!r} costs ${cheapest:.6g} (the bank's token counts at the "
+                                 f"model's price); nothing was run")
+    return plan
 
 
 def _check_metric_bindings(task: str, bindings: list) -> list:

@@ -41,7 +41,8 @@ from lm_eval_adaptive.harness.metrics import declared_judges, judge_calls
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: bundled price map, no fetch
 
 __all__ = ["ModelSpec", "parse_model_spec", "HarnessTask", "HarnessItemScorer", "ItemScore", "ScoringFailed",
-           "build_lm", "usage_total", "resolve_timeout", "DEFAULT_TIMEOUT_S", "TEMPLATE_TOKENS"]
+           "build_lm", "usage_total", "resolve_timeout", "DEFAULT_TIMEOUT_S", "TEMPLATE_TOKENS", "parse_gen_kwargs",
+           "parse_metadata"]
 
 log = logging.getLogger("lm_eval_adaptive")
 
@@ -143,6 +144,64 @@ def usage_total(usage: list, *names) -> int | None:
             return None
         total += int(v)
     return total
+
+
+def _positive_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 1
+
+
+def _finite(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+#: generation kwargs checked before a run starts: key -> (test, what it must be)
+GEN_KWARG_RULES = {
+    "max_gen_toks": (_positive_int, "a positive integer"),
+    "max_tokens": (_positive_int, "a positive integer"),
+    "temperature": (lambda v: _finite(v) and v >= 0, "a finite number >= 0"),
+    "top_p": (lambda v: _finite(v) and 0 < v <= 1, "a number in (0, 1]"),
+    "do_sample": (lambda v: isinstance(v, bool), "true or false"),
+}
+
+
+def parse_gen_kwargs(value, *, flag: str = "--gen_kwargs") -> dict:
+    """The generation kwargs ``value`` (``K=V,...`` as the harness writes them, or a mapping),
+    parsed by the harness's own parser and checked (``max_gen_toks`` a positive integer, ...);
+    an :class:`InputError` naming the flag and the key otherwise."""
+    if value is None:
+        return {}
+    if isinstance(value, dict):
+        gk = dict(value)
+    else:
+        from lm_eval.utils import simple_parse_args_string
+
+        text = str(value)
+        bad = [p for p in text.split(",") if p.strip() and ("=" not in p or not p.split("=", 1)[0].strip())]
+        if bad:
+            raise InputError(f"{flag}: {bad[0].strip()!r} is not KEY=VALUE (e.g. max_gen_toks=256,temperature=0)")
+        gk = simple_parse_args_string(text)
+    for key, (ok, what) in GEN_KWARG_RULES.items():
+        if key in gk and not ok(gk[key]):
+            raise InputError(f"{flag}: {key} must be {what}, got {gk[key]!r}")
+    return gk
+
+
+def parse_metadata(value, *, flag: str = "--metadata") -> dict | None:
+    """The task metadata ``value`` (a JSON object, as ``lm-eval run --metadata`` takes it); None for none."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, dict):
+        return dict(value)
+    import json
+
+    try:
+        md = json.loads(value)
+    except ValueError as e:
+        raise InputError(f"{flag}: not valid JSON ({e})") from None
+    if not isinstance(md, dict):
+        raise InputError(f"{flag}: must be a JSON object such as '{{\"max_seq_lengths\": [4096]}}', "
+                         f"got {type(md).__name__}")
+    return md
 
 
 class HarnessTask:
@@ -279,7 +338,11 @@ class HarnessItemScorer:
         first = next(iter(self._by_doc.values()))[0]
         if first.request_type == "generate_until" and len(first.args) > 1 and isinstance(first.args[1], dict):
             gk = first.args[1]
-        self.max_output_tokens = int(gk.get("max_gen_toks", compat.default_max_gen_toks(self.lm)))
+        limit = gk.get("max_gen_toks", compat.default_max_gen_toks(self.lm))
+        if not _positive_int(limit):
+            raise InputError(f"max_gen_toks must be a positive integer, got {limit!r} (--gen_kwargs, the task's "
+                             "generation_kwargs or the model's max_gen_toks= argument)")
+        self.max_output_tokens = int(limit)
 
     def doc_id(self, item_id: str) -> int:
         try:

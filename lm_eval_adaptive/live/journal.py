@@ -7,12 +7,20 @@ types used by the live ranking::
 
     {"type": "score", "model", "item_id", "raw", "scaled", "cost_usd", "usage", "ts"}
     {"type": "failure", "model", "item_id", "error", "cost_usd", "ts", ...}
+    {"type": "request", "model", "item_id", "reserved_usd", "ts", ...}
+    {"type": "model_failed", "model", "error", "ts"}
     {"type": "attempt", "model", "item_id", "attempt", "error", "cost_usd", "may_have_been_billed",
      "retry_reserved_usd", "ts", ...}     (a failed attempt, written before its retry is sent)
+    {"type": "stop", "reason", "ts", ...}
+    {"type": "cap", "budget_usd", "previous_usd", "spent_usd", "ts"}   # the cap changed on resume
 
 A record's ``cost_usd`` is what the attempt it records was charged; an item's cost is the sum
 over its records.
-    {"type": "stop", "reason", "ts", ...}
+
+The header records the run's settings (``settings``), which a resume takes. Each record type's
+required fields are checked when a record is written and when the journal is read
+(:data:`RECORD_FIELDS`); a line that is valid JSON but lacks one is an InputError naming the
+file and the line.
 
 A process killed in the middle of ``append`` can leave a torn last line. :meth:`Journal.open`
 drops it with a warning (and, when opened for writing, cuts it off the file so the next
@@ -61,7 +69,7 @@ try:  # POSIX advisory locks; without them (Windows) the journal is not locked
 except ImportError:  # pragma: no cover
     fcntl = None
 
-__all__ = ["Journal", "JOURNAL_NAME", "JOURNAL_VERSION", "ReplayStats", "redact", "REDACTED"]
+__all__ = ["Journal", "JOURNAL_NAME", "JOURNAL_VERSION", "RECORD_FIELDS", "ReplayStats", "redact", "REDACTED"]
 
 log = logging.getLogger(__name__)
 
@@ -132,8 +140,32 @@ def _finite_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def _text(v: Any) -> bool:
+    return isinstance(v, str) and bool(v)
+
+
+def _usd_or_null(v: Any) -> bool:
+    return v is None or (_finite_number(v) and v >= 0)
+
+
+#: the fields each record type needs, and what each must be: (field, test, what)
+RECORD_FIELDS: dict[str, tuple[tuple[str, Callable[[Any], bool], str], ...]] = {
+    "request": (("model", _text, "a non-empty string"), ("item_id", _text, "a non-empty string"),
+                ("reserved_usd", _usd_or_null, "a number >= 0 or null")),
+    "score": (("model", _text, "a non-empty string"), ("item_id", _text, "a non-empty string"),
+              ("raw", _finite_number, "a finite number"), ("scaled", _finite_number, "a finite number")),
+    "failure": (("model", _text, "a non-empty string"), ("item_id", _text, "a non-empty string")),
+    "attempt": (("model", _text, "a non-empty string"), ("item_id", _text, "a non-empty string"),
+                ("attempt", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer >= 1")),
+    "model_failed": (("model", _text, "a non-empty string"),),
+    "stop": (("reason", _text, "a non-empty string"),),
+    "cap": (("budget_usd", lambda v: v is None or (_finite_number(v) and v > 0), "a number > 0 or null"),),
+}
+
+
 def _check_record(rec: Any) -> str | None:
-    """Why ``rec`` is not a valid body record (None when it is)."""
+    """Why ``rec`` is not a valid body record (None when it is): every record type's required
+    fields (:data:`RECORD_FIELDS`) are present and of the right type."""
     if not isinstance(rec, dict):
         return f"a record must be a JSON object, got {type(rec).__name__}"
     t = rec.get("type")
@@ -141,15 +173,12 @@ def _check_record(rec: Any) -> str | None:
         return "a record needs a 'type' (non-empty string)"
     if t == "header":
         return "a second header (the header is line 1 only)"
-    if "cost_usd" in rec and rec["cost_usd"] is not None and not (
-            _finite_number(rec["cost_usd"]) and rec["cost_usd"] >= 0):
+    if "cost_usd" in rec and not _usd_or_null(rec["cost_usd"]):
         return f"cost_usd must be a number >= 0 or null, got {rec['cost_usd']!r}"
-    if t == "score":
-        for key in ("model", "item_id"):
-            if not isinstance(rec.get(key), str) or not rec[key]:
-                return f"a score record needs '{key}' (non-empty string), got {rec.get(key)!r}"
-        if not _finite_number(rec.get("scaled")):
-            return f"a score record needs 'scaled' (a finite number), got {rec.get('scaled')!r}"
+    for key, ok, what in RECORD_FIELDS.get(t, ()):
+        if key not in rec or not ok(rec[key]):
+            got = f"got {rec[key]!r}" if key in rec else "it is missing"
+            return f"a {t} record needs '{key}' ({what}), {got}"
     return None
 
 
@@ -352,6 +381,14 @@ class Journal:
         """
         return [(f"journal:{n}", float(r["cost_usd"])) for n, r in self._numbered()
                 if r.get("type") != "header" and r.get("cost_usd") is not None]
+
+    def spent_usd(self) -> float:
+        """What the run paid, as a resume books it: every ``cost_usd`` plus the reservation of each
+        request that has no score or failure (lost in flight: the provider may have billed it)."""
+        done = {(r["model"], r["item_id"]) for r in self.records() if r["type"] in ("score", "failure")}
+        lost = sum(float(r.get("reserved_usd") or 0.0) for r in self.records("request")
+                   if (r["model"], r["item_id"]) not in done)
+        return float(sum(usd for _, usd in self.costs())) + lost
 
     # --------------------------------------------------------------- writing
     def append(self, record: Mapping) -> dict:

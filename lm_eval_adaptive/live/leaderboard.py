@@ -49,6 +49,8 @@ from lm_eval_adaptive.live.session import (
     Setup,
     announce,
     check_live_settings,
+    cheapest_call_check,
+    journal_cap_change,
     model_rows,
     start_run,
 )
@@ -246,6 +248,8 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
     if settings.dry_run:
         return forecast_refresh(settings, console, setup, new_ranker)
     ranker = new_ranker()
+    if not resumed:
+        cheapest_call_check(setup, settings, new)
 
     def anchor_call(item_id):  # pragma: no cover - anchors have no item left to ask
         raise RuntimeError("anchors are never asked")
@@ -271,6 +275,7 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
         info = live.resume_from(journal)
         console.print(f"resumed {out_dir}: {info['scores']} scored items replayed, {info['lost_in_flight']} "
                       f"call(s) lost in flight (not requested again), ${info['spent_usd']:.4f} already spent")
+        journal_cap_change(journal, settings, setup.ledger, console)
     announce(console, setup, settings)
     console.print(f"anchors: {len(anchors)} full-run entries of {path} (bank {bank.bank_id}, {bank.n_items} items)")
     with LiveProgress(console, live, setup, enabled=not settings.no_progress) as prog:

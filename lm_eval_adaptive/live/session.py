@@ -35,6 +35,8 @@ from lm_eval_adaptive.harness.run import JudgePricing
 from lm_eval_adaptive.harness.scorer import (
     HarnessItemScorer,
     HarnessTask,
+    parse_gen_kwargs,
+    parse_metadata,
     parse_model_spec,
 )
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, Journal, env_secrets, redact
@@ -42,7 +44,7 @@ from lm_eval_adaptive.live.ledger import BudgetLedger
 from lm_eval_adaptive.redaction import redact as redact_all
 
 __all__ = ["LiveSettings", "Setup", "rank_ranker", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
-           "open_run", "start_run", "announce", "LiveProgress", "model_rows", "build_report",
+           "open_run", "start_run", "journal_cap_change", "cheapest_call_check", "announce", "LiveProgress", "model_rows", "build_report",
            "JUDGE_PROMPT_ALLOWANCE", "JUDGE_OUTPUT_ALLOWANCE"]
 
 log = logging.getLogger("lm_eval_adaptive")
@@ -51,7 +53,9 @@ RUN_FILE = "run.json"
 RANKING_FILE = "ranking.json"
 PLOT_FILE = "ranking.png"
 
-# settings a resumed run takes from run.json (the rest of the command line is ignored)
+# settings a resumed run takes from its journal's header (given again on the command line they must
+# be equal, --budget-usd excepted; the operational options -- timeout, retries, progress -- are the
+# resume's own)
 RUN_KEYS = ("models", "tasks", "bank", "confidence", "budget_usd", "min_items", "max_items", "concurrency",
             "price", "metric", "item_field", "include_path", "num_fewshot", "apply_chat_template",
             "fewshot_as_multiturn", "gen_kwargs", "system_instruction", "seed", "metadata", "tie_margin",
@@ -103,6 +107,8 @@ class LiveSettings:
     leaderboard: str | None = None  # refresh: the leaderboard file
     add: list | None = None  # refresh: the new models
     dry_run: bool = False  # forecast the cost, call nothing (live/cost_forecast.py)
+    given: dict | None = None  # resume: the settings the command line gave, compared with the journal's
+    cap_change: tuple | None = None  # resume: (old cap, new cap) stated with --budget-usd
 
     @classmethod
     def from_mapping(cls, values: Mapping) -> LiveSettings:
@@ -139,6 +145,8 @@ def check_live_settings(a: LiveSettings) -> None:
     backoff = a.backoff
     if not (isinstance(backoff, (int, float)) and math.isfinite(backoff) and backoff >= 0):
         raise InputError(f"--backoff must be a finite number >= 0, got {backoff!r}")
+    parse_gen_kwargs(a.gen_kwargs)
+    parse_metadata(a.metadata)
     timeout = a.timeout
     if timeout is not None and not (isinstance(timeout, (int, float)) and math.isfinite(timeout) and timeout > 0):
         raise InputError(f"--timeout must be a finite number > 0, got {timeout!r}")
@@ -165,7 +173,7 @@ class Setup:
             raise InputError(f"model(s) {clash} are already on the leaderboard")
         overrides = parse_prices(a.price)
         self.prices = {s.name: model_price(s.model_id, name=s.name, overrides=overrides) for s in self.specs}
-        metadata = json.loads(a.metadata) if a.metadata else None
+        metadata = parse_metadata(a.metadata)
         self.task = HarnessTask(a.tasks, include_path=a.include_path, num_fewshot=a.num_fewshot,
                                 gen_kwargs=a.gen_kwargs, apply_chat_template=a.apply_chat_template,
                                 fewshot_as_multiturn=a.fewshot_as_multiturn,
@@ -239,7 +247,14 @@ def quiet_libraries() -> None:
 
 
 def open_run(settings: LiveSettings, keys=RUN_KEYS, *, command: str = "rank", required: bool = True):
-    """(output dir, journal or None, resumed?); with --resume the settings come from run.json."""
+    """(output dir, journal or None, resumed?); with --resume the settings come from the journal's header.
+
+    A resumed run is exact or refused: a setting the command line gave (``settings.given``) that
+    differs from the journal's, or a ``run.json`` edited since the run started, is refused with one
+    error naming each difference. The cap alone may change, and only when stated: ``--budget-usd``
+    on resume sets ``settings.cap_change`` (old, new), journaled when the run goes on; a cap under
+    what the run already spent is refused. Nothing is written here.
+    """
 
     if settings.resume and settings.dry_run:
         raise InputError("--dry-run forecasts a new run; it does not go with --resume")
@@ -251,16 +266,36 @@ def open_run(settings: LiveSettings, keys=RUN_KEYS, *, command: str = "rank", re
         try:
             saved_run = json.loads(run_file.read_text())
             saved = saved_run["settings"]
+            if not isinstance(saved, dict):
+                raise TypeError("settings is not an object")
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise InputError(f"unreadable run settings ({e})", path=str(run_file)) from None
         if saved_run.get("command", "rank") != command:
             raise InputError(f"this is a {saved_run.get('command')!r} run; resume it with that command",
                              path=str(run_file))
-        for k in keys:
-            if k in saved:
-                setattr(settings, k, saved[k])
         if not (d / JOURNAL_NAME).is_file():
             raise InputError("no journal to resume (journal.jsonl is missing)", path=str(d))
+        with Journal.open(d, writable=False) as peek:  # read and checked; nothing written yet
+            recorded, cap, spent = _journaled_settings(peek, saved, keys, run_file)
+        given = redact(dict(settings.given or {}), env_secrets())
+        diffs = [f"{k}: journal {_shown(recorded.get(k))} vs given {_shown(v)}"
+                 for k, v in sorted(given.items()) if k in keys and k != "budget_usd"
+                 and not _same_setting(k, recorded.get(k), v, recorded)]
+        if diffs:
+            raise InputError("the resumed run differs from its journal: " + "; ".join(diffs) +
+                             " (a resumed run keeps its settings; only --budget-usd may change its cap)",
+                             path=str(d))
+        for k in keys:
+            if k in recorded:
+                setattr(settings, k, recorded[k])
+        settings.budget_usd = cap
+        if "budget_usd" in given and given["budget_usd"] != cap:
+            new = given["budget_usd"]
+            if new is not None and new < spent:
+                raise InputError(f"--budget-usd {new:g}: the run already spent ${spent:.6g} (its cap was "
+                                 f"{_cap(cap)}); a cap under the spend is refused", path=str(d))
+            settings.cap_change = (cap, new)
+            settings.budget_usd = new
         return d, Journal.open(d, secrets=env_secrets()), True
     if not settings.output:
         if not required:
@@ -274,12 +309,89 @@ def open_run(settings: LiveSettings, keys=RUN_KEYS, *, command: str = "rank", re
     return d, None, False  # created by start_run, once every setting has been checked
 
 
+def _journaled_settings(journal: Journal, saved: dict, keys, run_file: Path) -> tuple[dict, float | None, float]:
+    """(the run's settings as its journal header records them, its cap now, what it spent); an
+    InputError naming each setting of ``run.json`` (``saved``) that differs from the journal's."""
+    header = journal.header
+    recorded = header.get("settings")
+    if isinstance(recorded, dict):
+        names = sorted((set(recorded) | set(saved)) & set(keys))
+        edited = [(k, recorded.get(k), saved.get(k)) for k in names if recorded.get(k) != saved.get(k)]
+    else:  # a journal from before the header kept the settings: run.json's, checked where the header can
+        recorded = dict(saved)
+        edited = [(k, header[k], saved.get(k)) for k in ("budget_usd",) if k in header and header[k] != saved.get(k)]
+    if edited:
+        raise InputError("run.json was edited since the run started: " + "; ".join(
+            f"{k}: journal {_shown(j)} vs run.json {_shown(r)}" for k, j, r in edited) +
+            " (a resumed run takes the journal's settings; put run.json back, or state a new cap with "
+            "--budget-usd)", path=str(run_file))
+    cap = recorded.get("budget_usd")
+    for rec in journal.records("cap"):
+        cap = rec["budget_usd"]
+    return recorded, cap, journal.spent_usd()
+
+
+def _shown(v) -> str:
+    return "none" if v is None else json.dumps(v, ensure_ascii=False) if not isinstance(v, str) else repr(v)
+
+
+def _same_setting(key: str, recorded, given, run: dict) -> bool:
+    """Whether ``given`` (as the command line spells it) names the journal's setting ``recorded``."""
+    if key in ("include_path", "leaderboard") and given is not None:
+        given = [str(Path(g).resolve()) for g in (given if isinstance(given, list) else [given])]
+        return recorded in given if key == "leaderboard" else given == [recorded]
+    if key == "tasks" and isinstance(given, list):
+        return recorded in given
+    if key == "bank" and isinstance(given, list):
+        from lm_eval_adaptive.harness.bank_source import bank_reference
+
+        task = run.get("tasks")
+        mine = [s.split("=", 1)[1] for s in given if "=" in s and not Path(s).exists() and s.split("=", 1)[0] == task]
+        if not mine and len(given) == 1:
+            mine = given
+        return [bank_reference(b) for b in mine] == [recorded]
+    if isinstance(recorded, (int, float)) and isinstance(given, (int, float)):
+        return float(recorded) == float(given)
+    if isinstance(recorded, list) or isinstance(given, list):
+        return list(recorded or []) == list(given or [])
+    return recorded == given
+
+
 def start_run(out_dir: Path, command: str, settings: dict, header: dict, bank_id: str) -> Journal:
-    """Create the run folder, its run.json (secrets redacted) and its journal."""
+    """Create the run folder, its run.json (secrets redacted) and its journal, whose header records
+    ``settings`` (what a resume takes)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json(out_dir / RUN_FILE, redact({"command": command, "settings": settings, "bank_id": bank_id},
                                           env_secrets()))
-    return Journal.create(out_dir, header, secrets=env_secrets())
+    return Journal.create(out_dir, {**header, "settings": settings}, secrets=env_secrets())
+
+
+def journal_cap_change(journal: Journal, a: LiveSettings, ledger, console) -> None:
+    """Journal and print the cap a resumed run was given with ``--budget-usd`` (``a.cap_change``)."""
+    if not a.cap_change:
+        return
+    old, new = a.cap_change
+    journal.append({"type": "cap", "budget_usd": new, "previous_usd": old, "spent_usd": ledger.spent})
+    console.print(f"cap changed: {_cap(old)} → {_cap(new)} (journaled); ${ledger.spent:.4f} already spent",
+                  highlight=False)
+
+
+def _cap(v) -> str:
+    return "none" if v is None else f"${v:g}"
+
+
+def cheapest_call_check(setup: Setup, a: LiveSettings, models=None) -> None:
+    """Refuse a cap under the cheapest first call's reservation (nothing could be bought)."""
+    if a.budget_usd is None:
+        return
+    bank = setup.bank
+    names = models or [s.name for s in setup.specs]
+    cheapest = min(setup.upper_cost(m, str(i)) for m in names for i in bank.item_ids)
+    spent = setup.ledger.spent
+    if a.budget_usd - spent < cheapest:
+        left = f" (${spent:.6g} of it already spent)" if spent else ""
+        raise InputError(f"--budget-usd {a.budget_usd:g}{left} is below one call: the cheapest first call "
+                         f"reserves ${cheapest:.6g} (its prompt and max_gen_toks output tokens at the model's price)")
 
 
 def announce(console, setup, a: LiveSettings) -> None:
