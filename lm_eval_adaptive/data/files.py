@@ -157,7 +157,7 @@ def check_outputs(outputs: Iterable[tuple[str, object]], inputs: Iterable[object
         _check_can_create_in(p.parent, opt, p)
         for src in inputs:
             if same_path(p, src):
-                raise InputError(f"{opt}: is also an input of this command ({src}); it would be overwritten, "
+                raise InputError(f"{opt} is also an input of this command ({src}); writing it would overwrite that input: "
                                  f"give another path", path=str(p))
         for other_opt, other in outputs[:k]:
             if same_path(p, other):

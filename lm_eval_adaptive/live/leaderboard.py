@@ -53,7 +53,7 @@ from lm_eval_adaptive.live.session import (
     start_run,
 )
 
-__all__ = ["LEADERBOARD_FORMAT", "REFRESH_KEYS", "load_leaderboard", "create_leaderboard", "refresh",
+__all__ = ["LEADERBOARD_FORMAT", "REFRESH_KEYS", "load_leaderboard", "create_leaderboard", "history_beside", "refresh",
            "print_leaderboard"]
 
 LEADERBOARD_FORMAT = "lm-eval-adaptive/leaderboard"
@@ -189,6 +189,12 @@ def _full_run_metric(table, model) -> float:
 
 
 # ---------------------------------------------------------------------------- create
+def history_beside(out) -> str:
+    """Where ``leaderboard --samples ... --out OUT`` writes the scores of the sample logs."""
+    out = Path(out)
+    return str(out.with_name(out.name.removesuffix(".json") + ".history.csv.gz"))
+
+
 def create_leaderboard(history: str | None, *, task: str, metric: str, models=None, item_field=None,
                        confidence: float = 0.95, out, samples=None) -> dict:
     """Write a leaderboard of full runs: from a response table (``history``), or from harness
@@ -201,7 +207,7 @@ def create_leaderboard(history: str | None, *, task: str, metric: str, models=No
 
         table = table_from_sample_logs(samples, task=task, metric=metric)
         item_field = item_field or DOC_ID  # sample logs name documents by their harness doc id
-        history = str(out.with_name(out.name.removesuffix(".json") + ".history.csv.gz"))
+        history = history_beside(out)
         out.parent.mkdir(parents=True, exist_ok=True)
         table.write(history)
     item_field = item_field or table_item_field(history)  # a named table says which field its ids are
