@@ -19,11 +19,11 @@ import numpy as np
 
 from lm_eval_adaptive import __version__
 from lm_eval_adaptive.atomic import atomic_write_text
+from lm_eval_adaptive.data.files import read_json
 from lm_eval_adaptive.engine.response_model import (
     ResponseModel,
     response_model_from_dict,
 )
-from lm_eval_adaptive.data.files import read_json
 from lm_eval_adaptive.errors import BankError, InputError
 
 __all__ = ["ItemBank", "BANK_FORMAT", "BANK_VERSION", "SCALINGS"]
