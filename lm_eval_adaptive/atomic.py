@@ -25,7 +25,8 @@ USE_O_TMPFILE = hasattr(os, "O_TMPFILE")
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[Any], None]) -> Path:
-    """Call ``write(binary_file)`` on a temp file next to ``path``, then rename it into place.
+    """Call ``write(binary_file)`` on a temp file next to ``path`` (its folder is created), then
+    rename it into place.
 
     The file is flushed and synced first and gets the mode an ordinary new file would. On any
     failure (SIGTERM included) the temp file is removed and ``path`` is left untouched; with
@@ -33,6 +34,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Any], None]) -> Path:
     for the instant between naming the complete file and renaming it.
     """
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     with _sigterm_cleans_up():
         fd = _unnamed_file(path.parent) if USE_O_TMPFILE else None
         if fd is None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from collections.abc import Callable, Mapping, Sequence
@@ -41,7 +42,7 @@ from lm_eval_adaptive.engine.backtest import (
 )
 from lm_eval_adaptive.errors import InputError
 
-__all__ = ["default_jobs", "import_ray", "run_backtests", "RAY_EXTRA"]
+__all__ = ["check_ray_address", "default_jobs", "import_ray", "run_backtests", "RAY_EXTRA"]
 
 #: The optional extra that installs Ray.
 RAY_EXTRA = "ray"
@@ -75,6 +76,15 @@ def run_backtests(tables: Sequence, *, config: BacktestConfig = BacktestConfig()
     if jobs < 1:
         raise InputError(f"--jobs must be at least 1, got {jobs}")
     ray = import_ray() if ray_address is not None else None
+    started = _ray_connect(ray, ray_address) if ray is not None else False  # a bad address fails before any work
+    try:
+        return _run_backtests(tables, config, prices, progress, jobs, ray)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _run_backtests(tables, config, prices, progress, jobs, ray) -> list[BacktestResult]:
     plans, plan_seconds = [], []
     for t, p in zip(tables, prices):  # bad settings fail here, before any work
         t0 = time.perf_counter()
@@ -84,7 +94,7 @@ def run_backtests(tables: Sequence, *, config: BacktestConfig = BacktestConfig()
     if ray is None and (jobs == 1 or len(units) == 1):  # here, one after another (a pool would only cost)
         return [backtest(t, config=config, prices=p, progress=g) for t, p, g in zip(tables, prices, progress)]
     outcomes: list[list] = [[] for _ in tables]
-    for i, outcome in (_on_ray(ray, tables, plans, units, ray_address) if ray is not None
+    for i, outcome in (_on_ray(ray, tables, plans, units) if ray is not None
                        else _in_processes(tables, plans, units, jobs)):
         outcomes[i].append(outcome)
         if progress[i]:
@@ -137,24 +147,44 @@ def import_ray():
     return ray
 
 
-def _on_ray(ray, tables, plans, units, address):
-    """(table index, fold outcome) of each unit as it finishes, run as Ray tasks. Joins the Ray
-    instance this process already runs, else ``ray.init(address=address)`` (shut down at the end)."""
-    started = not ray.is_initialized()
-    if started:
-        ray.init(address=address)
+_RAY_ADDRESS = re.compile(r"(ray://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):([0-9]{1,5})")
+
+
+def check_ray_address(address: str) -> None:
+    """Refuse, before any work, a ``--ray`` value that is not a Ray address: ``auto``, ``local``,
+    ``HOST:PORT`` or ``ray://HOST:PORT``."""
+    m = _RAY_ADDRESS.fullmatch(str(address).strip())
+    if str(address).strip() in ("auto", "local") or (m and 1 <= int(m.group(3)) <= 65535):
+        return
+    raise InputError(f"--ray {address!r} is not a Ray address: give auto (the running cluster), local "
+                     f"(start one on this machine), HOST:PORT or ray://HOST:PORT")
+
+
+def _ray_connect(ray, address: str) -> bool:
+    """Join the Ray instance this process already runs (False), else ``ray.init(address=address)``
+    (True: shut it down at the end); InputError naming the address when that fails."""
+    check_ray_address(address)
+    if ray.is_initialized():
+        return False
     try:
-        fold = ray.remote(num_cpus=1)(backtest_fold)
-        table_refs = [ray.put(t) for t in tables]  # each table sent once, shared by its folds
-        pending = {fold.remote(table_refs[i], plans[i], f): i for i, f in units}
-        try:
-            while pending:
-                ready, _ = ray.wait(list(pending), num_returns=1)
-                for ref in ready:
-                    yield pending.pop(ref), ray.get(ref)
-        finally:
-            for ref in pending:
-                ray.cancel(ref)
+        ray.init(address=address)
+    except (ConnectionError, ValueError, RuntimeError, TimeoutError) as e:
+        raise InputError(f"--ray {address}: cannot join or start a Ray cluster there ({' '.join(str(e).split())})") \
+            from None
+    return True
+
+
+def _on_ray(ray, tables, plans, units):
+    """(table index, fold outcome) of each unit as it finishes, run as Ray tasks (on the instance
+    :func:`_ray_connect` joined)."""
+    fold = ray.remote(num_cpus=1)(backtest_fold)
+    table_refs = [ray.put(t) for t in tables]  # each table sent once, shared by its folds
+    pending = {fold.remote(table_refs[i], plans[i], f): i for i, f in units}
+    try:
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                yield pending.pop(ref), ray.get(ref)
     finally:
-        if started:
-            ray.shutdown()
+        for ref in pending:
+            ray.cancel(ref)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lm_eval_adaptive.atomic import write_json
+from lm_eval_adaptive.atomic import atomic_write, write_json
 from lm_eval_adaptive.cli.report import plot_ranking, print_ranking
 from lm_eval_adaptive.data.price_map import price_for
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE
@@ -104,7 +104,7 @@ def run_demo(args, console) -> int:
         console.print("a tie group (T1, T2, ...) is a result: its models' order was not settled at γ, so report "
                       "them as equal, not as ranked", highlight=False)
     if args.plot:
-        plot_ranking(args.plot, out_rows, res, title=f"{table.metric}: adaptive ranking")
+        atomic_write(args.plot, lambda f: plot_ranking(f, out_rows, res, title=f"{table.metric}: adaptive ranking"))
         console.print(f"wrote {args.plot}")
     if args.json:
         d = res.to_dict()

@@ -28,10 +28,12 @@ from lm_eval_adaptive.cli.harness_options import (
 from lm_eval_adaptive.cli.leaderboard_page import write_page, write_plot
 from lm_eval_adaptive.cli.rank import add_live_arguments, add_task_arguments, resume_given
 from lm_eval_adaptive.cli.report import report_console
+from lm_eval_adaptive.data.files import check_outputs
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.live.leaderboard import (
     REFRESH_KEYS,
     create_leaderboard,
+    history_beside,
     load_leaderboard,
     print_leaderboard,
     refresh,
@@ -109,6 +111,9 @@ def cmd_leaderboard(args) -> int:
     missing = [f"--{k}" for k in ("task", "metric", "out") if not getattr(args, k)]
     if missing:  # not argparse-required: `leaderboard render` needs none of them
         raise InputError(f"leaderboard: the following arguments are required: {', '.join(missing)}")
+    history_out = history_beside(args.out) if args.samples else None  # the scores of --samples, written beside it
+    check_outputs([("--out", args.out), ("--out (its history table)", history_out)],
+                  inputs=[args.history, *(args.samples or [])])  # before any work
     lb = create_leaderboard(args.history, task=args.task, metric=args.metric, models=args.models,
                             item_field=args.item_field, confidence=args.confidence, out=args.out,
                             samples=args.samples)
@@ -119,6 +124,7 @@ def cmd_leaderboard(args) -> int:
 def cmd_render(args) -> int:
     if not args.html and not args.plot:
         raise InputError("leaderboard render: give --html FILE (the page) and/or --plot FILE.png (its plot)")
+    check_outputs([("--html", args.html), ("--plot", args.plot)], inputs=[args.board])  # before the board is read
     if args.html:
         print(f"wrote {write_page(args.board, args.html)}")
     if args.plot:

@@ -36,6 +36,7 @@ from lm_eval_adaptive.cli.report import (
     table_label,
 )
 from lm_eval_adaptive.cli.run import add_run_parser
+from lm_eval_adaptive.data.files import check_outputs
 from lm_eval_adaptive.data.price_map import load_costs_file, price_for
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE
 from lm_eval_adaptive.data.tables import load_any_table, table_item_field
@@ -53,12 +54,12 @@ from lm_eval_adaptive.harness.run import ModelCallError, options_from_sample_log
 from lm_eval_adaptive.redaction import redacting
 from lm_eval_adaptive.replay.server import add_arguments as add_replay_arguments
 from lm_eval_adaptive.replay.server import serve
-from lm_eval_adaptive.sweep import import_ray, run_backtests
+from lm_eval_adaptive.sweep import check_ray_address, import_ray, run_backtests
 
 
 # ---------------------------------------------------------------- calibrate
 def cmd_calibrate(args) -> int:
-
+    check_outputs([("--out", args.out)], inputs=[args.table, *(args.samples or [])])  # before any work
     if args.samples:
         if args.table:
             raise InputError("give either a response TABLE or --samples, not both")
@@ -105,6 +106,7 @@ def _multiple_choice_default(args, table):
 
 # ----------------------------------------------------------------- backtest
 def cmd_backtest(args) -> int:
+    check_outputs([("--json", args.json), ("--plot", args.plot)], inputs=[*args.table, args.costs])  # before any work
 
     config = BacktestConfig(holdout_size=args.holdout_size, folds=args.folds, seeds=args.seeds,
                             confidence=args.confidence, min_items=args.min_items,
@@ -124,6 +126,7 @@ def cmd_backtest(args) -> int:
         raise InputError("give --jobs (local processes) or --ray (a Ray cluster), not both")
     if args.ray is not None:
         import_ray()  # no Ray installed: say so now, before any table is loaded
+        check_ray_address(args.ray)  # nor a bad address
     tables = [load_any_table(t, allow_outliers=args.allow_outliers) for t in args.table]
     console = report_console()
     # progress on stderr: a bar on a terminal, a line per fold otherwise, nothing with --no-progress
@@ -173,12 +176,14 @@ def _prices_for(args, models):
 
 # --------------------------------------------------------------------- demo
 def cmd_demo(args) -> int:
+    check_outputs([("--json", args.json), ("--plot", args.plot)], inputs=[args.table])  # before any work
 
     return run_demo(args, report_console())
 
 
 # ------------------------------------------------------------- export-table
 def cmd_export_table(args) -> int:
+    check_outputs([("--out", args.out)], inputs=[args.name])  # before the table is read
     table = load_any_table(args.name)
     path = table.write(args.out)
     print(f"wrote {path}: {table.n_models} models x {table.n_items} items, {table.n_obs} rows")

@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from lm_eval_adaptive.atomic import write_json
+from lm_eval_adaptive.atomic import atomic_write, write_json
 from lm_eval_adaptive.cli.arguments import (
     add_family_wise_argument,
     add_redact_argument,
@@ -331,9 +330,8 @@ def write_outputs(out_dir: Path, report: dict, live, setup) -> None:
 
     res = live.ranker.result()
     rows = [r for r in report["rows"] if r["model"] in res.ranking]
-    tmp = out_dir / (PLOT_FILE + ".tmp.png")
-    plot_ranking(tmp, rows, res, title=f"{setup.task_name}: adaptive ranking ({setup.metric})")
-    os.replace(tmp, out_dir / PLOT_FILE)
+    atomic_write(out_dir / PLOT_FILE,
+                 lambda f: plot_ranking(f, rows, res, title=f"{setup.task_name}: adaptive ranking ({setup.metric})"))
     write_json(out_dir / RANKING_FILE, report)
 
 

@@ -22,6 +22,7 @@ from lm_eval_adaptive.cli.arguments import (
 )
 from lm_eval_adaptive.cli.progress import AdaptiveRunProgress
 from lm_eval_adaptive.cli.report import report_console
+from lm_eval_adaptive.data.files import check_output_folder, check_outputs
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.lm_eval_compat import add_harness_run_parser
 from lm_eval_adaptive.harness.run import AdaptiveRunConfig, execute_run
@@ -131,8 +132,21 @@ def run_display(args: argparse.Namespace) -> AdaptiveRunProgress:
                                plot=plot if plot else plot_beside)
 
 
+def check_run_outputs(harness: argparse.Namespace, plot=None) -> None:
+    """Refuse, before any model is built or called, an ``--output_path`` (a folder, or a results
+    ``.json`` file as the harness takes it) or ``--plot`` that cannot be written."""
+    out = getattr(harness, "output_path", None)
+    if out:
+        if str(out).endswith((".json", ".jsonl")):
+            check_outputs([("--output_path", out)])
+        else:
+            check_output_folder(out, "--output_path")
+    check_outputs([("--plot", plot)])
+
+
 def _execute(args: argparse.Namespace, harness_execute) -> int:
     harness, adaptive = split_run_arguments(args)
+    check_run_outputs(harness, getattr(args, "adaptive_plot", None))
     if adaptive is None or adaptive.dry_run:
         return execute_run(harness, adaptive, harness_execute, forecast=forecast_adaptive_run)
     with run_display(args) as display:

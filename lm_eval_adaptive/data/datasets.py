@@ -16,7 +16,6 @@ end up in tables and caches; no text from the data is stored.
 from __future__ import annotations
 
 import concurrent.futures as cf
-import gzip
 import hashlib
 import json
 import math
@@ -28,6 +27,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from lm_eval_adaptive.atomic import atomic_write
+from lm_eval_adaptive.data.files import read_text
 from lm_eval_adaptive.data.responses import ResponseTable
 from lm_eval_adaptive.errors import InputError
 
@@ -432,14 +432,7 @@ def _write_cache(path: Path, table: ResponseTable) -> None:
 
 def read_jsonl_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` for each non-blank line of a JSON Lines file (``.gz`` too)."""
-    try:
-        if path.name.endswith(".gz"):
-            with gzip.open(path, "rt", encoding="utf-8") as f:
-                text = f.read()
-        else:
-            text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError, EOFError) as exc:
-        raise InputError(f"cannot read file: {exc}", path=str(path)) from exc
+    text = read_text(path)  # under the input size limit; .gz inflated in chunks
     out = []
     for number, line in enumerate(text.split("\n"), 1):
         if not line.strip():

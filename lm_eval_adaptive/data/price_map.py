@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from lm_eval_adaptive.data.files import read_bytes
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE, Price
 from lm_eval_adaptive.errors import InputError
 
@@ -387,16 +388,15 @@ def load_costs_file(path: str | os.PathLike[str]) -> dict[str, Price]:
     """
     p = Path(path)
     shown = os.fspath(path)
+    if not p.exists():
+        raise InputError("costs file not found", path=shown)
+    if p.is_dir():
+        raise InputError("costs file is a directory", path=shown)
+    data = read_bytes(p, what="costs file")  # under the input size limit
     try:
-        text = p.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise InputError("costs file not found", path=shown) from None
-    except IsADirectoryError:
-        raise InputError("costs file is a directory", path=shown) from None
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise InputError(f"costs file is not UTF-8 text ({e.reason})", path=shown) from None
-    except OSError as e:
-        raise InputError(f"cannot read costs file: {e.strerror or e}", path=shown) from None
     source = f"file:{shown}"
     suffix = p.suffix.lower()
     if suffix == ".json" or (suffix != ".csv" and text.lstrip().startswith("{")):

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from lm_eval_adaptive.atomic import atomic_write
+from lm_eval_adaptive.data.files import max_input_bytes, read_bytes, read_text
 from lm_eval_adaptive.errors import InputError
 
 __all__ = ["ResponseTable", "read_table", "check_score_outliers", "outlier_fences", "as_str_array",
@@ -403,6 +404,8 @@ def read_table(
         else:
             import pyarrow.parquet as pq
 
+            if path.stat().st_size > max_input_bytes():
+                read_bytes(path, what="PARQUET file")  # refused: larger than the input size limit
             _refuse_repeated_columns(pq.read_schema(path).names, where)
             frame = pd.read_parquet(path)
             rows = np.arange(1, len(frame) + 1, dtype=np.int64)
@@ -427,20 +430,21 @@ def read_table(
 
 
 def _read_csv(path: Path, sep: str) -> tuple[pd.DataFrame, np.ndarray]:
+    data = read_bytes(path, what="TSV file" if sep == "\t" else "CSV file")  # under the input size limit; .gz inflated in chunks
     frame = pd.read_csv(
-        path,
+        io.BytesIO(data),
         sep=sep,
         dtype=str,
         keep_default_na=False,
         na_filter=False,
         skip_blank_lines=False,
-        compression="infer",
+        compression=None,
         encoding="utf-8",
     )
     if len(frame.columns):
         # pandas renames a repeated header name ("score", "score.1"): look at the header itself.
-        header = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False,
-                             na_filter=False, compression="infer", encoding="utf-8")
+        header = pd.read_csv(io.BytesIO(data), sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False,
+                             na_filter=False, compression=None, encoding="utf-8")
         _refuse_repeated_columns(header.iloc[0].tolist() if len(header) else [], str(path))
     rows = np.arange(2, len(frame) + 2, dtype=np.int64)
     if len(frame):
@@ -453,9 +457,7 @@ def _read_csv(path: Path, sep: str) -> tuple[pd.DataFrame, np.ndarray]:
 
 
 def _read_jsonl(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        text = f.read()
+    text = read_text(path, what="JSONL file")  # under the input size limit; .gz inflated in chunks
     lines = text.split("\n")
     numbers = np.array([i for i, line in enumerate(lines, 1) if line.strip()], dtype=np.int64)
     if len(numbers) == 0:

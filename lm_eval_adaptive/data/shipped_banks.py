@@ -21,7 +21,8 @@ from pathlib import Path
 
 from lm_eval_adaptive.atomic import atomic_write
 from lm_eval_adaptive.data.datasets import WMT24_METRICS, WMT24_PAIRS
-from lm_eval_adaptive.errors import BankError
+from lm_eval_adaptive.data.files import read_json
+from lm_eval_adaptive.errors import BankError, InputError
 
 __all__ = ["BANKS_DIR", "SHIPPED_BANKS", "ShippedBank", "shipped_bank", "shipped_names", "shipped_for_task",
            "read_bank_json", "write_bank_json"]
@@ -76,18 +77,18 @@ def shipped_for_task(task: str, metric: str | None = None) -> list[ShippedBank]:
 
 
 def read_bank_json(path) -> dict:
-    """The JSON object of a bank file, plain or gzip-compressed (``.gz``); BankError naming the
-    file when it is missing or cannot be read."""
+    """The JSON object of a bank file, plain or gzip-compressed (``.gz``), read under the input size
+    limit (:mod:`lm_eval_adaptive.data.files`); BankError naming the file when it is missing,
+    corrupt, too large or not JSON."""
     path = Path(path)
     if not path.is_file():
         raise BankError("item bank file not found", path=str(path))
     try:
-        if path.name.endswith(".gz"):
-            with gzip.open(path, "rt", encoding="utf-8") as f:
-                return json.load(f)
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise BankError(f"cannot read item bank: {e}", path=str(path)) from None
+        return read_json(path, what="item bank")
+    except BankError:
+        raise
+    except InputError as e:
+        raise BankError(str(e).removeprefix(f"{e.path}: "), path=e.path) from None
 
 
 def write_bank_json(path, bank_dict: dict) -> Path:

@@ -19,11 +19,12 @@ import numpy as np
 
 from lm_eval_adaptive import __version__
 from lm_eval_adaptive.atomic import atomic_write_text
+from lm_eval_adaptive.data.files import read_json
 from lm_eval_adaptive.engine.response_model import (
     ResponseModel,
     response_model_from_dict,
 )
-from lm_eval_adaptive.errors import BankError
+from lm_eval_adaptive.errors import BankError, InputError
 
 __all__ = ["ItemBank", "BANK_FORMAT", "BANK_VERSION", "SCALINGS", "K_RANGE"]
 
@@ -333,9 +334,11 @@ class ItemBank:
         if not path.exists():
             raise BankError("item bank file not found", path=str(path))
         try:
-            d = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise BankError(f"cannot read item bank: {e}", path=str(path)) from None
+            d = read_json(path, what="item bank")  # under the input size limit; .gz inflated in chunks
+        except BankError:
+            raise
+        except InputError as e:
+            raise BankError(str(e).removeprefix(f"{e.path}: "), path=e.path) from None
         return cls.from_dict(d, source=str(path))
 
 

@@ -37,7 +37,6 @@ lm-eval internals goes through it).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import math
 import os
@@ -50,6 +49,7 @@ from typing import Protocol
 import numpy as np
 
 from lm_eval_adaptive.data.datasets import read_jsonl_records
+from lm_eval_adaptive.data.files import read_json
 from lm_eval_adaptive.data.price_map import model_price, parse_prices
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE, actual_cost
 from lm_eval_adaptive.data.responses import ResponseTable
@@ -977,8 +977,10 @@ def _model_for_samples(path: Path) -> str:
     cands = sorted(path.parent.glob(f"results_{stamp}*.json")) or sorted(path.parent.glob("results_*.json"))
     for r in cands:
         try:
-            d = json.loads(r.read_text())
-        except (OSError, json.JSONDecodeError):
+            d = read_json(r, what="results file")  # under the input size limit
+        except InputError:
+            continue
+        if not isinstance(d, dict):
             continue
         ma = (d.get("config") or {}).get("model_args")
         if isinstance(ma, dict) and ma.get("model"):

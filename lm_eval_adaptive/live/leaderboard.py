@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from lm_eval_adaptive.atomic import write_json
+from lm_eval_adaptive.data.files import read_json
 from lm_eval_adaptive.data.tables import load_any_table, table_item_field
 from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.person_fit import misfit_note
@@ -55,7 +56,7 @@ from lm_eval_adaptive.live.session import (
     start_run,
 )
 
-__all__ = ["LEADERBOARD_FORMAT", "REFRESH_KEYS", "load_leaderboard", "create_leaderboard", "refresh",
+__all__ = ["LEADERBOARD_FORMAT", "REFRESH_KEYS", "load_leaderboard", "create_leaderboard", "history_beside", "refresh",
            "print_leaderboard"]
 
 LEADERBOARD_FORMAT = "lm-eval-adaptive/leaderboard"
@@ -63,13 +64,12 @@ LEADERBOARD_VERSION = 1
 
 
 def load_leaderboard(path) -> dict:
+    """The leaderboard in ``path``, read under the input size limit and checked field by field:
+    InputError naming the file and the field when it is not a leaderboard of this format."""
     p = Path(path)
     if not p.is_file():
         raise InputError("no such leaderboard file", path=str(p))
-    try:
-        d = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise InputError(f"not a readable JSON leaderboard ({e})", path=str(p)) from None
+    d = read_json(p, what="leaderboard")
     if not isinstance(d, dict) or d.get("format") != LEADERBOARD_FORMAT:
         raise InputError(f"not a leaderboard file (expected \"format\": \"{LEADERBOARD_FORMAT}\")", path=str(p))
     if d.get("version") != LEADERBOARD_VERSION:
@@ -77,10 +77,73 @@ def load_leaderboard(path) -> dict:
     for k in ("task", "metric", "history", "entries"):
         if k not in d:
             raise InputError(f"the leaderboard has no {k!r}", path=str(p))
+    _check_board(d, str(p))
     names = [e.get("model") for e in d["entries"]]
     if any(not isinstance(n, str) or not n for n in names) or len(set(names)) != len(names):
         raise InputError("every entry needs a unique \"model\" name", path=str(p))
     return redact(d, by_key=False)  # a board from elsewhere is shown (page, plot, report) without secrets
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _kind(x) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "true/false",
+            type(None): "null"}.get(type(x), "a number" if isinstance(x, (int, float)) else type(x).__name__)
+
+
+# the leaderboard's fields, and each entry's and refresh's: (name, check, what it must be); absent
+# optional fields are allowed, present ones must be of their kind
+_TEXT = (lambda v: isinstance(v, str) and v != "", "a non-empty string")
+_OPT_TEXT = (lambda v: v is None or isinstance(v, str), "a string or null")
+_NUMBER = (_is_number, "a finite number")
+_OPT_NUMBER = (lambda v: v is None or _is_number(v), "a finite number or null")
+_BOARD_FIELDS = {"task": _TEXT, "metric": _TEXT, "history": _TEXT, "item_field": _OPT_TEXT,
+                 "confidence": (lambda v: _is_number(v) and 0 < v < 1, "a number between 0 and 1"),
+                 "bank_id": _OPT_TEXT, "updated": _OPT_TEXT,
+                 "entries": (lambda v: isinstance(v, list), "an array of entries"),
+                 "refreshes": (lambda v: isinstance(v, list), "an array")}
+_ENTRY_FIELDS = {"model": _TEXT, "source": _OPT_TEXT,
+                 "rank": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer >= 1"),
+                 "theta": _NUMBER, "se": (lambda v: _is_number(v) and v >= 0, "a finite number >= 0"),
+                 "theta_ci95": (lambda v: isinstance(v, list) and len(v) == 2 and all(map(_is_number, v)),
+                                "an array of two finite numbers"),
+                 "metric": (lambda v: v is None or (isinstance(v, dict) and all(
+                     _is_number(v[k]) for k in ("value", "estimate", "lower", "upper") if k in v)
+                     and ("estimate" not in v or ("lower" in v and "upper" in v))),
+                     "an object of finite numbers (value, or estimate with lower and upper)"),
+                 "items": (lambda v: v is None or (_is_number(v) and v >= 0), "a number >= 0"),
+                 "tie_group": _OPT_TEXT, "cost_usd": _OPT_NUMBER, "judge_cost_usd": _OPT_NUMBER,
+                 "full_run_cost_usd": _OPT_NUMBER, "added": _OPT_TEXT, "spec": _OPT_TEXT}
+_REFRESH_FIELDS = {"at": _OPT_TEXT, "budget_usd": _OPT_NUMBER, "spent_usd": _OPT_NUMBER,
+                   "judge_spent_usd": _OPT_NUMBER, "stopped_because": _OPT_TEXT,
+                   "added": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+                             "an array of model names"),
+                   "failed": (lambda v: isinstance(v, dict), "an object"),
+                   "confidence": _OPT_NUMBER}
+
+
+def _check_fields(obj: dict, fields: dict, where: str, path: str) -> None:
+    for key, (ok, what) in fields.items():
+        if key in obj and not ok(obj[key]):
+            raise InputError(f"leaderboard field {where}{key} must be {what}, not {_kind(obj[key])} "
+                             f"({json.dumps(obj[key], default=str)[:60]})", path=path)
+
+
+def _check_board(d: dict, path: str) -> None:
+    """Every field a leaderboard's reader uses is of its kind (see the module docstring)."""
+    _check_fields(d, _BOARD_FIELDS, "", path)
+    for i, e in enumerate(d["entries"]):
+        if not isinstance(e, dict):
+            raise InputError(f"leaderboard field entries[{i}] must be an object, not {_kind(e)}", path=path)
+        if "model" not in e:
+            raise InputError(f"leaderboard field entries[{i}].model is missing", path=path)
+        _check_fields(e, _ENTRY_FIELDS, f"entries[{i}].", path)
+    for i, r in enumerate(d.get("refreshes") or []):
+        if not isinstance(r, dict):
+            raise InputError(f"leaderboard field refreshes[{i}] must be an object, not {_kind(r)}", path=path)
+        _check_fields(r, _REFRESH_FIELDS, f"refreshes[{i}].", path)
 
 
 def _history_table(lb: dict, lb_path: Path):
@@ -129,6 +192,12 @@ def _full_run_metric(table, model) -> float:
 
 
 # ---------------------------------------------------------------------------- create
+def history_beside(out) -> str:
+    """Where ``leaderboard --samples ... --out OUT`` writes the scores of the sample logs."""
+    out = Path(out)
+    return str(out.with_name(out.name.removesuffix(".json") + ".history.csv.gz"))
+
+
 def create_leaderboard(history: str | None, *, task: str, metric: str, models=None, item_field=None,
                        confidence: float = 0.95, out, samples=None) -> dict:
     """Write a leaderboard of full runs: from a response table (``history``), or from harness
@@ -141,7 +210,7 @@ def create_leaderboard(history: str | None, *, task: str, metric: str, models=No
 
         table = table_from_sample_logs(samples, task=task, metric=metric)
         item_field = item_field or DOC_ID  # sample logs name documents by their harness doc id
-        history = str(out.with_name(out.name.removesuffix(".json") + ".history.csv.gz"))
+        history = history_beside(out)
         out.parent.mkdir(parents=True, exist_ok=True)
         table.write(history)
     item_field = item_field or table_item_field(history)  # a named table says which field its ids are

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from lm_eval_adaptive.atomic import write_json
+from lm_eval_adaptive.data.files import check_output_folder
 from lm_eval_adaptive.data.price_map import model_price, parse_prices
 from lm_eval_adaptive.data.prices import actual_cost, upper_estimate
 from lm_eval_adaptive.engine.cat import full_task_estimate
@@ -304,8 +305,7 @@ def open_run(settings: LiveSettings, keys=RUN_KEYS, *, command: str = "rank", re
     d = Path(settings.output)
     if (d / JOURNAL_NAME).exists():
         raise InputError(f"a run already exists in {d}; continue it with --resume {d} or choose another --output")
-    if d.exists() and not d.is_dir():
-        raise InputError("--output must be a folder", path=str(d))
+    check_output_folder(d, "--output")  # a folder, or one that can be created, and writable
     return d, None, False  # created by start_run, once every setting has been checked
 
 
