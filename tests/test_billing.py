@@ -13,6 +13,7 @@ the ledger's spend is never below what they cost.
 from __future__ import annotations
 
 import json
+import time
 import os
 import socket
 from pathlib import Path
@@ -45,6 +46,17 @@ def _server(**kw) -> ReplayServer:
     except InputError as e:
         pytest.skip(f"real data not available: {e}")
     return ReplayServer(**kw)
+
+
+def _settled_stats(srv, wait_s: float = 5.0) -> dict:
+    """The server's counters once every request it received was answered: a call the client gave up
+    on (a timeout) is still being served when the command returns."""
+    deadline = time.monotonic() + wait_s
+    st = srv.stats()
+    while st["served"] < st["requests"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+        st = srv.stats()
+    return st
 
 
 def _raised(fn):
@@ -188,7 +200,7 @@ def test_a_provider_slower_than_the_timeout_never_costs_more_than_the_cap(tmp_pa
         code = main(rank_args(out, SYSTEMS, make_bank(tmp_path / "bank.json"), srv.url, "--timeout", "0.15",
                               "--max-attempts", "3", "--min-items", "2", "--budget-usd", str(cap)))
         r = json.loads((out / "ranking.json").read_text())
-        srv_stats = srv.stats()
+        srv_stats = _settled_stats(srv)
     served, sent = srv_stats["served"], srv_stats["requests"]
     assert code == 0 and served >= 3 and served == sent  # every call sent was answered (after the client left)
     spent = r["total_cost_usd"]
@@ -220,7 +232,7 @@ def test_a_faulty_judge_endpoint_never_costs_more_than_the_cap(tmp_path, openai_
                               "--max-attempts", "3", "--min-items", "2", "--max-items", "4", "--budget-usd", str(cap),
                               "--max-failures", "99", task=ALPACA))
         r = json.loads((out / "ranking.json").read_text())
-        js, ms = judge.stats(), models.stats()
+        js, ms = _settled_stats(judge), _settled_stats(models)
     assert code == 0 and js["requests"] > 0
     j = Journal.open(out, writable=False)
     attempts = list(j.records("attempt"))
