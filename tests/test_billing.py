@@ -126,6 +126,9 @@ def test_timed_out_attempts_are_charged_before_a_retry_and_counted_once_at_resum
     again, _ = make_live(bank, budget=cap, journal=j2)
     again.resume_from(j2)
     assert again.ledger.spent == pytest.approx(snap["spent"])
+    # the report's counts are rebuilt from the journal, not this process's
+    assert (again.attempts, again.retries, again.billed_failures) == (live.attempts, live.retries, live.billed_failures)
+    assert again.billed_failures_usd == pytest.approx(live.billed_failures_usd)
     assert sum(e.spent for e in again.ranker.examinees.values()) == pytest.approx(
         sum(e.spent for e in live.ranker.examinees.values()))
 

@@ -145,6 +145,7 @@ class _Outcome:
     charge: float | None = None  # what the last attempt was charged (None: nothing)
     judge: float = 0.0  # the judge's part of the answered calls' cost
     earlier: float = 0.0  # what the earlier attempts were charged (each journaled as an ``attempt``)
+    last_billed: bool = False  # the last failed attempt may have been billed
     billed_failures: int = 0  # attempts that failed after the request was sent and were charged
     billed_failures_usd: float = 0.0
 
@@ -223,13 +224,22 @@ class LiveRun:
             lost.append((m, item_id, usd))
         self.lost_in_flight = lost
         for rec in journal.records("attempt"):  # failed attempts charged before their retry
-            if rec.get("model") in self.judge_spent and rec.get("cost_usd"):
+            if rec.get("model") not in self.judge_spent:
+                continue
+            self.retries += 1  # each attempt record was followed by a retry
+            if rec.get("may_have_been_billed"):
+                self.billed_failures += 1
+                self.billed_failures_usd += float(rec.get("cost_usd") or 0.0)
+            if rec.get("cost_usd"):
                 self.ranker.charge(rec["model"], float(rec["cost_usd"]))
-                self.billed_failures += 1 if rec.get("may_have_been_billed") else 0
         for rec in journal.records():
             if rec.get("type") not in ("score", "failure") or rec.get("model") not in self.judge_spent:
                 continue
             self.judge_spent[rec["model"]] += float(rec.get("judge_cost_usd") or 0.0)
+            self.attempts += int(rec.get("attempts") or 0)  # the report counts the journal's calls, not this process's
+            if rec["type"] == "failure" and rec.get("may_have_been_billed"):
+                self.billed_failures += 1
+                self.billed_failures_usd += float(rec.get("cost_usd") or 0.0)
             if rec["type"] == "failure" and rec.get("cost_usd"):  # answered, then failed: paid for
                 self.ranker.charge(rec["model"], float(rec["cost_usd"]))
         return {"scores": stats.scores, "failures": stats.failures, "lost_in_flight": len(lost),
@@ -278,7 +288,7 @@ class LiveRun:
                 total, judge = self._cost(m, paid, key)
                 usd = max(0.0, total - known[0])
                 known[0] = max(known[0], total)
-            billed = may_have_been_billed(e)
+            billed = out.last_billed = may_have_been_billed(e)
             if billed:  # sent, never answered: the provider may have billed it whole
                 usd = max(usd, est)
                 out.billed_failures += 1
@@ -412,7 +422,7 @@ class LiveRun:
                 self.judge_spent[m] += judge
             why = redact(f"{type(out.error).__name__}: {out.error}", self.secrets)[:500]
             self._journal({"type": "failure", "model": m, "item_id": req.item_id, "error": why,
-                           "attempts": out.attempts, "cost_usd": cost,
+                           "attempts": out.attempts, "cost_usd": cost, "may_have_been_billed": out.last_billed,
                            **({"usage": list(paid.usage or []), **_judge_fields(paid, judge)} if paid is not None
                               else {})})
             self.failed_calls[m] += 1
