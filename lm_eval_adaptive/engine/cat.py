@@ -570,6 +570,11 @@ class AdaptiveTest:
         return self._budget
 
     @property
+    def spent(self) -> float:
+        """USD spent: the scored items' costs and every :meth:`charge`."""
+        return self._examinee.spent
+
+    @property
     def seed(self):
         return self._seed
 
@@ -686,6 +691,19 @@ class AdaptiveTest:
         self._pending.discard(item)
         if not self._pending:
             self._check_stop()
+
+    def charge(self, usd: float) -> None:
+        """Add money spent without a score (a failed call the provider may have billed): it
+        counts toward the budget like a scored item's cost."""
+        self._examinee.charge(usd)
+
+    def stop(self, reason: str) -> None:
+        """End the test now for ``reason`` (e.g. ``"budget"``: the caller's cap refused the next
+        call): the pending items are given back unscored and nothing more is given."""
+        for i in sorted(self._pending):
+            self._examinee.unreserve(i)
+        self._pending = set()
+        self._stopped_because = str(reason)
 
     def run(self, score_fn) -> TestResult:
         """Drive the test to the end with ``score_fn(item_index) -> scaled score``."""

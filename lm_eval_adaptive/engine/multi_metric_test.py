@@ -230,6 +230,22 @@ class MultiMetricTest:
         self._pending = set(out)
         return sorted(out)
 
+    def charge(self, usd: float) -> None:
+        """Add money spent without a generation (a failed call the provider may have billed): it
+        counts toward the budget, and toward every metric's spend, like a generation's cost."""
+        usd = check_cost(usd, model=self._name)
+        self._spent += usd
+        for e in self._examinees.values():
+            e.charge(usd)
+
+    def stop(self, reason: str) -> None:
+        """End the test now for ``reason`` (e.g. ``"budget"``): the pending items are given back
+        unscored and nothing more is given."""
+        for i in self._pending:
+            self._taken[i] = False
+        self._pending = set()
+        self._stopped_because = str(reason)
+
     def record(self, item: int, scores: Mapping[str, float | None], *, cost: float | None = None) -> None:
         """Record the generation of joint ``item`` (from :meth:`next_items`): its scaled score ∈ [0, 1]
         under every metric (None or NaN: that metric could not score it, the item is excluded for it).

@@ -6,11 +6,20 @@ its worst case (its reservation) by ``rank``/``refresh`` (:mod:`lm_eval_adaptive
 and by ``run --adaptive`` (:mod:`lm_eval_adaptive.harness.run`). A request that never left this
 machine (connection refused, connect timeout) or that the provider answered with an error
 status (4xx, 429, 5xx) is not billed.
+
+The retry policy every paid call shares lives here too (:class:`RetryPolicy`, :func:`is_retryable`:
+exponential backoff with full jitter, tenacity), so that ``run --adaptive`` (harness layer) retries
+the way ``rank`` does; :mod:`lm_eval_adaptive.live.driver` re-exports them.
 """
 
 from __future__ import annotations
 
-__all__ = ["may_have_been_billed"]
+from dataclasses import dataclass
+from typing import Callable
+
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+__all__ = ["may_have_been_billed", "is_retryable", "RetryPolicy", "ModelFailed"]
 
 #: Errors raised before a request left this machine (the provider never saw it): nothing billed.
 _NOT_SENT = {"ConnectTimeout", "ConnectError", "ConnectionRefusedError", "NewConnectionError",
@@ -67,3 +76,81 @@ def may_have_been_billed(exc: BaseException) -> bool:
     if names & _NOT_SENT or any(t in x for x in texts for t in _NOT_SENT_TEXT):
         return False
     return bool(names & _MAY_BE_BILLED) or any(t in x for x in texts for t in _MAY_BE_BILLED_TEXT)
+
+
+# ------------------------------------------------------------------ retries (rank, refresh, run --adaptive)
+class ModelFailed(RuntimeError):
+    """A call failed for good (retries exhausted, or an error no retry can fix)."""
+
+
+_RETRY_STATUS = {408, 409, 425, 429}
+
+
+def _status_of(exc: BaseException) -> int | None:
+    for obj in (exc, getattr(exc, "response", None)):
+        for name in ("status_code", "status", "http_status"):
+            v = getattr(obj, name, None)
+            if isinstance(v, int):
+                return v
+    return None
+
+
+#: Client-side faults some SDKs report with a 5xx status (litellm raises a missing API key as
+#: ``InternalServerError``, 500): no retry can fix them.
+_NEVER_RETRY_TEXT = ("missing credentials", "api key not found", "no api key", "invalid api key",
+                     "incorrect api key", "api_key client option must be set")
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """429, 408/409/425, any 5xx, timeouts and connection errors: worth another attempt.
+
+    Errors that are the caller's own (a missing or invalid API key), however they are
+    reported, are not. An error carrying ``paid`` and ``cause`` (the model answered, then
+    scoring failed) is retried when its cause is (a retry re-uses the answers).
+    """
+    if isinstance(exc, ModelFailed):  # given up already (e.g. a retry the cap refused)
+        return False
+    cause = getattr(exc, "cause", None)
+    if getattr(exc, "paid", None) is not None and isinstance(cause, BaseException):
+        return is_retryable(cause)
+    text = str(exc).lower()
+    if any(s in text for s in _NEVER_RETRY_TEXT):
+        return False
+    status = _status_of(exc)
+    if status is not None:
+        return status in _RETRY_STATUS or status >= 500
+    names = {c.__name__ for c in type(exc).__mro__}
+    if names & {"Timeout", "TimeoutError", "APITimeoutError", "ReadTimeout", "ConnectTimeout",
+                "ConnectionError", "APIConnectionError", "ServerDisconnectedError", "RemoteDisconnected",
+                "ChunkedEncodingError", "ProtocolError", "ServiceUnavailableError", "InternalServerError",
+                "RateLimitError", "BadGatewayError", "ConnectionResetError", "IncompleteRead"}:
+        return True
+    return any(s in text for s in ("connection aborted", "connection reset", "remote end closed",
+                                   "server disconnected", "timed out", "rate limit"))
+
+
+@dataclass
+class RetryPolicy:
+    """Exponential backoff with full jitter (tenacity): after attempt k fails, wait
+    uniform(0, min(cap, base·2^(k-1))) seconds; at most ``max_attempts`` attempts; only
+    errors :func:`is_retryable` accepts are retried."""
+
+    max_attempts: int = 6
+    base_s: float = 0.5
+    cap_s: float = 30.0
+
+    def __post_init__(self):
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+        if not (self.base_s >= 0 and self.cap_s >= 0):
+            raise ValueError("backoff times must be >= 0")
+
+    def wait_strategy(self):
+        """The tenacity wait: full jitter over the capped exponential."""
+        return wait_random_exponential(multiplier=self.base_s, max=self.cap_s)
+
+    def retrying(self, *, sleep: Callable[[float], None], before_sleep=None) -> Retrying:
+        """A tenacity ``Retrying`` that sleeps with ``sleep`` (which may raise to stop waiting)."""
+        return Retrying(stop=stop_after_attempt(self.max_attempts), wait=self.wait_strategy(),
+                        retry=retry_if_exception(is_retryable), sleep=sleep, before_sleep=before_sleep,
+                        reraise=True)

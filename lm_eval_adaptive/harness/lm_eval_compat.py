@@ -63,7 +63,7 @@ import threading
 from contextlib import contextmanager
 
 __all__ = ["SUPPORTED_LM_EVAL", "TESTED_LM_EVAL", "add_harness_run_parser", "index_include_path_only",
-           "build_lm", "capture_usage",
+           "build_lm", "capture_usage", "before_requests",
            "usage_sink", "use_full_run_requests", "fresh_instance", "task_filters", "default_max_gen_toks",
            "is_api_model", "prompt_text", "harness_bars_off", "results_file", "redacted_output_files"]
 
@@ -168,6 +168,23 @@ def _add_litellm_kwargs(lm, add: dict) -> None:
             async def wrapped(*args, _call=call, **kwargs):
                 kwargs["gen_kwargs"] = {**(kwargs.get("gen_kwargs") or {}), **add}
                 return await _call(*args, **kwargs)
+        setattr(lm, name, wrapped)
+
+
+def before_requests(lm, hook) -> None:
+    """Call ``hook(request_type, requests)`` each time the harness LM ``lm`` is about to send
+    requests: its ``generate_until``, ``loglikelihood`` and ``loglikelihood_rolling`` are wrapped
+    on the instance (the harness's ``CachingLM`` looks them up there and passes only the
+    requests it has no cached answer for). ``hook`` may raise: then nothing is sent."""
+    for name in ("generate_until", "loglikelihood", "loglikelihood_rolling"):
+        method = getattr(lm, name, None)
+        if method is None:
+            continue
+
+        def wrapped(requests, *args, _method=method, _name=name, **kwargs):
+            hook(_name, list(requests))
+            return _method(requests, *args, **kwargs)
+
         setattr(lm, name, wrapped)
 
 

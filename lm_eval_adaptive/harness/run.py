@@ -42,6 +42,7 @@ import math
 import os
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -51,14 +52,14 @@ import numpy as np
 from lm_eval_adaptive.data.datasets import read_jsonl_records
 from lm_eval_adaptive.data.files import read_json
 from lm_eval_adaptive.data.price_map import model_price, parse_prices
-from lm_eval_adaptive.data.prices import DEFAULT_PRICE, actual_cost
+from lm_eval_adaptive.data.prices import DEFAULT_PRICE, actual_cost, upper_estimate
 from lm_eval_adaptive.data.responses import ResponseTable
 from lm_eval_adaptive.engine.cat import AdaptiveTest, full_task_estimate
 from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.multi_metric_ranker import joint_item_ids
 from lm_eval_adaptive.engine.multi_metric_test import MultiMetricTest
 from lm_eval_adaptive.engine.person_fit import misfit_note
-from lm_eval_adaptive.harness.billing import may_have_been_billed
+from lm_eval_adaptive.harness.billing import ModelFailed, RetryPolicy, may_have_been_billed
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness import lm_eval_compat as compat
 from lm_eval_adaptive.harness.bank_source import parse_banks
@@ -67,6 +68,7 @@ from lm_eval_adaptive.harness.lm_eval_compat import SUPPORTED_LM_EVAL
 from lm_eval_adaptive.harness.metrics import declared_judges, judge_calls
 from lm_eval_adaptive.harness.scorer import (
     DEFAULT_TIMEOUT_S,
+    TEMPLATE_TOKENS,
     parse_gen_kwargs,
     resolve_timeout,
     usage_total,
@@ -368,7 +370,11 @@ def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig, *, displa
     extra = {"batch_size": cfg.batch_size, "max_batch_size": cfg.max_batch_size, "device": cfg.device}
     # API models: each call gets --timeout and is charged what the provider reports
     timeout = resolve_timeout(config.timeout, model_args)
-    lm = compat.build_lm(cfg.model, model_args, extra=extra, timeout=timeout)
+    # the harness's and litellm's retries are off: every retry is ours (AttemptBilling), reserved
+    # against --budget-usd before it is sent and charged when the provider may have billed it
+    lm = compat.build_lm(cfg.model, model_args, extra=extra, timeout=timeout, own_retries=True)
+    billing = AttemptBilling(price, lm, RetryPolicy(max_attempts=harness_attempts(model_args)))
+    compat.before_requests(lm, billing.before_send)
     tmpdir = tempfile.mkdtemp(prefix="lm-eval-adaptive-")
     # the harness's CachingLM (one sqlite file across calls): the final pass re-uses generations
     cache_path = cfg.use_cache or os.path.join(tmpdir, "generations")
@@ -390,13 +396,15 @@ def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig, *, displa
     try:
         with compat.harness_bars_off():  # the display (or nothing) instead of a bar per request
             all_results = _evaluate_tasks(bound, price, judges, config, evaluate, tracker, cfg, outcomes,
-                                          all_samples, timeout, display, plan.metric_bindings)
-    except (InputError, KeyboardInterrupt):
+                                          all_samples, timeout, display, plan.metric_bindings, billing)
+    except (InputError, KeyboardInterrupt, ModelCallError):
         raise
     except Exception as e:  # a model or metric call that failed for good: say so, write nothing
         billed = (" The failed call was sent and never answered (a timeout or a dropped connection): the "
-                  "provider may have billed it, and the harness's retries of it.") if may_have_been_billed(e) else ""
-        raise ModelCallError(redact_text(f"the run stopped, nothing was written: {type(e).__name__}: {e}.{billed}")) from e
+                  "provider may have billed it.") if may_have_been_billed(e) else ""
+        tried = (f" {billing.attempts} attempt(s) sent, {billing.billed_failures} of them failed after sending "
+                 f"(charged ${billing.billed_failures_usd:.6g})." if billing.attempts else "")
+        raise ModelCallError(redact_text(f"the run stopped, nothing was written: {type(e).__name__}: {e}.{billed}{tried}")) from e
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
@@ -428,11 +436,117 @@ def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig, *, displa
 
 
 class ModelCallError(RuntimeError):
-    """A model or metric call failed for good (after the harness's own retries)."""
+    """A model or metric call failed for good (after our retries)."""
+
+
+class BudgetRefused(ModelFailed):
+    """An attempt was not sent: its worst case did not fit under ``--budget-usd``."""
+
+
+def harness_attempts(model_args) -> int:
+    """Attempts per call: the harness model's ``max_retries`` argument (its own meaning: attempts
+    in all), else the harness API models' default, 3."""
+    from lm_eval.utils import simple_parse_args_string
+
+    args = dict(model_args) if isinstance(model_args, dict) else simple_parse_args_string(model_args or "")
+    try:
+        return max(1, int(args.get("max_retries", 3)))
+    except (TypeError, ValueError):
+        raise InputError(f"--model_args max_retries={args.get('max_retries')!r}: give a whole number >= 1") from None
+
+
+class AttemptBilling:
+    """Every attempt of a batch's evaluation is a paid call of its own (``run --adaptive``).
+
+    The harness's and litellm's retries are off (``build_lm(own_retries=True)``); a batch whose
+    evaluation fails with an error :func:`~lm_eval_adaptive.harness.billing.is_retryable` accepts
+    is evaluated again (:class:`RetryPolicy`: backoff with full jitter, at most the model's
+    ``max_retries`` attempts); the harness's cache keeps the answers an attempt got, so a retry
+    sends only what is missing. Before the LM sends requests (:meth:`before_send`, via
+    :func:`~lm_eval_adaptive.harness.lm_eval_compat.before_requests`) their worst case (prompt
+    bytes plus a chat-template allowance per request, ``max_gen_toks`` output tokens, at the
+    model's price) is reserved against the task's budget: when spent + reserved + it exceeds the
+    budget, nothing is sent (:class:`BudgetRefused`) and the task stops on its budget. A failed
+    attempt is charged at once: the usage of what was answered, or its whole reservation when the
+    request was sent and never answered (:func:`may_have_been_billed`: a timeout, a dropped
+    connection), since the provider bills what it finished even when the client gave up.
+    """
+
+    def __init__(self, price, lm, policy: RetryPolicy):
+        self.price, self.lm, self.policy = price, lm, policy
+        self.attempts = self.retries = self.billed_failures = 0
+        self.billed_failures_usd = 0.0
+        self._test = None  # the test the batch in flight charges
+        self._reserved = 0.0  # the worst case of what the attempt in flight sent
+
+    def counts(self) -> dict:
+        """The attempts sent, the retries among them, and the failed attempts charged as billed."""
+        return {"attempts": self.attempts, "retries": self.retries, "billed_failures": self.billed_failures,
+                "billed_failures_usd": self.billed_failures_usd}
+
+    def upper_usd(self, request_type: str, requests) -> float:
+        """The most the requests can cost (their prompt bytes bound their tokens)."""
+        inp = out = 0
+        for inst in requests:
+            inp += TEMPLATE_TOKENS + sum(len(str(a).encode("utf-8")) for a in inst.args if not isinstance(a, dict))
+            if request_type == "generate_until":
+                gk = next((a for a in inst.args if isinstance(a, dict)), {}) or {}
+                out += int(gk.get("max_gen_toks") or compat.default_max_gen_toks(self.lm))
+            else:
+                out += 1
+        return float(upper_estimate(self.price, inp, out))
+
+    def before_send(self, request_type: str, requests) -> None:
+        worst = self.upper_usd(request_type, requests)
+        test = self._test
+        if test is not None and test.budget is not None and \
+                test.spent + self._reserved + worst > test.budget * (1 + 1e-12):
+            raise BudgetRefused(f"not sent: its worst case ${worst:.6g} does not fit under the budget (spent "
+                                f"${test.spent:.6g} of ${test.budget:.6g})")
+        self._reserved += worst
+
+    def evaluate(self, test, n_docs: int, attempt_fn):
+        """``attempt_fn()`` (one harness evaluation of a batch), retried; None when the budget
+        refused an attempt (nothing of it was sent). ``attempt_fn`` returns its result, or raises
+        with ``known`` (USD of what was answered) set on the error."""
+        def before_sleep(state) -> None:
+            e = state.outcome.exception()
+            log.info("%d document(s): %s; retry %d in %.2fs", n_docs, f"{type(e).__name__}: {e}"[:300],
+                     state.attempt_number, state.next_action.sleep if state.next_action else 0.0)
+
+        try:
+            for attempt in self.policy.retrying(sleep=time.sleep, before_sleep=before_sleep):
+                with attempt:
+                    n = attempt.retry_state.attempt_number
+                    self._test, self._reserved = test, 0.0
+                    try:
+                        out = attempt_fn()
+                    except Exception as e:
+                        sent = self._reserved > 0
+                        known = float(getattr(e, "known_usd", 0.0) or 0.0)
+                        usd = known
+                        if sent and may_have_been_billed(e):
+                            usd = max(known, self._reserved)
+                            self.billed_failures += 1
+                            self.billed_failures_usd += usd
+                        if usd > 0:
+                            test.charge(usd)
+                        if sent:
+                            self.attempts += 1
+                            self.retries += n > 1
+                        raise
+                    finally:
+                        self._test = None
+                    self.attempts += 1
+                    self.retries += n > 1
+                    return out
+        except BudgetRefused as e:
+            log.warning("%d document(s): %s", n_docs, e)
+            return None
 
 
 def _evaluate_tasks(bound, price, judges, config, evaluate, tracker, cfg, outcomes, all_samples, timeout,
-                    display=None, metric_bindings=None) -> dict:
+                    display=None, metric_bindings=None, billing: AttemptBilling | None = None) -> dict:
     """Run the adaptive test of every task; return the merged harness results (nothing written)."""
     all_results = None
     metric_bindings = metric_bindings or {}
@@ -440,10 +554,14 @@ def _evaluate_tasks(bound, price, judges, config, evaluate, tracker, cfg, outcom
         compat.use_full_run_requests(task_obj)
         if tname in metric_bindings:
             o = _multi_metric_task(tname, task_obj, metric_bindings[tname], price, judges, config, evaluate,
-                                   timeout, display)
+                                   timeout, display, billing)
         else:
-            o = _adaptive_task(tname, task_obj, binding, price, judges, config, evaluate, timeout, display)
+            o = _adaptive_task(tname, task_obj, binding, price, judges, config, evaluate, timeout, display, billing)
         outcomes.append(o)
+        if not o.doc_ids:  # nothing scored (the budget went on failed attempts): no results to write
+            t = o.test
+            raise ModelCallError(f"task {tname}: stopped because {t.stopped_because} before any document was "
+                                 f"scored; spent ${t.spent:.6g} of ${t.budget if t.budget is not None else 0:.6g}")
         # final pass over the administered documents: every generation comes from the cache
         # (and every judgement from the judge's in-process memo)
         res = evaluate(task_obj, sorted(o.doc_ids), tracker_=tracker, log=True,
@@ -485,7 +603,8 @@ def task_progress(test: AdaptiveTest, binding: BankBinding, raw_scores) -> TaskP
 
 
 def _adaptive_task(tname, task_obj, binding: BankBinding, price, judges: JudgePricing, config: AdaptiveRunConfig,
-                   evaluate, timeout: float, display: RunDisplay | None = None) -> TaskOutcome:
+                   evaluate, timeout: float, display: RunDisplay | None = None,
+                   billing: AttemptBilling | None = None) -> TaskOutcome:
     bank, metric, doc_of_item = binding.bank, binding.metric, binding.doc_of_item
     costs = price.item_costs(bank.input_tokens, bank.output_tokens)
     test = adaptive_test(bank, costs, config, tname)
@@ -499,7 +618,12 @@ def _adaptive_task(tname, task_obj, binding: BankBinding, price, judges: JudgePr
         if not batch:
             break  # the test has stopped
         docs = [int(doc_of_item[i]) for i in batch]
-        charged, by_doc = _generate(task_obj, tname, docs, evaluate, timeout, price, judges, costs[batch], usage, judge)
+        got = _generate(task_obj, tname, docs, evaluate, timeout, price, judges, costs[batch], usage, judge,
+                        billing=billing, test=test)
+        if got is None:  # the budget refused the batch's calls: nothing of it was sent
+            test.stop("budget")
+            break
+        charged, by_doc = got
         for j, (i, d) in enumerate(zip(batch, docs)):
             v = _metric_value(tname, by_doc.get(d), metric, d,
                               "; pass --metric or use a bank calibrated on this metric")
@@ -560,7 +684,8 @@ def _metric_progress(test: MultiMetricTest, binding: BankBinding, raws, task: st
 
 
 def _multi_metric_task(tname, task_obj, bindings: list, price, judges: JudgePricing, config: AdaptiveRunConfig,
-                       evaluate, timeout: float, display: RunDisplay | None = None) -> MultiTaskOutcome:
+                       evaluate, timeout: float, display: RunDisplay | None = None,
+                       billing: AttemptBilling | None = None) -> MultiTaskOutcome:
     """One task with a bank per metric: each document the test picks is generated once (one harness
     evaluation) and every metric of it recorded."""
     first = bindings[0]
@@ -587,7 +712,12 @@ def _multi_metric_task(tname, task_obj, bindings: list, price, judges: JudgePric
         if not batch:
             break
         docs = [int(doc_of_joint[i]) for i in batch]
-        charged, by_doc = _generate(task_obj, tname, docs, evaluate, timeout, price, judges, costs[batch], usage, judge)
+        got = _generate(task_obj, tname, docs, evaluate, timeout, price, judges, costs[batch], usage, judge,
+                        billing=billing, test=test)
+        if got is None:  # the budget refused the batch's calls: nothing of it was sent
+            test.stop("budget")
+            break
+        charged, by_doc = got
         for j, (i, d) in enumerate(zip(batch, docs)):
             scores, values = {}, {}
             for b in bindings:
@@ -622,12 +752,38 @@ def _new_tallies() -> tuple[dict, dict]:
 
 
 def _generate(task_obj, tname: str, docs: list, evaluate, timeout: float, price, judges: JudgePricing,
-              estimates: np.ndarray, usage: dict, judge: dict) -> tuple[np.ndarray, dict]:
+              estimates: np.ndarray, usage: dict, judge: dict, *, billing: AttemptBilling | None = None,
+              test=None) -> tuple[np.ndarray, dict] | None:
     """One harness evaluation of ``docs``: (USD charged per document, model and judges, added to the
-    ``usage`` and ``judge`` tallies; each document's sample, the first filter's)."""
-    with compat.usage_sink() as sink, judge_calls(timeout=timeout) as judged:
-        res = evaluate(task_obj, docs)
-    charged = _charges(price, sink, estimates, usage) + _judge_charges(judges, judged, estimates, judge)
+    ``usage`` and ``judge`` tallies; each document's sample, the first filter's). With ``billing``,
+    each attempt is reserved against ``test``'s budget and retried (:class:`AttemptBilling`); None
+    when the budget refused it."""
+    def attempt():
+        with compat.usage_sink() as sink, judge_calls(timeout=timeout) as judged:
+            try:
+                res = evaluate(task_obj, docs)
+            except Exception as e:  # what was answered before it failed is paid for
+                known = _charges(price, sink, estimates, usage) if sink else np.zeros(len(estimates))
+                known = known + _judge_charges(judges, judged, estimates, judge)
+                try:
+                    e.known_usd = float(np.sum(known))
+                except AttributeError:  # an error that takes no attributes: the answered part is lost
+                    pass
+                raise
+        return res, _charges(price, sink, estimates, usage) + _judge_charges(judges, judged, estimates, judge)
+
+    if billing is None:
+        res, charged = attempt()
+    else:
+        before = billing.counts()
+        try:
+            got = billing.evaluate(test, len(docs), attempt)
+        finally:
+            for k, v in billing.counts().items():  # this task's share of the calls
+                usage[k] = usage.get(k, 0) + v - before[k]
+        if got is None:
+            return None
+        res, charged = got
     by_doc: dict = {}
     for s in res["samples"][tname]:
         by_doc.setdefault(int(s["doc_id"]), s)  # first filter's sample
@@ -789,6 +945,8 @@ def _cost_fields(o, generations: int) -> dict:
                         "bank estimate" if charged == 0 else "provider usage, partly estimated"),
         "cost_estimate_usd": o.estimated_usd,
         "usage": {k: o.usage[k] for k in ("prompt_tokens", "completion_tokens")},
+        # attempts sent (each a paid call), retries among them, failed attempts charged as billed
+        "calls": {k: o.usage.get(k, 0) for k in ("attempts", "retries", "billed_failures", "billed_failures_usd")},
         "price": {"input_per_mtok": o.price.input_per_mtok,
                   "output_per_mtok": o.price.output_per_mtok, "source": o.price.source},
     }

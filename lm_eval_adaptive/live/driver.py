@@ -54,98 +54,14 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 import numpy as np
-from tenacity import (
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_random_exponential,
-)
-
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker, Request
-from lm_eval_adaptive.harness.billing import may_have_been_billed
+from lm_eval_adaptive.harness.billing import ModelFailed, RetryPolicy, is_retryable, may_have_been_billed
 from lm_eval_adaptive.live.journal import Journal, redact
 from lm_eval_adaptive.live.ledger import BudgetLedger
 
 __all__ = ["LiveRun", "RetryPolicy", "is_retryable", "may_have_been_billed", "ModelFailed", "BudgetRefused"]
 
 log = logging.getLogger("lm_eval_adaptive")
-
-
-class ModelFailed(RuntimeError):
-    """A call failed for good (retries exhausted, or an error no retry can fix)."""
-
-
-_RETRY_STATUS = {408, 409, 425, 429}
-
-
-def _status_of(exc: BaseException) -> int | None:
-    for obj in (exc, getattr(exc, "response", None)):
-        for name in ("status_code", "status", "http_status"):
-            v = getattr(obj, name, None)
-            if isinstance(v, int):
-                return v
-    return None
-
-
-#: Client-side faults some SDKs report with a 5xx status (litellm raises a missing API key as
-#: ``InternalServerError``, 500): no retry can fix them.
-_NEVER_RETRY_TEXT = ("missing credentials", "api key not found", "no api key", "invalid api key",
-                     "incorrect api key", "api_key client option must be set")
-
-
-def is_retryable(exc: BaseException) -> bool:
-    """429, 408/409/425, any 5xx, timeouts and connection errors: worth another attempt.
-
-    Errors that are the caller's own (a missing or invalid API key), however they are
-    reported, are not. An error carrying ``paid`` and ``cause`` (the model answered, then
-    scoring failed) is retried when its cause is (a retry re-uses the answers).
-    """
-    if isinstance(exc, ModelFailed):  # given up already (e.g. a retry the cap refused)
-        return False
-    cause = getattr(exc, "cause", None)
-    if getattr(exc, "paid", None) is not None and isinstance(cause, BaseException):
-        return is_retryable(cause)
-    text = str(exc).lower()
-    if any(s in text for s in _NEVER_RETRY_TEXT):
-        return False
-    status = _status_of(exc)
-    if status is not None:
-        return status in _RETRY_STATUS or status >= 500
-    names = {c.__name__ for c in type(exc).__mro__}
-    if names & {"Timeout", "TimeoutError", "APITimeoutError", "ReadTimeout", "ConnectTimeout",
-                "ConnectionError", "APIConnectionError", "ServerDisconnectedError", "RemoteDisconnected",
-                "ChunkedEncodingError", "ProtocolError", "ServiceUnavailableError", "InternalServerError",
-                "RateLimitError", "BadGatewayError", "ConnectionResetError", "IncompleteRead"}:
-        return True
-    return any(s in text for s in ("connection aborted", "connection reset", "remote end closed",
-                                   "server disconnected", "timed out", "rate limit"))
-
-
-@dataclass
-class RetryPolicy:
-    """Exponential backoff with full jitter (tenacity): after attempt k fails, wait
-    uniform(0, min(cap, base·2^(k-1))) seconds; at most ``max_attempts`` attempts; only
-    errors :func:`is_retryable` accepts are retried."""
-
-    max_attempts: int = 6
-    base_s: float = 0.5
-    cap_s: float = 30.0
-
-    def __post_init__(self):
-        if self.max_attempts < 1:
-            raise ValueError("max_attempts must be >= 1")
-        if not (self.base_s >= 0 and self.cap_s >= 0):
-            raise ValueError("backoff times must be >= 0")
-
-    def wait_strategy(self):
-        """The tenacity wait: full jitter over the capped exponential."""
-        return wait_random_exponential(multiplier=self.base_s, max=self.cap_s)
-
-    def retrying(self, *, sleep: Callable[[float], None], before_sleep=None) -> Retrying:
-        """A tenacity ``Retrying`` that sleeps with ``sleep`` (which may raise to stop waiting)."""
-        return Retrying(stop=stop_after_attempt(self.max_attempts), wait=self.wait_strategy(),
-                        retry=retry_if_exception(is_retryable), sleep=sleep, before_sleep=before_sleep,
-                        reraise=True)
 
 
 class _Interrupted(Exception):
@@ -229,6 +145,7 @@ class _Outcome:
     charge: float | None = None  # what the last attempt was charged (None: nothing)
     judge: float = 0.0  # the judge's part of the answered calls' cost
     earlier: float = 0.0  # what the earlier attempts were charged (each journaled as an ``attempt``)
+    last_billed: bool = False  # the last failed attempt may have been billed
     billed_failures: int = 0  # attempts that failed after the request was sent and were charged
     billed_failures_usd: float = 0.0
 
@@ -307,13 +224,22 @@ class LiveRun:
             lost.append((m, item_id, usd))
         self.lost_in_flight = lost
         for rec in journal.records("attempt"):  # failed attempts charged before their retry
-            if rec.get("model") in self.judge_spent and rec.get("cost_usd"):
+            if rec.get("model") not in self.judge_spent:
+                continue
+            self.retries += 1  # each attempt record was followed by a retry
+            if rec.get("may_have_been_billed"):
+                self.billed_failures += 1
+                self.billed_failures_usd += float(rec.get("cost_usd") or 0.0)
+            if rec.get("cost_usd"):
                 self.ranker.charge(rec["model"], float(rec["cost_usd"]))
-                self.billed_failures += 1 if rec.get("may_have_been_billed") else 0
         for rec in journal.records():
             if rec.get("type") not in ("score", "failure") or rec.get("model") not in self.judge_spent:
                 continue
             self.judge_spent[rec["model"]] += float(rec.get("judge_cost_usd") or 0.0)
+            self.attempts += int(rec.get("attempts") or 0)  # the report counts the journal's calls, not this process's
+            if rec["type"] == "failure" and rec.get("may_have_been_billed"):
+                self.billed_failures += 1
+                self.billed_failures_usd += float(rec.get("cost_usd") or 0.0)
             if rec["type"] == "failure" and rec.get("cost_usd"):  # answered, then failed: paid for
                 self.ranker.charge(rec["model"], float(rec["cost_usd"]))
         return {"scores": stats.scores, "failures": stats.failures, "lost_in_flight": len(lost),
@@ -362,7 +288,7 @@ class LiveRun:
                 total, judge = self._cost(m, paid, key)
                 usd = max(0.0, total - known[0])
                 known[0] = max(known[0], total)
-            billed = may_have_been_billed(e)
+            billed = out.last_billed = may_have_been_billed(e)
             if billed:  # sent, never answered: the provider may have billed it whole
                 usd = max(usd, est)
                 out.billed_failures += 1
@@ -496,7 +422,7 @@ class LiveRun:
                 self.judge_spent[m] += judge
             why = redact(f"{type(out.error).__name__}: {out.error}", self.secrets)[:500]
             self._journal({"type": "failure", "model": m, "item_id": req.item_id, "error": why,
-                           "attempts": out.attempts, "cost_usd": cost,
+                           "attempts": out.attempts, "cost_usd": cost, "may_have_been_billed": out.last_billed,
                            **({"usage": list(paid.usage or []), **_judge_fields(paid, judge)} if paid is not None
                               else {})})
             self.failed_calls[m] += 1
