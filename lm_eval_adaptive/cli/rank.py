@@ -66,6 +66,7 @@ from lm_eval_adaptive.live.session import (
     rank_ranker,
     start_run,
 )
+from lm_eval_adaptive.live.terminal import styled
 
 __all__ = ["add_rank_parser", "add_task_arguments", "add_live_arguments", "cmd_rank", "print_report",
            "print_misfits", "RankRun", "rank_settings", "prepare_rank", "start_rank", "run_rank"]
@@ -317,7 +318,7 @@ def print_misfits(console, rows) -> None:
     for r in rows:
         note = misfit_note(r.get("person_fit"))
         if note:
-            console.print(f"[yellow]misfit[/]: {r['model']}: {note}")
+            console.print(styled("misfit", "yellow", f": {r['model']}: {note}"))
 
 
 def print_report(console, report: dict) -> None:
@@ -344,8 +345,8 @@ def print_report(console, report: dict) -> None:
                   *([f"{f.get('judge_cost_usd', 0.0):.4f}"] if judged else []), "", "")
     console.print(t)
     if not report.get("ranked", True):
-        console.print(f"[red]no ranking[/]: {len(report['ranking'])} model(s) left of "
-                      f"{len(report['ranking']) + len(report['failed'])}; {len(report['failed'])} failed")
+        console.print(styled("no ranking", "red", f": {len(report['ranking'])} model(s) left of "
+                             f"{len(report['ranking']) + len(report['failed'])}; {len(report['failed'])} failed"))
     else:
         adj = "  ".join(f"P({x['model']} > {y['model']}) = {p:.3f}" for x, y, p in
                         zip(report["ranking"], report["ranking"][1:], report["adjacent_confidence"]))
@@ -358,7 +359,7 @@ def print_report(console, report: dict) -> None:
             console.print(f"settled as ties (difference confidently within ±{margin:g}): "
                           + "; ".join(" ≈ ".join(p) for p in report["equivalent"]))
     for f in report["failed"]:
-        console.print(f"[red]failed[/]: {f['model']}: {f['error']}")
+        console.print(styled("failed", "red", f": {f['model']}: {f['error']}"))
     print_misfits(console, report["rows"])
     full = report["full_run_cost_usd"]
     spent = report["total_cost_usd"]

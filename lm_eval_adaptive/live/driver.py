@@ -52,6 +52,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from lm_eval_adaptive.display import SHOWN_LOG_FILTER
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker, Request
 from lm_eval_adaptive.live.journal import Journal, redact
 from lm_eval_adaptive.live.ledger import BudgetLedger
@@ -59,6 +60,7 @@ from lm_eval_adaptive.live.ledger import BudgetLedger
 __all__ = ["LiveRun", "RetryPolicy", "is_retryable", "ModelFailed"]
 
 log = logging.getLogger("lm_eval_adaptive")
+log.addFilter(SHOWN_LOG_FILTER)  # names in messages shown escaped
 
 
 class ModelFailed(RuntimeError):

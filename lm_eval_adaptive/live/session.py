@@ -25,6 +25,7 @@ import numpy as np
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.price_map import model_price, parse_prices
 from lm_eval_adaptive.data.prices import actual_cost, upper_estimate
+from lm_eval_adaptive.display import SHOWN_LOG_FILTER
 from lm_eval_adaptive.engine.cat import full_task_estimate
 from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
@@ -39,12 +40,14 @@ from lm_eval_adaptive.harness.scorer import (
 )
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, Journal, env_secrets, redact
 from lm_eval_adaptive.live.ledger import BudgetLedger
+from lm_eval_adaptive.live.terminal import styled
 
 __all__ = ["LiveSettings", "Setup", "rank_ranker", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
            "open_run", "start_run", "announce", "LiveProgress", "model_rows", "build_report",
            "JUDGE_PROMPT_ALLOWANCE", "JUDGE_OUTPUT_ALLOWANCE"]
 
 log = logging.getLogger("lm_eval_adaptive")
+log.addFilter(SHOWN_LOG_FILTER)  # names in messages shown escaped
 
 RUN_FILE = "run.json"
 RANKING_FILE = "ranking.json"
@@ -283,10 +286,11 @@ def start_run(out_dir: Path, command: str, settings: dict, header: dict, bank_id
 
 def announce(console, setup, a: LiveSettings) -> None:
     bank = setup.bank
-    console.print(f"[bold]lm-eval-adaptive rank[/]: {len(setup.specs)} models on {setup.task_name} "
-                  f"({setup.n_docs} documents; bank {bank.bank_id}, {bank.n_items} items, metric {setup.metric}); "
-                  f"γ = {a.confidence}, cap " + (f"${a.budget_usd:g}" if a.budget_usd is not None else "none") +
-                  f", {a.concurrency} call(s) in flight per model")
+    console.print(styled("lm-eval-adaptive rank", "bold", f": {len(setup.specs)} models on {setup.task_name} "
+                  f"({setup.n_docs} documents; bank {bank.bank_id}, {bank.n_items} items, metric "
+                  f"{setup.metric}); γ = {a.confidence}, cap "
+                  + (f"${a.budget_usd:g}" if a.budget_usd is not None else "none")
+                  + f", {a.concurrency} call(s) in flight per model"))
     for s in setup.specs:
         p = setup.prices[s.name]
         console.print(f"  {s.name}: {s.type}:{s.model_id}, ${p.input_per_mtok:g}/${p.output_per_mtok:g} per M tokens "
