@@ -43,6 +43,7 @@ from lm_eval_adaptive.cli.harness_options import (
     task_list,
 )
 from lm_eval_adaptive.cli.report import plot_ranking, print_inseparable, report_console
+from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.person_fit import misfit_note
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.errors import InputError
@@ -336,12 +337,12 @@ def print_report(console, report: dict) -> None:
     for i, e in enumerate(report["ranking"]):
         r = rows[e["model"]]
         g = groups.get(e["model"])
-        t.add_row(str(i + 1), e["model"], f"{r['theta']:+.2f} ± {r['se']:.2f}",
+        t.add_row(str(i + 1), shown(e["model"]), f"{r['theta']:+.2f} ± {r['se']:.2f}",
                   f"{r['est']:.4f} [{r['est_lo']:.4f}, {r['est_hi']:.4f}]", str(r["items"]),
                   f"{r['cost']:.4f}", *([f"{r['judge_cost']:.4f}"] if judged else []),
                   f"{r['full_cost']:.4f}", f"T{g}" if g else "")
     for f in report["failed"]:
-        t.add_row("-", f"{f['model']} (failed)", "", "", str(f["items"]), f"{f['cost_usd']:.4f}",
+        t.add_row("-", f"{shown(f['model'])} (failed)", "", "", str(f["items"]), f"{f['cost_usd']:.4f}",
                   *([f"{f.get('judge_cost_usd', 0.0):.4f}"] if judged else []), "", "")
     console.print(t)
     if not report.get("ranked", True):

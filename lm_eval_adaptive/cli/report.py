@@ -87,7 +87,7 @@ def print_backtest(console, results) -> None:
                      overflow="fold" if col == "table" else "ellipsis")
     for r in results:
         a, rd, fx, ti = r.adaptive, r.random, r.fixed, r.ties
-        t.add_row(r.table, str(r.n_items), str(r.n_models), f"{r.discrimination:.2f}",
+        t.add_row(shown(r.table), str(r.n_items), str(r.n_models), f"{r.discrimination:.2f}",
                   f"{a.tau:.3f}±{a.tau_std:.2f}", f"{rd.tau:.3f}", f"{fx.tau:.3f}",
                   f"{a.items:.0f}", f"{a.pct_used:.1f}%", _f(r.confident_accuracy), _f(r.any_wrong_share),
                   f"{ti.adaptive_pct:.0f} ({ti.truth_pct:.0f})",
@@ -146,7 +146,7 @@ def print_ranking(console, rows, result, *, metric_name: str, full_cost: float) 
                      overflow="fold" if col == "model" else "ellipsis")
     for i, r in enumerate(rows):
         g = groups.get(r["model"])
-        t.add_row(str(i + 1), r["model"], f"{r['theta']:+.2f} ± {r['se']:.2f}",
+        t.add_row(str(i + 1), shown(r["model"]), f"{r['theta']:+.2f} ± {r['se']:.2f}",
                   f"[{r['lo']:+.2f}, {r['hi']:+.2f}]",
                   f"{r['est']:.4f} [{r['est_lo']:.4f}, {r['est_hi']:.4f}]",
                   *([f"{r['truth']:.4f}"] if has_truth else []),

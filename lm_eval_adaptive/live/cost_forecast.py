@@ -52,6 +52,7 @@ import numpy as np
 
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.prices import Price, upper_estimate
+from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.multi_metric_ranker import joint_item_ids
 from lm_eval_adaptive.errors import InputError
@@ -517,7 +518,7 @@ def print_forecast(console, fc: CostForecast) -> None:
         return f"{s.typical:{fmt}} [{s.low:{fmt}}, {s.high:{fmt}}]"
 
     for r in fc.rows:
-        t.add_row(r.model, *([r.task] if per_task else []),
+        t.add_row(shown(r.model), *([shown(r.task)] if per_task else []),
                   f"{r.price.input_per_mtok:g}, {r.price.output_per_mtok:g}", spread(r.items, ".0f"),
                   spread(r.usd, ".4f"), str(r.worst_items), f"{r.worst_usd:.4f}", f"{r.full_run_usd:.4f}")
     t.add_row("total", *([""] if per_task else []), "", spread(fc.items, ".0f"), spread(fc.usd, ".4f"),

@@ -31,6 +31,7 @@ import numpy as np
 
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.tables import load_any_table, table_item_field
+from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.person_fit import misfit_note
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
@@ -349,7 +350,7 @@ def print_leaderboard(console, lb, added, failed) -> None:
         val = (f"{met['value']:.4f}" if "value" in met else
                f"{met['estimate']:.4f} [{met['lower']:.4f}, {met['upper']:.4f}]" if "estimate" in met else "")
         style = "bold green" if e["model"] in added else None
-        t.add_row(str(e["rank"]), e["model"], e.get("source", ""), f"{e['theta']:+.3f} ± {e['se']:.3f}", val,
+        t.add_row(str(e["rank"]), shown(e["model"]), e.get("source", ""), f"{e['theta']:+.3f} ± {e['se']:.3f}", val,
                   str(e.get("items", "")), str(e.get("tie_group") or ""), style=style)
     console.print(t)
     for m, why in failed.items():

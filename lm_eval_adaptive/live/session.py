@@ -25,7 +25,7 @@ import numpy as np
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.price_map import model_price, parse_prices
 from lm_eval_adaptive.data.prices import actual_cost, upper_estimate
-from lm_eval_adaptive.display import SHOWN_LOG_FILTER
+from lm_eval_adaptive.display import SHOWN_LOG_FILTER, shown
 from lm_eval_adaptive.engine.cat import full_task_estimate
 from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
@@ -318,7 +318,7 @@ class LiveProgress:
                          overflow="fold" if c == "model" else "ellipsis")
         for m in r.models:
             e = r.examinees[m]
-            t.add_row(m + (" (failed)" if m in r.failed else ""), str(e.n), str(r.in_flight(m)),
+            t.add_row(shown(m) + (" (failed)" if m in r.failed else ""), str(e.n), str(r.in_flight(m)),
                       f"{e.theta:+.2f} ± {e.se:.2f}", f"{e.spent:.4f}", str(self.live_run.failed_calls[m]))
         return t
 
