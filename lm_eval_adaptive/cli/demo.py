@@ -24,6 +24,7 @@ from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.self_check import calibrate_checked
 from lm_eval_adaptive.engine.stopping import pair_rule_for
 from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.live.terminal import styled
 
 #: Systems of WMT24 that are (or wrap) commercial LLM APIs.
 DEFAULT_DEMO_SYSTEMS = ("GPT-4", "Claude-3.5", "Gemini-1.5-Pro", "Mistral-Large", "CommandR-plus",
@@ -58,9 +59,9 @@ def run_demo(args, console) -> int:
     budget = args.budget_usd if args.budget_usd is not None else 0.10 * sum(full_cost.values())
     missing = {m: np.flatnonzero(np.isnan(raw[rows[m], cols])) for m in models}
 
-    console.print(f"[bold]lm-eval-adaptive demo[/]: ranking {len(models)} systems on {table.metric} "
+    console.print(styled("lm-eval-adaptive demo", "bold", f": ranking {len(models)} systems on {table.metric} "
                   f"({table.n_items} segments), bank calibrated on {len(calib)} other systems: "
-                  f"{bank.n_items} items, a = {bank.discrimination:.2f}, bank {bank.bank_id}")
+                  f"{bank.n_items} items, a = {bank.discrimination:.2f}, bank {bank.bank_id}"))
     console.print("prices: " + ", ".join(f"{m} {p.input_per_mtok:g}/{p.output_per_mtok:g} $/Mtok ({p.source})"
                                          for m, p in prices.items()))
     budget_note = ("--budget-usd" if args.budget_usd is not None

@@ -29,6 +29,7 @@ from lm_eval_adaptive.cli.leaderboard_page import write_page, write_plot
 from lm_eval_adaptive.cli.rank import add_live_arguments, add_task_arguments, resume_given
 from lm_eval_adaptive.cli.report import report_console
 from lm_eval_adaptive.data.files import check_outputs
+from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.live.leaderboard import (
     REFRESH_KEYS,
@@ -126,9 +127,9 @@ def cmd_render(args) -> int:
         raise InputError("leaderboard render: give --html FILE (the page) and/or --plot FILE.png (its plot)")
     check_outputs([("--html", args.html), ("--plot", args.plot)], inputs=[args.board])  # before the board is read
     if args.html:
-        print(f"wrote {write_page(args.board, args.html)}")
+        print(f"wrote {shown(write_page(args.board, args.html))}")
     if args.plot:
-        print(f"wrote {write_plot(args.board, args.plot)}")
+        print(f"wrote {shown(write_plot(args.board, args.plot))}")
     return 0
 
 

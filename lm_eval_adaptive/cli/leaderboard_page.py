@@ -7,7 +7,9 @@ group, items and dollars; the tie groups; the bank's id and the board's settings
 signature line; the refreshes; and the plot of the intervals (a PNG, base64 in the page). No
 script, font, style sheet or image is fetched when the page is viewed, and its
 Content-Security-Policy forbids any such fetch. Model names and every other text from the
-board are HTML-escaped (jinja2 autoescape). Rows carry ``data-*`` attributes (model, rank,
+board are HTML-escaped (jinja2 autoescape), their control and bidi characters (U+202E, which
+would reverse the text after it, among them) written as escapes (``\\u202e``:
+:func:`~lm_eval_adaptive.display.shown`). Rows carry ``data-*`` attributes (model, rank,
 interval, tie group) for checks that read the page's DOM.
 """
 
@@ -21,6 +23,7 @@ from pathlib import Path
 from lm_eval_adaptive import __version__
 from lm_eval_adaptive.atomic import atomic_write, atomic_write_text
 from lm_eval_adaptive.cli.report import group_colors, plot_intervals
+from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.signature import format_signature
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.live.leaderboard import load_leaderboard
@@ -109,6 +112,17 @@ def _placed(lb: dict, source: str):
     return _rows(lb, group_of, colors), groups, colors
 
 
+def _shown_value(value):
+    """A value the page prints, as the page shows it: a string :func:`shown` (an already escaped
+    one, such as a ``join`` of names, stays markup-safe: the escapes add no HTML); anything else
+    as it is."""
+    import markupsafe
+
+    if isinstance(value, markupsafe.Markup):
+        return markupsafe.Markup(shown(value))
+    return shown(value) if isinstance(value, str) else value
+
+
 def render_page(lb: dict, *, source: str = "") -> str:
     """The page of the leaderboard ``lb`` (a loaded board, see ``live.leaderboard``) as HTML text."""
     import jinja2
@@ -121,8 +135,10 @@ def render_page(lb: dict, *, source: str = "") -> str:
                  for r in lb.get("refreshes", [])]
     spent = sum(float(r.get("spent_usd") or 0.0) for r in lb.get("refreshes", []))
     text = resources.files(__package__).joinpath(TEMPLATE).read_text(encoding="utf-8")
+    # every value the page shows (names, paths, texts from the board) is shown() before jinja2
+    # escapes it: control and bidi characters (U+202E would reverse what follows) as escapes
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
-                             lstrip_blocks=True, keep_trailing_newline=True)
+                             lstrip_blocks=True, keep_trailing_newline=True, finalize=_shown_value)
     return env.from_string(text).render(
         lb=lb, rows=rows, source=source, signature=board_signature(lb), version=__version__,
         groups=[{"name": name, "members": members, "color": colors[name]} for name, members in groups.items()],

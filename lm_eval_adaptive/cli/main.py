@@ -40,6 +40,7 @@ from lm_eval_adaptive.data.files import check_outputs
 from lm_eval_adaptive.data.price_map import load_costs_file, price_for
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE
 from lm_eval_adaptive.data.tables import load_any_table, table_item_field
+from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.backtest import BacktestConfig
 from lm_eval_adaptive.engine.calibration import (
     DEFAULT_METHOD,
@@ -186,7 +187,7 @@ def cmd_export_table(args) -> int:
     check_outputs([("--out", args.out)], inputs=[args.name])  # before the table is read
     table = load_any_table(args.name)
     path = table.write(args.out)
-    print(f"wrote {path}: {table.n_models} models x {table.n_items} items, {table.n_obs} rows")
+    print(f"wrote {shown(path)}: {table.n_models} models x {table.n_items} items, {table.n_obs} rows")
     return 0
 
 
@@ -371,13 +372,13 @@ def _main(argv: list) -> int:
     try:
         return int(args.func(args) or 0)
     except InputError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {shown(e, lines=True)}", file=sys.stderr)
         return 2
     except RuntimeError as e:
 
         if not isinstance(e, ModelCallError):
             raise
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {shown(e, lines=True)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

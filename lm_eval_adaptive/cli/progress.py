@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from lm_eval_adaptive.atomic import atomic_write
 from lm_eval_adaptive.cli.report import plot_adaptive_run
+from lm_eval_adaptive.display import shown
 
 if TYPE_CHECKING:
     from lm_eval_adaptive.harness.run import TaskProgress
@@ -51,7 +52,7 @@ class BacktestProgress:
                 TimeRemainingColumn,
             )
 
-            self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            self._progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
                                       TextColumn("runs (tables × folds × seeds)"), TimeElapsedColumn(),
                                       TimeRemainingColumn(), console=self.console, transient=True)
             self._progress.__enter__()
@@ -60,7 +61,7 @@ class BacktestProgress:
 
     def table(self, index: int, name: str):
         """The ``progress(done, total)`` callable of table ``index`` (0-based) named ``name``."""
-        label = f"backtest {index + 1}/{self.n_tables} {name}"
+        label = f"backtest {index + 1}/{self.n_tables} {shown(name)}"
         state = {"adjusted": False}
 
         def progress(done: int, total: int) -> None:
@@ -109,8 +110,8 @@ class AdaptiveRunProgress:
             TimeElapsedColumn,
         )
 
-        self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                  TextColumn("{task.fields[state]}"), TimeElapsedColumn(),
+        self._progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(), MofNCompleteColumn(),
+                                  TextColumn("{task.fields[state]}", markup=False), TimeElapsedColumn(),
                                   console=self.console, transient=False)
         self._progress.__enter__()
 
@@ -134,9 +135,9 @@ class AdaptiveRunProgress:
             if self._progress is None:
                 self._start()
             if p.task not in self._tasks:
-                self._tasks[p.task] = self._progress.add_task(p.task, total=p.max_items, state="")
+                self._tasks[p.task] = self._progress.add_task(shown(p.task), total=p.max_items, state="")
             total = p.items if p.stopped_because else p.max_items
-            self._progress.update(self._tasks[p.task], completed=p.items, total=total, state=self.state(p))
+            self._progress.update(self._tasks[p.task], completed=p.items, total=total, state=shown(self.state(p)))
         elif self.lines:  # the start, each tenth of the maximum length, the stop
             step = max(1, math.ceil(p.max_items / 10))
             last = self._said.get(p.task)  # items at the last line; None: none yet; -1: the stop was said

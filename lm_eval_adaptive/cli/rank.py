@@ -45,6 +45,7 @@ from lm_eval_adaptive.cli.harness_options import (
     task_list,
 )
 from lm_eval_adaptive.cli.report import plot_ranking, print_inseparable, report_console
+from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.person_fit import misfit_note
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.errors import InputError
@@ -70,6 +71,7 @@ from lm_eval_adaptive.live.session import (
     rank_ranker,
     start_run,
 )
+from lm_eval_adaptive.live.terminal import styled
 
 __all__ = ["add_rank_parser", "add_task_arguments", "add_live_arguments", "cmd_rank", "print_report",
            "print_misfits", "RankRun", "rank_settings", "prepare_rank", "start_rank", "run_rank"]
@@ -340,7 +342,7 @@ def print_misfits(console, rows) -> None:
     for r in rows:
         note = misfit_note(r.get("person_fit"))
         if note:
-            console.print(f"[yellow]misfit[/]: {r['model']}: {note}")
+            console.print(styled("misfit", "yellow", f": {r['model']}: {note}"))
 
 
 def print_report(console, report: dict) -> None:
@@ -358,17 +360,17 @@ def print_report(console, report: dict) -> None:
     for i, e in enumerate(report["ranking"]):
         r = rows[e["model"]]
         g = groups.get(e["model"])
-        t.add_row(str(i + 1), e["model"], f"{r['theta']:+.2f} ± {r['se']:.2f}",
+        t.add_row(str(i + 1), shown(e["model"]), f"{r['theta']:+.2f} ± {r['se']:.2f}",
                   f"{r['est']:.4f} [{r['est_lo']:.4f}, {r['est_hi']:.4f}]", str(r["items"]),
                   f"{r['cost']:.4f}", *([f"{r['judge_cost']:.4f}"] if judged else []),
                   f"{r['full_cost']:.4f}", f"T{g}" if g else "")
     for f in report["failed"]:
-        t.add_row("-", f"{f['model']} (failed)", "", "", str(f["items"]), f"{f['cost_usd']:.4f}",
+        t.add_row("-", f"{shown(f['model'])} (failed)", "", "", str(f["items"]), f"{f['cost_usd']:.4f}",
                   *([f"{f.get('judge_cost_usd', 0.0):.4f}"] if judged else []), "", "")
     console.print(t)
     if not report.get("ranked", True):
-        console.print(f"[red]no ranking[/]: {len(report['ranking'])} model(s) left of "
-                      f"{len(report['ranking']) + len(report['failed'])}; {len(report['failed'])} failed")
+        console.print(styled("no ranking", "red", f": {len(report['ranking'])} model(s) left of "
+                             f"{len(report['ranking']) + len(report['failed'])}; {len(report['failed'])} failed"))
     else:
         adj = "  ".join(f"P({x['model']} > {y['model']}) = {p:.3f}" for x, y, p in
                         zip(report["ranking"], report["ranking"][1:], report["adjacent_confidence"]))
@@ -381,7 +383,7 @@ def print_report(console, report: dict) -> None:
             console.print(f"settled as ties (difference confidently within ±{margin:g}): "
                           + "; ".join(" ≈ ".join(p) for p in report["equivalent"]))
     for f in report["failed"]:
-        console.print(f"[red]failed[/]: {f['model']}: {f['error']}")
+        console.print(styled("failed", "red", f": {f['model']}: {f['error']}"))
     print_misfits(console, report["rows"])
     full = report["full_run_cost_usd"]
     spent = report["total_cost_usd"]

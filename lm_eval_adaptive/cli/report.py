@@ -10,26 +10,21 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 
+from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.model_error import describe_correction
+from lm_eval_adaptive.live.terminal import PIPE_WIDTH, TextConsole, text_console
 
 __all__ = ["PIPE_WIDTH", "plot_ranking", "plot_intervals", "plot_backtest", "plot_adaptive_run", "pooled_any_wrong", "print_backtest",
            "print_calibration", "print_inseparable", "print_ranking", "report_console", "table_label"]
 
-#: Columns of output that is not a terminal: wider than any table, so nothing is wrapped or cut.
-PIPE_WIDTH = 100_000
-
-
-def report_console(*, stderr: bool = False) -> Console:
-    """A rich console on stdout (or stderr): the terminal's width, or :data:`PIPE_WIDTH` when
-    the stream is not a terminal."""
-    console = Console(highlight=False, stderr=stderr)
-    if not console.is_terminal:
-        console = Console(highlight=False, stderr=stderr, width=PIPE_WIDTH)
-    return console
+def report_console(*, stderr: bool = False) -> TextConsole:
+    """A rich console on stdout (or stderr) that prints text as text (no markup; control and bidi
+    characters shown escaped: :class:`~lm_eval_adaptive.live.terminal.TextConsole`): the terminal's
+    width, or :data:`PIPE_WIDTH` when the stream is not a terminal."""
+    return text_console(stderr=stderr)
 
 
 def _calibration_note(results, s) -> str:
@@ -92,7 +87,7 @@ def print_backtest(console, results) -> None:
                      overflow="fold" if col == "table" else "ellipsis")
     for r in results:
         a, rd, fx, ti = r.adaptive, r.random, r.fixed, r.ties
-        t.add_row(r.table, str(r.n_items), str(r.n_models), f"{r.discrimination:.2f}",
+        t.add_row(shown(r.table), str(r.n_items), str(r.n_models), f"{r.discrimination:.2f}",
                   f"{a.tau:.3f}±{a.tau_std:.2f}", f"{rd.tau:.3f}", f"{fx.tau:.3f}",
                   f"{a.items:.0f}", f"{a.pct_used:.1f}%", _f(r.confident_accuracy), _f(r.any_wrong_share),
                   f"{ti.adaptive_pct:.0f} ({ti.truth_pct:.0f})",
@@ -151,7 +146,7 @@ def print_ranking(console, rows, result, *, metric_name: str, full_cost: float) 
                      overflow="fold" if col == "model" else "ellipsis")
     for i, r in enumerate(rows):
         g = groups.get(r["model"])
-        t.add_row(str(i + 1), r["model"], f"{r['theta']:+.2f} ± {r['se']:.2f}",
+        t.add_row(str(i + 1), shown(r["model"]), f"{r['theta']:+.2f} ± {r['se']:.2f}",
                   f"[{r['lo']:+.2f}, {r['hi']:+.2f}]",
                   f"{r['est']:.4f} [{r['est_lo']:.4f}, {r['est_hi']:.4f}]",
                   *([f"{r['truth']:.4f}"] if has_truth else []),
@@ -196,7 +191,8 @@ def plot_ranking(path, rows, result, *, title: str) -> None:
 def plot_intervals(path, rows, tie_groups, *, title: str) -> None:
     """Abilities with 95% intervals (``rows``: model, theta, lo, hi; best first), one colour per
     tie group (``group_colors``; black: in no group), saved to ``path`` (a file name, its suffix
-    the format, or a binary file: PNG). Model names are drawn as written (no mathtext)."""
+    the format, or a binary file: PNG). Model names are drawn as written (no mathtext), their control
+    and bidi characters shown escaped (:func:`~lm_eval_adaptive.display.shown`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -211,9 +207,9 @@ def plot_intervals(path, rows, tie_groups, *, title: str) -> None:
         ax.errorbar(r["theta"], y, xerr=[[r["theta"] - r["lo"]], [r["hi"] - r["theta"]]], fmt="o", color=c,
                     capsize=3)
     ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([r["model"] for r in rows[::-1]], parse_math=False)
+    ax.set_yticklabels([shown(r["model"]) for r in rows[::-1]], parse_math=False)
     ax.set_xlabel("ability θ (95% interval); colour = tie group")
-    ax.set_title(title)
+    ax.set_title(shown(title), parse_math=False)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -260,7 +256,7 @@ def plot_backtest(path, results) -> None:
                             color=METHOD_COLORS[meth], label=METHOD_LABELS[meth] if row == 0 else None)
             ax_items.barh(y, m.items, height=0.22, color=METHOD_COLORS[meth])
             ax_items.text(m.items, y, f" {m.items:.0f}", va="center", fontsize=8)
-    labels = [table_label(r.table) for r in results[::-1]]
+    labels = [shown(table_label(r.table)) for r in results[::-1]]
     ax_tau.set_yticks(range(n))
     ax_tau.set_yticklabels(labels, parse_math=False)
     ax_tau.set_ylim(-0.6, n - 0.4)
@@ -291,10 +287,10 @@ def plot_adaptive_run(path, blocks: dict, *, title: str = "") -> None:
         theta = [float(x) for x in tr.get("theta", [])]
         se = [float(x) for x in tr.get("se", [])]
         est = b.get("metric_estimate") or {}
-        ax.set_title(f"{task}: {b.get('metric')} ≈ {est.get('estimate', float('nan')):.4f} "
+        ax.set_title(shown(f"{task}: {b.get('metric')} ≈ {est.get('estimate', float('nan')):.4f} "
                      f"[{est.get('lower', float('nan')):.4f}, {est.get('upper', float('nan')):.4f}] from "
-                     f"{b.get('items')} of {b.get('task_docs')} documents; stopped: {b.get('stopped_because')}",
-                     fontsize=9, loc="left")
+                     f"{b.get('items')} of {b.get('task_docs')} documents; stopped: {b.get('stopped_because')}"),
+                     fontsize=9, loc="left", parse_math=False)
         if not theta:
             ax.text(0.5, 0.5, "no document was given", ha="center", va="center", transform=ax.transAxes)
             continue
@@ -310,7 +306,7 @@ def plot_adaptive_run(path, blocks: dict, *, title: str = "") -> None:
         ax.grid(alpha=0.3)
         ax.legend(loc="upper right", fontsize=8)
     if title:
-        fig.suptitle(title, fontsize=10)
+        fig.suptitle(shown(title), fontsize=10, parse_math=False)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -29,6 +29,7 @@ import numpy as np
 from lm_eval_adaptive.atomic import atomic_write
 from lm_eval_adaptive.data.files import read_text
 from lm_eval_adaptive.data.responses import ResponseTable
+from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.errors import InputError
 
 __all__ = [
@@ -200,12 +201,13 @@ def _progress(total: int, description: str) -> tuple[Callable[[], None], Callabl
         return (lambda: None), (lambda: None)
     try:
         from rich.console import Console
+        from rich.markup import escape
         from rich.progress import Progress
     except ImportError:  # pragma: no cover - rich is a dependency
         return (lambda: None), (lambda: None)
-    progress = Progress(console=Console(stderr=True), transient=True)
+    progress = Progress(console=Console(stderr=True, markup=False, emoji=False), transient=True)
     progress.start()
-    task = progress.add_task(description, total=total)
+    task = progress.add_task(escape(shown(description)), total=total)
     return (lambda: progress.advance(task)), progress.stop
 
 

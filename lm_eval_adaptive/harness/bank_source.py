@@ -28,6 +28,7 @@ from lm_eval_adaptive.data.shipped_banks import (
     shipped_for_task,
     shipped_names,
 )
+from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.errors import BankError, InputError
 
@@ -88,7 +89,7 @@ def parse_banks(specs, tasks, *, metric: str | None = None, command: str = "--ad
 
 
 def _stderr(line: str) -> None:
-    print(line, file=sys.stderr)
+    print(shown(line, lines=True), file=sys.stderr)
 
 
 def load_bank(spec) -> ItemBank:

@@ -54,6 +54,7 @@ from lm_eval_adaptive.data.files import read_json
 from lm_eval_adaptive.data.price_map import model_price, parse_prices
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE, actual_cost, upper_estimate
 from lm_eval_adaptive.data.responses import ResponseTable
+from lm_eval_adaptive.display import SHOWN_LOG_FILTER, shown
 from lm_eval_adaptive.engine.cat import AdaptiveTest, full_task_estimate
 from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.multi_metric_ranker import joint_item_ids
@@ -84,6 +85,7 @@ __all__ = ["SUPPORTED_LM_EVAL", "DEFAULT_TIMEOUT_S", "AdaptiveRunConfig", "Adapt
            "ADMINISTERED_SUFFIX", "metric_blocks"]
 
 log = logging.getLogger("lm_eval_adaptive")
+log.addFilter(SHOWN_LOG_FILTER)  # names in messages shown escaped
 
 @dataclass(frozen=True)
 class AdaptiveRunConfig:
@@ -416,22 +418,22 @@ def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig, *, displa
     shown = redact(all_results)  # what is shown holds no secret (the files are redacted as written)
     if display is not None:
         display.done(shown, compat.results_file(tracker, cfg.output_path))
-    print(f"{cfg.model} ({redact_text(str(cfg.model_args))}), adaptive: se_target={config.se_target}, "
-          f"min_items={config.min_items}, max_items={config.max_items}, "
-          f"budget_usd={config.budget_usd}")
-    print(make_table(display_results(shown)))
+    _say(f"{cfg.model} ({redact_text(str(cfg.model_args))}), adaptive: se_target={config.se_target}, "
+         f"min_items={config.min_items}, max_items={config.max_items}, "
+         f"budget_usd={config.budget_usd}")
+    _say(make_table(display_results(shown)))
     for label, a in metric_blocks(shown["adaptive"]):
         est = a["metric_estimate"]
         judge = f" (judge ${a['judge_cost_usd']:.4f})" if a["judge"]["calls"] else ""
-        print(f"{label}: θ̂ = {a['theta']:+.3f} ± {a['se']:.3f}; {a['items']} of {a['task_docs']} documents "
-              f"({a['pct_of_task']:.1f}%); estimated full-task {a['metric']} = {est['estimate']:.4f} "
-              f"[{est['lower']:.4f}, {est['upper']:.4f}]; ${a['cost_usd']:.4f}{judge}; "
-              f"stopped: {a['stopped_because']}")
+        _say(f"{label}: θ̂ = {a['theta']:+.3f} ± {a['se']:.3f}; {a['items']} of {a['task_docs']} documents "
+             f"({a['pct_of_task']:.1f}%); estimated full-task {a['metric']} = {est['estimate']:.4f} "
+             f"[{est['lower']:.4f}, {est['upper']:.4f}]; ${a['cost_usd']:.4f}{judge}; "
+             f"stopped: {a['stopped_because']}")
         note = misfit_note(a["person_fit"])
         if note:
-            print(f"{label}: misfit: {note}")
+            _say(f"{label}: misfit: {note}")
     if cfg.output_path:
-        print(f"results written under {cfg.output_path}")
+        _say(f"results written under {cfg.output_path}")
     return 0
 
 
@@ -1151,3 +1153,8 @@ def _model_for_samples(path: Path) -> str:
         if d.get("model_name"):
             return str(d["model_name"])
     return path.parent.name
+
+
+def _say(text: str) -> None:
+    """Print a line of the summary with its names shown escaped (:func:`~lm_eval_adaptive.display.shown`)."""
+    print(shown(text, lines=True))

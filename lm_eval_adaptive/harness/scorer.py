@@ -33,6 +33,7 @@ import threading
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from lm_eval_adaptive.display import SHOWN_LOG_FILTER
 from lm_eval_adaptive.errors import BankError, InputError
 from lm_eval_adaptive.harness import lm_eval_compat as compat
 from lm_eval_adaptive.harness.binding import BankBinding
@@ -45,6 +46,7 @@ __all__ = ["ModelSpec", "parse_model_spec", "HarnessTask", "HarnessItemScorer", 
            "parse_metadata"]
 
 log = logging.getLogger("lm_eval_adaptive")
+log.addFilter(SHOWN_LOG_FILTER)  # names in messages shown escaped
 
 #: Chat-template overhead allowed per call in the upper estimate of input tokens.
 TEMPLATE_TOKENS = 64

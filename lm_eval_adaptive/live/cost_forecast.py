@@ -52,6 +52,7 @@ import numpy as np
 
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.prices import Price, upper_estimate
+from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.multi_metric_ranker import joint_item_ids
 from lm_eval_adaptive.errors import InputError
@@ -65,6 +66,7 @@ from lm_eval_adaptive.live.session import (
     check_settings,
     rank_ranker,
 )
+from lm_eval_adaptive.live.terminal import text_console
 
 __all__ = ["DRAWS", "RANKING_DRAWS", "TOLERANCE", "FORECAST_FILE", "CHARS_PER_TOKEN", "Spread", "ModelForecast",
            "CostForecast", "ability_pool", "draw_abilities", "most_likely_within", "expected_costs", "simulated_score",
@@ -442,8 +444,6 @@ def forecast_adaptive_run(plan, config) -> int:
     """``run --adaptive --dry-run``: each task of the checked :class:`~lm_eval_adaptive.harness.run.AdaptivePlan`
     forecast with the run's own adaptive test (``config``: its
     :class:`~lm_eval_adaptive.harness.run.AdaptiveRunConfig`)."""
-    from rich.console import Console
-
     from lm_eval_adaptive.harness.run import adaptive_test, multi_metric_test
 
     rows, runs = [], []
@@ -492,9 +492,7 @@ def forecast_adaptive_run(plan, config) -> int:
         stopped_because=dict(Counter(r["stopped_because"] for task_runs in runs for r in task_runs)),
         settings={"se_target": config.se_target, "min_items": config.min_items, "max_items": config.max_items,
                   "budget_usd_per_task": config.budget_usd, "batch_size": config.batch_size})
-    console = Console(highlight=False)
-    if not console.is_terminal:  # piped or captured: wide enough for the table
-        console = Console(highlight=False, width=200)
+    console = text_console(pipe_width=200)  # piped or captured: wide enough for the table
     print_forecast(console, fc)
     out = plan.cfg.output_path
     if out:
@@ -520,7 +518,7 @@ def print_forecast(console, fc: CostForecast) -> None:
         return f"{s.typical:{fmt}} [{s.low:{fmt}}, {s.high:{fmt}}]"
 
     for r in fc.rows:
-        t.add_row(r.model, *([r.task] if per_task else []),
+        t.add_row(shown(r.model), *([shown(r.task)] if per_task else []),
                   f"{r.price.input_per_mtok:g}, {r.price.output_per_mtok:g}", spread(r.items, ".0f"),
                   spread(r.usd, ".4f"), str(r.worst_items), f"{r.worst_usd:.4f}", f"{r.full_run_usd:.4f}")
     t.add_row("total", *([""] if per_task else []), "", spread(fc.items, ".0f"), spread(fc.usd, ".4f"),

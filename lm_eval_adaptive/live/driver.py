@@ -54,6 +54,8 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 import numpy as np
+
+from lm_eval_adaptive.display import SHOWN_LOG_FILTER
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker, Request
 from lm_eval_adaptive.harness.billing import ModelFailed, RetryPolicy, is_retryable, may_have_been_billed
 from lm_eval_adaptive.live.journal import Journal, redact
@@ -62,6 +64,7 @@ from lm_eval_adaptive.live.ledger import BudgetLedger
 __all__ = ["LiveRun", "RetryPolicy", "is_retryable", "may_have_been_billed", "ModelFailed", "BudgetRefused"]
 
 log = logging.getLogger("lm_eval_adaptive")
+log.addFilter(SHOWN_LOG_FILTER)  # names in messages shown escaped
 
 
 class _Interrupted(Exception):

@@ -59,6 +59,7 @@ from typing import Any
 
 import numpy as np
 
+from lm_eval_adaptive.display import SHOWN_LOG_FILTER
 from lm_eval_adaptive.engine.ranker import ReplayError, ReplayEvent, ReplayStats
 from lm_eval_adaptive import redaction
 from lm_eval_adaptive.errors import InputError
@@ -72,6 +73,7 @@ except ImportError:  # pragma: no cover
 __all__ = ["Journal", "JOURNAL_NAME", "JOURNAL_VERSION", "RECORD_FIELDS", "ReplayStats", "redact", "REDACTED"]
 
 log = logging.getLogger(__name__)
+log.addFilter(SHOWN_LOG_FILTER)  # names in messages shown escaped
 
 JOURNAL_NAME = "journal.jsonl"
 JOURNAL_VERSION = 1

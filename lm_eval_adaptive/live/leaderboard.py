@@ -32,6 +32,7 @@ import numpy as np
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.files import read_json
 from lm_eval_adaptive.data.tables import load_any_table, table_item_field
+from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.person_fit import misfit_note
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
@@ -55,6 +56,7 @@ from lm_eval_adaptive.live.session import (
     model_rows,
     start_run,
 )
+from lm_eval_adaptive.live.terminal import styled
 
 __all__ = ["LEADERBOARD_FORMAT", "REFRESH_KEYS", "load_leaderboard", "create_leaderboard", "history_beside", "refresh",
            "print_leaderboard"]
@@ -352,8 +354,8 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
         live.run()
     res = ranker.result()
     if live.interrupted:
-        console.print("[red]interrupted[/]: the leaderboard was not changed" +
-                      (f"; continue with refresh --resume {out_dir}" if out_dir is not None else ""))
+        console.print(styled("interrupted", "red", ": the leaderboard was not changed" +
+                      (f"; continue with refresh --resume {out_dir}" if out_dir is not None else "")))
         return 130
     # is every new model's order against its neighbours settled?
     pos = {m: k for k, m in enumerate(res.ranking)}
@@ -367,10 +369,10 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
     placed = [m for m in new if m in pos]
     if not placed:  # nothing to enter: the leaderboard is left as it was
         for m, why in res.failed.items():
-            report.print(f"[red]failed[/]: {m}: {why}")
-        report.print(f"[red]no new model placed[/]: {len(res.failed)} of {len(new)} failed; spent "
-                      f"${setup.ledger.spent:.4f} of a ${settings.budget_usd:g} cap; {path} was not changed"
-                      + (f"; the journal is in {out_dir}" if out_dir is not None else ""))
+            report.print(styled("failed", "red", f": {m}: {why}"))
+        report.print(styled("no new model placed", "red", f": {len(res.failed)} of {len(new)} failed; spent "
+                     f"${setup.ledger.spent:.4f} of a ${settings.budget_usd:g} cap; {path} was not "
+                     "changed" + (f"; the journal is in {out_dir}" if out_dir is not None else "")))
         return 1
     if all(settled(m) for m in placed):
         stopped = "settled"
@@ -405,7 +407,7 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
     for m, e in added.items():
         note = misfit_note(e["person_fit"])
         if note:
-            report.print(f"[yellow]misfit[/]: {m}: {note}")
+            report.print(styled("misfit", "yellow", f": {m}: {note}"))
     report.print(f"stopped because: {stopped}; spent ${setup.ledger.spent:.4f} of a ${settings.budget_usd:g} cap; "
                   f"{path} updated")
     return 0
@@ -423,8 +425,8 @@ def print_leaderboard(console, lb, added, failed) -> None:
         val = (f"{met['value']:.4f}" if "value" in met else
                f"{met['estimate']:.4f} [{met['lower']:.4f}, {met['upper']:.4f}]" if "estimate" in met else "")
         style = "bold green" if e["model"] in added else None
-        t.add_row(str(e["rank"]), e["model"], e.get("source", ""), f"{e['theta']:+.3f} ± {e['se']:.3f}", val,
+        t.add_row(str(e["rank"]), shown(e["model"]), e.get("source", ""), f"{e['theta']:+.3f} ± {e['se']:.3f}", val,
                   str(e.get("items", "")), str(e.get("tie_group") or ""), style=style)
     console.print(t)
     for m, why in failed.items():
-        console.print(f"[red]failed[/]: {m}: {why} (not entered)")
+        console.print(styled("failed", "red", f": {m}: {why} (not entered)"))

@@ -38,10 +38,12 @@ from fractions import Fraction
 from typing import Any
 
 from lm_eval_adaptive.data.prices import nonnegative_amount
+from lm_eval_adaptive.display import SHOWN_LOG_FILTER
 
 __all__ = ["BudgetLedger"]
 
 log = logging.getLogger(__name__)
+log.addFilter(SHOWN_LOG_FILTER)  # names in messages shown escaped
 
 _UNITS_PER_USD = 10**12  # the ledger counts in 1e-12 USD
 

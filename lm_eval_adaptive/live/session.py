@@ -26,6 +26,7 @@ from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.files import check_output_folder
 from lm_eval_adaptive.data.price_map import model_price, parse_prices
 from lm_eval_adaptive.data.prices import actual_cost, upper_estimate
+from lm_eval_adaptive.display import SHOWN_LOG_FILTER, shown
 from lm_eval_adaptive.engine.cat import full_task_estimate
 from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
@@ -43,12 +44,14 @@ from lm_eval_adaptive.harness.scorer import (
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, Journal, env_secrets, redact
 from lm_eval_adaptive.live.ledger import BudgetLedger
 from lm_eval_adaptive.redaction import redact as redact_all
+from lm_eval_adaptive.live.terminal import styled
 
 __all__ = ["LiveSettings", "Setup", "rank_ranker", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
            "open_run", "start_run", "journal_cap_change", "cheapest_call_check", "announce", "LiveProgress", "model_rows", "build_report",
            "JUDGE_PROMPT_ALLOWANCE", "JUDGE_OUTPUT_ALLOWANCE"]
 
 log = logging.getLogger("lm_eval_adaptive")
+log.addFilter(SHOWN_LOG_FILTER)  # names in messages shown escaped
 
 RUN_FILE = "run.json"
 RANKING_FILE = "ranking.json"
@@ -396,10 +399,11 @@ def cheapest_call_check(setup: Setup, a: LiveSettings, models=None) -> None:
 
 def announce(console, setup, a: LiveSettings) -> None:
     bank = setup.bank
-    console.print(f"[bold]lm-eval-adaptive rank[/]: {len(setup.specs)} models on {setup.task_name} "
-                  f"({setup.n_docs} documents; bank {bank.bank_id}, {bank.n_items} items, metric {setup.metric}); "
-                  f"γ = {a.confidence}, cap " + (f"${a.budget_usd:g}" if a.budget_usd is not None else "none") +
-                  f", {a.concurrency} call(s) in flight per model")
+    console.print(styled("lm-eval-adaptive rank", "bold", f": {len(setup.specs)} models on {setup.task_name} "
+                  f"({setup.n_docs} documents; bank {bank.bank_id}, {bank.n_items} items, metric "
+                  f"{setup.metric}); γ = {a.confidence}, cap "
+                  + (f"${a.budget_usd:g}" if a.budget_usd is not None else "none")
+                  + f", {a.concurrency} call(s) in flight per model"))
     for s in setup.specs:
         p = setup.prices[s.name]
         console.print(f"  {s.name}: {s.type}:{s.model_id}, ${p.input_per_mtok:g}/${p.output_per_mtok:g} per M tokens "
@@ -427,7 +431,7 @@ class LiveProgress:
                          overflow="fold" if c == "model" else "ellipsis")
         for m in r.models:
             e = r.examinees[m]
-            t.add_row(m + (" (failed)" if m in r.failed else ""), str(e.n), str(r.in_flight(m)),
+            t.add_row(shown(m) + (" (failed)" if m in r.failed else ""), str(e.n), str(r.in_flight(m)),
                       f"{e.theta:+.2f} ± {e.se:.2f}", f"{e.spent:.4f}", str(self.live_run.failed_calls[m]))
         return t
 

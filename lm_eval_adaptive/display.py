@@ -1,0 +1,57 @@
+"""Names are data: how a user-supplied string (a model, task, bank or metric name, a path, an
+error text) is shown.
+
+:func:`shown` writes every character that could act on a terminal or reorder a line instead of
+being read as text — C0 controls, DEL, C1 controls (ESC and CSI included), the bidirectional
+embeddings, overrides, isolates and marks (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F,
+U+061C) and the line/paragraph separators U+2028/U+2029 — as its Python escape (``\\x1b``,
+``\\u202e``). Everything else is left as it is. It is used for the terminal (stdout, stderr,
+log lines), the leaderboard page and plot labels; stored data (JSON, journal) keeps names
+exactly as given.
+
+The rich consoles the commands print with read no markup (``[bold]`` in a name is text; see
+:mod:`lm_eval_adaptive.live.terminal`), so a name is shown whole. This module imports nothing
+but the standard library (it sits in the bottom layer, below the engine).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+__all__ = ["shown", "ShownLogFilter", "SHOWN_LOG_FILTER"]
+
+#: The characters :func:`shown` escapes (with ``\n`` kept where ``lines=True``).
+UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_UNSAFE_KEEP_NEWLINES = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(m: re.Match) -> str:
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def shown(text, *, lines: bool = False) -> str:
+    """``text`` (made a ``str``) with its control and bidi characters written as escapes:
+    ``"a\\x1b[31mb"`` → ``a\\x1b[31mb`` shown literally, U+202E → ``\\u202e``. ``lines=True``
+    keeps newlines (for a message of several lines); a name is shown on one line."""
+    return (_UNSAFE_KEEP_NEWLINES if lines else UNSAFE).sub(_escape, str(text))
+
+
+class ShownLogFilter(logging.Filter):
+    """A filter for this package's loggers: the record's message (its arguments, a model name or
+    an error text among them, filled in) is :func:`shown` before any handler writes it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record: left for the handler to report
+            return True
+        safe = shown(message, lines=True)
+        if safe != message:
+            record.msg, record.args = safe, None
+        return True
+
+
+#: The one filter every logger of the package carries (``logging.Logger.addFilter`` adds it once).
+SHOWN_LOG_FILTER = ShownLogFilter()
