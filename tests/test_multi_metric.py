@@ -244,3 +244,42 @@ def test_the_rankers_open_pairs_are_those_its_result_leaves_open(banks):
         seen.add(len(pairs))
     assert len(seen) > 1  # the set of open pairs changed during the run
     assert r.open_pairs() == [] or r.stopped_because != "settled"
+
+
+def _two_pl_bank(n: int, seed: int) -> ItemBank:
+    from lm_eval_adaptive.engine.response_model import BinaryIRTModel
+
+    rng = np.random.default_rng(seed)
+    return ItemBank(item_ids=np.array([f"item{i:04d}" for i in range(n)], dtype=object),
+                    b=rng.normal(0.0, 1.2, n), model=BinaryIRTModel("2pl"), scaling="global", lo=0.0, hi=1.0,
+                    input_tokens=50.0, output_tokens=1.0, task="sim-task", metric=f"acc{seed}",
+                    a=rng.lognormal(0.0, 0.5, n), c=np.zeros(n))
+
+
+def test_two_2pl_banks_rank_jointly_by_their_items_discriminations():
+    # MultiMetricRanker picked by information(θ, b) without the items' a: two 2PL banks raised TypeError
+    from lm_eval_adaptive.engine.multi_metric_ranker import joint_pick
+    from lm_eval_adaptive.engine.selection import RandomShareSelector
+
+    banks = {"a1": _two_pl_bank(300, 1), "a2": _two_pl_bank(300, 2)}
+    thetas = {"low": -2.0, "mid": 0.0, "high": 2.0}
+    rng = np.random.default_rng(5)
+    ys = {k: {m: (rng.random(300) < bank.model.mean(t, bank.b, **bank.item_params(slice(None)))).astype(float)
+              for m, t in thetas.items()} for k, bank in banks.items()}
+    r = MultiMetricRanker(banks, list(thetas), n_init=10, n_max=120, seed=0)
+    res = r.run(lambda m, j: {k: float(ys[k][m][j]) for k in banks})
+    for k in banks:
+        assert res.results[k].ranking == ["high", "mid", "low"]
+    # an informative slot's item maximises the summed information with each item's own a
+    e = {k: r.rankers[k].examinees["mid"] for k in banks}
+    taken = np.zeros(300, dtype=bool)
+    taken[:5] = True
+    parts = [(banks[k], np.arange(300), e[k]) for k in banks]
+    random = RandomShareSelector(banks["a1"].b, seed=0)
+    n_used = next(n for n in range(5, 50) if not random.is_random_slot(n))
+    got = joint_pick(random, taken, n_used, parts, "summed")
+    value = sum(banks[k].model.information(e[k].theta, banks[k].b, a=banks[k].a, c=banks[k].c) for k in banks)
+    value[taken] = -np.inf
+    assert got == int(np.argmax(value))
+    assert got != int(np.argmax(np.where(taken, -np.inf, sum(
+        banks[k].model.information(e[k].theta, banks[k].b, a=np.ones(300), c=np.zeros(300)) for k in banks))))

@@ -50,7 +50,8 @@ from lm_eval_adaptive.engine.stopping import PairRule
 #: ``summed`` Σ I_k (each bank's information as it is, on its own scale).
 ITEM_WEIGHTINGS = ("normalised", "summed")
 
-__all__ = ["ITEM_WEIGHTINGS", "MultiMetricRanker", "MultiRequest", "MultiRankingResult", "open_adjacent_pairs", "joint_item_ids"]
+__all__ = ["ITEM_WEIGHTINGS", "MultiMetricRanker", "MultiRequest", "MultiRankingResult", "open_adjacent_pairs", "joint_item_ids",
+           "joint_pick"]
 
 
 def joint_item_ids(banks: Mapping[str, ItemBank]) -> list[str]:
@@ -58,6 +59,26 @@ def joint_item_ids(banks: Mapping[str, ItemBank]) -> list[str]:
     banks = list(banks.values())
     common = set.intersection(*(set(map(str, b.item_ids.tolist())) for b in banks))
     return [str(i) for i in banks[0].item_ids.tolist() if str(i) in common]
+
+
+def joint_pick(random: RandomShareSelector, taken: np.ndarray, n_used: int, parts, weighting: str) -> int:
+    """The next joint item of one model (-1: none left): its random slot's item, or the untaken item of
+    largest summed information over ``parts``, one ``(bank, bank indices of the joint items, examinee)``
+    per metric, each weighted by the metric's measurement variance when ``weighting`` is "normalised".
+
+    The information is the bank's own (:meth:`ItemBank.information`), so 2PL/3PL banks count their items'
+    discriminations and guessing. ``MultiMetricTest`` and :class:`MultiMetricRanker` both pick with it.
+    """
+    if n_used >= taken.size or taken.all():
+        return -1
+    if random.is_random_slot(n_used):
+        return random.select(0.0, taken, n_used)
+    value = np.zeros(taken.size)
+    for bank, index, e in parts:
+        w = e.measurement_se ** 2 if weighting == "normalised" else 1.0
+        value += w * bank.information(e.theta, index)
+    value[taken] = -np.inf
+    return int(np.argmax(value))
 
 
 def open_adjacent_pairs(result: RankingResult) -> list[tuple[str, str]]:
@@ -253,21 +274,10 @@ class MultiMetricRanker:
         return self._spent + reserved + self._costs[m][item] <= self._budget * (1 + 1e-12)
 
     def _item_for(self, m: str, metrics) -> int:
-        """The model's next joint item: its slot's random item, or the one maximising normalised summed information."""
+        """The model's next joint item (:func:`joint_pick`)."""
         taken = self._taken[m]
-        n_used = int(taken.sum())
-        if n_used >= taken.size:
-            return -1
-        if self._random.is_random_slot(n_used):
-            return self._random.select(0.0, taken, n_used)
-        value = np.zeros(taken.size)
-        for k in metrics:
-            e = self._rankers[k].examinees[m]
-            bank = self._banks[k]
-            w = e.measurement_se ** 2 if self._weighting == "normalised" else 1.0
-            value += w * bank.model.information(e.theta, bank.b[self._bank_index[k]])
-        value[taken] = -np.inf
-        return int(np.argmax(value))
+        parts = [(self._banks[k], self._bank_index[k], self._rankers[k].examinees[m]) for k in metrics]
+        return joint_pick(self._random, taken, int(taken.sum()), parts, self._weighting)
 
     def _request(self, m: str, item: int, phase: str) -> MultiRequest:
         req = MultiRequest(m, int(item), self._item_ids[item], float(self._costs[m][item]), phase)

@@ -36,7 +36,7 @@ import numpy as np
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.cat import Examinee
 from lm_eval_adaptive.engine.checks import check_cost
-from lm_eval_adaptive.engine.multi_metric_ranker import ITEM_WEIGHTINGS, joint_item_ids
+from lm_eval_adaptive.engine.multi_metric_ranker import ITEM_WEIGHTINGS, joint_item_ids, joint_pick
 from lm_eval_adaptive.engine.selection import (
     DEFAULT_RANDOM_SHARE,
     RandomShareSelector,
@@ -185,17 +185,8 @@ class MultiMetricTest:
         return None
 
     def _pick(self, taken: np.ndarray, n_used: int, metrics) -> int:
-        if n_used >= taken.size or taken.all():
-            return -1
-        if self._random.is_random_slot(n_used):
-            return self._random.select(0.0, taken, n_used)
-        value = np.zeros(taken.size)
-        for k in metrics:
-            e, bank = self._examinees[k], self._banks[k]
-            w = e.measurement_se ** 2 if self._weighting == "normalised" else 1.0
-            value += w * bank.information(e.theta, self._bank_index[k])
-        value[taken] = -np.inf
-        return int(np.argmax(value))
+        parts = [(self._banks[k], self._bank_index[k], self._examinees[k]) for k in metrics]
+        return joint_pick(self._random, taken, n_used, parts, self._weighting)
 
     def next_items(self, k: int = 1) -> list[int]:
         """Up to ``k`` joint items to generate next (reserved until recorded; empty: the test is over)."""
