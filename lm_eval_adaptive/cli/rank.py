@@ -266,7 +266,6 @@ def prepare_rank(a: LiveSettings, *, skip_finished: bool = False) -> RankRun:
         check_settings(a)
         setup = Setup(a, a.bank)
         bank = setup.bank
-        names = [s.name for s in setup.specs]
         ranker = rank_ranker(setup, a)
         if not resumed:
             cheapest_call_check(setup, a)

@@ -415,14 +415,14 @@ def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig, *, displa
     if cfg.log_samples:
         for t, rows in all_samples.items():
             tracker.save_results_samples(task_name=t, samples=rows)
-    shown = redact(all_results)  # what is shown holds no secret (the files are redacted as written)
+    public = redact(all_results)  # what is shown holds no secret (the files are redacted as written)
     if display is not None:
-        display.done(shown, compat.results_file(tracker, cfg.output_path))
+        display.done(public, compat.results_file(tracker, cfg.output_path))
     _say(f"{cfg.model} ({redact_text(str(cfg.model_args))}), adaptive: se_target={config.se_target}, "
          f"min_items={config.min_items}, max_items={config.max_items}, "
          f"budget_usd={config.budget_usd}")
-    _say(make_table(display_results(shown)))
-    for label, a in metric_blocks(shown["adaptive"]):
+    _say(make_table(display_results(public)))
+    for label, a in metric_blocks(public["adaptive"]):
         est = a["metric_estimate"]
         judge = f" (judge ${a['judge_cost_usd']:.4f})" if a["judge"]["calls"] else ""
         _say(f"{label}: θ̂ = {a['theta']:+.3f} ± {a['se']:.3f}; {a['items']} of {a['task_docs']} documents "
@@ -916,14 +916,14 @@ def display_results(results: dict) -> dict:
     """A copy of the results for the harness's table: each estimate shown with its 95% interval."""
     import copy
 
-    shown = copy.deepcopy(results)
+    table = copy.deepcopy(results)
     for task, block in (results.get("adaptive") or {}).items():
-        row = shown.get("results", {}).get(task, {})
+        row = table.get("results", {}).get(task, {})
         for metric, est in _estimates(block).items():
             for key in [k for k in row if k.split(",", 1)[0] == metric]:
                 row[key] = f"{est['estimate']:.4f} [{est['lower']:.4f}, {est['upper']:.4f}]"
                 row.pop(f"{metric}_stderr,{key.partition(',')[2]}", None)
-    return shown
+    return table
 
 
 def _estimate_fields(bank, e, raw, n_docs: int) -> dict:
