@@ -141,7 +141,9 @@ def test_harness_bars_are_off_only_inside_the_context():
 
     def drawn(cls):
         buf = io.StringIO()
-        bar = cls(desc="Requesting API", total=2, file=buf, mininterval=0)
+        # disable=False: a rank or refresh run earlier in this process set TQDM_DISABLE (live/session.py),
+        # which tqdm may have read into its defaults; the context must turn even such a bar off
+        bar = cls(desc="Requesting API", total=2, file=buf, mininterval=0, disable=False)
         bar.update(2)
         bar.close()
         return buf.getvalue()
