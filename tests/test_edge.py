@@ -170,7 +170,7 @@ def _subprocess(args):
 def test_a_second_ctrl_c_aborts_at_once_while_a_call_hangs(server, tmp_path):
     bank = make_bank(tmp_path / "bank.json")
     out = tmp_path / "out"
-    server.latency = 60.0  # a provider that hangs
+    server.latency = 120.0  # a provider that hangs
     try:
         proc = _subprocess(rank_args(out, ["GPT-4", "Aya23"], bank, "--item-field", "doc_id"))
         journal = out / "journal.jsonl"
@@ -184,13 +184,15 @@ def test_a_second_ctrl_c_aborts_at_once_while_a_call_hangs(server, tmp_path):
         assert proc.poll() is None  # waiting for the hung calls, as documented
         proc.send_signal(signal.SIGINT)  # second: abort now
         t1 = time.monotonic()
-        proc.wait(timeout=30)
+        proc.wait(timeout=60)
         aborted_in = time.monotonic() - t1
     finally:
         server.latency = 0.0
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130 and aborted_in < 5, (proc.returncode, aborted_in)
+    # it did not wait for the hung calls (120 s): the bound leaves room for a loaded machine (seen: 10.5 s
+    # with the suite and a benchmark beside it; about 1 s alone)
+    assert proc.returncode == 130 and aborted_in < 30, (proc.returncode, aborted_in)
     recs = list(Journal.open(out, writable=False).records())  # the journal is still valid
     assert sum(r["type"] == "request" for r in recs) == 2 and not any(r["type"] == "score" for r in recs)
 
