@@ -33,6 +33,7 @@ from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.stopping import pair_rule_for
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import bind_bank
+from lm_eval_adaptive.harness.lm_eval_compat import harness_bars_off
 from lm_eval_adaptive.harness.run import JudgePricing
 from lm_eval_adaptive.harness.scorer import (
     HarnessItemScorer,
@@ -411,7 +412,9 @@ def announce(console, setup, a: LiveSettings) -> None:
 
 
 class LiveProgress:
-    """Live table on stderr: items and dollars per model, θ̂ ± SE, calls in flight, failures."""
+    """Live table on stderr: items and dollars per model, θ̂ ± SE, calls in flight, failures; while it
+    is open the harness draws none of its own bars (:func:`~lm_eval_adaptive.harness.lm_eval_compat.harness_bars_off`:
+    ``TQDM_DISABLE`` alone misses a tqdm imported before it was set)."""
 
     def __init__(self, console, live, setup, *, enabled: bool, every: int = 25):
         self.console, self.live_run, self.setup = console, live, setup
@@ -419,6 +422,7 @@ class LiveProgress:
         self.lines = enabled and not console.is_terminal  # logs, pipes: a plain line now and then
         self.every, self._next_line = every, every
         self._live = None
+        self._bars_off = None
 
     def _table(self):
         from rich.table import Table
@@ -436,6 +440,8 @@ class LiveProgress:
         return t
 
     def __enter__(self):
+        self._bars_off = harness_bars_off()
+        self._bars_off.__enter__()
         if self.enabled:
             from rich.live import Live
 
@@ -455,9 +461,12 @@ class LiveProgress:
                 self.console.print(f"{n} items, ${self.setup.ledger.spent:.4f} spent: {per}", highlight=False)
 
     def __exit__(self, *exc):
-        if self._live is not None:
-            self._live.update(self._table())
-            self._live.__exit__(*exc)
+        try:
+            if self._live is not None:
+                self._live.update(self._table())
+                self._live.__exit__(*exc)
+        finally:
+            self._bars_off.__exit__(*exc)
 
 
 # ----------------------------------------------------------------------------- report
