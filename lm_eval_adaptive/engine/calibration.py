@@ -42,7 +42,7 @@ from scipy.special import expit, logit
 from lm_eval_adaptive import __version__
 from lm_eval_adaptive.data.response_matrix import ResponseMatrix, check_matrix_outliers
 from lm_eval_adaptive.data.responses import check_score_outliers
-from lm_eval_adaptive.engine.bank import SCALINGS, ItemBank
+from lm_eval_adaptive.engine.bank import K_RANGE, SCALINGS, ItemBank
 from lm_eval_adaptive.engine.binary_calibration import calibrate_binary, is_binary_table
 from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
 from lm_eval_adaptive.errors import InputError
@@ -228,8 +228,8 @@ def calibrate(table, *, scaling: str = DEFAULT_SCALING, epsilon: float = DEFAULT
         sq, info = cells.residual_sums(theta, b)
         sq += float(obs.within_ss[kept].sum())
     k = float(sq / info) if info > 0 else 1.0
-    if not k > 0:
-        k = 1e-6
+    if not k >= K_RANGE[0]:  # nearly noiseless (or degenerate) scores: the smallest k a bank may hold
+        k = K_RANGE[0]
     model = ContinuousResponseModel(k=k, likelihood=likelihood)
 
     # -- 6. diagnostics ------------------------------------------------------------------
