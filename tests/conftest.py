@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 
 # litellm must read its bundled price map, never the network: set before anything imports it.
@@ -97,6 +98,26 @@ class HarnessTaskStub:
 
 #: like WMT24: the field `id` is the line number, one more than the position (line 0 is a canary)
 WMT_LIKE = HarnessTaskStub([{"id": str(k + 1), "source": f"text {k}"} for k in range(50)])
+
+
+def assert_nested_close(expected, got, path: str = "", *, rel: float = 1e-9, abs_: float = 1e-12) -> None:
+    """``got`` equals ``expected`` in every dict key, list length and non-number, and to ``rel``
+    (relative) or ``abs_`` in every float (NaN equals NaN); ``path`` names where a difference is."""
+    if isinstance(expected, dict):
+        assert set(expected) == set(got), path
+        for k in expected:
+            assert_nested_close(expected[k], got[k], f"{path}.{k}", rel=rel, abs_=abs_)
+    elif isinstance(expected, list):
+        assert len(expected) == len(got), path
+        for k, (x, y) in enumerate(zip(expected, got)):
+            assert_nested_close(x, y, f"{path}[{k}]", rel=rel, abs_=abs_)
+    elif isinstance(expected, float) and isinstance(got, (int, float)) and not isinstance(got, bool):
+        if math.isnan(expected):
+            assert math.isnan(got), path
+        else:
+            assert got == pytest.approx(expected, rel=rel, abs=abs_), path
+    else:
+        assert expected == got, path
 
 
 def build_banks_module():

@@ -10,33 +10,15 @@ float tie between the two items nearest an even bank's median, decided by BLAS r
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import pytest
 
+from conftest import assert_nested_close
 from pinned_runs import pinned_runs
 
 EXPECTED = json.loads((Path(__file__).parent / "fixtures" / "pinned_runs.json").read_text())
 NOW = pinned_runs()
-
-
-def _close(a, b, path: str) -> None:
-    if isinstance(a, dict):
-        assert set(a) == set(b), path
-        for k in a:
-            _close(a[k], b[k], f"{path}.{k}")
-    elif isinstance(a, list):
-        assert len(a) == len(b), path
-        for k, (x, y) in enumerate(zip(a, b)):
-            _close(x, y, f"{path}[{k}]")
-    elif isinstance(a, float) and not isinstance(b, (str, bool)):
-        if math.isnan(a):
-            assert math.isnan(b), path
-        else:
-            assert b == pytest.approx(a, rel=1e-9, abs=1e-12), path
-    else:
-        assert a == b, path
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
@@ -44,7 +26,7 @@ def test_pinned_run(name):
     exp, now = EXPECTED[name], NOW[name]
     # the items first: the same items in the same order for every model
     assert now["items"] == exp["items"]
-    _close(exp, now, name)
+    assert_nested_close(exp, now, name)
 
 
 def test_the_fixture_covers_the_paths():

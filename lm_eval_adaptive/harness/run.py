@@ -615,17 +615,9 @@ def _adaptive_task(tname, task_obj, binding: BankBinding, price, judges: JudgePr
     if display is not None:
         display.update(task_progress(test, binding, raws))
     usage, judge = _new_tallies()
-    while True:
-        batch = test.next_items(config.batch_size)
-        if not batch:
-            break  # the test has stopped
-        docs = [int(doc_of_item[i]) for i in batch]
-        got = _generate(task_obj, tname, docs, evaluate, timeout, price, judges, costs[batch], usage, judge,
-                        billing=billing, test=test)
-        if got is None:  # the budget refused the batch's calls: nothing of it was sent
-            test.stop("budget")
-            break
-        charged, by_doc = got
+    while (step := _next_batch(test, config.batch_size, doc_of_item, task_obj, tname, evaluate, timeout, price,
+                               judges, costs, usage, judge, billing)) is not None:
+        batch, docs, charged, by_doc = step
         for j, (i, d) in enumerate(zip(batch, docs)):
             v = _metric_value(tname, by_doc.get(d), metric, d,
                               "; pass --metric or use a bank calibrated on this metric")
@@ -709,17 +701,9 @@ def _multi_metric_task(tname, task_obj, bindings: list, price, judges: JudgePric
 
     show()
     usage, judge = _new_tallies()
-    while True:
-        batch = test.next_items(config.batch_size)
-        if not batch:
-            break
-        docs = [int(doc_of_joint[i]) for i in batch]
-        got = _generate(task_obj, tname, docs, evaluate, timeout, price, judges, costs[batch], usage, judge,
-                        billing=billing, test=test)
-        if got is None:  # the budget refused the batch's calls: nothing of it was sent
-            test.stop("budget")
-            break
-        charged, by_doc = got
+    while (step := _next_batch(test, config.batch_size, doc_of_joint, task_obj, tname, evaluate, timeout, price,
+                               judges, costs, usage, judge, billing)) is not None:
+        batch, docs, charged, by_doc = step
         for j, (i, d) in enumerate(zip(batch, docs)):
             scores, values = {}, {}
             for b in bindings:
@@ -751,6 +735,23 @@ def _new_tallies() -> tuple[dict, dict]:
     """A task's running totals: the model's reported usage, and its judge calls."""
     return ({"prompt_tokens": 0, "completion_tokens": 0, "items_charged_by_usage": 0},
             {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "unpriced_calls": 0})
+
+
+def _next_batch(test, batch_size: int, doc_of, task_obj, tname: str, evaluate, timeout: float, price,
+                judges: JudgePricing, costs: np.ndarray, usage: dict, judge: dict, billing):
+    """The test's next items generated and scored (:func:`_generate`): ``(items, documents, USD charged per
+    document, each document's sample)``; None once the test has stopped, or when the budget refused the
+    batch's calls (nothing of it was sent; the test is stopped on the budget)."""
+    batch = test.next_items(batch_size)
+    if not batch:
+        return None
+    docs = [int(doc_of[i]) for i in batch]
+    got = _generate(task_obj, tname, docs, evaluate, timeout, price, judges, costs[batch], usage, judge,
+                    billing=billing, test=test)
+    if got is None:
+        test.stop("budget")
+        return None
+    return (batch, docs, *got)
 
 
 def _generate(task_obj, tname: str, docs: list, evaluate, timeout: float, price, judges: JudgePricing,
