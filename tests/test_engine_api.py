@@ -24,6 +24,7 @@ from lm_eval_adaptive.engine.estimation import (
     GridEAP,
     GridPosterior,
 )
+from lm_eval_adaptive.engine.pair_rules import OrderConfidence, PairRule, PairStatus
 from lm_eval_adaptive.engine.ranker import (
     STOP_REASONS,
     AdaptiveRanker,
@@ -31,13 +32,7 @@ from lm_eval_adaptive.engine.ranker import (
     ReplayEvent,
 )
 from lm_eval_adaptive.engine.selection import MaxInfoSelector, Selector
-from lm_eval_adaptive.engine.stopping import (
-    OrderConfidence,
-    PairRule,
-    PairStatus,
-    Rule,
-    StoppingRule,
-)
+from lm_eval_adaptive.engine.stopping import Rule, StoppingRule
 from lm_eval_adaptive.errors import BankError
 
 THETAS = {"m0": -0.6, "m1": 0.0, "m2": 0.4, "m3": 1.5}

@@ -6,12 +6,8 @@ import numpy as np
 import pytest
 from conftest import simulate_scores
 
+from lm_eval_adaptive.engine.pair_rules import EquivalenceMargin, OrderConfidence, PairStatus
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
-from lm_eval_adaptive.engine.stopping import (
-    EquivalenceMargin,
-    OrderConfidence,
-    PairStatus,
-)
 
 
 def _rank(bank, thetas, rule, seed=0, n_max=300):

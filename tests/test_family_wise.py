@@ -1,4 +1,4 @@
-"""Family-wise control of a ranking (stopping.FamilyWise, ``--family-wise``).
+"""Family-wise control of a ranking (pair_rules.FamilyWise, ``--family-wise``).
 
 Checked: Holm's step-down against hand-computed cases; FamilyWise orders exactly the pairs
 Holm rejects and is OrderConfidence for one pair; the ranker judges a family rule's adjacent
@@ -22,8 +22,7 @@ from scipy.special import ndtri
 from scipy.stats import binom
 
 from lm_eval_adaptive.cli.main import build_parser, main
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker
-from lm_eval_adaptive.engine.stopping import (
+from lm_eval_adaptive.engine.pair_rules import (
     EquivalenceMargin,
     FamilyWise,
     OrderConfidence,
@@ -34,6 +33,7 @@ from lm_eval_adaptive.engine.stopping import (
     pair_rule_for,
     ranking_status,
 )
+from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.live.leaderboard import REFRESH_KEYS
 from lm_eval_adaptive.live.session import RUN_KEYS, LiveSettings, rank_ranker
 

@@ -21,8 +21,8 @@ import pytest
 from conftest import make_sim_bank, simulate_scores
 from lm_eval_adaptive.engine.cat import Examinee
 from lm_eval_adaptive.engine.estimation import DispersionPosterior, GridPosterior
+from lm_eval_adaptive.engine.pair_rules import OrderConfidence
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
-from lm_eval_adaptive.engine.stopping import OrderConfidence
 from lm_eval_adaptive.engine.response_model import BernoulliResponseModel, ContinuousResponseModel
 from lm_eval_adaptive.engine.selection import (
     MaxInfoSelector,

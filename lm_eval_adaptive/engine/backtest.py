@@ -29,10 +29,10 @@ from lm_eval_adaptive.engine.calibration import (
 from lm_eval_adaptive.engine.cat import full_task_estimate
 from lm_eval_adaptive.engine.estimation import DEFAULT_PRIOR_SD, Z95, GridPosterior
 from lm_eval_adaptive.engine.model_error import correction_from_records
+from lm_eval_adaptive.engine.pair_rules import pair_rule_for
 from lm_eval_adaptive.engine.ranker import DEFAULT_FUTILITY, AdaptiveRanker
 from lm_eval_adaptive.engine.selection import default_selector
 from lm_eval_adaptive.engine.signature import format_signature, versions
-from lm_eval_adaptive.engine.stopping import pair_rule_for
 from lm_eval_adaptive.errors import InputError
 
 __all__ = ["BacktestConfig", "BacktestResult", "MethodSummary", "TieSummary", "backtest", "backtest_signature",
@@ -63,7 +63,7 @@ class BacktestConfig:
     futility: float = DEFAULT_FUTILITY  # the ranker's futility stop (engine/ranker.py)
     response_model: str | None = None  # calibrate(response_model=...): None = by the table (0/1 → 2pl)
     guessing: float | None = None  # 3pl: every item's c (None: estimated)
-    family_wise: bool = False  # the whole ranking at γ (stopping.FamilyWise) instead of each pair
+    family_wise: bool = False  # the whole ranking at γ (pair_rules.FamilyWise) instead of each pair
 
     def folds_that_fit(self, n_models: int) -> int:
         """Complete hold-out sets that fit with at least 2 models left to calibrate on (at most ``folds``)."""

@@ -37,10 +37,10 @@ from lm_eval_adaptive.engine.backtest import (
 from lm_eval_adaptive.engine.calibration import calibrate
 from lm_eval_adaptive.engine.cat import full_task_estimate
 from lm_eval_adaptive.engine.multi_metric_ranker import MultiMetricRanker, joint_item_ids
+from lm_eval_adaptive.engine.pair_rules import pair_rule_for
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.selection import default_selector
 from lm_eval_adaptive.engine.signature import versions
-from lm_eval_adaptive.engine.stopping import pair_rule_for
 from lm_eval_adaptive.errors import InputError
 
 __all__ = ["backtest_multi", "MODES"]

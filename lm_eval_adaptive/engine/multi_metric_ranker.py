@@ -41,9 +41,9 @@ import numpy as np
 
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.checks import check_cost
+from lm_eval_adaptive.engine.pair_rules import PairRule
 from lm_eval_adaptive.engine.ranker import DEFAULT_FUTILITY, AdaptiveRanker, RankingResult
 from lm_eval_adaptive.engine.selection import DEFAULT_RANDOM_SHARE, RandomShareSelector
-from lm_eval_adaptive.engine.stopping import PairRule
 
 #: How an item's information is summed over the metrics that need the model: ``normalised``
 #: Σ m_k² · I_k (the share of each metric's measurement variance it removes; the default) or
@@ -146,7 +146,7 @@ class MultiMetricRanker:
     random_share:
         Share of every model's items drawn at random (default the engine's).
     pair_rules:
-        Metric → :class:`~lm_eval_adaptive.engine.stopping.PairRule` (default: each ranker's).
+        Metric → :class:`~lm_eval_adaptive.engine.pair_rules.PairRule` (default: each ranker's).
     exclude:
         Per model, joint item ids or indices never to give it (e.g. a metric has no score).
     item_weighting:

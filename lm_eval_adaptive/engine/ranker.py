@@ -23,8 +23,8 @@ Algorithm
 
 The parts are swappable: ``selector`` (a :class:`~lm_eval_adaptive.engine.selection.Selector`),
 ``estimator`` (an :class:`~lm_eval_adaptive.engine.estimation.EstimatorFactory`) and
-``pair_rule`` (a :class:`~lm_eval_adaptive.engine.stopping.PairRule`; step 2's rule is
-:class:`~lm_eval_adaptive.engine.stopping.OrderConfidence`).
+``pair_rule`` (a :class:`~lm_eval_adaptive.engine.pair_rules.PairRule`; step 2's rule is
+:class:`~lm_eval_adaptive.engine.pair_rules.OrderConfidence`).
 
 The ranker owns its state: callers change it only through its methods — ``ask``/``tell``,
 ``cancel``, ``release``, ``fail``, ``block``/``unblock``, ``charge``, ``stop``,
@@ -47,9 +47,9 @@ from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.cat import Examinee
 from lm_eval_adaptive.engine.checks import check_cost, check_score
 from lm_eval_adaptive.engine.estimation import Z95, EstimatorFactory
+from lm_eval_adaptive.engine.pair_rules import OrderConfidence, PairRule, PairStatus, adjacent_status
 from lm_eval_adaptive.engine.selection import Selector, shared_default_selector
 from lm_eval_adaptive.engine.signature import component_name, format_signature, versions
-from lm_eval_adaptive.engine.stopping import OrderConfidence, PairRule, PairStatus, adjacent_status
 
 __all__ = ["AdaptiveRanker", "Request", "RankingResult", "ReplayEvent", "ReplayError", "ReplayStats",
            "STOP_REASONS", "REPLAY_KINDS", "pairwise_matrix", "tie_groups", "DEFAULT_FUTILITY"]
@@ -267,10 +267,10 @@ class AdaptiveRanker:
         ability estimator (default ``DispersionEAP()``: grid EAP, the SE scaled by the
         model's own dispersion).
     pair_rule:
-        :class:`~lm_eval_adaptive.engine.stopping.PairRule` deciding when an adjacent pair is
+        :class:`~lm_eval_adaptive.engine.pair_rules.PairRule` deciding when an adjacent pair is
         settled (default ``OrderConfidence(confidence)``); called in :meth:`ask` and
         :meth:`result`. A rule that judges pairs jointly (``family = True``, e.g.
-        :class:`~lm_eval_adaptive.engine.stopping.FamilyWise`) is given every pair of the ranking.
+        :class:`~lm_eval_adaptive.engine.pair_rules.FamilyWise`) is given every pair of the ranking.
     exclude:
         Per model, bank items never to give it (e.g. it has no recorded answer).
     max_in_flight:

@@ -29,8 +29,8 @@ from lm_eval_adaptive.data.prices import actual_cost, upper_estimate
 from lm_eval_adaptive.display import SHOWN_LOG_FILTER, shown
 from lm_eval_adaptive.engine.cat import full_task_estimate
 from lm_eval_adaptive.engine.estimation import Z95
+from lm_eval_adaptive.engine.pair_rules import pair_rule_for
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
-from lm_eval_adaptive.engine.stopping import pair_rule_for
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import bind_bank
 from lm_eval_adaptive.harness.lm_eval_compat import harness_bars_off
@@ -102,7 +102,7 @@ class LiveSettings:
     metadata: str | None = None
     timeout: float | None = None
     tie_margin: float | None = None
-    family_wise: bool = False  # γ for the whole ranking (stopping.FamilyWise)
+    family_wise: bool = False  # γ for the whole ranking (pair_rules.FamilyWise)
     max_attempts: int = 6
     max_failures: int = 3
     backoff: float = 0.5
