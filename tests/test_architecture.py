@@ -1,12 +1,15 @@
-"""The layout's rules, checked: imports point one way (the import-linter contract in .importlinter)
-and no module imports another module's private name."""
+"""The layout's rules, checked: imports point one way (the import-linter contract in .importlinter),
+no module imports another module's private name, and no modules import each other (no cycle)."""
 
 from __future__ import annotations
 
 import ast
+import graphlib
 import shutil
 import subprocess
 from pathlib import Path
+
+import grimp
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "lm_eval_adaptive"
@@ -84,3 +87,26 @@ def test_import_contract_holds():
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     assert "2 kept, 0 broken" in r.stdout
+
+
+def _import_cycle(graph) -> list[str] | None:
+    """One import cycle among ``graph``'s modules (grimp counts imports under TYPE_CHECKING too), or None."""
+    try:
+        graphlib.TopologicalSorter({m: graph.find_modules_directly_imported_by(m) for m in graph.modules}).prepare()
+    except graphlib.CycleError as e:
+        return list(e.args[1])
+    return None
+
+
+def test_no_import_cycle():
+    graph = grimp.build_graph("lm_eval_adaptive")
+    assert "lm_eval_adaptive.engine.pair_rules" in graph.modules
+    cycle = _import_cycle(graph)
+    assert cycle is None, "modules import each other: " + " <- ".join(cycle)
+
+
+def test_the_cycle_check_sees_one():
+    graph = grimp.build_graph("lm_eval_adaptive")
+    graph.add_import(importer="lm_eval_adaptive.engine.stopping", imported="lm_eval_adaptive.engine.cat")
+    cycle = _import_cycle(graph)
+    assert cycle is not None and {"lm_eval_adaptive.engine.stopping", "lm_eval_adaptive.engine.cat"} <= set(cycle)
