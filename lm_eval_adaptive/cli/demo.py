@@ -17,8 +17,8 @@ from lm_eval_adaptive.cli.report import plot_ranking, print_ranking
 from lm_eval_adaptive.data.price_map import price_for
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE
 from lm_eval_adaptive.data.tables import load_any_table
-from lm_eval_adaptive.engine.cat import full_task_estimate
 from lm_eval_adaptive.engine.estimation import Z95
+from lm_eval_adaptive.engine.full_task import full_task_estimate
 from lm_eval_adaptive.engine.model_error import describe_correction
 from lm_eval_adaptive.engine.pair_rules import pair_rule_for
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker

@@ -26,8 +26,8 @@ from lm_eval_adaptive.engine.calibration import (
     DEFAULT_SCALING,
     calibrate,
 )
-from lm_eval_adaptive.engine.cat import full_task_estimate
 from lm_eval_adaptive.engine.estimation import DEFAULT_PRIOR_SD, Z95, GridPosterior
+from lm_eval_adaptive.engine.full_task import full_task_estimate
 from lm_eval_adaptive.engine.model_error import correction_from_records
 from lm_eval_adaptive.engine.pair_rules import pair_rule_for
 from lm_eval_adaptive.engine.ranker import DEFAULT_FUTILITY, AdaptiveRanker

@@ -27,8 +27,8 @@ from lm_eval_adaptive.data.files import check_output_folder
 from lm_eval_adaptive.data.price_map import model_price, parse_prices
 from lm_eval_adaptive.data.prices import actual_cost, upper_estimate
 from lm_eval_adaptive.display import SHOWN_LOG_FILTER, shown
-from lm_eval_adaptive.engine.cat import full_task_estimate
 from lm_eval_adaptive.engine.estimation import Z95
+from lm_eval_adaptive.engine.full_task import full_task_estimate
 from lm_eval_adaptive.engine.pair_rules import pair_rule_for
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.errors import InputError
