@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 from conftest import make_sim_bank, simulate_scores
 
-from lm_eval_adaptive.engine.bank import ItemBank
+from lm_eval_adaptive.engine.bank import ItemBank, joint_item_ids
 from lm_eval_adaptive.engine.multi_metric_ranker import (
     MultiMetricRanker,
-    joint_item_ids,
     open_adjacent_pairs,
 )
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker

@@ -14,6 +14,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from lm_eval_adaptive.engine.response_model import (
 )
 from lm_eval_adaptive.errors import BankError, InputError
 
-__all__ = ["ItemBank", "BANK_FORMAT", "BANK_VERSION", "SCALINGS", "K_RANGE"]
+__all__ = ["ItemBank", "BANK_FORMAT", "BANK_VERSION", "SCALINGS", "K_RANGE", "joint_item_ids"]
 
 BANK_FORMAT = "lm-eval-adaptive/item-bank"
 #: The range a continuous bank's noise k may take: calibration floors k at 1e-6; below it the
@@ -428,3 +429,10 @@ def _model_error(v) -> dict:
         if isinstance(x, bool) or not isinstance(x, (int, float)) or not np.isfinite(x) or x < 0:
             raise BankError(f"model_error.{key} is {x!r}: it must be a finite number >= 0")
     return dict(v)
+
+
+def joint_item_ids(banks: Mapping[str, ItemBank]) -> list[str]:
+    """The item ids every bank has, in the first bank's order (the joint items of a several-metric run)."""
+    banks = list(banks.values())
+    common = set.intersection(*(set(map(str, b.item_ids.tolist())) for b in banks))
+    return [str(i) for i in banks[0].item_ids.tolist() if str(i) in common]

@@ -34,9 +34,10 @@ from lm_eval_adaptive.engine.backtest import (
     kendall_tau,
     self_check_correction,
 )
+from lm_eval_adaptive.engine.bank import joint_item_ids
 from lm_eval_adaptive.engine.calibration import calibrate
 from lm_eval_adaptive.engine.full_task import full_task_estimate
-from lm_eval_adaptive.engine.multi_metric_ranker import MultiMetricRanker, joint_item_ids
+from lm_eval_adaptive.engine.multi_metric_ranker import MultiMetricRanker
 from lm_eval_adaptive.engine.pair_rules import pair_rule_for
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.selection import default_selector

@@ -39,7 +39,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from lm_eval_adaptive.engine.bank import ItemBank
+from lm_eval_adaptive.engine.bank import ItemBank, joint_item_ids
 from lm_eval_adaptive.engine.checks import check_cost
 from lm_eval_adaptive.engine.pair_rules import PairRule
 from lm_eval_adaptive.engine.ranker import DEFAULT_FUTILITY, AdaptiveRanker, RankingResult
@@ -50,15 +50,7 @@ from lm_eval_adaptive.engine.selection import DEFAULT_RANDOM_SHARE, RandomShareS
 #: ``summed`` Σ I_k (each bank's information as it is, on its own scale).
 ITEM_WEIGHTINGS = ("normalised", "summed")
 
-__all__ = ["ITEM_WEIGHTINGS", "MultiMetricRanker", "MultiRequest", "MultiRankingResult", "open_adjacent_pairs", "joint_item_ids",
-           "joint_pick"]
-
-
-def joint_item_ids(banks: Mapping[str, ItemBank]) -> list[str]:
-    """The item ids every bank has, in the first bank's order."""
-    banks = list(banks.values())
-    common = set.intersection(*(set(map(str, b.item_ids.tolist())) for b in banks))
-    return [str(i) for i in banks[0].item_ids.tolist() if str(i) in common]
+__all__ = ["ITEM_WEIGHTINGS", "MultiMetricRanker", "MultiRequest", "MultiRankingResult", "open_adjacent_pairs", "joint_pick"]
 
 
 def joint_pick(random: RandomShareSelector, taken: np.ndarray, n_used: int, parts, weighting: str) -> int:

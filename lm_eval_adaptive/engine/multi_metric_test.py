@@ -4,7 +4,7 @@ The single-model counterpart of :class:`~lm_eval_adaptive.engine.multi_metric_ra
 (which needs at least two models): ``run --adaptive`` with a bank per metric of one task.
 
 Design
-* A bank per metric, joined by item id (:func:`~lm_eval_adaptive.engine.multi_metric_ranker.joint_item_ids`):
+* A bank per metric, joined by item id (:func:`~lm_eval_adaptive.engine.bank.joint_item_ids`):
   the test's items are the ids every bank has.
 * One :class:`~lm_eval_adaptive.engine.cat.Examinee` per metric on that metric's own bank holds
   its θ̂, SE, items, scores and person fit. Each scored generation is recorded into every metric's
@@ -33,10 +33,10 @@ from typing import Mapping
 
 import numpy as np
 
-from lm_eval_adaptive.engine.bank import ItemBank
+from lm_eval_adaptive.engine.bank import ItemBank, joint_item_ids
 from lm_eval_adaptive.engine.cat import Examinee
 from lm_eval_adaptive.engine.checks import check_cost
-from lm_eval_adaptive.engine.multi_metric_ranker import ITEM_WEIGHTINGS, joint_item_ids, joint_pick
+from lm_eval_adaptive.engine.multi_metric_ranker import ITEM_WEIGHTINGS, joint_pick
 from lm_eval_adaptive.engine.selection import (
     DEFAULT_RANDOM_SHARE,
     RandomShareSelector,

@@ -55,10 +55,10 @@ from lm_eval_adaptive.data.price_map import model_price, parse_prices
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE, actual_cost, upper_estimate
 from lm_eval_adaptive.data.responses import ResponseTable
 from lm_eval_adaptive.display import SHOWN_LOG_FILTER, shown
+from lm_eval_adaptive.engine.bank import joint_item_ids
 from lm_eval_adaptive.engine.cat import AdaptiveTest
 from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.full_task import full_task_estimate
-from lm_eval_adaptive.engine.multi_metric_ranker import joint_item_ids
 from lm_eval_adaptive.engine.multi_metric_test import MultiMetricTest
 from lm_eval_adaptive.engine.person_fit import misfit_note
 from lm_eval_adaptive.harness.billing import ModelFailed, RetryPolicy, may_have_been_billed

@@ -53,8 +53,7 @@ import numpy as np
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.prices import Price, upper_estimate
 from lm_eval_adaptive.display import shown
-from lm_eval_adaptive.engine.bank import ItemBank
-from lm_eval_adaptive.engine.multi_metric_ranker import joint_item_ids
+from lm_eval_adaptive.engine.bank import ItemBank, joint_item_ids
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.scorer import TEMPLATE_TOKENS
 from lm_eval_adaptive.live.ledger import BudgetLedger
