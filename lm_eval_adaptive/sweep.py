@@ -18,6 +18,11 @@ seed), so a sweep gives bit-identical figures however its units are run:
 
 Only a result's ``seconds`` differs: the wall time of its table when run serially, else the
 sum of its folds' times.
+
+The joint-vs-separate backtest of several metric tables of one task
+(:mod:`~lm_eval_adaptive.engine.multi_backtest`) splits the same way, one unit per fold
+(:func:`~lm_eval_adaptive.engine.multi_backtest.multi_backtest_fold`), and
+:func:`run_multi_backtest` runs its folds on the same process pool or Ray path.
 """
 
 from __future__ import annotations
@@ -40,9 +45,15 @@ from lm_eval_adaptive.engine.backtest import (
     backtest_fold,
     plan_backtest,
 )
+from lm_eval_adaptive.engine.multi_backtest import (
+    assemble_multi_backtest,
+    backtest_multi,
+    multi_backtest_fold,
+    plan_multi_backtest,
+)
 from lm_eval_adaptive.errors import InputError
 
-__all__ = ["check_ray_address", "default_jobs", "import_ray", "run_backtests", "RAY_EXTRA"]
+__all__ = ["check_ray_address", "default_jobs", "import_ray", "run_backtests", "run_multi_backtest", "RAY_EXTRA"]
 
 #: The optional extra that installs Ray.
 RAY_EXTRA = "ray"
@@ -72,9 +83,7 @@ def run_backtests(tables: Sequence, *, config: BacktestConfig = BacktestConfig()
     progress = list(progress) if progress is not None else [None] * len(tables)
     if not (len(prices) == len(progress) == len(tables)):
         raise ValueError("give one prices mapping and one progress callable per table")
-    jobs = default_jobs() if jobs is None else jobs
-    if jobs < 1:
-        raise InputError(f"--jobs must be at least 1, got {jobs}")
+    jobs = _checked_jobs(jobs)
     ray = import_ray() if ray_address is not None else None
     started = _ray_connect(ray, ray_address) if ray is not None else False  # a bad address fails before any work
     try:
@@ -82,6 +91,52 @@ def run_backtests(tables: Sequence, *, config: BacktestConfig = BacktestConfig()
     finally:
         if started:
             ray.shutdown()
+
+
+def run_multi_backtest(tables: Mapping[str, object], *, config: BacktestConfig = BacktestConfig(),
+                       spends: Sequence[float] = (1.0,), prices: Mapping[str, Price] | None = None,
+                       item_weighting: str = "normalised", jobs: int | None = None, ray_address: str | None = None,
+                       progress: Progress | None = None) -> dict:
+    """:func:`~lm_eval_adaptive.engine.multi_backtest.backtest_multi` of ``tables`` (metric name →
+    response table of one task), its folds run as ``jobs`` local processes (default:
+    :func:`default_jobs`; 1 runs them here, one after another) or, with ``ray_address``, as Ray
+    tasks: the same figures, only ``seconds`` differs. ``progress(done, total)`` is called for each
+    (seed, spend) of a fold as the fold finishes."""
+    jobs = _checked_jobs(jobs)
+    ray = import_ray() if ray_address is not None else None
+    started = _ray_connect(ray, ray_address) if ray is not None else False
+    try:
+        t0 = time.perf_counter()
+        plan = plan_multi_backtest(tables, config, spends=spends, prices=prices, item_weighting=item_weighting)
+        plan_seconds = time.perf_counter() - t0
+        if ray is None and (jobs == 1 or plan.n_folds == 1):  # here, one after another
+            return backtest_multi(tables, config=config, spends=spends, prices=prices,
+                                  item_weighting=item_weighting, progress=progress)
+        units = [(0, f) for f in range(plan.n_folds)]
+        outcomes = []
+        for _, outcome in (_on_ray(ray, multi_backtest_fold, [tables], [plan], units) if ray is not None
+                           else _in_processes(multi_backtest_fold, [tables], [plan], units, jobs)):
+            outcomes.append(outcome)
+            _advance(progress, plan, len(outcomes))
+        return assemble_multi_backtest(tables, plan, outcomes, seconds=plan_seconds + sum(o.seconds for o in outcomes))
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _checked_jobs(jobs: int | None) -> int:
+    jobs = default_jobs() if jobs is None else jobs
+    if jobs < 1:
+        raise InputError(f"--jobs must be at least 1, got {jobs}")
+    return jobs
+
+
+def _advance(progress: Progress | None, plan, folds_done: int) -> None:
+    """Report one more finished fold of ``plan`` (``folds_done`` of them now): one call per run it holds."""
+    if progress:
+        per_fold = plan.runs // plan.n_folds
+        for k in range((folds_done - 1) * per_fold, folds_done * per_fold):
+            progress(k + 1, plan.runs)
 
 
 def _run_backtests(tables, config, prices, progress, jobs, ray) -> list[BacktestResult]:
@@ -94,13 +149,10 @@ def _run_backtests(tables, config, prices, progress, jobs, ray) -> list[Backtest
     if ray is None and (jobs == 1 or len(units) == 1):  # here, one after another (a pool would only cost)
         return [backtest(t, config=config, prices=p, progress=g) for t, p, g in zip(tables, prices, progress)]
     outcomes: list[list] = [[] for _ in tables]
-    for i, outcome in (_on_ray(ray, tables, plans, units) if ray is not None
-                       else _in_processes(tables, plans, units, jobs)):
+    for i, outcome in (_on_ray(ray, backtest_fold, tables, plans, units) if ray is not None
+                       else _in_processes(backtest_fold, tables, plans, units, jobs)):
         outcomes[i].append(outcome)
-        if progress[i]:
-            done = sum(len(o.runs) for o in outcomes[i])
-            for k in range(done - len(outcome.runs), done):
-                progress[i](k + 1, plans[i].runs)
+        _advance(progress[i], plans[i], len(outcomes[i]))
     return [assemble_backtest(t, plan, outs, seconds=s + sum(o.seconds for o in outs))
             for t, plan, outs, s in zip(tables, plans, outcomes, plan_seconds)]
 
@@ -112,7 +164,7 @@ def _pool_context():
     ctx = multiprocessing.get_context("forkserver")
     # the server (started once per process) imports the engine, so each worker forked from it starts
     # in a fraction of a second instead of importing NumPy, SciPy and pandas again (seconds)
-    ctx.set_forkserver_preload(["__main__", backtest_fold.__module__])
+    ctx.set_forkserver_preload(["__main__", backtest_fold.__module__, multi_backtest_fold.__module__])
     return ctx
 
 
@@ -122,11 +174,12 @@ def _one_thread_each() -> None:
     threadpool_limits(1)
 
 
-def _in_processes(tables, plans, units, jobs):
-    """(table index, fold outcome) of each unit as it finishes, run in a pool of ``jobs`` processes."""
+def _in_processes(fold, tables, plans, units, jobs):
+    """(table index, fold outcome) of each unit, ``fold(table, plan, f)``, as it finishes, run in a pool of
+    ``jobs`` processes."""
     with ProcessPoolExecutor(max_workers=min(jobs, len(units)), mp_context=_pool_context(),
                              initializer=_one_thread_each) as pool:
-        pending = {pool.submit(backtest_fold, tables[i], plans[i], f): i for i, f in units}
+        pending = {pool.submit(fold, tables[i], plans[i], f): i for i, f in units}
         try:
             while pending:
                 finished, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -174,10 +227,10 @@ def _ray_connect(ray, address: str) -> bool:
     return True
 
 
-def _on_ray(ray, tables, plans, units):
-    """(table index, fold outcome) of each unit as it finishes, run as Ray tasks (on the instance
-    :func:`_ray_connect` joined)."""
-    fold = ray.remote(num_cpus=1)(backtest_fold)
+def _on_ray(ray, fold, tables, plans, units):
+    """(table index, fold outcome) of each unit, ``fold(table, plan, f)``, as it finishes, run as Ray tasks
+    (on the instance :func:`_ray_connect` joined)."""
+    fold = ray.remote(num_cpus=1)(fold)
     table_refs = [ray.put(t) for t in tables]  # each table sent once, shared by its folds
     pending = {fold.remote(table_refs[i], plans[i], f): i for i, f in units}
     try:

@@ -282,3 +282,58 @@ def test_two_2pl_banks_rank_jointly_by_their_items_discriminations():
     assert got == int(np.argmax(value))
     assert got != int(np.argmax(np.where(taken, -np.inf, sum(
         banks[k].model.information(e[k].theta, banks[k].b, a=np.ones(300), c=np.zeros(300)) for k in banks))))
+
+
+def _binary_csv(path, b, a, thetas, rng):
+    """0/1 scores of the models ``thetas`` under a 2PL model with items' difficulties ``b`` and discriminations ``a``."""
+    import pandas as pd
+
+    rows = [{"model": m, "item": f"q{i:03d}", "score": int(y)}
+            for m, t in thetas.items()
+            for i, y in enumerate(rng.random(b.size) < 1.0 / (1.0 + np.exp(-a * (t - b))))]
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def test_the_joint_backtest_calibrates_as_told_and_runs_on_2pl_and_3pl_banks(tmp_path):
+    """A 0/1 two-metric table: the banks are 2PL by default (the MultiMetricRanker picks by their items'
+    discriminations), 3PL with the guessing asked for, continuous when asked: --response-model and
+    --guessing reach every fold's calibration (the joint backtest used to calibrate by the table alone)."""
+    import json
+
+    from lm_eval_adaptive.cli.main import main
+
+    rng = np.random.default_rng(11)
+    n = 120
+    thetas = {f"sys{j}": t for j, t in enumerate(np.linspace(-2.0, 2.0, 10))}
+    for metric in ("acc", "em"):
+        _binary_csv(tmp_path / f"{metric}.csv", rng.normal(0, 1.0, n), rng.lognormal(0.3, 0.3, n), thetas, rng)
+    spec = f"{tmp_path}/acc.csv,em.csv"
+    kinds = {}
+    for name, extra in (("default", []), ("3pl", ["--response-model", "3pl", "--guessing", "0.2"]),
+                        ("continuous", ["--response-model", "continuous"])):
+        out = tmp_path / f"{name}.json"
+        rc = main(["backtest", spec, "--folds", "1", "--seeds", "2", "--bootstrap", "200", "--no-self-check",
+                   "--prices", "uniform", "--no-progress", "--jobs", "1", *extra, "--json", str(out)])
+        assert rc == 0
+        d = json.loads(out.read_text())
+        kinds[name] = {k: b["response_model"] for k, b in d["folds"][0]["banks"].items()}
+        assert d["settings"]["response_model"] == (None if name == "default" else name)
+        for mode in ("joint", "separate"):
+            x = d["summary"]["1.0"][mode]
+            assert x["runs"] == 2 and x["generated"] > 0 and -1 <= x["tau"] <= 1
+    assert kinds == {"default": {"acc.csv": "2pl", "em.csv": "2pl"}, "3pl": {"acc.csv": "3pl", "em.csv": "3pl"},
+                     "continuous": {"acc.csv": "continuous", "em.csv": "continuous"}}
+
+
+def test_the_backtests_rankers_pick_by_the_banks_own_information():
+    """The single-metric backtest's ranker (the joint backtest's separate runs use the same one): a
+    2PL bank's selector ranks items by the bank's information (its items' a), a continuous one's by |θ - b|."""
+    from lm_eval_adaptive.engine.backtest import BacktestConfig, fold_ranker
+
+    two_pl = _two_pl_bank(200, 3)
+    r = fold_ranker(two_pl, ["a", "b"], BacktestConfig(top_k=1), 0, 0)
+    assert r.selector.information is not None
+    theta = 0.3
+    assert np.array_equal(r.selector.information(theta), two_pl.information(theta, np.arange(two_pl.n_items)))
+    assert fold_ranker(make_sim_bank(50), ["a", "b"], BacktestConfig(), 0, 0).selector.information is None

@@ -115,3 +115,74 @@ def test_folds_assemble_in_any_order_to_the_serial_result(tmp_path):
     assert json.dumps(parts, sort_keys=True) == json.dumps(whole, sort_keys=True)
     with pytest.raises(ValueError, match="one outcome of each of the 2 folds"):
         assemble_backtest(table, plan, outcomes[:1], seconds=0.0)
+
+
+JOINT = "wmt25/en-de/xcomet,metricx"
+
+
+@pytest.fixture(scope="module")
+def joint_sweep(tmp_path_factory):
+    """The joint-vs-separate backtest of two real metric tables (2 folds, self-check on), run serially."""
+    from lm_eval_adaptive.data.datasets import load_named
+
+    try:
+        load_named("wmt25/en-de/xcomet")
+    except InputError as e:
+        pytest.skip(f"real data not available: {e}")
+    d = tmp_path_factory.mktemp("joint")
+    args = ["backtest", JOINT, "--seeds", "1", "--folds", "2", "--bootstrap", "200", "--prices", "uniform"]
+    assert main([*args, "--jobs", "1", "--no-progress", "--json", str(d / "serial.json")]) == 0
+    return {"args": args, "dir": d, "serial": _joint_without_seconds(d / "serial.json")}
+
+
+def _joint_without_seconds(path) -> str:
+    d = json.loads(path.read_text())
+    d.pop("seconds")
+    return json.dumps(d, sort_keys=True)
+
+
+def test_a_joint_backtest_gives_the_serial_figures_in_a_process_pool(joint_sweep, capsys):
+    out = joint_sweep["dir"] / "pool.json"
+    capsys.readouterr()
+    assert main([*joint_sweep["args"], "--jobs", "2", "--json", str(out)]) == 0
+    assert _joint_without_seconds(out) == joint_sweep["serial"]
+    d = json.loads(out.read_text())
+    assert d["folds_run"] == 2 and [f["fold"] for f in d["folds"]] == [0, 1]
+    lines = _progress_lines(capsys.readouterr().err)  # a line per fold as it finishes
+    assert len(lines) == 2 and "(2/2 runs" in lines[-1], lines
+
+
+def test_ray_gives_the_joint_backtest_serial_figures(joint_sweep, capsys):
+    ray = pytest.importorskip("ray", reason="Ray is an optional extra (pip install 'lm-eval-adaptive[ray]')")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        out = joint_sweep["dir"] / "ray.json"
+        assert main([*joint_sweep["args"], "--ray", "auto", "--no-progress", "--json", str(out)]) == 0
+    finally:
+        ray.shutdown()
+    assert _joint_without_seconds(out) == joint_sweep["serial"]
+
+
+def test_joint_folds_assemble_in_any_order_to_the_serial_result(tmp_path):
+    from lm_eval_adaptive.engine.multi_backtest import (
+        assemble_multi_backtest,
+        backtest_multi,
+        multi_backtest_fold,
+        plan_multi_backtest,
+    )
+    from lm_eval_adaptive.sweep import run_multi_backtest
+
+    tables = {k: read_table(_toy_csv(tmp_path / f"{k}.csv", n_models=10, seed=s)) for k, s in (("m1", 3), ("m2", 4))}
+    config = BacktestConfig(seeds=2, bootstrap=300, self_check=False)
+    plan = plan_multi_backtest(tables, config, spends=(1.0, 2.0))
+    assert plan.n_folds == 2 and plan.runs == 8
+    whole = backtest_multi(tables, config=config, spends=(1.0, 2.0))
+    parts = assemble_multi_backtest(tables, plan, [multi_backtest_fold(tables, plan, f) for f in (1, 0)],
+                                    seconds=whole["seconds"])
+    pooled = run_multi_backtest(tables, config=config, spends=(1.0, 2.0), jobs=2)  # every run, not only the summary
+    assert len(whole["runs"]) == 16
+    for other in (parts, pooled):
+        other["seconds"] = whole["seconds"]
+        assert json.dumps(other, sort_keys=True) == json.dumps(whole, sort_keys=True)
+    with pytest.raises(ValueError, match="one outcome of each of the 2 folds"):
+        assemble_multi_backtest(tables, plan, [], seconds=0.0)

@@ -118,16 +118,19 @@ def cmd_backtest(args) -> int:
                             tie_margin=args.tie_margin, self_check=not args.no_self_check,
                             response_model=args.response_model, guessing=args.guessing,
                             family_wise=args.family_wise)
-    if any(metric_table_specs(t) for t in args.table):  # prefix/m1,m2: a joint multi-metric run
-        if len(args.table) > 1:
-            raise InputError("a joint multi-metric backtest takes one TABLE spec (e.g. wmt25/en-de/xcomet,metricx)")
-        return backtest_joint(args.table[0], config, prices_for=lambda ms: _prices_for(args, ms),
-                              allow_outliers=args.allow_outliers, console=report_console(), json_path=args.json)
     if args.ray is not None and args.jobs is not None:
         raise InputError("give --jobs (local processes) or --ray (a Ray cluster), not both")
     if args.ray is not None:
         import_ray()  # no Ray installed: say so now, before any table is loaded
         check_ray_address(args.ray)  # nor a bad address
+    if any(metric_table_specs(t) for t in args.table):  # prefix/m1,m2: a joint multi-metric run
+        if len(args.table) > 1:
+            raise InputError("a joint multi-metric backtest takes one TABLE spec (e.g. wmt25/en-de/xcomet,metricx)")
+        # its folds run in --jobs processes or on Ray, as a single table's: the same figures as one by one
+        return backtest_joint(args.table[0], config, prices_for=lambda ms: _prices_for(args, ms),
+                              allow_outliers=args.allow_outliers, console=report_console(), json_path=args.json,
+                              jobs=args.jobs, ray_address=args.ray, progress_console=report_console(stderr=True),
+                              show_progress=not args.no_progress)
     tables = [load_any_table(t, allow_outliers=args.allow_outliers) for t in args.table]
     console = report_console()
     # progress on stderr: a bar on a terminal, a line per fold otherwise, nothing with --no-progress

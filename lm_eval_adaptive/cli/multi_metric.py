@@ -3,7 +3,9 @@
 ``lm-eval-adaptive backtest wmt25/en-de/xcomet,metricx`` loads ``wmt25/en-de/xcomet`` and
 ``wmt25/en-de/metricx`` and compares a joint run (every generation scored by both metrics,
 :class:`~lm_eval_adaptive.engine.multi_metric_ranker.MultiMetricRanker`) with separate
-single-metric runs at the same total spend (:func:`~lm_eval_adaptive.engine.multi_backtest.backtest_multi`).
+single-metric runs at the same total spend (:func:`~lm_eval_adaptive.engine.multi_backtest.backtest_multi`),
+its folds run in ``--jobs`` processes or on ``--ray`` as a single table's are
+(:func:`~lm_eval_adaptive.sweep.run_multi_backtest`).
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from pathlib import Path
 from rich.table import Table
 
 from lm_eval_adaptive.atomic import write_json
+from lm_eval_adaptive.cli.progress import BacktestProgress
 from lm_eval_adaptive.data.tables import load_any_table
-from lm_eval_adaptive.engine.multi_backtest import MODES, backtest_multi
+from lm_eval_adaptive.engine.multi_backtest import MODES
 from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.sweep import run_multi_backtest
 
 __all__ = ["metric_table_specs", "backtest_joint", "print_multi_backtest"]
 
@@ -61,14 +65,21 @@ def print_multi_backtest(console, spec: str, r: dict) -> None:
                   f"hold-out set, distinct: distinct (model, item) pairs", highlight=False)
 
 
-def backtest_joint(spec: str, config, *, prices_for, allow_outliers: bool, console, json_path=None) -> int:
-    """Run and print the joint-vs-separate backtest of the metric tables ``spec`` names."""
+def backtest_joint(spec: str, config, *, prices_for, allow_outliers: bool, console, json_path=None,
+                   jobs: int | None = 1, ray_address: str | None = None, progress_console=None,
+                   show_progress: bool = False) -> int:
+    """Run and print the joint-vs-separate backtest of the metric tables ``spec`` names, its folds in
+    ``jobs`` local processes or on the Ray cluster at ``ray_address``
+    (:func:`~lm_eval_adaptive.sweep.run_multi_backtest`), progress on ``progress_console``."""
     specs = metric_table_specs(spec)
     if not specs or len(specs) < 2:
         raise InputError(f"{spec!r} does not name several metric tables (e.g. wmt25/en-de/xcomet,metricx)")
     tables = {m: load_any_table(s, allow_outliers=allow_outliers) for m, s in specs.items()}
     models = sorted(set.intersection(*(set(map(str, t.models)) for t in tables.values())))
-    r = backtest_multi(tables, config=config, prices=prices_for(models))
+    with BacktestProgress(progress_console or console, 1, config.folds, config.seeds,
+                          enabled=show_progress and progress_console is not None) as prog:
+        r = run_multi_backtest(tables, config=config, prices=prices_for(models), jobs=jobs, ray_address=ray_address,
+                               progress=prog.table(0, spec))
     print_multi_backtest(console, spec, r)
     if json_path:
         write_json(json_path, {k: v for k, v in r.items() if k != "runs"})

@@ -36,7 +36,8 @@ from lm_eval_adaptive.engine.signature import format_signature, versions
 from lm_eval_adaptive.errors import InputError
 
 __all__ = ["BacktestConfig", "BacktestResult", "MethodSummary", "TieSummary", "backtest", "backtest_signature",
-           "BacktestPlan", "FoldOutcome", "plan_backtest", "backtest_fold", "assemble_backtest",
+           "BacktestPlan", "FoldOutcome", "plan_backtest", "plan_for_models", "backtest_fold", "assemble_backtest",
+           "table_item_tokens", "fold_bank", "fold_bank_costs", "fold_ground_truth", "fold_ranker",
            "confident_counts", "pooled", "self_check_backtest", "self_check_correction", "SELF_CHECK_MIN_MODELS",
            "holdout_sets", "ground_truth", "kendall_tau",
            "tie_metrics", "confident_accuracy"]
@@ -389,7 +390,14 @@ class FoldOutcome:
 def plan_backtest(table, config: BacktestConfig = BacktestConfig(),
                   prices: Mapping[str, Price] | None = None) -> BacktestPlan:
     """Check ``config`` against ``table`` and fix the folds' hold-out sets (see :class:`BacktestPlan`)."""
-    models = [str(m) for m in table.models]
+    return plan_for_models(table.models, config, prices)
+
+
+def plan_for_models(models, config: BacktestConfig = BacktestConfig(),
+                    prices: Mapping[str, Price] | None = None) -> BacktestPlan:
+    """:func:`plan_backtest` of a backtest over ``models`` (in order): the plan any backtest of
+    those models runs on, one table's or several metric tables' of one task."""
+    models = [str(m) for m in models]
     config.validate(len(models))
     prices = dict(prices or {})
     n_folds = config.folds_that_fit(len(models))  # fewer than asked on a small table, as the paper's code
@@ -421,6 +429,56 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
     return assemble_backtest(table, plan, outcomes, seconds=time.perf_counter() - t0)
 
 
+def table_item_tokens(table) -> tuple[np.ndarray, np.ndarray, bool]:
+    """(input tokens, output tokens, no_tokens) of ``table``'s items: a table without token counts
+    (e.g. WMT25) has every item cost the same, one input and one output token at the model's
+    price, so budgets count items."""
+    in_tok, out_tok = table.item_tokens()
+    no_tokens = bool(np.all(np.isnan(in_tok)) and np.all(np.isnan(out_tok)))
+    if no_tokens:
+        in_tok, out_tok = np.ones(table.n_items), np.ones(table.n_items)
+    return in_tok, out_tok, no_tokens
+
+
+def fold_bank(table, config: BacktestConfig, calib):
+    """A fold's bank: calibrated on ``table``'s models ``calib`` with every calibration setting of
+    ``config`` (scaling, method, likelihood, response model, guessing) and, as `calibrate` does,
+    corrected by its own self-check on that history."""
+    history = table.select_models(calib)
+    bank = calibrate(history, scaling=config.scaling, method=config.method,
+                     likelihood=config.likelihood, metric=getattr(table, "metric", None),
+                     response_model=config.response_model, guessing=config.guessing)
+    if config.self_check:
+        bank.set_model_error(self_check_correction(history, config))
+    return bank
+
+
+def fold_bank_costs(bank, price: Mapping[str, Price], all_costs: Mapping[str, np.ndarray], tpos: np.ndarray,
+                    no_tokens: bool) -> dict:
+    """Per hold-out model, the cost of each bank item: its table items' costs (``all_costs`` at the
+    bank's table positions ``tpos``) for a table without token counts, else priced from the bank's tokens."""
+    if no_tokens:
+        return {m: c[tpos] for m, c in all_costs.items()}
+    return {m: price[m].item_costs(bank.input_tokens, bank.output_tokens) for m in all_costs}
+
+
+def fold_ground_truth(raw_h: np.ndarray, hold: list, config: BacktestConfig, f: int) -> dict:
+    """:func:`ground_truth` of fold ``f``'s hold-out scores ``raw_h``, its bootstrap seeded by (partition seed, fold)."""
+    return ground_truth(raw_h, hold, n_resamples=config.bootstrap, confidence=config.confidence,
+                        rng=np.random.default_rng([config.partition_seed, f]))
+
+
+def fold_ranker(bank, hold: list, config: BacktestConfig, f: int, seed: int, **kwargs) -> AdaptiveRanker:
+    """The adaptive ranker of seed ``seed`` in fold ``f``: ``config``'s settings, the default selector
+    with the bank's selection information, seeded by (partition seed, fold, seed); ``kwargs`` (item
+    costs, budget, exclude, pair rule) go to :class:`AdaptiveRanker`."""
+    selector = default_selector(bank.b, top_k=config.top_k, seed=[config.partition_seed, f, seed],
+                                information=bank.selection_information)
+    return AdaptiveRanker(bank, hold, confidence=config.confidence, n_init=config.min_items,
+                          n_max=config.max_items, top_k=config.top_k, seed=seed, selector=selector,
+                          futility=config.futility, **kwargs)
+
+
 def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
     """Fold ``f`` of ``plan`` on ``table``: calibrate a bank on the other models (and correct it by
     its own self-check), then for each seed rank the hold-out set adaptively, with fixed-length
@@ -431,20 +489,10 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
     price = plan.price
     hold = list(plan.sets[f])
     raw_all = table.mean_matrix()  # (M, N) raw mean score per pair, NaN = missing
-    in_tok, out_tok = table.item_tokens()
-    no_tokens = bool(np.all(np.isnan(in_tok)) and np.all(np.isnan(out_tok)))
-    if no_tokens:
-        # a table without token counts (e.g. WMT25): every item costs the same, one input and
-        # one output token at the model's price, so budgets count items
-        in_tok, out_tok = np.ones(table.n_items), np.ones(table.n_items)
+    in_tok, out_tok, no_tokens = table_item_tokens(table)
     H = config.holdout_size
     calib = [m for m in models if m not in hold]
-    history = table.select_models(calib)
-    bank = calibrate(history, scaling=config.scaling, method=config.method,
-                     likelihood=config.likelihood, metric=getattr(table, "metric", None),
-                     response_model=config.response_model, guessing=config.guessing)
-    if config.self_check:  # as `calibrate` does: the bank measures its own model error on its history
-        bank.set_model_error(self_check_correction(history, config))
+    bank = fold_bank(table, config, calib)
     tpos = _table_positions(table, bank)  # table index of each bank item
     hidx = [models.index(m) for m in hold]
     raw_h = raw_all[hidx]  # (H, N)
@@ -452,13 +500,9 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
     scaled = bank.scale(np.arange(bank.n_items)[None, :], raw_bank)  # NaN stays NaN
     missing = {m: np.flatnonzero(np.isnan(raw_bank[j])) for j, m in enumerate(hold)}
     all_costs = {m: price[m].item_costs(in_tok, out_tok) for m in hold}
-    if no_tokens:
-        bank_costs = {m: all_costs[m][tpos] for m in hold}
-    else:
-        bank_costs = {m: price[m].item_costs(bank.input_tokens, bank.output_tokens) for m in hold}
+    bank_costs = fold_bank_costs(bank, price, all_costs, tpos, no_tokens)
     budget = float(np.mean([np.mean(all_costs[m]) for m in hold])) * H * config.target_items
-    gt = ground_truth(raw_h, hold, n_resamples=config.bootstrap, confidence=config.confidence,
-                      rng=np.random.default_rng([config.partition_seed, f]))
+    gt = fold_ground_truth(raw_h, hold, config, f)
     truth = gt["ranking"]
     row = {m: j for j, m in enumerate(hold)}
     truth_mean = {m: float(np.nanmean(raw_h[j])) for j, m in enumerate(hold)}
@@ -471,12 +515,9 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
     pair_rule = pair_rule_for(bank, config.confidence, config.tie_margin, config.family_wise)
     fold_runs = []
     for seed in range(config.seeds):
-        selector = default_selector(bank.b, top_k=config.top_k, seed=[config.partition_seed, f, seed],
-                                    information=bank.selection_information)
-        ranker = AdaptiveRanker(bank, hold, item_costs=bank_costs, confidence=config.confidence,
-                                n_init=config.min_items, n_max=config.max_items, budget=budget,
-                                top_k=config.top_k, seed=seed, selector=selector, exclude=missing,
-                                pair_rule=pair_rule, futility=config.futility)
+        ranker = fold_ranker(bank, hold, config, f, seed, item_costs=bank_costs, budget=budget, exclude=missing,
+                             pair_rule=pair_rule)
+        selector = ranker.selector
         res = ranker.run(scaled_score)
         honesty = _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all)
         pred_ties = {frozenset(p) for p in res.ties}
