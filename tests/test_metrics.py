@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import re
 import socket
 import threading
 import time
@@ -19,6 +20,7 @@ import pytest
 from rouge_score import rouge_scorer
 from sacrebleu.metrics import BLEU, CHRF
 
+from lm_eval_adaptive.data import judge_format
 from lm_eval_adaptive.harness import metrics
 from lm_eval_adaptive.harness.metrics import (
     JUDGE_API_BASE_ENV,
@@ -326,6 +328,25 @@ def test_parse_judge_score():
     for bad in ("", None, "Score: high", "no score here"):
         with pytest.raises(ValueError):
             parse_judge_score(bad)
+
+
+def test_the_judge_wire_format_is_one_module_read_back_as_written():
+    # harness/metrics.py writes with the same functions the replay endpoint reads with
+    assert metrics.build_judge_prompt is judge_format.build_judge_prompt
+    assert metrics.parse_judge_score is judge_format.parse_judge_score
+    instruction, answer = "Say hello.\n[a bracketed line]\nPlease.", "  Hello!\n\nBye.  "
+    for reference in (None, "Hi."):
+        prompt = build_judge_prompt(instruction, answer, reference=reference, scale=(1, 10))
+        assert judge_format.is_judge_prompt(prompt)
+        read = judge_format.parse_judge_prompt(prompt)
+        assert read.instruction.strip() == instruction and read.candidate == answer.strip()
+    assert not judge_format.is_judge_prompt("Translate: [Instruction]")
+    for score in (0.0, 0.25, -0.5, 1.0):
+        assert parse_judge_score(judge_format.format_judge_score(score)) == score
+    whole = build_judge_prompt("Q", "A").split("\n")
+    for marker in ("[Instruction]", "[Candidate answer]", "[End of candidate answer]"):
+        with pytest.raises(ValueError, match=re.escape(repr(marker))):
+            judge_format.parse_judge_prompt("\n".join(ln for ln in whole if ln != marker))
 
 
 def test_bad_scale_is_rejected():

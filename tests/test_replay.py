@@ -1,4 +1,4 @@
-"""Tests for lm_eval_adaptive.replay.server: the OpenAI-compatible replay endpoint.
+"""Tests for lm_eval_adaptive.replay: the OpenAI-compatible replay endpoint.
 
 The server runs in-process on a free port and is driven with the real litellm
 client and with plain urllib.  Tests on the real data read it from
@@ -25,15 +25,11 @@ import pytest
 
 from lm_eval_adaptive.data.datasets import DATA_ENV, data_root
 from lm_eval_adaptive.errors import InputError
-from lm_eval_adaptive.replay.server import (
-    JUDGE_MARKER,
-    ReplayServer,
-    ReplayStore,
-    SourceMatcher,
-    add_arguments,
-    estimate_tokens,
-    max_answers_per_item,
-)
+from lm_eval_adaptive.cli.replay_server import add_arguments
+from lm_eval_adaptive.data.judge_format import JUDGE_MARKER
+from lm_eval_adaptive.replay.matching import SourceMatcher
+from lm_eval_adaptive.replay.server import ReplayServer, estimate_tokens, max_answers_per_item
+from lm_eval_adaptive.replay.store import ReplayStore
 
 
 def _real_root() -> Path | None:

@@ -27,6 +27,8 @@ from lm_eval_adaptive.cli.leaderboard import add_leaderboard_parsers
 from lm_eval_adaptive.cli.multi_metric import backtest_joint, metric_table_specs
 from lm_eval_adaptive.cli.progress import BacktestProgress
 from lm_eval_adaptive.cli.rank import add_rank_parser
+from lm_eval_adaptive.cli.replay_server import add_arguments as add_replay_arguments
+from lm_eval_adaptive.cli.replay_server import serve
 from lm_eval_adaptive.cli.report import (
     plot_backtest,
     pooled_any_wrong,
@@ -53,8 +55,6 @@ from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import record_item_field
 from lm_eval_adaptive.harness.run import ModelCallError, options_from_sample_logs, table_from_sample_logs
 from lm_eval_adaptive.redaction import redacting
-from lm_eval_adaptive.replay.server import add_arguments as add_replay_arguments
-from lm_eval_adaptive.replay.server import serve
 from lm_eval_adaptive.sweep import check_ray_address, import_ray, run_backtests
 
 

@@ -25,13 +25,19 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 import os
-import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from lm_eval_adaptive.data.judge_format import (
+    DEFAULT_RUBRIC,
+    JUDGE_MARKER,
+    build_judge_prompt,
+    check_scale,
+    parse_judge_score,
+)
 
 __all__ = [
     "BERTSCORE_NUM_LAYERS",
@@ -296,101 +302,17 @@ def _bertscore_one(hyp: str, ref: Reference) -> float:
 # LLM judge (litellm)
 # --------------------------------------------------------------------------- #
 
+# The prompt's layout and the reply's "Score: X" are the judge wire format of
+# lm_eval_adaptive.data.judge_format (the replay endpoint reads the same module);
+# build_judge_prompt, parse_judge_score, JUDGE_MARKER and DEFAULT_RUBRIC are re-exported here.
+
 #: Environment variables read when the judge's model / endpoint / key are not given.
 JUDGE_MODEL_ENV = "LM_EVAL_ADAPTIVE_JUDGE_MODEL"
 JUDGE_API_BASE_ENV = "LM_EVAL_ADAPTIVE_JUDGE_API_BASE"
 JUDGE_API_KEY_ENV = "LM_EVAL_ADAPTIVE_JUDGE_API_KEY"
 
-#: First line of every judge prompt (the replay endpoint recognises it).
-JUDGE_MARKER = "[[lm-eval-adaptive judge]]"
-
-DEFAULT_RUBRIC = (
-    "You are an impartial judge. Evaluate the quality of the candidate answer to the "
-    "instruction below. Consider helpfulness, correctness, relevance, depth, clarity "
-    "and level of detail, and whether the answer actually does what the instruction "
-    "asks. If a reference answer is given, use it as a guide to a good answer, not as "
-    "the only acceptable one. Do not let the length of the answer or the order of the "
-    "texts influence you. Be as objective as possible."
-)
-
-_SCORE_RE = re.compile(
-    r"Score\s*\**\s*[:=]\s*\**\s*([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)",
-    re.IGNORECASE,
-)
 _judge_lock = threading.Lock()
 _judge_cache: dict[tuple[str, str | None, str], float] = {}
-
-
-def _fmt_num(x: float) -> str:
-    return f"{x:g}"
-
-
-def _check_scale(scale: Sequence[float]) -> tuple[float, float]:
-    try:
-        lo, hi = (float(v) for v in scale)
-    except (TypeError, ValueError):
-        raise ValueError(f"scale must be a pair of numbers (lo, hi), got {scale!r}") from None
-    if not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):
-        raise ValueError(f"scale must be finite with hi > lo, got {scale!r}")
-    return lo, hi
-
-
-def build_judge_prompt(
-    instruction: str,
-    answer: str,
-    *,
-    reference: str | None = None,
-    rubric: str = DEFAULT_RUBRIC,
-    scale: Sequence[float] = (0, 1),
-) -> str:
-    """The judge prompt :func:`llm_judge` sends (one user message).
-
-    Layout (each marker on its own line)::
-
-        [[lm-eval-adaptive judge]]
-        <rubric>
-
-        [Instruction]
-        <instruction>
-
-        [Reference answer]          (only when a reference is given)
-        <reference>
-
-        [Candidate answer]
-        <answer, verbatim>
-        [End of candidate answer]
-
-        <request to reply "Score: X" with X from lo to hi>
-    """
-    lo, hi = _check_scale(scale)
-    parts = [JUDGE_MARKER, str(rubric).strip(), "", "[Instruction]", str(instruction), ""]
-    if reference is not None:
-        parts += ["[Reference answer]", str(reference), ""]
-    parts += ["[Candidate answer]", str(answer), "[End of candidate answer]", ""]
-    parts.append(
-        f"Rate the candidate answer on a scale from {_fmt_num(lo)} (worst) to "
-        f"{_fmt_num(hi)} (best). You may explain your reasoning briefly first, then end "
-        f'with a line of the form "Score: X", where X is a number from {_fmt_num(lo)} '
-        f"to {_fmt_num(hi)}."
-    )
-    return "\n".join(parts)
-
-
-def parse_judge_score(reply: str | None) -> float:
-    """The number in the first ``Score: <number>`` of a judge's reply (raw scale).
-
-    Raises:
-        ValueError: when the reply has no such line; the message quotes the reply
-            (truncated to 300 characters).
-    """
-    text = "" if reply is None else str(reply)
-    match = _SCORE_RE.search(text)
-    if match is not None:
-        value = float(match.group(1))
-        if math.isfinite(value):
-            return value
-    shown = text if len(text) <= 300 else text[:300] + "..."
-    raise ValueError(f'cannot parse a "Score: <number>" from the judge reply: {shown!r}')
 
 
 def clear_judge_cache() -> None:
@@ -531,7 +453,7 @@ def llm_judge(
         )
     api_base = api_base or os.environ.get(JUDGE_API_BASE_ENV) or None
     api_key = api_key or os.environ.get(JUDGE_API_KEY_ENV) or None
-    lo, hi = _check_scale(scale)
+    lo, hi = check_scale(scale)
     prompt = build_judge_prompt(
         instruction, answer, reference=reference, rubric=rubric, scale=(lo, hi)
     )

@@ -1,53 +1,14 @@
-"""An OpenAI-compatible endpoint that answers with recorded real outputs.
+"""The replay endpoint over HTTP: an OpenAI-compatible server on recorded real outputs, with
+injected latency and faults, and its statistics.
 
 The replay server lets the real lm-evaluation-harness and the real litellm client
 run offline: each request names a recorded system (the ``model`` field) and its
 prompt contains the text of a recorded item; the answer is that system's recorded
-output for that item.  Nothing is ever invented: an unknown model, an unrecognised
-prompt or a missing output gives HTTP 404 with an OpenAI-style error body.
-
-Data (read from :func:`lm_eval_adaptive.data.datasets.data_root`, never copied):
-
-* ``wmt24/<pair>/`` -- ``source.txt`` and ``systems/<SYSTEM>.txt``; an item is a
-  0-based line number (the canary line is skipped).
-* ``alpaca_eval/`` -- ``items.jsonl`` (instructions), ``outputs/<MODEL>.jsonl.gz``
-  (answers), ``reference.jsonl`` (the baseline's answers, served under its
-  ``generator`` name, gpt4_1106_preview) and ``judge/<MODEL>.jsonl`` (judge
-  preferences in [1, 2]); an item is the ``id``.
-
-Everything is loaded lazily (per pair, per model) and cached, so starting is fast.
-
-Model names
-    ``GPT-4`` (a plain name), ``wmt24/en-de/GPT-4`` or ``en-de/GPT-4`` (a WMT24
-    system of one pair), ``alpaca_eval/claude-2``; an ``openai/`` prefix is
-    ignored (litellm strips it itself).  Exact names win; otherwise a unique
-    case-insensitive match is used.
-
-Prompt recognition
-    The prompt text is the concatenated message contents (chat; joined with
-    ``"\\n"``) or the prompt (completions).  Every source segment / instruction
-    of the candidate datasets that occurs in it (stripped, exact, not inside a
-    word) is found; the one that ends last wins (the query comes last in a
-    few-shot prompt), ties by the longest.  The WMT24 pairs share one English
-    source, so when a plain name such as ``GPT-4`` exists in several pairs the
-    pair is taken from the target language the prompt names (``German``,
-    ``Deutsch``, ``en-de``, ``Spanish``, ``Japanese``/``日本語``,
-    ``Chinese``/``中文``, ...; the last such mention outside the source text);
-    when none is named the request is refused (400) with a message saying to
-    use ``wmt24/<pair>/<SYSTEM>``.  A source text that occurs on several lines
-    maps to its first line.  Sources are indexed by their first 16 characters
-    (windows of the prompt are looked up in a dict); shorter ones are found with
-    ``str.rfind``.  A check takes ~0.3 ms for a 1,300-character five-shot WMT
-    prompt and ~2 ms for 10,000 characters (linear in the prompt's length).
-
-Judge requests
-    A prompt containing the line ``[[lm-eval-adaptive judge]]`` is a judge
-    request (whatever the model field).  The instruction follows a line
-    ``[Instruction]``; the candidate answer lies between the lines
-    ``[Candidate answer]`` and ``[End of candidate answer]``.  The AlpacaEval
-    models that have a judge record and whose recorded output equals the
-    candidate (after ``.strip()``) are found, and the answer is
-    ``Score: X`` with X = mean(preference) - 1, six decimals.
+output for that item (:class:`~lm_eval_adaptive.replay.store.ReplayStore`, which finds
+the item with :mod:`lm_eval_adaptive.replay.matching`).  Nothing is ever invented: an
+unknown model, an unrecognised prompt or a missing output gives HTTP 404 with an
+OpenAI-style error body.  The command ``lm-eval-adaptive replay-server`` is
+:mod:`lm_eval_adaptive.cli.replay_server`.
 
 Responses
     OpenAI shape (``id``, ``object``, ``created``, ``model``, ``choices``,
@@ -82,609 +43,42 @@ Statistics
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import math
 import os
 import random
-import re
-import signal
 import socket
 import sys
 import threading
 import time
 import uuid
-from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from lm_eval_adaptive.data.datasets import data_root, read_jsonl, read_lines
 from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.replay.errors import (
+    ReplayAnswer,
+    ReplayBadRequest,
+    ReplayError,
+    ReplayNotFound,
+)
+from lm_eval_adaptive.replay.matching import strip_provider
+from lm_eval_adaptive.replay.store import ReplayStore
 
-__all__ = [
-    "FAIL_KINDS",
-    "JUDGE_MARKER",
-    "ReplayAnswer",
-    "ReplayBadRequest",
-    "ReplayError",
-    "ReplayNotFound",
-    "ReplayServer",
-    "ReplayStore",
-    "add_arguments",
-    "estimate_tokens",
-    "max_answers_per_item",
-    "serve",
-]
+__all__ = ["FAIL_KINDS", "ReplayServer", "estimate_tokens", "max_answers_per_item"]
 
 logger = logging.getLogger(__name__)
 
-#: The line that marks a judge request.
-JUDGE_MARKER = "[[lm-eval-adaptive judge]]"
-INSTRUCTION_LINE = "[Instruction]"
-CANDIDATE_LINE = "[Candidate answer]"
-END_CANDIDATE_LINE = "[End of candidate answer]"
-
 #: Fault kinds the server can inject.
 FAIL_KINDS: tuple[str, ...] = ("429", "500", "drop")
-
-# Sources at least this long are indexed by their first _KEY characters.
-_KEY = 16
-
-# Target-language names that pick a WMT24 pair when a plain system name is ambiguous.
-_LANGUAGE_NAMES: dict[str, tuple[str, ...]] = {
-    "de": ("German", "Deutsch"),
-    "es": ("Spanish", "Español", "Espanol", "Castellano"),
-    "ja": ("Japanese", "日本語"),
-    "zh": ("Chinese", "Mandarin", "中文", "汉语", "简体中文"),
-    "cs": ("Czech", "Čeština"),
-    "ru": ("Russian", "Русский"),
-    "uk": ("Ukrainian", "Українська"),
-    "hi": ("Hindi",),
-    "is": ("Icelandic",),
-}
 
 
 def estimate_tokens(text: str) -> int:
     """The token count reported in ``usage``: ``ceil(len(text) / 4)``."""
     return math.ceil(len(text) / 4)
-
-
-# --------------------------------------------------------------------------- #
-# Errors
-# --------------------------------------------------------------------------- #
-
-
-class ReplayError(Exception):
-    """A request the replay server cannot answer; carries the HTTP status and error type."""
-
-    status = 400
-    type = "invalid_request_error"
-
-    def __init__(self, message: str, *, model: str | None = None):
-        super().__init__(message)
-        self.message = message
-        self.model = model
-
-    def body(self) -> dict[str, Any]:
-        return {"error": {"message": self.message, "type": self.type, "param": None,
-                          "code": self.type}}
-
-
-class ReplayNotFound(ReplayError):
-    """Unknown model, unrecognised prompt or no recorded output (HTTP 404)."""
-
-    status = 404
-    type = "not_found"
-
-
-class ReplayBadRequest(ReplayError):
-    """A request the server does not support or cannot resolve (HTTP 400)."""
-
-    status = 400
-    type = "invalid_request_error"
-
-
-@dataclass(frozen=True)
-class ReplayAnswer:
-    """One answer: the text, the item key (e.g. ``wmt24/en-de/17``) and what produced it."""
-
-    text: str
-    item: str
-    source: str  # resolved model, e.g. "wmt24/en-de/GPT-4", "alpaca_eval/claude-2", "judge"
-    judged: tuple[str, ...] = ()  # judge requests: the models whose answer matched
-    shared: bool = False  # the prompt's text stands on several recorded lines; answered as the first
-
-
-# --------------------------------------------------------------------------- #
-# Prompt matching
-# --------------------------------------------------------------------------- #
-
-
-def _is_word(ch: str) -> bool:
-    return ch.isalnum() or ch == "_"
-
-
-def _bounded(prompt: str, start: int, end: int, text: str) -> bool:
-    """The occurrence ``prompt[start:end] == text`` does not begin or end inside a word."""
-    if start > 0 and _is_word(text[0]) and _is_word(prompt[start - 1]):
-        return False
-    return not (end < len(prompt) and _is_word(text[-1]) and _is_word(prompt[end]))
-
-
-@dataclass(frozen=True)
-class _Match:
-    start: int
-    end: int
-    key: Hashable
-
-    @property
-    def rank(self) -> tuple[int, int]:
-        """Later end first, then the longer."""
-        return (self.end, self.end - self.start)
-
-
-class SourceMatcher:
-    """Finds which of a fixed set of texts occurs last in a prompt.
-
-    Texts (stripped) of at least ``_KEY`` characters are indexed by their first
-    ``_KEY`` characters: every window of the prompt is looked up in a dict, and
-    hits are confirmed with ``startswith``.  Shorter texts are searched with
-    ``str.rfind``.  A text that appears twice keeps its first key; those keys are
-    in :attr:`repeated`.
-    """
-
-    def __init__(self, entries: Iterable[tuple[str, Hashable]]):
-        self._long: dict[str, list[tuple[str, Hashable]]] = {}
-        self._short: list[tuple[str, Hashable]] = []
-        self._exact: dict[str, Hashable] = {}
-        self.repeated: set[Hashable] = set()
-        for text, key in entries:
-            t = text.strip()
-            if not t:
-                continue
-            if t in self._exact:
-                self.repeated.add(self._exact[t])
-                continue
-            self._exact[t] = key
-            if len(t) >= _KEY:
-                self._long.setdefault(t[:_KEY], []).append((t, key))
-            else:
-                self._short.append((t, key))
-        for bucket in self._long.values():
-            bucket.sort(key=lambda e: -len(e[0]))
-
-    def __len__(self) -> int:
-        return len(self._exact)
-
-    def exact(self, text: str) -> Hashable | None:
-        """The key of the text equal to ``text.strip()``, or None."""
-        return self._exact.get(text.strip())
-
-    def best(self, prompt: str) -> _Match | None:
-        """The occurrence that ends last (ties: the longest), or None."""
-        best: _Match | None = None
-        index = self._long
-        n = len(prompt)
-        if index and n >= _KEY:
-            hits = [i for i in range(n - _KEY + 1) if prompt[i:i + _KEY] in index]
-            for i in reversed(hits):
-                for text, key in index[prompt[i:i + _KEY]]:
-                    end = i + len(text)
-                    if best is not None and (end, len(text)) <= best.rank:
-                        continue
-                    if prompt.startswith(text, i) and _bounded(prompt, i, end, text):
-                        best = _Match(i, end, key)
-        for text, key in self._short:
-            j = prompt.rfind(text)
-            while j >= 0:
-                end = j + len(text)
-                if best is not None and (end, len(text)) <= best.rank:
-                    break
-                if _bounded(prompt, j, end, text):
-                    best = _Match(j, end, key)
-                    break
-                j = prompt.rfind(text, 0, end - 1)
-        return best
-
-
-def _compile_hint(target: str) -> re.Pattern[str]:
-    names = [re.escape(n) for n in _LANGUAGE_NAMES.get(target, ())]
-    names.append(rf"en\s*(?:-|_|→|->|2|to)\s*{re.escape(target)}")
-    return re.compile(r"(?<![^\W\d_])(?:" + "|".join(names) + r")(?![^\W\d_])", re.IGNORECASE)
-
-
-# --------------------------------------------------------------------------- #
-# The store
-# --------------------------------------------------------------------------- #
-
-
-def _first_generator(path: Path) -> str | None:
-    """The ``generator`` named on the first line of ``reference.jsonl`` (None if absent)."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            rec = json.loads(f.readline() or "{}")
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    name = rec.get("generator") if isinstance(rec, dict) else None
-    return name.strip() if isinstance(name, str) and name.strip() else None
-
-
-def _item_id(value: Any) -> str | None:
-    if value is None or isinstance(value, bool):
-        return None
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return str(value).strip()
-
-
-def strip_provider(model: str) -> str:
-    """``openai/NAME`` -> ``NAME`` (other names unchanged)."""
-    model = model.strip()
-    model = model.removeprefix("openai/")
-    return model
-
-
-@dataclass
-class _Wmt:
-    pair: str
-    base: Path
-    systems: dict[str, Path]
-    matcher: SourceMatcher | None = None
-    n_lines: int = 0
-    outputs: dict[str, list[str]] = field(default_factory=dict)
-
-
-class ReplayStore:
-    """Recorded outputs of the real data, loaded lazily from :func:`data_root`.
-
-    Args:
-        root: data directory (default: :func:`lm_eval_adaptive.data.datasets.data_root`).
-
-    Raises:
-        InputError: when the directory does not exist or holds neither
-            ``wmt24/`` nor ``alpaca_eval/``.
-    """
-
-    def __init__(self, root: str | os.PathLike[str] | None = None):
-
-        self.root = data_root(root)
-        self._lock = threading.RLock()
-        self._wmt: dict[str, _Wmt] = {}
-        wmt_dir = self.root / "wmt24"
-        if wmt_dir.is_dir():
-            for d in sorted(wmt_dir.iterdir()):
-                if (d / "source.txt").is_file() and (d / "systems").is_dir():
-                    systems = {p.stem: p for p in sorted((d / "systems").glob("*.txt"))}
-                    self._wmt[d.name] = _Wmt(d.name, d, systems)
-        self._alpaca_dir = self.root / "alpaca_eval"
-        self._alpaca_models: dict[str, Path] = {}
-        self._judge_models: dict[str, Path] = {}
-        if (self._alpaca_dir / "items.jsonl").is_file():
-            out_dir, judge_dir = self._alpaca_dir / "outputs", self._alpaca_dir / "judge"
-            if out_dir.is_dir():
-                for p in sorted(out_dir.glob("*.jsonl.gz")):
-                    self._alpaca_models[p.name[: -len(".jsonl.gz")]] = p
-                for p in sorted(out_dir.glob("*.jsonl")):
-                    self._alpaca_models.setdefault(p.name[: -len(".jsonl")], p)
-            ref = self._alpaca_dir / "reference.jsonl"
-            if ref.is_file():  # the judge's baseline answers, served under their generator's name
-                generator = _first_generator(ref)
-                if generator:
-                    self._alpaca_models.setdefault(generator, ref)
-            if judge_dir.is_dir():
-                for p in sorted(judge_dir.glob("*.jsonl")):
-                    self._judge_models[p.name[: -len(".jsonl")]] = p
-        if not self._wmt and not self._alpaca_models:
-            raise InputError("no replayable data (wmt24/<pair>/ or alpaca_eval/) found",
-                             path=str(self.root))
-        self._alpaca_matcher: SourceMatcher | None = None
-        self._alpaca_outputs: dict[str, dict[str, str]] = {}
-        self._judge_prefs: dict[str, dict[str, float]] = {}
-        self._matchers_by_content: dict[tuple[tuple[str, int], ...], SourceMatcher] = {}
-        self._hints = {pair: _compile_hint(pair.split("-", 1)[-1]) for pair in self._wmt}
-        self._lower: dict[str, list[str]] = {}
-        for name in self._plain_names():
-            self._lower.setdefault(name.lower(), []).append(name)
-
-    # ---------------------------------------------------------------- listing
-    @property
-    def wmt_pairs(self) -> tuple[str, ...]:
-        return tuple(self._wmt)
-
-    def wmt_systems(self, pair: str) -> tuple[str, ...]:
-        return tuple(self._wmt_entry(pair).systems)
-
-    @property
-    def alpaca_models(self) -> tuple[str, ...]:
-        return tuple(self._alpaca_models)
-
-    @property
-    def judge_models(self) -> tuple[str, ...]:
-        return tuple(self._judge_models)
-
-    def _plain_names(self) -> list[str]:
-        names = {s for w in self._wmt.values() for s in w.systems} | set(self._alpaca_models)
-        return sorted(names)
-
-    def model_names(self) -> list[str]:
-        """Every name a request may use: plain names, then ``wmt24/<pair>/<SYSTEM>`` and
-        ``alpaca_eval/<MODEL>``."""
-        qualified = [f"wmt24/{w.pair}/{s}" for w in self._wmt.values() for s in w.systems]
-        qualified += [f"alpaca_eval/{m}" for m in self._alpaca_models]
-        return self._plain_names() + qualified
-
-    # ---------------------------------------------------------------- loading
-    def _wmt_entry(self, pair: str) -> _Wmt:
-        try:
-            return self._wmt[pair]
-        except KeyError:
-            raise InputError(f"unknown WMT24 pair {pair!r}; available: "
-                             f"{', '.join(self._wmt) or 'none'}") from None
-
-    def _wmt_matcher(self, pair: str) -> SourceMatcher:
-        entry = self._wmt_entry(pair)
-        if entry.matcher is not None:
-            return entry.matcher
-        with self._lock:
-            if entry.matcher is None:
-                source = read_lines(entry.base / "source.txt")
-                docs_path = entry.base / "documents.tsv"
-                domains = ([d.split("\t", 1)[0].strip().lower() for d in read_lines(docs_path)]
-                           if docs_path.is_file() else [])
-                keep = [
-                    (text, i) for i, text in enumerate(source)
-                    if not (i < len(domains) and domains[i] == "canary")
-                    and not text.startswith("CANARY GUID")
-                ]
-                content = tuple(keep)
-                matcher = self._matchers_by_content.get(content)
-                if matcher is None:
-                    matcher = SourceMatcher(keep)
-                    self._matchers_by_content[content] = matcher
-                entry.n_lines = len(source)
-                entry.matcher = matcher
-        return entry.matcher  # type: ignore[return-value]
-
-    def _wmt_outputs(self, pair: str, system: str) -> list[str]:
-        entry = self._wmt_entry(pair)
-        lines = entry.outputs.get(system)
-        if lines is None:
-            with self._lock:
-                lines = entry.outputs.get(system)
-                if lines is None:
-                    if system not in entry.systems:
-                        raise ReplayNotFound(f"no WMT24 {pair} system {system!r}", model=system)
-                    lines = read_lines(entry.systems[system])
-                    entry.outputs[system] = lines
-        return lines
-
-    def _alpaca(self) -> SourceMatcher:
-        if self._alpaca_matcher is None:
-            with self._lock:
-                if self._alpaca_matcher is None:
-                    path = self._alpaca_dir / "items.jsonl"
-                    entries = []
-                    for rec in read_jsonl(path):
-                        ident = _item_id(rec.get("id"))
-                        text = rec.get("instruction")
-                        if ident is not None and isinstance(text, str):
-                            entries.append((text, ident))
-                    self._alpaca_matcher = SourceMatcher(entries)
-        return self._alpaca_matcher
-
-    def _alpaca_model_outputs(self, model: str) -> dict[str, str]:
-        outputs = self._alpaca_outputs.get(model)
-        if outputs is None:
-            with self._lock:
-                outputs = self._alpaca_outputs.get(model)
-                if outputs is None:
-                    outputs = {}
-                    for rec in read_jsonl(self._alpaca_models[model]):
-                        ident, text = _item_id(rec.get("id")), rec.get("output")
-                        if ident is not None and isinstance(text, str):
-                            outputs.setdefault(ident, text)
-                    self._alpaca_outputs[model] = outputs
-        return outputs
-
-    def _judge_preferences(self, model: str) -> dict[str, float]:
-        prefs = self._judge_prefs.get(model)
-        if prefs is None:
-            with self._lock:
-                prefs = self._judge_prefs.get(model)
-                if prefs is None:
-                    prefs = {}
-                    for rec in read_jsonl(self._judge_models[model]):
-                        ident, value = _item_id(rec.get("id")), rec.get("preference")
-                        if (ident is None or isinstance(value, bool)
-                                or not isinstance(value, (int, float)) or not math.isfinite(value)):
-                            continue
-                        prefs.setdefault(ident, float(value))
-                    self._judge_prefs[model] = prefs
-        return prefs
-
-    # ---------------------------------------------------------------- data access (tests)
-    def wmt_source(self, pair: str) -> dict[int, str]:
-        """``{line: stripped source}`` of the servable segments of a pair (canary skipped;
-        a repeated text keeps its first line)."""
-        matcher = self._wmt_matcher(pair)
-        return {int(k): t for t, k in matcher._exact.items()}  # type: ignore[arg-type]
-
-    # ---------------------------------------------------------------- answering
-    def _targets(self, name: str) -> list[tuple[str, str]]:
-        """``(dataset, model)`` pairs for a requested name; dataset is a WMT24 pair or
-        ``"alpaca_eval"``."""
-        parts = name.split("/")
-        if len(parts) >= 3 and parts[0] == "wmt24" and parts[1] in self._wmt:
-            system = "/".join(parts[2:])
-            return [(parts[1], s) for s in self._resolve_case(system, self._wmt[parts[1]].systems)]
-        if len(parts) >= 2 and parts[0] in self._wmt:
-            system = "/".join(parts[1:])
-            return [(parts[0], s) for s in self._resolve_case(system, self._wmt[parts[0]].systems)]
-        if len(parts) >= 2 and parts[0] == "alpaca_eval":
-            model = "/".join(parts[1:])
-            return [("alpaca_eval", m) for m in self._resolve_case(model, self._alpaca_models)]
-        exact = self._plain_targets(name)
-        if exact:
-            return exact
-        matches = self._lower.get(name.lower(), [])
-        if len(matches) == 1:
-            return self._plain_targets(matches[0])
-        return []
-
-    def _plain_targets(self, name: str) -> list[tuple[str, str]]:
-        out = [(w.pair, name) for w in self._wmt.values() if name in w.systems]
-        if name in self._alpaca_models:
-            out.append(("alpaca_eval", name))
-        return out
-
-    @staticmethod
-    def _resolve_case(name: str, known: dict[str, Any]) -> list[str]:
-        if name in known:
-            return [name]
-        lower = [k for k in known if k.lower() == name.lower()]
-        return lower if len(lower) == 1 else []
-
-    def answer(self, model: str, prompt: str) -> ReplayAnswer:
-        """The recorded answer of ``model`` to ``prompt`` (a judge request when the prompt
-        carries :data:`JUDGE_MARKER`).
-
-        Raises:
-            ReplayNotFound: unknown model, no known item in the prompt, no recorded output.
-            ReplayBadRequest: a plain name found in several WMT24 pairs whose prompt names
-                no target language; a malformed judge request.
-        """
-        if JUDGE_MARKER in prompt:
-            return self.judge(prompt)
-        name = strip_provider(model)
-        targets = self._targets(name)
-        if not targets:
-            raise ReplayNotFound(
-                f"unknown model {name!r}: no WMT24 system or AlpacaEval model of that name "
-                f"(GET /v1/models lists them)", model=name)
-        matches: list[tuple[_Match, str, str]] = []
-        checked: dict[int, _Match | None] = {}
-        for dataset, system in targets:
-            matcher = self._alpaca() if dataset == "alpaca_eval" else self._wmt_matcher(dataset)
-            if id(matcher) not in checked:
-                checked[id(matcher)] = matcher.best(prompt)
-            m = checked[id(matcher)]
-            if m is not None:
-                matches.append((m, dataset, system))
-        if not matches:
-            where = ", ".join(sorted({f"wmt24/{d}" if d != "alpaca_eval" else d
-                                      for d, _ in targets}))
-            raise ReplayNotFound(
-                f"model {name!r}: the prompt contains no recorded source segment or "
-                f"instruction of {where}", model=name)
-        top = max(m.rank for m, _, _ in matches)
-        matches = [t for t in matches if t[0].rank == top]
-        if len(matches) > 1:
-            matches = self._by_language_hint(name, prompt, matches)
-        m, dataset, system = matches[0]
-        if dataset == "alpaca_eval":
-            item = str(m.key)
-            text = self._alpaca_model_outputs(system).get(item)
-            if text is None:
-                raise ReplayNotFound(
-                    f"model {name!r}: AlpacaEval model {system!r} has no recorded output for "
-                    f"item {item}", model=name)
-            return ReplayAnswer(text, f"alpaca_eval/{item}", f"alpaca_eval/{system}")
-        line = int(m.key)  # type: ignore[call-overload]
-        outputs = self._wmt_outputs(dataset, system)
-        if line >= len(outputs):
-            raise ReplayNotFound(
-                f"model {name!r}: WMT24 {dataset} system {system!r} has no recorded output for "
-                f"segment {line}", model=name)
-        return ReplayAnswer(outputs[line], f"wmt24/{dataset}/{line}", f"wmt24/{dataset}/{system}",
-                            shared=m.key in self._wmt_matcher(dataset).repeated)
-
-    def _by_language_hint(self, name: str, prompt: str,
-                          matches: list[tuple[_Match, str, str]]) -> list[tuple[_Match, str, str]]:
-        m = matches[0][0]
-        rest = prompt[: m.start] + "\n" + prompt[m.end:]
-        best: tuple[int, tuple[_Match, str, str]] | None = None
-        for t in matches:
-            rx = self._hints.get(t[1])
-            if rx is None:
-                continue
-            last = None
-            for hit in rx.finditer(rest):
-                last = hit.start()
-            if last is not None and (best is None or last > best[0]):
-                best = (last, t)
-        if best is None:
-            pairs = ", ".join(t[1] for t in matches)
-            raise ReplayBadRequest(
-                f"model {name!r} is a system of several WMT24 pairs ({pairs}) and the prompt names "
-                f"no target language; name the model as 'wmt24/<pair>/{matches[0][2]}'",
-                model=name)
-        return [best[1]]
-
-    def judge(self, prompt: str) -> ReplayAnswer:
-        """Answer a judge request with ``Score: X`` (see the module docstring)."""
-        if not self._judge_models:
-            raise ReplayNotFound("judge request: no AlpacaEval judge records (alpaca_eval/judge/)")
-        lines = prompt.split("\n")
-        stripped = [ln.strip() for ln in lines]
-
-        def find(label: str, start: int = 0) -> int:
-            for i in range(start, len(stripped)):
-                if stripped[i] == label:
-                    return i
-            return -1
-
-        i_ins = find(INSTRUCTION_LINE)
-        if i_ins < 0:
-            raise ReplayBadRequest(f"judge request: no line {INSTRUCTION_LINE!r}")
-        i_cand = find(CANDIDATE_LINE, i_ins + 1)
-        if i_cand < 0:
-            raise ReplayBadRequest(f"judge request: no line {CANDIDATE_LINE!r} after the instruction")
-        i_end = -1
-        for i in range(len(stripped) - 1, i_cand, -1):
-            if stripped[i] == END_CANDIDATE_LINE:
-                i_end = i
-                break
-        if i_end < 0:
-            raise ReplayBadRequest(f"judge request: no line {END_CANDIDATE_LINE!r} after the "
-                                   f"candidate answer")
-        ins_end = i_cand
-        for i in range(i_ins + 1, i_cand):
-            s = stripped[i]
-            if s.startswith("[") and s.endswith("]") and (
-                    s.lower().startswith("[end of instruction") or "answer" in s.lower()):
-                ins_end = i
-                break
-        section = "\n".join(lines[i_ins + 1:ins_end])
-        candidate = "\n".join(lines[i_cand + 1:i_end]).strip()
-        matcher = self._alpaca()
-        item = matcher.exact(section)
-        if item is None:
-            m = matcher.best(section)
-            item = None if m is None else m.key
-        if item is None:
-            raise ReplayNotFound("judge request: the [Instruction] section contains no "
-                                 "AlpacaEval instruction")
-        item = str(item)
-        prefs, who = [], []
-        for model in self._judge_models:
-            pref = self._judge_preferences(model).get(item)
-            if pref is None:
-                continue
-            out = self._alpaca_model_outputs(model).get(item) if model in self._alpaca_models else None
-            if out is not None and out.strip() == candidate:
-                prefs.append(pref)
-                who.append(model)
-        if not prefs:
-            raise ReplayNotFound(
-                f"judge request: no AlpacaEval model with a judge record "
-                f"({len(self._judge_models)} models) gave this candidate answer for item {item}")
-        score = sum(prefs) / len(prefs) - 1.0
-        return ReplayAnswer(f"Score: {score:.6f}", f"judge/alpaca_eval/{item}", "judge",
-                            judged=tuple(who))
 
 
 # --------------------------------------------------------------------------- #
@@ -939,7 +333,8 @@ class ReplayServer:
         self._thread: threading.Thread | None = None
 
     # ---------------------------------------------------------------- lifecycle
-    def _bind(self) -> _HTTPServer:
+    def bind(self) -> _HTTPServer:
+        """Open the listening socket (once; port 0 is then resolved to the port picked)."""
         if self._httpd is None:
             try:
                 httpd = _HTTPServer((self.host, self.port), _Handler)
@@ -954,7 +349,7 @@ class ReplayServer:
         """Listen and serve on a background thread; returns self."""
         if self._thread is not None:
             return self
-        httpd = self._bind()
+        httpd = self.bind()
         self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1},
                                         name=f"replay-server-{self.port}", daemon=True)
         self._thread.start()
@@ -962,7 +357,7 @@ class ReplayServer:
 
     def serve_forever(self) -> None:
         """Serve in this thread until interrupted (KeyboardInterrupt propagates)."""
-        httpd = self._bind()
+        httpd = self.bind()
         try:
             httpd.serve_forever(poll_interval=0.2)
         finally:
@@ -1130,67 +525,3 @@ class ReplayServer:
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
         }
-
-
-# --------------------------------------------------------------------------- #
-# Command line
-# --------------------------------------------------------------------------- #
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``lm-eval-adaptive replay-server``."""
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="address to listen on (default: 127.0.0.1, this machine only)")
-    parser.add_argument("--port", type=int, default=8123, help="port (0 picks a free one; default 8123)")
-    parser.add_argument("--data", default=None,
-                        help="data directory (default: $LM_EVAL_ADAPTIVE_DATA or ../shared/data)")
-    parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every call")
-    parser.add_argument("--latency-jitter", type=float, default=0.0,
-                        help="plus uniform random [0, this] seconds")
-    parser.add_argument("--fail-rate", type=float, default=0.0,
-                        help="probability in [0, 1] that a call fails (default 0)")
-    parser.add_argument("--fail-kinds", default=",".join(FAIL_KINDS),
-                        help="comma-separated failure kinds: 429, 500, drop (default: all)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the failure generator")
-    parser.add_argument("--retry-after", type=float, default=None,
-                        help="seconds to put in Retry-After headers of 429/500 responses")
-    parser.add_argument("--verbose", "-v", action="store_true", help="log one line per request")
-
-
-def serve(args: argparse.Namespace) -> int:
-    """Run the replay server until Ctrl-C or SIGTERM (``lm-eval-adaptive replay-server``)."""
-    if getattr(args, "verbose", False):
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-        logger.setLevel(logging.DEBUG)
-    store = ReplayStore(args.data)
-    server = ReplayServer(
-        store,
-        host=args.host,
-        port=args.port,
-        latency=args.latency,
-        latency_jitter=getattr(args, "latency_jitter", 0.0),
-        fail_rate=args.fail_rate,
-        fail_kinds=args.fail_kinds,
-        seed=args.seed,
-        retry_after=getattr(args, "retry_after", None),
-    )
-    server._bind()
-    n_wmt = sum(len(store.wmt_systems(p)) for p in store.wmt_pairs)
-    print(f"replay server on {server.url} (data: {store.root}; {n_wmt} WMT24 systems in "
-          f"{len(store.wmt_pairs)} pairs, {len(store.alpaca_models)} AlpacaEval models, "
-          f"{len(store.judge_models)} with judge records); Ctrl-C to stop", flush=True)
-    previous = None
-    if threading.current_thread() is threading.main_thread():
-        def _on_term(signum: int, frame: Any) -> None:  # SIGTERM stops like Ctrl-C
-            raise KeyboardInterrupt
-
-        previous = signal.signal(signal.SIGTERM, _on_term)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        print("replay server stopped", flush=True)
-    finally:
-        server.stop()
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-    return 0
