@@ -20,7 +20,7 @@ from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
 from lm_eval_adaptive.errors import InputError
-from lm_eval_adaptive.harness.run import table_from_sample_logs
+from lm_eval_adaptive.harness.sample_logs import table_from_sample_logs
 
 TASK = "wmt24_en-de"
 REPO = Path(__file__).resolve().parents[1]

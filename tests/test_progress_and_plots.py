@@ -20,7 +20,7 @@ from rich.console import Console
 from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.cli.progress import AdaptiveRunProgress, BacktestProgress
 from lm_eval_adaptive.cli.run import plot_beside
-from lm_eval_adaptive.harness.run import TaskProgress
+from lm_eval_adaptive.harness.task_loop import TaskProgress
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,7 +8,7 @@ import pytest
 from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.errors import InputError
-from lm_eval_adaptive.harness.run import table_from_sample_logs
+from lm_eval_adaptive.harness.sample_logs import table_from_sample_logs
 
 TASK = "toy_task"
 STAMP = "2026-01-01T00-00-00.000000"

@@ -53,7 +53,8 @@ from lm_eval_adaptive.engine.binary_calibration import is_binary_table
 from lm_eval_adaptive.engine.self_check import calibrate_checked
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import record_item_field
-from lm_eval_adaptive.harness.run import ModelCallError, options_from_sample_logs, table_from_sample_logs
+from lm_eval_adaptive.harness.run import ModelCallError
+from lm_eval_adaptive.harness.sample_logs import options_from_sample_logs, table_from_sample_logs
 from lm_eval_adaptive.redaction import redacting
 from lm_eval_adaptive.sweep import check_ray_address, import_ray, run_backtests
 

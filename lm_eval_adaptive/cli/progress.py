@@ -17,7 +17,7 @@ from lm_eval_adaptive.cli.report import plot_adaptive_run
 from lm_eval_adaptive.display import shown
 
 if TYPE_CHECKING:
-    from lm_eval_adaptive.harness.run import TaskProgress
+    from lm_eval_adaptive.harness.task_loop import TaskProgress
 
 __all__ = ["BacktestProgress", "AdaptiveRunProgress"]
 
@@ -85,7 +85,7 @@ class BacktestProgress:
 
 
 class AdaptiveRunProgress:
-    """The display of ``run --adaptive`` (a :class:`~lm_eval_adaptive.harness.run.RunDisplay`): per task,
+    """The display of ``run --adaptive`` (a :class:`~lm_eval_adaptive.harness.task_loop.RunDisplay`): per task,
     documents so far of the most the test may give, θ̂ ± SE, the estimated full-task metric with
     its 95% interval and the spend; then, with ``plot`` (a file, or a callable of the results file
     giving one), the plot of θ̂ and its interval as documents accrued (:func:`~.report.plot_adaptive_run`)."""
@@ -152,7 +152,7 @@ class AdaptiveRunProgress:
         self._stop()
         path = self.plot(results_file) if callable(self.plot) else self.plot
         if path:
-            from lm_eval_adaptive.harness.run import metric_blocks  # a multi-metric task: a panel per metric
+            from lm_eval_adaptive.harness.result_blocks import metric_blocks  # a multi-metric task: a panel per metric
 
             panels = dict(metric_blocks(results.get("adaptive") or {}))
             atomic_write(path, lambda f: plot_adaptive_run(f, panels,

@@ -2,7 +2,7 @@
 
 Without ``--adaptive`` the harness's ``run`` executes unchanged; with it
 :func:`lm_eval_adaptive.harness.run.run_adaptive` runs with the adaptive settings gathered in an
-:class:`~lm_eval_adaptive.harness.run.AdaptiveRunConfig` (see docs/harness.md). Every adaptive
+:class:`~lm_eval_adaptive.harness.task_loop.AdaptiveRunConfig` (see docs/harness.md). Every adaptive
 setting is checked while the command line is parsed (:mod:`.arguments`). The adaptive run is
 shown on stderr (:class:`~lm_eval_adaptive.cli.progress.AdaptiveRunProgress`, off with
 ``--no-progress``) and, with ``--plot`` or ``--output_path``, drawn (θ̂ and its 95% interval as
@@ -25,8 +25,9 @@ from lm_eval_adaptive.cli.report import report_console
 from lm_eval_adaptive.data.files import check_output_folder, check_outputs
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.lm_eval_compat import add_harness_run_parser
-from lm_eval_adaptive.harness.run import AdaptiveRunConfig, execute_run
+from lm_eval_adaptive.harness.run import execute_run
 from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S
+from lm_eval_adaptive.harness.task_loop import AdaptiveRunConfig
 from lm_eval_adaptive.live.cost_forecast import forecast_adaptive_run
 
 __all__ = ["add_run_parser", "split_run_arguments", "run_display", "plot_beside", "RUN_EXAMPLE", "DISPLAY_KEYS"]

@@ -3,7 +3,7 @@
 A provider bills a request it finished, even when the client gave up on it before the answer
 arrived (a read timeout) or lost the connection while reading it. Such a failure is charged
 its worst case (its reservation) by ``rank``/``refresh`` (:mod:`lm_eval_adaptive.live.driver`)
-and by ``run --adaptive`` (:mod:`lm_eval_adaptive.harness.run`). A request that never left this
+and by ``run --adaptive`` (:mod:`lm_eval_adaptive.harness.attempts`). A request that never left this
 machine (connection refused, connect timeout) or that the provider answered with an error
 status (4xx, 429, 5xx) is not billed.
 

@@ -442,8 +442,8 @@ def forecast_refresh(settings: LiveSettings, console, setup: Setup, new_ranker: 
 def forecast_adaptive_run(plan, config) -> int:
     """``run --adaptive --dry-run``: each task of the checked :class:`~lm_eval_adaptive.harness.run.AdaptivePlan`
     forecast with the run's own adaptive test (``config``: its
-    :class:`~lm_eval_adaptive.harness.run.AdaptiveRunConfig`)."""
-    from lm_eval_adaptive.harness.run import adaptive_test, multi_metric_test
+    :class:`~lm_eval_adaptive.harness.task_loop.AdaptiveRunConfig`)."""
+    from lm_eval_adaptive.harness.task_loop import adaptive_test, multi_metric_test
 
     rows, runs = [], []
     seed = 0

@@ -40,7 +40,7 @@ from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.self_check import calibrate_checked
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import DOC_ID, record_item_field
-from lm_eval_adaptive.harness.run import table_from_sample_logs
+from lm_eval_adaptive.harness.sample_logs import table_from_sample_logs
 from lm_eval_adaptive.live.cost_forecast import forecast_refresh
 from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, env_secrets

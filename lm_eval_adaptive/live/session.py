@@ -34,7 +34,7 @@ from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import bind_bank
 from lm_eval_adaptive.harness.lm_eval_compat import harness_bars_off
-from lm_eval_adaptive.harness.run import JudgePricing
+from lm_eval_adaptive.harness.judge_pricing import JudgePricing
 from lm_eval_adaptive.harness.scorer import (
     HarnessItemScorer,
     HarnessTask,
