@@ -1,4 +1,4 @@
-"""Tests for lm_eval_adaptive.data.datasets: loaders of the real data and demo tables.
+"""Tests for the real-data loaders (lm_eval_adaptive.data: wmt24, wmt25, alpaca_eval, named_tables) and demo tables.
 
 Tests on the real data read it from ``../shared/data`` (relative to the repo
 root) or from ``$LM_EVAL_ADAPTIVE_DATA``; they are skipped when it is absent.
@@ -16,22 +16,16 @@ import numpy as np
 import pytest
 from sacrebleu.metrics import BLEU, CHRF
 
-from lm_eval_adaptive.data import datasets
-from lm_eval_adaptive.data.datasets import (
-    DATA_ENV,
-    NAMED_TABLES,
-    WMT25_METRICS,
-    WMT25_PAIRS,
-    data_root,
-    load_alpaca_eval,
-    load_named,
-    load_wmt24,
-    load_wmt25,
-)
+from lm_eval_adaptive.data import wmt24
+from lm_eval_adaptive.data.alpaca_eval import load_alpaca_eval
+from lm_eval_adaptive.data.data_root import DATA_ENV, data_root
+from lm_eval_adaptive.data.named_tables import NAMED_TABLES, load_named
+from lm_eval_adaptive.data.wmt24 import load_wmt24
+from lm_eval_adaptive.data.wmt25 import WMT25_METRICS, WMT25_PAIRS, load_wmt25
 from lm_eval_adaptive.data.responses import read_table
 from lm_eval_adaptive.errors import InputError
 
-PACKAGE_DATA = Path(datasets.__file__).resolve().parent
+PACKAGE_DATA = Path(wmt24.__file__).resolve().parent
 
 
 def _real_root() -> Path | None:
@@ -115,7 +109,7 @@ def test_fake_wmt_cache_is_used_and_invalidated(fake_root, tmp_path, monkeypatch
     def no_scoring(*args, **kwargs):
         raise AssertionError("should have been read from the cache")
 
-    monkeypatch.setattr(datasets, "_score_segments", no_scoring)
+    monkeypatch.setattr(wmt24, "_score_segments", no_scoring)
     second = load_wmt24("en-de", "chrf", root=fake_root)
     np.testing.assert_array_equal(second.score, first.score)
     assert list(second.items) == list(first.items) and list(second.models) == list(first.models)
@@ -129,8 +123,8 @@ def test_fake_wmt_cache_is_used_and_invalidated(fake_root, tmp_path, monkeypatch
 
 def test_fake_wmt_parallel_matches_serial(fake_root, monkeypatch):
     serial = load_wmt24("en-de", "bleu", root=fake_root, cache=False)
-    monkeypatch.setattr(datasets, "_PARALLEL_SECONDS", 0.0)
-    monkeypatch.setattr(datasets.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(wmt24, "_PARALLEL_SECONDS", 0.0)
+    monkeypatch.setattr(wmt24.os, "cpu_count", lambda: 2)
     parallel = load_wmt24("en-de", "bleu", root=fake_root, cache=False)
     np.testing.assert_array_equal(parallel.score, serial.score)
 
@@ -234,7 +228,7 @@ def test_wmt24_spot_check_against_sacrebleu(pair, metric, system, line):
 def test_bleu_tokenizer_is_sacrebleus_choice_for_the_target_language(pair, tokenizer):
     # sacrebleu chooses (BLEU(trg_lang=...)); the tables came out bit-identical to the
     # hand-chosen tokenizers they were built with before
-    scorer = datasets._make_metric("bleu", pair)
+    scorer = wmt24._make_metric("bleu", pair)
     assert scorer.trg_lang == pair.split("-")[1]
     assert scorer.tokenizer_signature.startswith(tokenizer)  # "ja-mecab-0.996-IPA"
 

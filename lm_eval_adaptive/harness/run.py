@@ -49,7 +49,7 @@ from typing import Protocol
 
 import numpy as np
 
-from lm_eval_adaptive.data.datasets import read_jsonl_records
+from lm_eval_adaptive.data.files import read_jsonl_records
 from lm_eval_adaptive.data.files import read_json
 from lm_eval_adaptive.data.price_map import model_price, parse_prices
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE, actual_cost, upper_estimate
