@@ -364,3 +364,20 @@ def test_demo_tables_match_loaders(name, loader):
     np.testing.assert_allclose(demo.mean_matrix(), full.mean_matrix(), atol=5.1e-7, rtol=0)
     for a, b in zip(demo.item_tokens(), full.item_tokens()):
         np.testing.assert_allclose(a, b, atol=0.051, rtol=0)
+
+
+def test_named_tables_registry_expands_patterns_in_order_and_refuses_a_second_registration():
+    from lm_eval_adaptive.data.named_tables import TABLE_REGISTRY, named_item_field, register_table
+
+    assert list(TABLE_REGISTRY) == ["wmt24/{pair}/{metric}", "alpaca_eval/{metric}",
+                                    "wmt25/{pair}/{metric}"]
+    assert NAMED_TABLES[:2] == ("wmt24/en-de/bleu", "wmt24/en-de/chrf")
+    assert NAMED_TABLES[8:10] == ("alpaca_eval/judge", "alpaca_eval/win")
+    assert len(NAMED_TABLES) == 8 + 2 + len(WMT25_PAIRS) * len(WMT25_METRICS)
+    assert named_item_field("/wmt24/en-ja/chrf/") == "id" and named_item_field("wmt25/en-de/xcomet") is None
+    assert named_item_field("wmt24/xx-yy/bleu") is None
+    with pytest.raises(ValueError, match="already registered"):
+        register_table("wmt24/{pair}/{metric}", pair=("en-de",), metric=("bleu",))(load_wmt24)
+    with pytest.raises(ValueError, match="alpaca_eval/judge"):
+        register_table("alpaca_eval/{m}", m=("judge",))(load_wmt24)
+    assert list(TABLE_REGISTRY)[-1] == "wmt25/{pair}/{metric}"
