@@ -95,7 +95,7 @@ def main(argv=None) -> int:
         print(f"   simulated 100 models x 800 items, {kind}{'' if guessing is None else f' c={guessing}'}"
               f"{' c estimated' if kind == '3pl' and guessing is None else ''}: {s:.2f} s")
     try:
-        from lm_eval_adaptive.data.datasets import load_named
+        from lm_eval_adaptive.data.named_tables import load_named
 
         win = load_named("alpaca_eval/win")
         s = timed(lambda: calibrate(win), args.repeats)

@@ -28,7 +28,8 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lm_eval_adaptive.data.datasets import WMT24_METRICS, WMT24_PAIRS, WMT25_METRICS  # noqa: E402
+from lm_eval_adaptive.data.wmt24 import WMT24_METRICS, WMT24_PAIRS  # noqa: E402
+from lm_eval_adaptive.data.wmt25 import WMT25_METRICS  # noqa: E402
 from lm_eval_adaptive.data.tables import load_any_table  # noqa: E402
 from lm_eval_adaptive.engine.backtest import BacktestConfig, pooled  # noqa: E402
 from lm_eval_adaptive.sweep import run_backtests  # noqa: E402

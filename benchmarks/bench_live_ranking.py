@@ -33,7 +33,7 @@ from lm_eval_adaptive.engine.backtest import holdout_sets, kendall_tau  # noqa: 
 from lm_eval_adaptive.cli.main import main  # noqa: E402
 from lm_eval_adaptive.data.price_map import price_for  # noqa: E402
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE  # noqa: E402
-from lm_eval_adaptive.data.datasets import load_named  # noqa: E402
+from lm_eval_adaptive.data.named_tables import load_named  # noqa: E402
 from lm_eval_adaptive.errors import InputError  # noqa: E402
 from lm_eval_adaptive.replay.server import ReplayServer, max_answers_per_item  # noqa: E402
 

@@ -28,7 +28,9 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from lm_eval_adaptive.data.datasets import WMT24_METRICS, WMT24_PAIRS, WMT25_METRICS, load_named  # noqa: E402
+from lm_eval_adaptive.data.named_tables import load_named  # noqa: E402
+from lm_eval_adaptive.data.wmt24 import WMT24_METRICS, WMT24_PAIRS  # noqa: E402
+from lm_eval_adaptive.data.wmt25 import WMT25_METRICS  # noqa: E402
 from lm_eval_adaptive.engine.backtest import BacktestConfig  # noqa: E402
 from lm_eval_adaptive.engine.multi_backtest import MODES, backtest_multi  # noqa: E402
 from lm_eval_adaptive.engine.multi_metric_ranker import ITEM_WEIGHTINGS  # noqa: E402

@@ -38,7 +38,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from lm_eval_adaptive.data.datasets import load_named  # noqa: E402
+from lm_eval_adaptive.data.named_tables import load_named  # noqa: E402
 from lm_eval_adaptive.engine.cat import AdaptiveTest  # noqa: E402
 from lm_eval_adaptive.engine.full_task import full_task_estimate  # noqa: E402
 from lm_eval_adaptive.engine.multi_metric_test import MultiMetricTest  # noqa: E402

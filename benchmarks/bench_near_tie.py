@@ -44,7 +44,9 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from lm_eval_adaptive.cli.main import main as cli  # noqa: E402
-from lm_eval_adaptive.data.datasets import data_root, load_named, read_lines  # noqa: E402
+from lm_eval_adaptive.data.data_root import data_root  # noqa: E402
+from lm_eval_adaptive.data.files import read_lines  # noqa: E402
+from lm_eval_adaptive.data.named_tables import load_named  # noqa: E402
 from lm_eval_adaptive.data.price_map import price_for  # noqa: E402
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE, Price  # noqa: E402
 from lm_eval_adaptive.engine.bank import ItemBank  # noqa: E402

@@ -50,7 +50,7 @@ import scipy  # noqa: E402
 import lm_eval_adaptive  # noqa: E402
 from lm_eval_adaptive.engine.backtest import BacktestConfig, backtest  # noqa: E402
 from lm_eval_adaptive.engine.bank import ItemBank  # noqa: E402
-from lm_eval_adaptive.data.datasets import load_named  # noqa: E402
+from lm_eval_adaptive.data.named_tables import load_named  # noqa: E402
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker  # noqa: E402
 from lm_eval_adaptive.engine.response_model import ContinuousResponseModel  # noqa: E402
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from lm_eval_adaptive import __version__
 from lm_eval_adaptive.data import shipped_banks
-from lm_eval_adaptive.data.datasets import load_named
+from lm_eval_adaptive.data.named_tables import load_named
 from lm_eval_adaptive.data.tables import table_item_field
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.self_check import calibrate_checked
@@ -37,7 +37,7 @@ __all__ = ["build_bank", "bank_file_dict", "write_bank", "build", "main"]
 
 def build_bank(name: str, *, exclude=(), root=None) -> ItemBank:
     """The shipped bank ``name`` built from the data (``root``: the data folder, default as
-    :func:`~lm_eval_adaptive.data.datasets.data_root`), without the models in ``exclude``."""
+    :func:`~lm_eval_adaptive.data.data_root.data_root`), without the models in ``exclude``."""
     spec = shipped_banks.shipped_bank(name)
     if spec is None:
         raise InputError(f"unknown shipped bank {name!r}; shipped: {', '.join(shipped_banks.shipped_names())}")

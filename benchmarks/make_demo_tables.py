@@ -23,7 +23,8 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
-from lm_eval_adaptive.data.datasets import load_alpaca_eval, load_wmt24  # noqa: E402
+from lm_eval_adaptive.data.alpaca_eval import load_alpaca_eval  # noqa: E402
+from lm_eval_adaptive.data.wmt24 import load_wmt24  # noqa: E402
 from lm_eval_adaptive.data.responses import ResponseTable  # noqa: E402
 
 OUT_DIR = REPO / "lm_eval_adaptive" / "data"

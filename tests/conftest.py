@@ -64,7 +64,7 @@ def replay_server():
     The harness's `litellm` model reaches it as model ``openai/<SYSTEM>`` through
     ``OPENAI_API_BASE`` / ``OPENAI_API_KEY``; skipped when the real data is absent.
     """
-    from lm_eval_adaptive.data.datasets import data_root
+    from lm_eval_adaptive.data.data_root import data_root
     from lm_eval_adaptive.errors import InputError
 
     try:

@@ -12,7 +12,7 @@ from lm_eval_adaptive.errors import InputError
 
 @pytest.fixture(scope="module")
 def wmt_bleu():
-    from lm_eval_adaptive.data.datasets import load_named
+    from lm_eval_adaptive.data.named_tables import load_named
 
     try:
         return load_named("wmt24/en-de/bleu")
@@ -73,7 +73,7 @@ def test_backtest_cli_on_named_real_table(wmt_bleu, tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def wmt25_xcomet():
-    from lm_eval_adaptive.data.datasets import load_wmt25
+    from lm_eval_adaptive.data.wmt25 import load_wmt25
 
     try:
         return load_wmt25("en-de", "xcomet")
@@ -115,7 +115,7 @@ def test_backtest_on_a_small_table_runs_the_hold_out_sets_that_fit(wmt_bleu):
 def test_the_self_check_predicts_the_coverage_measured_on_left_out_models():
     """Each fold's bank is corrected by its own self-check, which aims its intervals at 95% on the
     calibration models; the coverage then measured on the truly left-out models is within 5 points."""
-    from lm_eval_adaptive.data.datasets import load_named
+    from lm_eval_adaptive.data.named_tables import load_named
     from lm_eval_adaptive.engine.backtest import pooled
 
     try:

@@ -38,7 +38,7 @@ MSGS = [{"role": "user", "content": "hi"}]
 
 
 def _server(**kw) -> ReplayServer:
-    from lm_eval_adaptive.data.datasets import data_root
+    from lm_eval_adaptive.data.data_root import data_root
     from lm_eval_adaptive.errors import InputError
 
     try:

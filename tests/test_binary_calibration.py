@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from lm_eval_adaptive.cli.main import main
-from lm_eval_adaptive.data.datasets import DATA_ENV, data_root, load_named
+from lm_eval_adaptive.data.data_root import DATA_ENV, data_root
+from lm_eval_adaptive.data.named_tables import load_named
 from lm_eval_adaptive.data.responses import ResponseTable
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.calibration import calibrate, resolve_response_model

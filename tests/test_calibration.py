@@ -10,7 +10,7 @@ from lm_eval_adaptive.errors import InputError
 
 @pytest.fixture
 def real_table():
-    from lm_eval_adaptive.data.datasets import load_named
+    from lm_eval_adaptive.data.named_tables import load_named
 
     def get(name):
         try:

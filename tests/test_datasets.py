@@ -1,4 +1,4 @@
-"""Tests for lm_eval_adaptive.data.datasets: loaders of the real data and demo tables.
+"""Tests for the real-data loaders (lm_eval_adaptive.data: wmt24, wmt25, alpaca_eval, named_tables) and demo tables.
 
 Tests on the real data read it from ``../shared/data`` (relative to the repo
 root) or from ``$LM_EVAL_ADAPTIVE_DATA``; they are skipped when it is absent.
@@ -16,22 +16,16 @@ import numpy as np
 import pytest
 from sacrebleu.metrics import BLEU, CHRF
 
-from lm_eval_adaptive.data import datasets
-from lm_eval_adaptive.data.datasets import (
-    DATA_ENV,
-    NAMED_TABLES,
-    WMT25_METRICS,
-    WMT25_PAIRS,
-    data_root,
-    load_alpaca_eval,
-    load_named,
-    load_wmt24,
-    load_wmt25,
-)
+from lm_eval_adaptive.data import wmt24
+from lm_eval_adaptive.data.alpaca_eval import load_alpaca_eval
+from lm_eval_adaptive.data.data_root import DATA_ENV, data_root
+from lm_eval_adaptive.data.named_tables import NAMED_TABLES, load_named
+from lm_eval_adaptive.data.wmt24 import load_wmt24
+from lm_eval_adaptive.data.wmt25 import WMT25_METRICS, WMT25_PAIRS, load_wmt25
 from lm_eval_adaptive.data.responses import read_table
 from lm_eval_adaptive.errors import InputError
 
-PACKAGE_DATA = Path(datasets.__file__).resolve().parent
+PACKAGE_DATA = Path(wmt24.__file__).resolve().parent
 
 
 def _real_root() -> Path | None:
@@ -115,7 +109,7 @@ def test_fake_wmt_cache_is_used_and_invalidated(fake_root, tmp_path, monkeypatch
     def no_scoring(*args, **kwargs):
         raise AssertionError("should have been read from the cache")
 
-    monkeypatch.setattr(datasets, "_score_segments", no_scoring)
+    monkeypatch.setattr(wmt24, "_score_segments", no_scoring)
     second = load_wmt24("en-de", "chrf", root=fake_root)
     np.testing.assert_array_equal(second.score, first.score)
     assert list(second.items) == list(first.items) and list(second.models) == list(first.models)
@@ -129,8 +123,8 @@ def test_fake_wmt_cache_is_used_and_invalidated(fake_root, tmp_path, monkeypatch
 
 def test_fake_wmt_parallel_matches_serial(fake_root, monkeypatch):
     serial = load_wmt24("en-de", "bleu", root=fake_root, cache=False)
-    monkeypatch.setattr(datasets, "_PARALLEL_SECONDS", 0.0)
-    monkeypatch.setattr(datasets.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(wmt24, "_PARALLEL_SECONDS", 0.0)
+    monkeypatch.setattr(wmt24.os, "cpu_count", lambda: 2)
     parallel = load_wmt24("en-de", "bleu", root=fake_root, cache=False)
     np.testing.assert_array_equal(parallel.score, serial.score)
 
@@ -234,7 +228,7 @@ def test_wmt24_spot_check_against_sacrebleu(pair, metric, system, line):
 def test_bleu_tokenizer_is_sacrebleus_choice_for_the_target_language(pair, tokenizer):
     # sacrebleu chooses (BLEU(trg_lang=...)); the tables came out bit-identical to the
     # hand-chosen tokenizers they were built with before
-    scorer = datasets._make_metric("bleu", pair)
+    scorer = wmt24._make_metric("bleu", pair)
     assert scorer.trg_lang == pair.split("-")[1]
     assert scorer.tokenizer_signature.startswith(tokenizer)  # "ja-mecab-0.996-IPA"
 
@@ -370,3 +364,20 @@ def test_demo_tables_match_loaders(name, loader):
     np.testing.assert_allclose(demo.mean_matrix(), full.mean_matrix(), atol=5.1e-7, rtol=0)
     for a, b in zip(demo.item_tokens(), full.item_tokens()):
         np.testing.assert_allclose(a, b, atol=0.051, rtol=0)
+
+
+def test_named_tables_registry_expands_patterns_in_order_and_refuses_a_second_registration():
+    from lm_eval_adaptive.data.named_tables import TABLE_REGISTRY, named_item_field, register_table
+
+    assert list(TABLE_REGISTRY) == ["wmt24/{pair}/{metric}", "alpaca_eval/{metric}",
+                                    "wmt25/{pair}/{metric}"]
+    assert NAMED_TABLES[:2] == ("wmt24/en-de/bleu", "wmt24/en-de/chrf")
+    assert NAMED_TABLES[8:10] == ("alpaca_eval/judge", "alpaca_eval/win")
+    assert len(NAMED_TABLES) == 8 + 2 + len(WMT25_PAIRS) * len(WMT25_METRICS)
+    assert named_item_field("/wmt24/en-ja/chrf/") == "id" and named_item_field("wmt25/en-de/xcomet") is None
+    assert named_item_field("wmt24/xx-yy/bleu") is None
+    with pytest.raises(ValueError, match="already registered"):
+        register_table("wmt24/{pair}/{metric}", pair=("en-de",), metric=("bleu",))(load_wmt24)
+    with pytest.raises(ValueError, match="alpaca_eval/judge"):
+        register_table("alpaca_eval/{m}", m=("judge",))(load_wmt24)
+    assert list(TABLE_REGISTRY)[-1] == "wmt25/{pair}/{metric}"

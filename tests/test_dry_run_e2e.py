@@ -126,7 +126,7 @@ def test_rank_forecast_within_25_percent(rank_case):
 
 def test_the_forecasts_driver_reproduces_the_real_run_from_its_recorded_scores(rank_case):
     """simulate_ranking, told the scores and charges the live run recorded, asks what the live driver asked."""
-    from lm_eval_adaptive.data.datasets import load_named
+    from lm_eval_adaptive.data.named_tables import load_named
 
     _, real, out, _ = rank_case
     run = json.loads((out / "run.json").read_text())["settings"]

@@ -132,7 +132,7 @@ def test_open_adjacent_pairs_are_the_unsettled_ones(banks):
 
 
 def test_joint_backtest_on_real_wmt25_pair():
-    from lm_eval_adaptive.data.datasets import load_named
+    from lm_eval_adaptive.data.named_tables import load_named
     from lm_eval_adaptive.engine.backtest import BacktestConfig
     from lm_eval_adaptive.engine.multi_backtest import backtest_multi
 
@@ -158,7 +158,7 @@ def test_joint_backtest_on_real_wmt25_pair():
 def test_joint_backtest_takes_the_family_wise_rule():
     """--family-wise reaches every metric's ranker in both modes: Holm over every pair settles fewer
     pairs on the same hold-out sets, and each run's 'any wrong order' is counted per metric and overall."""
-    from lm_eval_adaptive.data.datasets import load_named
+    from lm_eval_adaptive.data.named_tables import load_named
     from lm_eval_adaptive.engine.backtest import BacktestConfig
     from lm_eval_adaptive.engine.multi_backtest import backtest_multi
 
@@ -196,7 +196,7 @@ def test_cli_backtest_runs_a_joint_multi_metric_backtest(tmp_path, capsys):
     import json
 
     from lm_eval_adaptive.cli.main import main
-    from lm_eval_adaptive.data.datasets import load_named
+    from lm_eval_adaptive.data.named_tables import load_named
 
     try:
         load_named("wmt25/en-it/xcomet")

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _real_data():
-    from lm_eval_adaptive.data.datasets import data_root
+    from lm_eval_adaptive.data.data_root import data_root
     from lm_eval_adaptive.errors import InputError
 
     try:

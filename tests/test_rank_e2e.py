@@ -57,7 +57,7 @@ def bank(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def truth():
-    from lm_eval_adaptive.data.datasets import load_named
+    from lm_eval_adaptive.data.named_tables import load_named
 
     t = load_named("wmt24/en-de/bleu")
     means = np.nanmean(t.mean_matrix(), axis=1)

@@ -40,7 +40,7 @@ def test_the_first_command_and_the_five_minute_path_run_as_written_on_a_fresh_cl
     in place of 8123); the clone is not next to ../shared/data, so LM_EVAL_ADAPTIVE_DATA names it,
     as the README says. The install needs the package index (PyPI or a mirror); everything after
     it runs offline (OPENAI_* point at the local replay endpoint, litellm's bundled price map)."""
-    from lm_eval_adaptive.data.datasets import data_root
+    from lm_eval_adaptive.data.data_root import data_root
     from lm_eval_adaptive.errors import InputError
 
     try:

@@ -23,7 +23,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import pytest
 
-from lm_eval_adaptive.data.datasets import DATA_ENV, data_root
+from lm_eval_adaptive.data.data_root import DATA_ENV, data_root
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.cli.replay_server import add_arguments
 from lm_eval_adaptive.data.judge_format import JUDGE_MARKER

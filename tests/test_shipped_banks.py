@@ -37,7 +37,7 @@ WMT = "wmt24_en-de"
 
 
 def _have_data() -> bool:
-    from lm_eval_adaptive.data.datasets import data_root
+    from lm_eval_adaptive.data.data_root import data_root
 
     try:
         data_root()

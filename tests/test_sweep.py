@@ -52,7 +52,7 @@ def _progress_lines(err: str) -> list[str]:
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     """A real table (2 folds fit) and a simulated one (1 fold fits), and their backtest run serially."""
-    from lm_eval_adaptive.data.datasets import load_named
+    from lm_eval_adaptive.data.named_tables import load_named
 
     try:
         load_named(REAL)
@@ -123,7 +123,7 @@ JOINT = "wmt25/en-de/xcomet,metricx"
 @pytest.fixture(scope="module")
 def joint_sweep(tmp_path_factory):
     """The joint-vs-separate backtest of two real metric tables (2 folds, self-check on), run serially."""
-    from lm_eval_adaptive.data.datasets import load_named
+    from lm_eval_adaptive.data.named_tables import load_named
 
     try:
         load_named("wmt25/en-de/xcomet")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_adaptive.data.datasets import data_root
+from lm_eval_adaptive.data.data_root import data_root
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.metrics import JUDGE_MODEL_ENV
 
@@ -96,7 +96,7 @@ def test_wmt24_en_de_task(manager):
 
 @needs_wmt
 def test_wmt24_ids_match_load_wmt24():
-    from lm_eval_adaptive.data.datasets import load_wmt24
+    from lm_eval_adaptive.data.wmt24 import load_wmt24
 
     spec = __import__("importlib.util").util.spec_from_file_location(
         "wmt24_utils_for_test", CONFIGS / "wmt24" / "utils.py")

@@ -22,12 +22,13 @@ import math
 import os
 import zlib
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 from lm_eval_adaptive.errors import InputError
 
 __all__ = ["DEFAULT_MAX_FILE_MB", "MAX_FILE_MB_ENV", "max_input_bytes", "read_bytes", "read_text", "read_json",
-           "check_outputs", "check_output_folder", "same_path"]
+           "check_outputs", "check_output_folder", "same_path", "read_lines", "read_jsonl_records",
+           "read_jsonl"]
 
 #: Largest input content (after decompression) read by default, in MiB.
 DEFAULT_MAX_FILE_MB = 512
@@ -162,3 +163,37 @@ def check_outputs(outputs: Iterable[tuple[str, object]], inputs: Iterable[object
         for other_opt, other in outputs[:k]:
             if same_path(p, other):
                 raise InputError(f"{opt} and {other_opt} are the same file; give two paths", path=str(p))
+
+
+def read_lines(path: Path) -> list[str]:
+    """Lines of a UTF-8 text file, split on ``\\n`` only (trailing ``\\r`` removed)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read file: {exc}", path=str(path)) from exc
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def read_jsonl_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for each non-blank line of a JSON Lines file (``.gz`` too)."""
+    text = read_text(path)  # under the input size limit; .gz inflated in chunks
+    out = []
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"invalid JSON: {exc.msg}", path=str(path), row=number) from exc
+        if not isinstance(value, dict):
+            raise InputError("line is not a JSON object", path=str(path), row=number)
+        out.append((number, value))
+    return out
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The objects of a JSON Lines file (``.gz`` too); errors name the file and line."""
+    return [rec for _, rec in read_jsonl_records(path)]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lm_eval_adaptive.atomic import atomic_write
-from lm_eval_adaptive.data.datasets import WMT24_METRICS, WMT24_PAIRS
+from lm_eval_adaptive.data.wmt24 import WMT24_METRICS, WMT24_PAIRS
 from lm_eval_adaptive.data.files import read_json
 from lm_eval_adaptive.errors import BankError, InputError
 

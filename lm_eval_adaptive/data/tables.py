@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from lm_eval_adaptive.data.datasets import NAMED_TABLES, load_named, named_item_field
+from lm_eval_adaptive.data.named_tables import NAMED_TABLES, load_named, named_item_field
 from lm_eval_adaptive.data.responses import read_table
 from lm_eval_adaptive.errors import InputError
 
@@ -47,7 +47,7 @@ def load_any_table(spec: str, *, metric: str | None = None, allow_outliers: bool
 def table_item_field(spec: str) -> str | None:
     """The document field that holds the item ids of the table ``spec`` names, when the table
     says so: a named real table or an embedded one (see
-    :func:`~lm_eval_adaptive.data.datasets.named_item_field`). None for a file (its ids may be
+    :func:`~lm_eval_adaptive.data.named_tables.named_item_field`). None for a file (its ids may be
     anything; an existing file always wins over a name) and for tables with no task config."""
     if spec.startswith("embedded:"):
         return named_item_field(EMBEDDED_FROM.get(spec.split(":", 1)[1], ""))

@@ -7,8 +7,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from lm_eval_adaptive.data.datasets import read_jsonl_records
-from lm_eval_adaptive.data.files import read_json
+from lm_eval_adaptive.data.files import read_json, read_jsonl_records
 from lm_eval_adaptive.data.responses import ResponseTable
 from lm_eval_adaptive.display import SHOWN_LOG_FILTER
 from lm_eval_adaptive.errors import InputError

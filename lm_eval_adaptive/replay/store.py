@@ -1,7 +1,7 @@
 """The recorded outputs of the real data, loaded lazily from the data folder, and the answer
 a model gives to a prompt.
 
-Data (read from :func:`lm_eval_adaptive.data.datasets.data_root`, never copied):
+Data (read from :func:`lm_eval_adaptive.data.data_root.data_root`, never copied):
 
 * ``wmt24/<pair>/`` -- ``source.txt`` and ``systems/<SYSTEM>.txt``; an item is a
   0-based line number (the canary line is skipped).
@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lm_eval_adaptive.data.datasets import data_root, read_jsonl, read_lines
+from lm_eval_adaptive.data.data_root import data_root
+from lm_eval_adaptive.data.files import read_jsonl, read_lines
 from lm_eval_adaptive.data.judge_format import format_judge_score, is_judge_prompt, parse_judge_prompt
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.replay.errors import ReplayAnswer, ReplayBadRequest, ReplayNotFound
@@ -90,7 +91,7 @@ class ReplayStore:
     """Recorded outputs of the real data, loaded lazily from :func:`data_root`.
 
     Args:
-        root: data directory (default: :func:`lm_eval_adaptive.data.datasets.data_root`).
+        root: data directory (default: :func:`lm_eval_adaptive.data.data_root.data_root`).
 
     Raises:
         InputError: when the directory does not exist or holds neither

@@ -2,11 +2,11 @@
 
 The data are read at run time from the project's data directory (the environment
 variable ``LM_EVAL_ADAPTIVE_DATA``, else ``../shared/data`` next to the repository; see
-``lm_eval_adaptive.data.datasets.data_root``), or from ``--metadata '{"data_root": "..."}'``.
+``lm_eval_adaptive.data.data_root.data_root``), or from ``--metadata '{"data_root": "..."}'``.
 No data text lives in the repository.
 
 Docs are ``{"id", "instruction", "reference"}``: ``id`` is the AlpacaEval item id as a
-string (the item id of ``lm_eval_adaptive.data.datasets.load_alpaca_eval``), ``reference``
+string (the item id of ``lm_eval_adaptive.data.alpaca_eval.load_alpaca_eval``), ``reference``
 the gpt4_1106_preview answer from ``reference.jsonl`` (items without one are skipped).
 
 The judge (task ``alpaca_eval``) is configured by ``--metadata`` keys, else by the
@@ -26,8 +26,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from lm_eval_adaptive.data.datasets import data_root as _data_root
-from lm_eval_adaptive.data.datasets import read_jsonl
+from lm_eval_adaptive.data.data_root import data_root as _data_root
+from lm_eval_adaptive.data.files import read_jsonl
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.metrics import (
     JUDGE_API_BASE_ENV,

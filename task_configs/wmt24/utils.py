@@ -2,11 +2,11 @@
 
 The data are read at run time from the project's data directory (the environment
 variable ``LM_EVAL_ADAPTIVE_DATA``, else ``../shared/data`` next to the repository; see
-``lm_eval_adaptive.data.datasets.data_root``), or from ``--metadata '{"data_root": "..."}'``.
+``lm_eval_adaptive.data.data_root.data_root``), or from ``--metadata '{"data_root": "..."}'``.
 No data text lives in the repository.
 
 Docs are ``{"id", "source", "reference", "domain"}``, where ``id`` is the segment's
-0-based line number as a string -- the item id of ``lm_eval_adaptive.data.datasets.load_wmt24``.
+0-based line number as a string -- the item id of ``lm_eval_adaptive.data.wmt24.load_wmt24``.
 Canary lines and lines with an empty reference are skipped exactly as there, so doc
 positions and ids match the response tables the adaptive engine calibrates on.
 """
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lm_eval_adaptive.data.datasets import data_root as _data_root
-from lm_eval_adaptive.data.datasets import read_lines
+from lm_eval_adaptive.data.data_root import data_root as _data_root
+from lm_eval_adaptive.data.files import read_lines
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.metrics import sentence_bleu, sentence_chrf
 
