@@ -22,7 +22,7 @@ from lm_eval_adaptive.data.data_root import DATA_ENV, data_root
 from lm_eval_adaptive.data.named_tables import NAMED_TABLES, load_named
 from lm_eval_adaptive.data.wmt24 import load_wmt24
 from lm_eval_adaptive.data.wmt25 import WMT25_METRICS, WMT25_PAIRS, load_wmt25
-from lm_eval_adaptive.data.responses import read_table
+from lm_eval_adaptive.data.table_files import read_table
 from lm_eval_adaptive.errors import InputError
 
 PACKAGE_DATA = Path(wmt24.__file__).resolve().parent

@@ -31,7 +31,7 @@ def table_from_sample_logs(paths, *, task: str, metric: str, allow_outliers: boo
     nothing else is left. The model name comes from the ``results_*.json`` beside the file (``model_name``
     or ``config.model_args``), else the folder name. Item = ``doc_id``; tokens ≈ characters/4
     of the prompt and of the response. ``allow_outliers``: see
-    :func:`~lm_eval_adaptive.data.responses.read_table`.
+    :func:`~lm_eval_adaptive.data.table_files.read_table`.
     """
 
     files = _sample_files(paths, task)
