@@ -31,7 +31,6 @@ __all__ = ["WMT24_METRICS", "WMT24_PAIRS", "load_wmt24"]
 #: WMT24 language pairs available.  BLEU's tokenizer is sacrebleu's choice for the target
 #: language (``BLEU(trg_lang=...)``: ``ja-mecab`` for ja, ``zh`` for zh, ``13a`` otherwise).
 WMT24_PAIRS: tuple[str, ...] = ("en-de", "en-es", "en-ja", "en-zh")
-WMT24_METRICS: tuple[str, ...] = ("bleu", "chrf")
 
 # Bump when the way tables are computed changes, to invalidate old caches.
 _CACHE_VERSION = 2
@@ -41,14 +40,27 @@ _PARALLEL_SECONDS = 5.0
 _SECONDS_PER_SEGMENT = 5e-4
 
 
+def _bleu(pair: str) -> Any:
+    from sacrebleu.metrics import BLEU
+
+    # sacrebleu picks the tokenizer for the target language; the signature names it.
+    return BLEU(effective_order=True, trg_lang=pair.split("-", 1)[1])
+
+
+def _chrf(pair: str) -> Any:
+    from sacrebleu.metrics import CHRF
+
+    return CHRF()
+
+
+#: Each metric -> the sacrebleu metric object it is on a pair.
+_SACREBLEU_METRICS: dict[str, Callable[[str], Any]] = {"bleu": _bleu, "chrf": _chrf}
+WMT24_METRICS: tuple[str, ...] = tuple(_SACREBLEU_METRICS)
+
+
 def _make_metric(metric: str, pair: str) -> Any:
     """The sacrebleu metric object for ``metric`` on ``pair``."""
-    from sacrebleu.metrics import BLEU, CHRF
-
-    if metric == "bleu":
-        # sacrebleu picks the tokenizer for the target language; the signature names it.
-        return BLEU(effective_order=True, trg_lang=pair.split("-", 1)[1])
-    return CHRF()
+    return _SACREBLEU_METRICS[metric](pair)
 
 
 def _metric_signature(metric: str, pair: str) -> str:
