@@ -9,14 +9,12 @@ from pathlib import Path
 
 from lm_eval_adaptive.data.files import read_json, read_jsonl_records
 from lm_eval_adaptive.data.responses import ResponseTable
-from lm_eval_adaptive.display import SHOWN_LOG_FILTER
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import SAMPLE_LOGS_SOURCE
 
 __all__ = ["ADAPTIVE_SAMPLE_KEY", "table_from_sample_logs", "options_from_sample_logs"]
 
 log = logging.getLogger("lm_eval_adaptive")
-log.addFilter(SHOWN_LOG_FILTER)  # names in messages shown escaped
 
 #: Key every sample row of an adaptive run carries (its order, item id, information, scaled score).
 ADAPTIVE_SAMPLE_KEY = "adaptive"
