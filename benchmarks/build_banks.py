@@ -38,9 +38,7 @@ __all__ = ["build_bank", "bank_file_dict", "write_bank", "build", "main"]
 def build_bank(name: str, *, exclude=(), root=None) -> ItemBank:
     """The shipped bank ``name`` built from the data (``root``: the data folder, default as
     :func:`~lm_eval_adaptive.data.data_root.data_root`), without the models in ``exclude``."""
-    spec = shipped_banks.shipped_bank(name)
-    if spec is None:
-        raise InputError(f"unknown shipped bank {name!r}; shipped: {', '.join(shipped_banks.shipped_names())}")
+    spec = shipped_banks.get_shipped_bank(name)  # InputError listing the shipped names when unknown
     table = load_named(spec.table, root=root)
     exclude = [str(m) for m in exclude]
     names = [str(m) for m in table.models]

@@ -9,6 +9,11 @@ U+061C) and the line/paragraph separators U+2028/U+2029 — as its Python escape
 log lines), the leaderboard page and plot labels; stored data (JSON, journal) keeps names
 exactly as given.
 
+Log lines: importing the package installs (once, :func:`install_shown_logs`) a log-record factory that gives every logger of
+the package (``lm_eval_adaptive`` and ``lm_eval_adaptive.*``) the filter :data:`SHOWN_LOG_FILTER` the
+first time it makes a record, so the filter runs before any handler writes the record — as if each
+module had attached it to its own logger — and no module needs to. Other loggers are left alone.
+
 The rich consoles the commands print with read no markup (``[bold]`` in a name is text; see
 :mod:`lm_eval_adaptive.live.terminal`), so a name is shown whole. This module imports nothing
 but the standard library (it sits in the bottom layer, below the engine).
@@ -18,8 +23,9 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 
-__all__ = ["shown", "ShownLogFilter", "SHOWN_LOG_FILTER"]
+__all__ = ["shown", "ShownLogFilter", "SHOWN_LOG_FILTER", "PACKAGE_LOGGER", "install_shown_logs"]
 
 #: The characters :func:`shown` escapes (with ``\n`` kept where ``lines=True``).
 UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -55,3 +61,37 @@ class ShownLogFilter(logging.Filter):
 
 #: The one filter every logger of the package carries (``logging.Logger.addFilter`` adds it once).
 SHOWN_LOG_FILTER = ShownLogFilter()
+
+#: The package's logger; it and its children (``lm_eval_adaptive.live.journal``, …) are shown escaped.
+PACKAGE_LOGGER = "lm_eval_adaptive"
+
+_install_lock = threading.Lock()
+_installed = False
+
+
+def install_shown_logs() -> None:
+    """Install (once per process) the log-record factory that gives each package logger
+    :data:`SHOWN_LOG_FILTER` as it makes its first record.
+
+    The filter, not the factory, rewrites the message: a logger's filters run when the logger
+    handles the record, after every factory (the redaction of
+    :mod:`lm_eval_adaptive.redaction` included) made it, so a message is redacted first and then
+    shown escaped, exactly as with a filter each module attached itself."""
+    global _installed
+    with _install_lock:
+        if _installed:
+            return
+        _installed = True
+        previous = logging.getLogRecordFactory()
+
+        def factory(*args, **kwargs):
+            record = previous(*args, **kwargs)
+            name = record.name
+            if name == PACKAGE_LOGGER or name.startswith(PACKAGE_LOGGER + "."):
+                logger = logging.getLogger(name)
+                if SHOWN_LOG_FILTER not in logger.filters:
+                    logger.addFilter(SHOWN_LOG_FILTER)  # consulted for this very record (Logger.handle)
+            return record
+
+        logging.setLogRecordFactory(factory)
+

@@ -1,10 +1,12 @@
-"""The layout's rules, checked: imports point one way (the import-linter contract in .importlinter),
-no module imports another module's private name, and no modules import each other (no cycle)."""
+"""The layout's rules, checked: imports point one way and nothing below cli/ imports argparse or rich (the
+import-linter contracts in .importlinter), nothing below cli/ prints, no module imports another module's
+private name, and no modules import each other (no cycle)."""
 
 from __future__ import annotations
 
 import ast
 import graphlib
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -86,7 +88,7 @@ def test_import_contract_holds():
     r = subprocess.run(["lint-imports", "--config", str(REPO / ".importlinter")], cwd=REPO,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    assert "2 kept, 0 broken" in r.stdout
+    assert "3 kept, 0 broken" in r.stdout
 
 
 def _import_cycle(graph) -> list[str] | None:
@@ -110,3 +112,129 @@ def test_the_cycle_check_sees_one():
     graph.add_import(importer="lm_eval_adaptive.engine.stopping", imported="lm_eval_adaptive.engine.cat")
     cycle = _import_cycle(graph)
     assert cycle is not None and {"lm_eval_adaptive.engine.stopping", "lm_eval_adaptive.engine.cat"} <= set(cycle)
+
+
+# ----------------------------------------------------------------------------- printing
+#: Modules below cli/ that still print, on the console their command hands them. live/'s printing moves
+#: into cli/ (issue 20); delete a module here when it stops printing (the check fails until you do), and
+#: its ``-> rich`` line in .importlinter when it stops importing rich (live/terminal.py, the console
+#: class, imports rich but prints nothing itself).
+STILL_PRINTING = {
+    "lm_eval_adaptive/live/session.py",  # rank/refresh: the run's start, progress table, report
+    "lm_eval_adaptive/live/leaderboard.py",  # leaderboard/refresh: the board and what changed
+    "lm_eval_adaptive/live/cost_forecast.py",  # --dry-run: the forecast table
+}
+#: Not printing, but owning the streams: the bottom layer's redaction replaces sys.stdout/sys.stderr
+#: with redacting ones and writes an uncaught exception's traceback, as Python's own hook would.
+STREAM_OWNERS = {"lm_eval_adaptive/redaction.py"}
+
+_PRINTING_CALLS = ("print", "pprint", "print_exc", "print_exception", "print_stack", "print_tb", "print_json")
+
+
+def _prints(path: Path, root: Path = REPO) -> list[str]:
+    """Every place ``path`` prints: ``print(...)``; any ``x.print(...)`` (a rich console's, a table's) or
+    ``x.log(...)`` of a console; traceback/pprint printers; ``sys.stdout``/``sys.stderr`` (or their
+    ``__stdout__``/``__stderr__``) named at all; ``os.write`` to fd 1 or 2."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        what = None
+        if isinstance(node, ast.Call):
+            fn = node.func
+            name = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else None
+            if name in _PRINTING_CALLS:
+                what = ast.unparse(fn)
+            elif name == "log" and isinstance(fn, ast.Attribute) and "console" in ast.unparse(fn.value).lower():
+                what = ast.unparse(fn)
+            elif (ast.unparse(fn) == "os.write" and node.args and isinstance(node.args[0], ast.Constant)
+                  and node.args[0].value in (1, 2)):
+                what = "os.write"
+        elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "sys"
+              and node.attr in ("stdout", "stderr", "__stdout__", "__stderr__")):
+            what = f"sys.{node.attr}"
+        if what:
+            found.append((node.lineno, f"{path.relative_to(root)}:{node.lineno}: {what}"))
+    return [text for _, text in sorted(found)]
+
+
+def _printing_modules(package: Path, root: Path) -> dict[str, list[str]]:
+    """Each module of ``package`` outside cli/ that prints -> where."""
+    out = {}
+    for f in sorted(package.rglob("*.py")):
+        if (package / "cli") in f.parents:
+            continue
+        found = _prints(f, root)
+        if found:
+            out[f.relative_to(root).as_posix()] = found
+    return out
+
+
+def _printing_violations(package: Path, root: Path) -> list[str]:
+    printing = _printing_modules(package, root)
+    bad = [line for m, lines in printing.items() if m not in STILL_PRINTING | STREAM_OWNERS for line in lines]
+    bad += [f"{m}: listed in STILL_PRINTING but prints nothing any more: delete it from the list"
+            for m in sorted(STILL_PRINTING) if (root / m).is_file() and m not in printing]
+    return bad
+
+
+def test_nothing_below_cli_prints():
+    bad = _printing_violations(PACKAGE, REPO)
+    assert not bad, ("only cli/ prints; below it, return what to show, or take a callback (a progress hook, a "
+                     "note) the command gives:\n" + "\n".join(bad))
+
+
+def test_the_print_check_sees_each_way_of_printing(tmp_path):
+    f = tmp_path / "x.py"
+    f.write_text("import os, sys, traceback\n"
+                 "print('a')\n"                       # 2
+                 "sys.stderr.write('b')\n"            # 3
+                 "console.print(table)\n"             # 4
+                 "self.console.log('c')\n"            # 5
+                 "traceback.print_exc()\n"            # 6
+                 "out = sys.stdout\n"                 # 7
+                 "os.write(2, b'd')\n"                # 8
+                 "log.info('not printing'); f.write('e'); os.write(fd, b'f'); s = 'print(x)'\n")
+    assert [line.split(": ", 1)[0] for line in _prints(f, tmp_path)] == [f"x.py:{n}" for n in range(2, 9)]
+
+
+def test_the_print_check_fails_for_a_planted_print_and_a_stale_allowance(tmp_path):
+    pkg = tmp_path / "lm_eval_adaptive"
+    for rel, text in {"data/planted.py": "def f():\n    print('hello')\n",
+                      "cli/main.py": "print('the command line may')\n",
+                      "live/session.py": "console.print('still allowed')\n",
+                      "live/leaderboard.py": "x = 1\n",  # listed, prints no more
+                      "redaction.py": "import sys\nsys.stderr.write('traceback')\n"}.items():
+        (pkg / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / rel).write_text(text)
+    bad = _printing_violations(pkg, tmp_path)
+    assert bad == ["lm_eval_adaptive/data/planted.py:2: print",
+                   "lm_eval_adaptive/live/leaderboard.py: listed in STILL_PRINTING but prints nothing any more: "
+                   "delete it from the list"]
+
+
+def test_the_import_contract_fails_for_argparse_or_rich_below_cli(tmp_path):
+    shutil.copytree(PACKAGE, tmp_path / "lm_eval_adaptive", ignore=shutil.ignore_patterns("__pycache__", "banks"))
+    (tmp_path / "lm_eval_adaptive" / "data" / "planted.py").write_text("import argparse\n")
+    (tmp_path / "lm_eval_adaptive" / "harness" / "planted.py").write_text("def f():\n    from rich.table import Table\n")
+    shutil.copy(REPO / ".importlinter", tmp_path / ".importlinter")
+    r = subprocess.run(["lint-imports", "--config", str(tmp_path / ".importlinter")], cwd=tmp_path,
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert r.returncode != 0 and "2 kept, 1 broken" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "lm_eval_adaptive.data.planted -> argparse" in r.stdout
+    assert "lm_eval_adaptive.harness.planted -> rich" in r.stdout
+
+
+# ----------------------------------------------------------------------------- log lines
+#: Modules that still attach the display filter to their own logger; the package does it for every
+#: logger now (display.install_shown_logs), so these lines are redundant: delete them (and the entry).
+STILL_ADDING_THE_LOG_FILTER = {
+    "lm_eval_adaptive/harness/scorer.py", "lm_eval_adaptive/harness/task_loop.py",
+    "lm_eval_adaptive/live/driver.py", "lm_eval_adaptive/live/ledger.py", "lm_eval_adaptive/live/session.py",
+    "lm_eval_adaptive/live/journal.py",
+}
+
+
+def test_one_place_shows_every_log_line_escaped():
+    adding = {f.relative_to(REPO).as_posix() for f in PACKAGE.rglob("*.py")
+              if "addFilter(SHOWN_LOG_FILTER)" in f.read_text() and f.name != "display.py"}
+    assert adding <= STILL_ADDING_THE_LOG_FILTER, ("display.install_shown_logs serves every logger of the "
+                                                   f"package; no module adds the filter: {sorted(adding - STILL_ADDING_THE_LOG_FILTER)}")

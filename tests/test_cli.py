@@ -11,7 +11,7 @@ import pytest
 from conftest import simulate_scores
 
 from lm_eval_adaptive.cli.main import build_parser, main
-from lm_eval_adaptive.data.responses import read_table
+from lm_eval_adaptive.data.table_files import read_table
 from lm_eval_adaptive.data.tables import embedded_path
 from lm_eval_adaptive.engine.bank import ItemBank
 

@@ -8,6 +8,7 @@ segments (a few seconds per table), later runs are fast.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from pathlib import Path
@@ -20,9 +21,10 @@ from lm_eval_adaptive.data import wmt24
 from lm_eval_adaptive.data.alpaca_eval import load_alpaca_eval
 from lm_eval_adaptive.data.data_root import DATA_ENV, data_root
 from lm_eval_adaptive.data.named_tables import NAMED_TABLES, load_named
+from lm_eval_adaptive.data.progress import progress, progress_hook
 from lm_eval_adaptive.data.wmt24 import load_wmt24
 from lm_eval_adaptive.data.wmt25 import WMT25_METRICS, WMT25_PAIRS, load_wmt25
-from lm_eval_adaptive.data.responses import read_table
+from lm_eval_adaptive.data.table_files import read_table
 from lm_eval_adaptive.errors import InputError
 
 PACKAGE_DATA = Path(wmt24.__file__).resolve().parent
@@ -127,6 +129,28 @@ def test_fake_wmt_parallel_matches_serial(fake_root, monkeypatch):
     monkeypatch.setattr(wmt24.os, "cpu_count", lambda: 2)
     parallel = load_wmt24("en-de", "bleu", root=fake_root, cache=False)
     np.testing.assert_array_equal(parallel.score, serial.score)
+
+
+def test_scoring_tells_the_commands_progress_hook_and_prints_nothing(fake_root, monkeypatch, capfd):
+    told = []
+
+    @contextlib.contextmanager
+    def hook(description, total):
+        told.append((description, total, "open"))
+        yield lambda: told.append("advance")
+        told.append("closed")
+
+    with progress_hook(hook):
+        load_wmt24("en-de", "chrf", root=fake_root, cache=False)
+        monkeypatch.setattr(wmt24, "_PARALLEL_SECONDS", 0.0)  # the worker processes' path tells it too
+        monkeypatch.setattr(wmt24.os, "cpu_count", lambda: 2)
+        load_wmt24("en-de", "bleu", root=fake_root, cache=False, systems=["SysB", "SysA"])
+    load_wmt24("en-de", "chrf", root=fake_root, cache=False)  # no hook: nothing told, nothing shown
+    assert told == [("scoring WMT24 en-de chrf", 3, "open"), *["advance"] * 3, "closed",
+                    ("scoring WMT24 en-de bleu", 2, "open"), *["advance"] * 2, "closed"]
+    assert capfd.readouterr() == ("", "")
+    with progress("anything", 5) as advance:  # without a hook: a step that does nothing
+        assert advance() is None
 
 
 def test_wmt_system_with_wrong_line_count(fake_root):

@@ -124,6 +124,31 @@ def test_registry_and_ranges():
     assert METRICS["bleu"](hyp, ref) == sentence_bleu(hyp, ref)
     assert METRICS["chrf"](hyp, ref) == sentence_chrf(hyp, ref)
     assert METRICS["rouge_l"](hyp, ref) == rouge_l(hyp, ref)
+    assert list(METRICS) == list(metrics.METRIC_REGISTRY) == ["bleu", "chrf", "rouge_l", "bertscore", "judge"]
+    assert metrics.get_metric("chrf").fn is sentence_chrf and metrics.get_metric(" bleu ").name == "bleu"
+
+
+def test_an_unknown_metric_is_named_and_the_registered_ones_listed():
+    with pytest.raises(ValueError, match=r"unknown metric 'blue'; registered: bleu, chrf, rouge_l, bertscore, judge$"):
+        metrics.get_metric("blue")
+    with pytest.raises(KeyError):
+        METRICS["blue"]
+
+
+def test_register_metric_adds_one_the_views_see_and_refuses_a_second(monkeypatch):
+    monkeypatch.setattr(metrics, "METRIC_REGISTRY", dict(metrics.METRIC_REGISTRY))
+
+    @metrics.register_metric("length_ratio", range=(0, 2))
+    def length_ratio(hyp, ref):
+        return len(hyp) / len(ref)
+
+    assert METRICS["length_ratio"] is length_ratio and METRIC_RANGES["length_ratio"] == (0.0, 2.0)
+    assert "length_ratio" in METRICS and len(METRICS) == 6
+    with pytest.raises(ValueError, match=r"metric 'bleu' is already registered \(registered: bleu, chrf, .*length_ratio\)"):
+        metrics.register_metric("bleu")(length_ratio)
+    with pytest.raises(ValueError, match=r"metric 'flat': range must be \(lo, hi\) with lo < hi"):
+        metrics.register_metric("flat", range=(1, 1))
+    assert METRICS["bleu"] is sentence_bleu  # the refused registration changed nothing
 
 
 # --------------------------------------------------------------------------- #

@@ -11,6 +11,8 @@ is a display name (``NAME=litellm:model=openai/SYSTEM``) for a system the endpoi
 
 from __future__ import annotations
 
+import ast
+import importlib
 import json
 import logging
 from pathlib import Path
@@ -21,8 +23,9 @@ from rich.table import Table
 
 from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.cli.report import report_console
-from lm_eval_adaptive.display import SHOWN_LOG_FILTER, shown
+from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.live.terminal import styled
+from lm_eval_adaptive.redaction import redacting
 
 REPO = Path(__file__).resolve().parents[1]
 # name → the system the replay endpoint serves under it
@@ -66,12 +69,45 @@ def test_the_report_console_prints_names_as_text(capsys):
     assert ":smile:" in out and "failed: aya[bold]: esc\\x1b[31mred\\x07" in out
 
 
-def test_log_lines_show_names_escaped(caplog):
-    log = logging.getLogger("lm_eval_adaptive")
-    assert SHOWN_LOG_FILTER in log.filters
-    with caplog.at_level(logging.WARNING, logger="lm_eval_adaptive"):
-        log.warning("%s, item %s failed", "esc\x1b[31mred\x07", "rtl\u202eevil")
-    assert caplog.records[-1].getMessage() == "esc\\x1b[31mred\\x07, item rtl\\u202eevil failed"
+def _package_loggers() -> set[str]:
+    """The name of every logger a module of the package logs to: ``getLogger("lm_eval_adaptive…")`` or
+    ``getLogger(__name__)`` (the module's own name)."""
+    names = set()
+    for f in (REPO / "lm_eval_adaptive").rglob("*.py"):
+        module = ".".join(f.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+        for node in ast.walk(ast.parse(f.read_text(), filename=str(f))):
+            if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("getLogger") and node.args:
+                arg = node.args[0]
+                if isinstance(arg, ast.Name) and arg.id == "__name__":
+                    names.add(module)
+                elif isinstance(arg, ast.Constant) and str(arg.value).startswith("lm_eval_adaptive"):
+                    names.add(arg.value)
+    return names
+
+
+def test_log_lines_of_every_module_show_names_escaped(caplog):
+    names = _package_loggers()
+    # the package logger most modules use, and modules' own loggers (the journal's, the replay server's)
+    assert {"lm_eval_adaptive", "lm_eval_adaptive.live.journal", "lm_eval_adaptive.replay.server"} <= names
+    for name in sorted(names):
+        importlib.import_module(name if name != "lm_eval_adaptive" else "lm_eval_adaptive.harness.attempts")
+    for name in sorted(names | {"lm_eval_adaptive.a.module.not.yet.written"}):
+        with caplog.at_level(logging.WARNING, logger=name):
+            logging.getLogger(name).warning("%s, item %s failed", "esc\x1b[31mred\x07", "rtl\u202eevil")
+        assert caplog.records[-1].getMessage() == "esc\\x1b[31mred\\x07, item rtl\\u202eevil failed", name
+    with caplog.at_level(logging.WARNING, logger="not_this_package"):  # another library's logger is left alone
+        logging.getLogger("not_this_package").warning("%s", "esc\x1b[31m")
+    assert caplog.records[-1].getMessage() == "esc\x1b[31m"
+
+
+def test_log_lines_are_redacted_before_they_are_escaped(caplog):
+    # the escape runs when the logger handles the record, after the redaction made it: a secret is
+    # found as given even where the line also holds a control character
+    with redacting(["--model_args", "api_key=sk-\x07secret-42"]), caplog.at_level(logging.WARNING,
+                                                                                   logger="lm_eval_adaptive"):
+        logging.getLogger("lm_eval_adaptive.live.driver").warning("key %s for %s", "sk-\x07secret-42", "a\x1bb")
+    message = caplog.records[-1].getMessage()
+    assert "secret-42" not in message and "a\\x1bb" in message and "\x07" not in message and "\x1b" not in message
 
 
 # ----------------------------------------------------------------------------- the commands

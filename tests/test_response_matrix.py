@@ -149,7 +149,7 @@ def test_a_large_long_table_takes_the_matrix_path_to_the_same_bank(monkeypatch, 
 
 def test_matrix_fences_are_the_long_tables():
     from lm_eval_adaptive.data.response_matrix import check_matrix_outliers
-    from lm_eval_adaptive.data.responses import outlier_fences
+    from lm_eval_adaptive.data.score_outliers import outlier_fences
 
     rng = np.random.default_rng(3)
     for n_rows in (2, 3, 7, 101):

@@ -11,8 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from lm_eval_adaptive.data import responses
-from lm_eval_adaptive.data.responses import ResponseTable, read_table
+from lm_eval_adaptive.data import responses, score_outliers
+from lm_eval_adaptive.data.responses import ResponseTable
+from lm_eval_adaptive.data.table_files import read_table
 from lm_eval_adaptive.errors import InputError
 
 GOOD_CSV = (
@@ -316,11 +317,11 @@ def test_outlier_fences_rule():
     x = np.r_[np.linspace(0.0, 1.0, 99), 1e300]
     p1, p99 = x[1], x[98]  # 100 scores: the 2nd smallest and 2nd largest
     spread = p99 - p1
-    assert responses.outlier_fences(x) == pytest.approx((p1 - 10 * spread, p99 + 10 * spread))
-    assert responses.outlier_fences(np.r_[np.zeros(99), 1e300]) is None  # no spread to judge by
+    assert score_outliers.outlier_fences(x) == pytest.approx((p1 - 10 * spread, p99 + 10 * spread))
+    assert score_outliers.outlier_fences(np.r_[np.zeros(99), 1e300]) is None  # no spread to judge by
     # near-binary scores (most at 0, some at 1) are the bulk, not outliers
     y = np.r_[np.zeros(900), np.ones(100), 1e-7]
-    lo, hi = responses.outlier_fences(y)
+    lo, hi = score_outliers.outlier_fences(y)
     assert lo <= 0 and hi >= 1
 
 

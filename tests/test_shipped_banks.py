@@ -106,6 +106,30 @@ def test_names_resolve_to_shipped_banks_and_unknown_names_list_them():
     assert bank_reference("wmt24_en-de.bleu") == "wmt24_en-de.bleu"
 
 
+def test_the_bank_registry_names_what_it_refuses_and_lists_what_it_has(monkeypatch):
+    assert list(shipped_banks.BANK_REGISTRY) == [b.name for b in SHIPPED_BANKS] == shipped_banks.shipped_names()
+    assert shipped_banks.get_shipped_bank("alpaca_eval.judge.json.gz").task == "alpaca_eval"
+    with pytest.raises(InputError, match=r"unknown shipped bank 'wmt24_en-xx\.bleu'; shipped: wmt24_en-de\.bleu, "
+                                         r"wmt24_en-de\.chrf, .*, alpaca_eval\.judge$"):
+        shipped_banks.get_shipped_bank("wmt24_en-xx.bleu")
+    monkeypatch.setattr(shipped_banks, "BANK_REGISTRY", dict(shipped_banks.BANK_REGISTRY))
+    new = shipped_banks.register_banks("wmt25_{pair}.xcomet", table="wmt25/{pair}/xcomet", task="wmt25_{pair}",
+                                       metric="xcomet", fields={"pair": ["en-de"]})
+    assert [(b.name, b.table, b.task, b.metric) for b in new] == [("wmt25_en-de.xcomet", "wmt25/en-de/xcomet",
+                                                                    "wmt25_en-de", "xcomet")]
+    assert shipped_bank("wmt25_en-de.xcomet") == new[0] and shipped_for_task("wmt25_en-de") == list(new)
+    n = len(shipped_banks.BANK_REGISTRY)
+    with pytest.raises(ValueError, match=r"shipped bank 'alpaca_eval\.judge' is already registered"):
+        shipped_banks.register_banks("{name}", table="alpaca_eval/judge", task="t", metric="judge",
+                                     fields={"name": ["new.judge", "alpaca_eval.judge"]})
+    assert shipped_bank("new.judge") is None  # nothing of a refused family is registered
+    with pytest.raises(ValueError, match=r"'wmt24/en-xx/bleu' is not a named table; named tables: wmt24/en-de/bleu, "):
+        shipped_banks.register_banks("x.bleu", table="wmt24/en-xx/bleu", task="x", metric="bleu")
+    with pytest.raises(ValueError, match=r"bank pattern 'x_\{pair\}': fields pair; values given for \(none\)"):
+        shipped_banks.register_banks("x_{pair}", table="alpaca_eval/judge", task="x", metric="judge")
+    assert len(shipped_banks.BANK_REGISTRY) == n and shipped_bank("wmt24_en-es.chrf").table == "wmt24/en-es/chrf"
+
+
 def test_a_file_wins_over_a_name_and_gzip_bank_files_load(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     small_bank([1, 2], task=WMT).save(tmp_path / "wmt24_en-de.bleu")

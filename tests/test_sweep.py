@@ -12,7 +12,7 @@ import pytest
 from conftest import simulate_scores
 
 from lm_eval_adaptive.cli.main import main
-from lm_eval_adaptive.data.responses import read_table
+from lm_eval_adaptive.data.table_files import read_table
 from lm_eval_adaptive.engine.backtest import (
     BacktestConfig,
     assemble_backtest,

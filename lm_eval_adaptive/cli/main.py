@@ -25,7 +25,7 @@ from lm_eval_adaptive.cli.arguments import (
 from lm_eval_adaptive.cli.demo import run_demo
 from lm_eval_adaptive.cli.leaderboard import add_leaderboard_parsers
 from lm_eval_adaptive.cli.multi_metric import backtest_joint, metric_table_specs
-from lm_eval_adaptive.cli.progress import BacktestProgress
+from lm_eval_adaptive.cli.progress import BacktestProgress, table_progress
 from lm_eval_adaptive.cli.rank import add_rank_parser
 from lm_eval_adaptive.cli.replay_server import add_arguments as add_replay_arguments
 from lm_eval_adaptive.cli.replay_server import serve
@@ -41,6 +41,7 @@ from lm_eval_adaptive.cli.run import add_run_parser
 from lm_eval_adaptive.data.files import check_outputs
 from lm_eval_adaptive.data.price_map import load_costs_file, price_for
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE
+from lm_eval_adaptive.data.progress import progress_hook
 from lm_eval_adaptive.data.tables import load_any_table, table_item_field
 from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.backtest import BacktestConfig
@@ -374,7 +375,8 @@ def _main(argv: list) -> int:
 
         args.method = DEFAULT_METHOD
     try:
-        return int(args.func(args) or 0)
+        with progress_hook(table_progress):  # the data layer's long work (scoring a table) shown on stderr
+            return int(args.func(args) or 0)
     except InputError as e:
         print(f"error: {shown(e, lines=True)}", file=sys.stderr)
         return 2

@@ -1,4 +1,5 @@
-"""Progress displays of the long commands, on stderr (rich): ``backtest`` and ``run --adaptive``.
+"""Progress displays of the long commands, on stderr (rich): ``backtest``, ``run --adaptive``, and the
+scoring of a named table (:func:`table_progress`, the data layer's progress hook).
 
 On a terminal each is a live display; on anything else (a log file, a pipe, a captured stream)
 it prints a plain line now and then instead (at the end of each fold; at every tenth of a
@@ -8,9 +9,11 @@ on stdout, untouched.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from lm_eval_adaptive.atomic import atomic_write
 from lm_eval_adaptive.cli.report import plot_adaptive_run
@@ -19,7 +22,28 @@ from lm_eval_adaptive.display import shown
 if TYPE_CHECKING:
     from lm_eval_adaptive.harness.task_loop import TaskProgress
 
-__all__ = ["BacktestProgress", "AdaptiveRunProgress"]
+__all__ = ["BacktestProgress", "AdaptiveRunProgress", "table_progress"]
+
+
+@contextlib.contextmanager
+def table_progress(description: str, total: int) -> Iterator[Callable[[], None]]:
+    """A transient bar on stderr while the data layer scores a table (a
+    :data:`~lm_eval_adaptive.data.progress.ProgressHook`), only when stderr is a terminal; gives
+    ``advance()``."""
+    if not sys.stderr.isatty():
+        yield lambda: None
+        return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.progress import Progress
+
+    bar = Progress(console=Console(stderr=True, markup=False, emoji=False), transient=True)
+    bar.start()
+    try:
+        task = bar.add_task(escape(shown(description)), total=total)
+        yield lambda: bar.advance(task)
+    finally:
+        bar.stop()
 
 
 class BacktestProgress:

@@ -44,7 +44,7 @@ from lm_eval_adaptive.cli.harness_options import (
     task_folder,
     task_list,
 )
-from lm_eval_adaptive.cli.report import plot_ranking, print_inseparable, report_console
+from lm_eval_adaptive.cli.report import note_on_stderr, plot_ranking, print_inseparable, report_console
 from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.person_fit import misfit_note
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
@@ -231,7 +231,7 @@ def rank_settings(args) -> tuple[list[LiveSettings], bool]:
     tasks = task_list(args.tasks)
     if not tasks:
         raise InputError("--tasks: name the harness task(s) to rank on")
-    banks = parse_banks(args.bank, tasks, metric=args.metric, command="rank")
+    banks = parse_banks(args.bank, tasks, metric=args.metric, command="rank", note=note_on_stderr)
     if len(tasks) == 1:
         return [replace(base, tasks=tasks[0], bank=banks[tasks[0]])], False
     if not args.output:

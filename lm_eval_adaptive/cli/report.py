@@ -8,6 +8,7 @@ On a terminal a model name that does not fit is folded onto the next line, never
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 from rich.table import Table
@@ -18,7 +19,13 @@ from lm_eval_adaptive.engine.model_error import describe_correction
 from lm_eval_adaptive.live.terminal import PIPE_WIDTH, TextConsole, text_console
 
 __all__ = ["PIPE_WIDTH", "plot_ranking", "plot_intervals", "plot_backtest", "plot_adaptive_run", "pooled_any_wrong", "print_backtest",
-           "print_calibration", "print_inseparable", "print_ranking", "report_console", "table_label"]
+           "print_calibration", "print_inseparable", "print_ranking", "report_console", "table_label", "note_on_stderr"]
+
+
+def note_on_stderr(line: str) -> None:
+    """Print a note for the user (a shipped bank taken without ``--bank``, …) on stderr, names shown
+    escaped (:func:`~lm_eval_adaptive.display.shown`); the ``note`` the layers below are given."""
+    print(shown(line, lines=True), file=sys.stderr)
 
 def report_console(*, stderr: bool = False) -> TextConsole:
     """A rich console on stdout (or stderr) that prints text as text (no markup; control and bidi

@@ -6,13 +6,18 @@ Without ``--adaptive`` the harness's ``run`` executes unchanged; with it
 setting is checked while the command line is parsed (:mod:`.arguments`). The adaptive run is
 shown on stderr (:class:`~lm_eval_adaptive.cli.progress.AdaptiveRunProgress`, off with
 ``--no-progress``) and, with ``--plot`` or ``--output_path``, drawn (θ̂ and its 95% interval as
-documents accrue).
+documents accrue); its summary is printed on stdout once the files are written
+(:func:`print_adaptive_run`, from the run's
+:class:`~lm_eval_adaptive.harness.run.AdaptiveRunReport`).
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+from lm_eval_adaptive.display import shown
+from lm_eval_adaptive.engine.person_fit import misfit_note
 
 from lm_eval_adaptive.cli.arguments import (
     add_redact_argument,
@@ -21,16 +26,18 @@ from lm_eval_adaptive.cli.arguments import (
     positive_int,
 )
 from lm_eval_adaptive.cli.progress import AdaptiveRunProgress
-from lm_eval_adaptive.cli.report import report_console
+from lm_eval_adaptive.cli.report import note_on_stderr, report_console
 from lm_eval_adaptive.data.files import check_output_folder, check_outputs
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.lm_eval_compat import add_harness_run_parser
-from lm_eval_adaptive.harness.run import execute_run
+from lm_eval_adaptive.harness.result_blocks import metric_blocks
+from lm_eval_adaptive.harness.run import AdaptiveRunReport, execute_run
 from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S
 from lm_eval_adaptive.harness.task_loop import AdaptiveRunConfig
 from lm_eval_adaptive.live.cost_forecast import forecast_adaptive_run
 
-__all__ = ["add_run_parser", "split_run_arguments", "run_display", "plot_beside", "RUN_EXAMPLE", "DISPLAY_KEYS"]
+__all__ = ["add_run_parser", "split_run_arguments", "run_display", "plot_beside", "adaptive_run_summary",
+           "print_adaptive_run", "RUN_EXAMPLE", "DISPLAY_KEYS"]
 
 RUN_EXAMPLE = """\
 example:
@@ -145,10 +152,42 @@ def check_run_outputs(harness: argparse.Namespace, plot=None) -> None:
     check_outputs([("--plot", plot)])
 
 
+def adaptive_run_summary(report: AdaptiveRunReport) -> list[str]:
+    """The lines ``run --adaptive`` prints once its files are written: the model and settings, the
+    harness's results table, per task (per metric) θ̂ ± SE, documents, the estimated full-task metric
+    with its interval, dollars and the stop (and a misfit note), and where the results went."""
+    c = report.config
+    lines = [f"{report.model} ({report.model_args}), adaptive: se_target={c.se_target}, "
+             f"min_items={c.min_items}, max_items={c.max_items}, budget_usd={c.budget_usd}",
+             report.table]
+    for label, a in metric_blocks(report.results["adaptive"]):
+        est = a["metric_estimate"]
+        judge = f" (judge ${a['judge_cost_usd']:.4f})" if a["judge"]["calls"] else ""
+        lines.append(f"{label}: θ̂ = {a['theta']:+.3f} ± {a['se']:.3f}; {a['items']} of {a['task_docs']} documents "
+                     f"({a['pct_of_task']:.1f}%); estimated full-task {a['metric']} = {est['estimate']:.4f} "
+                     f"[{est['lower']:.4f}, {est['upper']:.4f}]; ${a['cost_usd']:.4f}{judge}; "
+                     f"stopped: {a['stopped_because']}")
+        note = misfit_note(a["person_fit"])
+        if note:
+            lines.append(f"{label}: misfit: {note}")
+    if report.output_path:
+        lines.append(f"results written under {report.output_path}")
+    return lines
+
+
+def print_adaptive_run(report: AdaptiveRunReport) -> None:
+    """Print :func:`adaptive_run_summary` on stdout, names shown escaped (:func:`~lm_eval_adaptive.display.shown`)."""
+    for line in adaptive_run_summary(report):
+        print(shown(line, lines=True))
+
+
 def _execute(args: argparse.Namespace, harness_execute) -> int:
     harness, adaptive = split_run_arguments(args)
     check_run_outputs(harness, getattr(args, "adaptive_plot", None))
     if adaptive is None or adaptive.dry_run:
-        return execute_run(harness, adaptive, harness_execute, forecast=forecast_adaptive_run)
+        return execute_run(harness, adaptive, harness_execute, forecast=forecast_adaptive_run, note=note_on_stderr)
     with run_display(args) as display:
-        return execute_run(harness, adaptive, harness_execute, forecast=forecast_adaptive_run, display=display)
+        report = execute_run(harness, adaptive, harness_execute, forecast=forecast_adaptive_run, display=display,
+                             note=note_on_stderr)
+    print_adaptive_run(report)
+    return 0

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -21,9 +21,14 @@ from lm_eval_adaptive.errors import InputError
 
 __all__ = ["ALPACA_METRICS", "load_alpaca_eval"]
 
+# Each metric -> the score of a judge preference (in [1, 2]).
+_SCORE_OF: dict[str, Callable[[float], float]] = {
+    "judge": lambda pref: float(pref) - 1.0,
+    "win": lambda pref: 1.0 if pref > 1.5 else 0.0,
+}
 #: ``judge``: the judge's preference - 1, in [0, 1]; ``win``: 1 if preference > 1.5 (the model's
 #: answer beats the reference, how AlpacaEval's win rate counts it) else 0.
-ALPACA_METRICS: tuple[str, ...] = ("judge", "win")
+ALPACA_METRICS: tuple[str, ...] = tuple(_SCORE_OF)
 
 
 def _id_of(record: dict[str, Any], path: Path, number: int) -> int:
@@ -75,6 +80,7 @@ def load_alpaca_eval(
     for number, rec in read_jsonl_records(ref_path):
         out_len[_id_of(rec, ref_path, number)] = len(str(rec.get("output") or "")) / 4.0
 
+    score_of = _SCORE_OF[metric]
     models: list[str] = []
     model_col: list[np.ndarray] = []
     id_col: list[np.ndarray] = []
@@ -95,7 +101,7 @@ def load_alpaca_eval(
             if math.isinf(pref):
                 raise InputError(f"preference {pref!r} is not finite", path=str(path), row=number)
             ids.append(ident)
-            prefs.append((1.0 if pref > 1.5 else 0.0) if metric == "win" else float(pref) - 1.0)
+            prefs.append(score_of(pref))
         if not ids:
             continue  # a model with no usable judgement contributes nothing
         model_col.append(np.full(len(ids), len(models), dtype=np.int64))

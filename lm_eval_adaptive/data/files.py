@@ -28,7 +28,7 @@ from lm_eval_adaptive.errors import InputError
 
 __all__ = ["DEFAULT_MAX_FILE_MB", "MAX_FILE_MB_ENV", "max_input_bytes", "read_bytes", "read_text", "read_json",
            "check_outputs", "check_output_folder", "same_path", "read_lines", "read_jsonl_records",
-           "read_jsonl"]
+           "read_jsonl", "suffix_of"]
 
 #: Largest input content (after decompression) read by default, in MiB.
 DEFAULT_MAX_FILE_MB = 512
@@ -197,3 +197,13 @@ def read_jsonl_records(path: Path) -> list[tuple[int, dict[str, Any]]]:
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     """The objects of a JSON Lines file (``.gz`` too); errors name the file and line."""
     return [rec for _, rec in read_jsonl_records(path)]
+
+
+def suffix_of(path: Path, suffixes: Iterable[str]) -> str | None:
+    """The one of ``suffixes`` that ``path``'s name ends in (case ignored; the longest that fits, e.g.
+    ``.csv.gz`` before ``.gz``), or None; a name that is only the suffix has none."""
+    name = path.name.lower()
+    for s in sorted(suffixes, key=len, reverse=True):
+        if name.endswith(s) and len(name) > len(s):
+            return s
+    return None

@@ -19,12 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lm_eval_adaptive.data.responses import (
-    OUTLIER_FENCE,
-    OUTLIER_QUANTILE,
-    ResponseTable,
-    as_str_array,
-)
+from lm_eval_adaptive.data.responses import ResponseTable, as_str_array
+from lm_eval_adaptive.data.score_outliers import OUTLIER_FENCE, OUTLIER_QUANTILE
 from lm_eval_adaptive.errors import InputError
 
 __all__ = ["ResponseMatrix", "check_matrix_outliers"]
@@ -135,7 +131,7 @@ class ResponseMatrix:
 def check_matrix_outliers(matrix: ResponseMatrix) -> None:
     """Refuse a matrix with a score far outside the bulk of its scores.
 
-    The rule is :func:`~lm_eval_adaptive.data.responses.outlier_fences`' (the same as for a long
+    The rule is :func:`~lm_eval_adaptive.data.score_outliers.outlier_fences`' (the same as for a long
     table; its two order statistics come from one in-place partition of a copy of the scores
     instead of two quantile calls, which is 150 M scores' largest cost); the message names the
     first offending cell in row-major order.

@@ -6,23 +6,16 @@ optionally with the number of input and output tokens the item cost.  The same
 ``(model, item)`` pair may appear several times (repeated samples); pairs may
 also be missing.
 
-Files are read with :func:`read_table` (CSV/TSV, JSON Lines, Parquet, optionally
-gzip-compressed) and written with :meth:`ResponseTable.write` (atomically).
-Every problem with the input raises :class:`~lm_eval_adaptive.errors.InputError`
+Files are read with :func:`~lm_eval_adaptive.data.table_files.read_table`
+(CSV/TSV, JSON Lines, Parquet, optionally gzip-compressed) and written with
+:meth:`ResponseTable.write` (atomically).  A table is built from its raw columns by
+:func:`table_from_frame` (the columns parsed by :mod:`lm_eval_adaptive.data.table_columns`);
+every problem with the input raises :class:`~lm_eval_adaptive.errors.InputError`
 naming the file and, where there is one, the row.
 
-Outlying scores.  One corrupt value (``-12540`` in a table of [0, 1] scores, a
-bit-flipped ``1e300`` in a Parquet file) would silently squash every other score
-into a sliver of the global [min, max] scaling range.  So a score is refused when
-it lies more than :data:`OUTLIER_FENCE` times the table's central spread beyond
-it: with ``P1`` and ``P99`` the 1st and 99th percentiles of all the table's
-scores (taken as order statistics, never interpolated towards the extremes, so
-the single smallest and largest value never shape them) and ``s = P99 - P1``,
-every score must lie in ``[P1 - 10 s, P99 + 10 s]``.  Scores that do not vary in
-their central 98 % (``s = 0``) are not checked.  The rule never fires on the
-real tables (WMT24 BLEU/chrF, AlpacaEval judge: none of their scores lies
-more than 0.08 s beyond ``[P1, P99]``).  ``allow_outliers=True`` (on the
-command line ``--allow-outliers``) accepts such scores when they are genuine.
+Outlying scores are refused (:func:`check_score_outliers`) by the rule of
+:mod:`lm_eval_adaptive.data.score_outliers`, unless ``allow_outliers=True`` (on the
+command line ``--allow-outliers``) accepts them as genuine.
 """
 
 from __future__ import annotations
@@ -39,35 +32,22 @@ import numpy as np
 import pandas as pd
 
 from lm_eval_adaptive.atomic import atomic_write
-from lm_eval_adaptive.data.files import max_input_bytes, read_bytes, read_text
+from lm_eval_adaptive.data.files import suffix_of
+from lm_eval_adaptive.data.score_outliers import OUTLIER_FENCE, outlier_fences
+from lm_eval_adaptive.data.table_columns import (
+    REQUIRED_COLUMNS,
+    TOKEN_COLUMNS,
+    factorize,
+    list_columns,
+    parse_labels,
+    parse_numbers,
+)
 from lm_eval_adaptive.errors import InputError
 
-__all__ = ["ResponseTable", "read_table", "check_score_outliers", "outlier_fences", "as_str_array",
-           "READ_SUFFIXES", "WRITE_SUFFIXES", "OUTLIER_QUANTILE", "OUTLIER_FENCE"]
-
-REQUIRED_COLUMNS = ("model", "item", "score")
-TOKEN_COLUMNS = ("input_tokens", "output_tokens")
-
-#: File suffixes :func:`read_table` understands, and the format each means.
-READ_SUFFIXES = {
-    ".csv": "csv",
-    ".csv.gz": "csv",
-    ".tsv": "tsv",
-    ".tsv.gz": "tsv",
-    ".jsonl": "jsonl",
-    ".jsonl.gz": "jsonl",
-    ".ndjson": "jsonl",
-    ".ndjson.gz": "jsonl",
-    ".parquet": "parquet",
-}
+__all__ = ["ResponseTable", "table_from_frame", "check_score_outliers", "as_str_array", "WRITE_SUFFIXES"]
 
 #: File suffixes :meth:`ResponseTable.write` understands.
 WRITE_SUFFIXES = (".csv", ".csv.gz", ".jsonl", ".jsonl.gz", ".parquet")
-
-#: Outlier rule (module docstring): the central spread is ``P99 - P1`` ...
-OUTLIER_QUANTILE = 0.01
-#: ... and a score more than this many spreads beyond ``[P1, P99]`` is refused.
-OUTLIER_FENCE = 10.0
 
 
 # --------------------------------------------------------------------------- #
@@ -200,7 +180,7 @@ class ResponseTable:
                 )
         frame = pd.DataFrame({k: _as_column(v) for k, v in columns.items()})
         rows = np.arange(1, n + 1, dtype=np.int64)
-        return _table_from_frame(frame, rows, source=source, metric=metric,
+        return table_from_frame(frame, rows, source=source, metric=metric,
                                  allow_outliers=allow_outliers)
 
     # ------------------------------------------------------------ matrices
@@ -309,7 +289,7 @@ class ResponseTable:
             InputError: for an unknown suffix or a missing directory.
         """
         path = Path(path)
-        suffix = _suffix_of(path, WRITE_SUFFIXES)
+        suffix = suffix_of(path, WRITE_SUFFIXES)
         if suffix is None:
             raise InputError(
                 f"cannot write this format; use one of {', '.join(WRITE_SUFFIXES)}",
@@ -349,150 +329,11 @@ class ResponseTable:
 
 
 # --------------------------------------------------------------------------- #
-# Reading
-# --------------------------------------------------------------------------- #
-
-
-def read_table(
-    path: str | os.PathLike[str],
-    *,
-    metric: str | None = None,
-    score_column: str = "score",
-    allow_outliers: bool = False,
-) -> ResponseTable:
-    """Read a long-format response table.
-
-    Formats, by suffix: CSV (``.csv``, ``.csv.gz``), TSV (``.tsv``, ``.tsv.gz``),
-    JSON Lines (``.jsonl``, ``.jsonl.gz``, ``.ndjson``) and Parquet (``.parquet``).
-    Columns ``model``, ``item`` and the score column are required;
-    ``input_tokens`` and ``output_tokens`` are optional (empty = unknown); other
-    columns are ignored.  Model names and item ids are kept as strings (``0001``
-    stays ``"0001"``).  Repeated ``(model, item)`` rows are several observations.
-
-    Rows in messages: for CSV/TSV the header is row 1 (first data row is row 2);
-    for JSON Lines the line number; for Parquet the 1-based data row.
-
-    Args:
-        path: the file.
-        metric: name of the metric, stored on the table.
-        score_column: name of the score column (renamed to ``score``).
-        allow_outliers: accept scores far outside the bulk of the table (see
-            the module docstring for the rule); the table remembers it.
-
-    Raises:
-        InputError: unreadable file or unknown format, missing or repeated
-            column, empty table, missing/non-numeric/infinite score, a score
-            far outside the bulk (unless ``allow_outliers``), empty model or
-            item, negative or non-numeric token count, fewer than 2 distinct
-            models.
-    """
-    path = Path(path)
-    where = str(path)
-    suffix = _suffix_of(path, tuple(READ_SUFFIXES))
-    if suffix is None:
-        raise InputError(
-            "unknown table format; use one of " + ", ".join(READ_SUFFIXES), path=where
-        )
-    kind = READ_SUFFIXES[suffix]
-    if not path.is_file():
-        raise InputError("file not found" if not path.exists() else "not a file", path=where)
-    try:
-        if kind in ("csv", "tsv"):
-            frame, rows = _read_csv(path, sep="\t" if kind == "tsv" else ",")
-        elif kind == "jsonl":
-            frame, rows = _read_jsonl(path)
-        else:
-            import pyarrow.parquet as pq
-
-            if path.stat().st_size > max_input_bytes():
-                read_bytes(path, what="PARQUET file")  # refused: larger than the input size limit
-            _refuse_repeated_columns(pq.read_schema(path).names, where)
-            frame = pd.read_parquet(path)
-            rows = np.arange(1, len(frame) + 1, dtype=np.int64)
-    except InputError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - any reader failure is bad input
-        raise InputError(f"cannot read {kind.upper()} file: {exc}", path=where) from exc
-
-    frame.columns = [str(c).strip() for c in frame.columns]
-    _refuse_repeated_columns(frame.columns, where)
-    if score_column != "score":
-        if score_column not in frame.columns:
-            raise InputError(
-                f"missing required column {score_column!r}; "
-                f"columns found: {_list_columns(frame.columns)}",
-                path=where,
-            )
-        frame = frame.drop(columns=[c for c in frame.columns if c == "score"])
-        frame = frame.rename(columns={score_column: "score"})
-    return _table_from_frame(frame, rows, source=where, metric=metric,
-                             score_name=score_column, allow_outliers=allow_outliers)
-
-
-def _read_csv(path: Path, sep: str) -> tuple[pd.DataFrame, np.ndarray]:
-    data = read_bytes(path, what="TSV file" if sep == "\t" else "CSV file")  # under the input size limit; .gz inflated in chunks
-    frame = pd.read_csv(
-        io.BytesIO(data),
-        sep=sep,
-        dtype=str,
-        keep_default_na=False,
-        na_filter=False,
-        skip_blank_lines=False,
-        compression=None,
-        encoding="utf-8",
-    )
-    if len(frame.columns):
-        # pandas renames a repeated header name ("score", "score.1"): look at the header itself.
-        header = pd.read_csv(io.BytesIO(data), sep=sep, header=None, nrows=1, dtype=str, keep_default_na=False,
-                             na_filter=False, compression=None, encoding="utf-8")
-        _refuse_repeated_columns(header.iloc[0].tolist() if len(header) else [], str(path))
-    rows = np.arange(2, len(frame) + 2, dtype=np.int64)
-    if len(frame):
-        # Blank lines (and lines of empty fields) are not observations.
-        blank = (frame.apply(lambda c: c.str.strip()) == "").all(axis=1).to_numpy()
-        if blank.any():
-            frame = frame.loc[~blank].reset_index(drop=True)
-            rows = rows[~blank]
-    return frame, rows
-
-
-def _read_jsonl(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
-    text = read_text(path, what="JSONL file")  # under the input size limit; .gz inflated in chunks
-    lines = text.split("\n")
-    numbers = np.array([i for i, line in enumerate(lines, 1) if line.strip()], dtype=np.int64)
-    if len(numbers) == 0:
-        return pd.DataFrame(), numbers
-    body = "\n".join(lines[i - 1] for i in numbers)
-    try:
-        frame = pd.read_json(
-            io.StringIO(body), lines=True, dtype=False,
-            precise_float=True,
-        )
-    except ValueError:
-        # Find the first bad line for a precise message.
-        for i in numbers:
-            try:
-                value = json.loads(lines[i - 1])
-            except json.JSONDecodeError as exc:
-                raise InputError(f"invalid JSON: {exc.msg}", path=str(path), row=int(i)) from exc
-            if not isinstance(value, dict):
-                raise InputError("line is not a JSON object", path=str(path), row=int(i))
-        raise
-    if len(frame) != len(numbers):
-        raise InputError("could not read every line as one JSON object", path=str(path))
-    # pandas keeps the last of repeated keys in an object: look for them line by line.
-    for i in numbers:
-        json.loads(lines[i - 1], object_pairs_hook=lambda pairs, _i=int(i): _refuse_repeated_keys(
-            pairs, str(path), _i))
-    return frame, numbers
-
-
-# --------------------------------------------------------------------------- #
 # Validation
 # --------------------------------------------------------------------------- #
 
 
-def _table_from_frame(
+def table_from_frame(
     frame: pd.DataFrame,
     rows: np.ndarray,
     *,
@@ -507,24 +348,24 @@ def _table_from_frame(
         names = [score_name if c == "score" else c for c in missing]
         raise InputError(
             f"missing required column{'s' if len(names) > 1 else ''} "
-            f"{', '.join(map(repr, names))}; columns found: {_list_columns(frame.columns)}",
+            f"{', '.join(map(repr, names))}; columns found: {list_columns(frame.columns)}",
             path=source,
         )
     if len(frame) == 0:
         raise InputError("the table has no rows", path=source)
 
-    model = _labels(frame["model"], "model", rows, source)
-    item = _labels(frame["item"], "item", rows, source)
-    score = _numbers(frame["score"], score_name, rows, source, optional=False)
+    model = parse_labels(frame["model"], "model", rows, source)
+    item = parse_labels(frame["item"], "item", rows, source)
+    score = parse_numbers(frame["score"], score_name, rows, source, optional=False)
     tokens = {}
     for name in TOKEN_COLUMNS:
         if name in frame.columns:
-            tokens[name] = _numbers(frame[name], name, rows, source, optional=True)
+            tokens[name] = parse_numbers(frame[name], name, rows, source, optional=True)
         else:
             tokens[name] = np.full(len(frame), np.nan)
 
-    models, model_idx = _factorize(model)
-    items, item_idx = _factorize(item)
+    models, model_idx = factorize(model)
+    items, item_idx = factorize(item)
     if len(models) < 2:
         raise InputError(
             f"need at least 2 distinct models, found {len(models)} ({', '.join(map(repr, models))})",
@@ -545,33 +386,6 @@ def _table_from_frame(
     if not allow_outliers:
         check_score_outliers(table, rows=rows, score_name=score_name)
     return table
-
-
-def outlier_fences(score: np.ndarray, *, overwrite_input: bool = False) -> tuple[float, float] | None:
-    """``(low, high)``: the range a score must lie in (rule in the module docstring).
-
-    ``None`` when the scores' central spread ``P99 - P1`` is zero (nothing to
-    measure against) or there are fewer than 3 finite scores.  ``overwrite_input``:
-    ``score`` may be reordered in place (saves copying a large array).
-    """
-    x = np.asarray(score)
-    if x.dtype not in (np.float32, np.float64):  # float32 stays (order statistics are exact)
-        x = x.astype(np.float64)
-    finite = np.isfinite(x)
-    if not finite.all():
-        x = x[finite]
-    del finite
-    if x.size < 3:
-        return None
-    # Order statistics, rounded inwards: in a table of up to 100 scores the single
-    # smallest and largest value are never used, in a larger one the outer 1 %.
-    own = overwrite_input or x is not score  # x is ours to reorder
-    p_lo = float(np.quantile(x, OUTLIER_QUANTILE, method="higher", overwrite_input=own))
-    p_hi = float(np.quantile(x, 1.0 - OUTLIER_QUANTILE, method="lower", overwrite_input=own))
-    spread = p_hi - p_lo
-    if not spread > 0:
-        return None
-    return p_lo - OUTLIER_FENCE * spread, p_hi + OUTLIER_FENCE * spread
 
 
 def check_score_outliers(
@@ -608,117 +422,9 @@ def check_score_outliers(
     )
 
 
-def _labels(col: pd.Series, name: str, rows: np.ndarray, source: str) -> np.ndarray:
-    """Model names / item ids as stripped strings; error on the first empty one."""
-    values = col.to_numpy(dtype=object)
-    missing = pd.isna(col).to_numpy()
-    if col.dtype.kind == "f":
-        # JSON numbers with nulls come back as floats: 7.0 -> "7".
-        finite = ~missing
-        integral = np.zeros(len(values), dtype=bool)
-        integral[finite] = np.mod(col.to_numpy()[finite], 1) == 0
-        out = col.astype(str).to_numpy(dtype=object)
-        if integral.any():
-            out[integral] = col.to_numpy()[integral].astype(np.int64).astype(str)
-        values = out
-    else:
-        values = pd.Series(values, dtype=object).astype(str).to_numpy(dtype=object)
-    strings = pd.Series(values, dtype=object).str.strip()
-    empty = (strings == "").to_numpy() | missing
-    if empty.any():
-        first = int(np.flatnonzero(empty)[0])
-        raise InputError(f"{name} is empty", path=source, row=int(rows[first]))
-    return strings.to_numpy(dtype=object)
-
-
-def _numbers(
-    col: pd.Series, name: str, rows: np.ndarray, source: str, *, optional: bool
-) -> np.ndarray:
-    """Parse a numeric column; error on the first bad value.
-
-    Scores must be finite numbers; token counts may be missing (NaN) but must
-    otherwise be finite and non-negative.
-    """
-    if col.dtype.kind in "fiu":
-        raw = col.to_numpy()
-        parsed = raw.astype(np.float64)
-        blank = np.isnan(parsed)
-        not_number = np.zeros(len(parsed), dtype=bool)
-    else:
-        missing = pd.isna(col).to_numpy()
-        text = col.astype(str).str.strip()
-        text[missing] = ""
-        blank = (text == "").to_numpy()
-        parsed = np.array(pd.to_numeric(text.where(~blank, None), errors="coerce"), dtype=np.float64)
-        nan_words = text.str.lower().isin(["nan", "-nan", "+nan"]).to_numpy()
-        not_number = np.isnan(parsed) & ~blank & ~nan_words
-        blank = blank | nan_words
-        raw = text.to_numpy(dtype=object)
-    infinite = np.isinf(parsed)
-    if optional:
-        negative = parsed < 0
-        bad = not_number | infinite | negative
-    else:
-        negative = np.zeros(len(parsed), dtype=bool)
-        bad = not_number | infinite | blank
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        value = raw[i]
-        if not_number[i]:
-            message = f"{name} {str(value)!r} is not a number"
-        elif infinite[i]:
-            message = f"{name} {str(value)!r} is not finite"
-        elif negative[i]:
-            message = f"{name} {str(value)!r} is negative"
-        elif isinstance(value, str) and value.strip() == "":
-            message = f"{name} is empty"
-        else:
-            message = f"{name} is missing (NaN)"
-        raise InputError(message, path=source, row=int(rows[i]))
-    if optional:
-        parsed[blank] = np.nan
-    return parsed
-
-
 # --------------------------------------------------------------------------- #
 # Helpers
 # --------------------------------------------------------------------------- #
-
-
-def _refuse_repeated_columns(names: Iterable[Any], source: str) -> None:
-    """A column name (surrounding spaces ignored) may appear only once.
-
-    Empty names (trailing separators in a CSV header) are not columns anyone
-    reads and may repeat.
-    """
-    seen: dict[str, int] = {}
-    for name in (str(n).strip() for n in names):
-        if name:
-            seen[name] = seen.get(name, 0) + 1
-    repeated = [n for n, count in seen.items() if count > 1]
-    if repeated:
-        raise InputError(
-            f"column {repeated[0]!r} appears {seen[repeated[0]]} times; "
-            "each column may appear only once",
-            path=source,
-        )
-
-
-def _refuse_repeated_keys(pairs: list[tuple[str, Any]], source: str, row: int) -> dict:
-    """``object_pairs_hook``: a JSON object may hold each key (spaces ignored) only once."""
-    seen: set[str] = set()
-    for key, _ in pairs:
-        name = str(key).strip()
-        if name and name in seen:
-            raise InputError(f"key {name!r} appears more than once in the object; "
-                             "each column may appear only once", path=source, row=row)
-        seen.add(name)
-    return dict(pairs)
-
-
-def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    codes, uniques = pd.factorize(values, sort=False)  # order of first appearance
-    return np.asarray(uniques, dtype=object), codes.astype(np.int64)
 
 
 def _group_nanmean(groups: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
@@ -742,19 +448,6 @@ def _as_column(values: Any) -> Any:
         return values.reset_index(drop=True)
     arr = np.asarray(values)
     return arr if arr.dtype.kind in "fiub" else np.asarray(values, dtype=object)
-
-
-def _list_columns(columns: Iterable[Any]) -> str:
-    cols = [str(c) for c in columns]
-    return ", ".join(map(repr, cols)) if cols else "(none)"
-
-
-def _suffix_of(path: Path, suffixes: Iterable[str]) -> str | None:
-    name = path.name.lower()
-    for s in sorted(suffixes, key=len, reverse=True):
-        if name.endswith(s) and len(name) > len(s):
-            return s
-    return None
 
 
 def _float_json(values: np.ndarray) -> np.ndarray:

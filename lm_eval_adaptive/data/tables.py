@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from lm_eval_adaptive.data.named_tables import NAMED_TABLES, load_named, named_item_field
-from lm_eval_adaptive.data.responses import read_table
+from lm_eval_adaptive.data.table_files import read_table
 from lm_eval_adaptive.errors import InputError
 
 __all__ = ["EMBEDDED", "embedded_path", "load_any_table", "table_item_field"]
@@ -27,7 +27,7 @@ def load_any_table(spec: str, *, metric: str | None = None, allow_outliers: bool
     """A response table from a file, an embedded table (``embedded:NAME``) or a named real table.
 
     ``allow_outliers``: accept scores far outside the bulk of the table (see
-    :func:`~lm_eval_adaptive.data.responses.read_table`); the table remembers it.
+    :func:`~lm_eval_adaptive.data.table_files.read_table`); the table remembers it.
     """
     if spec.startswith("embedded:"):
         name = spec.split(":", 1)[1]

@@ -4,7 +4,8 @@
 the reference, ``documents.tsv`` and one file per system; :func:`load_wmt24` scores every
 system's segments against the reference with sacrebleu (in worker processes when that is
 worth it) and caches the table's numbers under
-:func:`~lm_eval_adaptive.data.data_root.cache_dir`. No text from the data is stored.
+:func:`~lm_eval_adaptive.data.data_root.cache_dir`. No text from the data is stored. While it
+scores, it tells the command's progress hook each system done (:mod:`lm_eval_adaptive.data.progress`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import concurrent.futures as cf
 import hashlib
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -22,8 +22,8 @@ import numpy as np
 from lm_eval_adaptive.atomic import atomic_write
 from lm_eval_adaptive.data.data_root import cache_dir, data_root
 from lm_eval_adaptive.data.files import read_lines
+from lm_eval_adaptive.data.progress import progress
 from lm_eval_adaptive.data.responses import ResponseTable
-from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.errors import InputError
 
 __all__ = ["WMT24_METRICS", "WMT24_PAIRS", "load_wmt24"]
@@ -31,7 +31,6 @@ __all__ = ["WMT24_METRICS", "WMT24_PAIRS", "load_wmt24"]
 #: WMT24 language pairs available.  BLEU's tokenizer is sacrebleu's choice for the target
 #: language (``BLEU(trg_lang=...)``: ``ja-mecab`` for ja, ``zh`` for zh, ``13a`` otherwise).
 WMT24_PAIRS: tuple[str, ...] = ("en-de", "en-es", "en-ja", "en-zh")
-WMT24_METRICS: tuple[str, ...] = ("bleu", "chrf")
 
 # Bump when the way tables are computed changes, to invalidate old caches.
 _CACHE_VERSION = 2
@@ -41,14 +40,27 @@ _PARALLEL_SECONDS = 5.0
 _SECONDS_PER_SEGMENT = 5e-4
 
 
+def _bleu(pair: str) -> Any:
+    from sacrebleu.metrics import BLEU
+
+    # sacrebleu picks the tokenizer for the target language; the signature names it.
+    return BLEU(effective_order=True, trg_lang=pair.split("-", 1)[1])
+
+
+def _chrf(pair: str) -> Any:
+    from sacrebleu.metrics import CHRF
+
+    return CHRF()
+
+
+#: Each metric -> the sacrebleu metric object it is on a pair.
+_SACREBLEU_METRICS: dict[str, Callable[[str], Any]] = {"bleu": _bleu, "chrf": _chrf}
+WMT24_METRICS: tuple[str, ...] = tuple(_SACREBLEU_METRICS)
+
+
 def _make_metric(metric: str, pair: str) -> Any:
     """The sacrebleu metric object for ``metric`` on ``pair``."""
-    from sacrebleu.metrics import BLEU, CHRF
-
-    if metric == "bleu":
-        # sacrebleu picks the tokenizer for the target language; the signature names it.
-        return BLEU(effective_order=True, trg_lang=pair.split("-", 1)[1])
-    return CHRF()
+    return _SACREBLEU_METRICS[metric](pair)
 
 
 def _metric_signature(metric: str, pair: str) -> str:
@@ -79,22 +91,6 @@ def _file_digest(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def _progress(total: int, description: str) -> tuple[Callable[[], None], Callable[[], None]]:
-    """A progress bar on stderr (only when it is a terminal): ``(advance, close)``."""
-    if not sys.stderr.isatty():
-        return (lambda: None), (lambda: None)
-    try:
-        from rich.console import Console
-        from rich.markup import escape
-        from rich.progress import Progress
-    except ImportError:  # pragma: no cover - rich is a dependency
-        return (lambda: None), (lambda: None)
-    progress = Progress(console=Console(stderr=True, markup=False, emoji=False), transient=True)
-    progress.start()
-    task = progress.add_task(escape(shown(description)), total=total)
-    return (lambda: progress.advance(task)), progress.stop
 
 
 def load_wmt24(
@@ -243,8 +239,7 @@ def _score_all(
     """Score every system, in worker processes when that is worth it."""
     n_seg = sum(len(h) for h in hyps_by_system)
     workers = min(os.cpu_count() or 1, len(names))
-    advance, close = _progress(len(names), f"scoring WMT24 {pair} {metric}")
-    try:
+    with progress(f"scoring WMT24 {pair} {metric}", len(names)) as advance:  # shown by the command's hook
         if workers > 1 and n_seg * _SECONDS_PER_SEGMENT > _PARALLEL_SECONDS:
             try:
                 return _score_parallel(metric, pair, hyps_by_system, refs, workers, advance)
@@ -255,8 +250,6 @@ def _score_all(
             out.append(_score_segments(metric, pair, hyps, refs))
             advance()
         return out
-    finally:
-        close()
 
 
 def _score_parallel(

@@ -8,7 +8,6 @@ import logging
 import time
 
 from lm_eval_adaptive.data.prices import upper_estimate
-from lm_eval_adaptive.display import SHOWN_LOG_FILTER
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness import lm_eval_compat as compat
 from lm_eval_adaptive.harness.billing import ModelFailed, RetryPolicy, may_have_been_billed
@@ -17,7 +16,6 @@ from lm_eval_adaptive.harness.scorer import TEMPLATE_TOKENS
 __all__ = ["AttemptBilling", "BudgetRefused", "harness_attempts"]
 
 log = logging.getLogger("lm_eval_adaptive")
-log.addFilter(SHOWN_LOG_FILTER)  # names in messages shown escaped
 
 
 class BudgetRefused(ModelFailed):

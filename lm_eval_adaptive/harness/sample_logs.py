@@ -9,14 +9,12 @@ from pathlib import Path
 
 from lm_eval_adaptive.data.files import read_json, read_jsonl_records
 from lm_eval_adaptive.data.responses import ResponseTable
-from lm_eval_adaptive.display import SHOWN_LOG_FILTER
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import SAMPLE_LOGS_SOURCE
 
 __all__ = ["ADAPTIVE_SAMPLE_KEY", "table_from_sample_logs", "options_from_sample_logs"]
 
 log = logging.getLogger("lm_eval_adaptive")
-log.addFilter(SHOWN_LOG_FILTER)  # names in messages shown escaped
 
 #: Key every sample row of an adaptive run carries (its order, item id, information, scaled score).
 ADAPTIVE_SAMPLE_KEY = "adaptive"
@@ -31,7 +29,7 @@ def table_from_sample_logs(paths, *, task: str, metric: str, allow_outliers: boo
     nothing else is left. The model name comes from the ``results_*.json`` beside the file (``model_name``
     or ``config.model_args``), else the folder name. Item = ``doc_id``; tokens ≈ characters/4
     of the prompt and of the response. ``allow_outliers``: see
-    :func:`~lm_eval_adaptive.data.responses.read_table`.
+    :func:`~lm_eval_adaptive.data.table_files.read_table`.
     """
 
     files = _sample_files(paths, task)
