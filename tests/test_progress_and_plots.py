@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.cells import cell_len
 from rich.console import Console
 
 from lm_eval_adaptive.cli.main import main
@@ -58,8 +59,9 @@ def _normalised(table_text: str) -> str:
 
 
 # ------------------------------------------------------------------------------ backtest
-def test_backtest_plot_and_progress_on_a_pipe(tmp_path, capsys):
+def test_backtest_plot_and_progress_on_a_pipe(tmp_path, capsys, monkeypatch):
     _real_data()
+    monkeypatch.delenv("COLUMNS", raising=False)  # the default width of output that is not a terminal
     png, js = tmp_path / "bt.png", tmp_path / "bt.json"
     args = ["backtest", "wmt24/en-de/bleu", "--seeds", "2", "--folds", "2", "--bootstrap", "500"]
     # piped: stdout holds the tables, stderr a plain line per fold (no bar, no escape codes)
@@ -72,6 +74,9 @@ def test_backtest_plot_and_progress_on_a_pipe(tmp_path, capsys):
                          + err_lines[f - 1].rsplit(", ", 1)[1] for f in (1, 2)], piped.stderr
     assert "\r" not in piped.stderr and "\x1b" not in piped.stderr
     assert "done (" not in piped.stdout and "\x1b" not in piped.stdout
+    # piped: no line wider than 120 columns (it was about 220), the table's name whole in every part
+    assert max(cell_len(x) for x in piped.stdout.splitlines()) <= 120
+    assert sum("│ wmt24/en-de/bleu " in x for x in piped.stdout.splitlines()) >= 2
     # the same backtest without progress, with --plot and --json: the same tables on stdout
     assert main([*args, "--no-progress", "--plot", str(png), "--json", str(js)]) == 0
     out, err = capsys.readouterr()
