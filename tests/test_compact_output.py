@@ -97,3 +97,29 @@ def test_columns_sets_the_width_of_output_that_is_not_a_terminal(monkeypatch):
     assert default_pipe_width() == PIPE_WIDTH == 120
     console = text_console()  # pytest's captured stdout is not a terminal
     assert console.width == 120 and console.fit_tables
+
+
+def test_text_wraps_at_spaces_and_keeps_a_long_path_or_name_whole():
+    buf = io.StringIO()
+    console = TextConsole(file=buf, width=PIPE_WIDTH, fit_tables=True)
+    path = "/tmp/" + "a-very-long-folder-name/" * 8 + "adaptive_2026-11-26T00-43-41.645101.png"
+    console.print(f"wrote {path}")
+    prose = " ".join(["ModelName-with-dashes"] * 20)
+    console.print(prose)
+    lines = buf.getvalue().splitlines()
+    assert f"wrote {path}" in lines  # a line with a word longer than the width is left whole
+    rest = lines[lines.index(f"wrote {path}") + 1:]
+    assert all(cell_len(x) <= PIPE_WIDTH for x in rest) and len(rest) >= 4
+    assert all(set(x.split(" ")) == {"ModelName-with-dashes"} for x in rest)
+
+
+def test_a_signature_is_cut_at_its_separators_into_lines_that_join_back():
+    from lm_eval_adaptive.cli.report import signature_lines
+
+    sig = "|".join(f"key{k}:value-{k * 7919}" for k in range(60))
+    lines = signature_lines(sig, 120)
+    assert "".join(lines) == sig and len(lines) > 1
+    assert all(len(x) <= 120 for x in lines) and all(x.startswith("|") for x in lines[1:])
+    prices = "a:1|prices:" + "+".join(f"litellm:provider/model-{k}" for k in range(12)) + "|z:2"
+    assert "".join(signature_lines(prices, 120)) == prices and max(map(len, signature_lines(prices, 120))) <= 120
+    assert signature_lines("a:" + "x" * 200, 120) == ["a:" + "x" * 200]

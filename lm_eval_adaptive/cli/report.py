@@ -18,7 +18,7 @@ from lm_eval_adaptive.engine.model_error import describe_correction
 from lm_eval_adaptive.live.terminal import PIPE_WIDTH, TextConsole, text_console
 
 __all__ = ["PIPE_WIDTH", "plot_ranking", "plot_intervals", "plot_backtest", "plot_adaptive_run", "pooled_any_wrong", "print_backtest",
-           "print_calibration", "print_inseparable", "print_ranking", "report_console", "table_label"]
+           "print_calibration", "print_inseparable", "print_ranking", "report_console", "signature_lines", "table_label"]
 
 def report_console(*, stderr: bool = False) -> TextConsole:
     """A rich console on stdout (or stderr) that prints text as text (no markup; control and bidi
@@ -123,7 +123,26 @@ def print_backtest(console, results) -> None:
                   "mean; |z|>1.96: share of stops whose θ̂ is further than 1.96 SE from θ̂ on every bank item "
                   "(honest: 0.05); misfit: share flagged by the person-fit statistic", highlight=False)
     # not "signature: …": the redaction reads a generic secret name before a colon as a secret and hid the line
-    console.print(f"the signature of these figures (settings and versions): {results[0].signature}", highlight=False)
+    console.print("the signature of these figures (settings and versions; its lines joined without a break):",
+                  highlight=False)
+    for line in signature_lines(results[0].signature, console.width):
+        console.print(line, highlight=False)
+
+
+def signature_lines(signature: str, width: int) -> list[str]:
+    """A ``key:value|key:value…`` signature cut before a ``|`` (or a ``+`` inside a field) into lines of
+    at most ``width`` columns (a piece longer than that stays whole): joined without a break, they are
+    the signature."""
+    import re
+
+    lines, cur = [], ""
+    for piece in re.split(r"(?=[|+])", signature):
+        if cur and len(cur) + len(piece) > width:
+            lines.append(cur)
+            cur = piece
+        else:
+            cur += piece
+    return lines + [cur] if cur else lines
 
 
 def pooled_any_wrong(results) -> float:

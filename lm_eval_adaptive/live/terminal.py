@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import textwrap
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from lm_eval_adaptive.display import shown
 
-__all__ = ["PIPE_WIDTH", "TextConsole", "Records", "default_pipe_width", "fit_table", "styled", "text_console"]
+__all__ = ["PIPE_WIDTH", "TextConsole", "default_pipe_width", "fit_table", "styled", "text_console", "wrap_words"]
 
 #: Columns of output that is not a terminal (a pipe, a file, a log), unless ``COLUMNS`` says otherwise.
 #: A table wider than that is printed as several narrower tables that each repeat its name column
@@ -54,20 +56,36 @@ class TextConsole(Console):
         return super().render_str(shown(text, lines=True), **kwargs)
 
     def print(self, *objects, **kwargs):
-        if self.fit_tables and any(isinstance(o, Table) for o in objects):
+        """As rich's, and with ``fit_tables``: tables fitted (:func:`fit_table`), text wrapped at spaces
+        only (a word, a name or a path longer than the width stays whole on its own line)."""
+        if self.fit_tables:
             parts = []
             for o in objects:
-                parts.extend(fit_table(self, o) if isinstance(o, Table) else [o])
-            if any(isinstance(o, Records) for o in parts):  # a name wider than the console: never cut
-                for o in parts:
-                    super().print(o, **({**kwargs, "soft_wrap": True} if isinstance(o, Records) else kwargs))
-                return None
+                if isinstance(o, Table):
+                    parts.extend(fit_table(self, o))
+                elif isinstance(o, str):
+                    parts.append(wrap_words(shown(o, lines=True), self.width))
+                else:
+                    parts.append(o)
+            if not any(isinstance(o, Table) for o in parts):  # (a table keeps its centred title)
+                kwargs.setdefault("soft_wrap", True)  # never fold a word: text is wrapped above
             objects = tuple(parts)
         return super().print(*objects, **kwargs)
 
 
-class Records(Text):
-    """A table written as blocks of lines (:func:`fit_table`'s last resort), printed unwrapped."""
+def wrap_words(text: str, width: int) -> str:
+    """``text`` with each line wrapped at spaces to ``width`` columns (its later lines indented as its
+    first). A line with a word nearly as long as that (a long path or name, over ``width - 20`` columns)
+    is left as it is: neither split nor moved off the words before it (``wrote PATH`` stays one line)."""
+    out = []
+    for line in text.split("\n"):
+        if cell_len(line) <= width or max(map(cell_len, line.split(" "))) > width - 20:
+            out.append(line)
+            continue
+        indent = line[: len(line) - len(line.lstrip(" "))]
+        out.extend(textwrap.wrap(line, width=width, subsequent_indent=indent, break_long_words=False,
+                                 break_on_hyphens=False) or [""])
+    return "\n".join(out)
 
 
 def _natural_width(console: Console, table: Table) -> int:
@@ -138,7 +156,7 @@ def fit_table(console: Console, table: Table) -> list:
     return [_as_records(table)]
 
 
-def _as_records(table: Table) -> Text:
+def _as_records(table: Table) -> str:
     """Each row of ``table`` as a block of lines: its name columns, then ``  header: value`` per column."""
     n_key = _key_columns(table)
     cols = table.columns
@@ -147,7 +165,7 @@ def _as_records(table: Table) -> Text:
         cell = [str(c._cells[r]) if r < len(c._cells) else "" for c in cols]
         lines.append("  ".join(cell[:n_key]))
         lines.extend(f"  {cols[i].header}: {cell[i]}" for i in range(n_key, len(cols)) if cell[i] != "")
-    return Records("\n".join(lines))
+    return shown("\n".join(lines), lines=True)
 
 
 def text_console(*, stderr: bool = False, pipe_width: int | None = None) -> TextConsole:
