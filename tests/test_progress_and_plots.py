@@ -224,3 +224,31 @@ def test_plot_and_progress_flags_stay_out_of_the_run_settings():
         split_run_arguments(ns(adaptive_dry_run=True))
     harness, config = split_run_arguments(ns())
     assert vars(harness) == {"tasks": "t"} and not config.dry_run
+
+
+def test_the_backtest_plot_keeps_tau_bars_in_range_and_says_random_matches_dollars():
+    """Issue 23 item 8: τ ± SD bars ran past 1.0, and "random (same $)" at 66 items beside adaptive at
+    107 read as unequal spend."""
+    from types import SimpleNamespace
+
+    from lm_eval_adaptive.cli.report import EQUAL_SPEND_NOTE, backtest_figure
+    from lm_eval_adaptive.engine.backtest import MethodSummary
+
+    methods = {"adaptive": MethodSummary(0.95, 0.2, 107, 2.0, 0.1), "random": MethodSummary(-0.9, 0.3, 66, 1.2, 0.1),
+               "fixed": MethodSummary(0.8, float("nan"), 120, 2.4, 0.12)}
+    r = SimpleNamespace(table="wmt24/en-de/bleu", method=methods.__getitem__,
+                        settings={"holdout_size": 4, "folds": 5, "seeds": 2, "confidence": 0.95, "target_items": 20})
+    fig = backtest_figure([r])
+    ax_tau = fig.axes[0]
+    lo, hi = ax_tau.get_xlim()
+    assert -1.03 <= lo and hi <= 1.03  # the scale, and room for a cap at 1
+    for line in ax_tau.lines:  # the error bars' segments, drawn as lines of the errorbar containers
+        x = line.get_xdata()
+        assert min(x) >= -1.0 and max(x) <= 1.0
+    for coll in ax_tau.collections:
+        for seg in coll.get_segments():
+            assert seg[:, 0].min() >= -1.0 - 1e-12 and seg[:, 0].max() <= 1.0 + 1e-12
+    assert any(t.get_text() == EQUAL_SPEND_NOTE for t in fig.texts)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)

@@ -17,7 +17,7 @@ from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.model_error import describe_correction
 from lm_eval_adaptive.live.terminal import PIPE_WIDTH, TextConsole, text_console
 
-__all__ = ["PIPE_WIDTH", "plot_ranking", "plot_intervals", "plot_backtest", "plot_adaptive_run", "pooled_any_wrong", "print_backtest",
+__all__ = ["PIPE_WIDTH", "plot_ranking", "plot_intervals", "plot_backtest", "backtest_figure", "plot_adaptive_run", "pooled_any_wrong", "print_backtest",
            "print_calibration", "print_inseparable", "print_ranking", "report_console", "signature_lines", "table_label"]
 
 def report_console(*, stderr: bool = False) -> TextConsole:
@@ -259,20 +259,37 @@ def _pyplot():
 
 
 def plot_backtest(path, results) -> None:
-    """Per table, Kendall τ of adaptive ranking, random sampling (same $) and fixed-length CAT (mean,
-    error bar ± its SD over folds × seeds) and the items each spent per hold-out set; saved to ``path``
-    (PNG)."""
+    """:func:`backtest_figure` saved to ``path`` (PNG)."""
+    plt = _pyplot()
+    fig = backtest_figure(results)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+#: The note under the items panel: random sampling is matched in dollars, not in items.
+EQUAL_SPEND_NOTE = ("random (same $) spends the adaptive run's dollars, not its items: it buys items of every "
+                    "model at their own price, so its count differs where prices differ")
+
+
+def backtest_figure(results):
+    """Per table, Kendall τ of adaptive ranking, random sampling (same $) and fixed-length CAT (mean, error
+    bar ± its SD over folds × seeds, cut at τ's range [-1, 1]) and the items each spent per hold-out set,
+    with :data:`EQUAL_SPEND_NOTE`; a matplotlib figure."""
     plt = _pyplot()
     methods = ("adaptive", "random", "fixed")
     n = len(results)
-    fig, (ax_tau, ax_items) = plt.subplots(1, 2, figsize=(11, 0.55 * n * len(methods) + 2.2), sharey=True,
+    fig, (ax_tau, ax_items) = plt.subplots(1, 2, figsize=(11, 0.55 * n * len(methods) + 2.6), sharey=True,
                                            gridspec_kw={"width_ratios": [3, 2]})
     offsets = {"adaptive": 0.25, "random": 0.0, "fixed": -0.25}
+    lowest = 0.0
     for row, r in enumerate(results[::-1]):
         for meth in methods:
             m = r.method(meth)
             y = row + offsets[meth]
-            ax_tau.errorbar(m.tau, y, xerr=0 if math.isnan(m.tau_std) else m.tau_std, fmt="o", capsize=3,
+            sd = 0.0 if math.isnan(m.tau_std) else m.tau_std
+            lo, hi = max(-1.0, m.tau - sd), min(1.0, m.tau + sd)  # τ lies in [-1, 1]: so does its bar
+            lowest = min(lowest, lo)
+            ax_tau.errorbar(m.tau, y, xerr=[[m.tau - lo], [hi - m.tau]], fmt="o", capsize=3,
                             color=METHOD_COLORS[meth], label=METHOD_LABELS[meth] if row == 0 else None)
             ax_items.barh(y, m.items, height=0.22, color=METHOD_COLORS[meth])
             ax_items.text(m.items, y, f" {m.items:.0f}", va="center", fontsize=8)
@@ -280,7 +297,8 @@ def plot_backtest(path, results) -> None:
     ax_tau.set_yticks(range(n))
     ax_tau.set_yticklabels(labels, parse_math=False)
     ax_tau.set_ylim(-0.6, n - 0.4)
-    ax_tau.set_xlabel("Kendall τ against the full-data ranking (mean ± SD over folds × seeds)")
+    ax_tau.set_xlim(max(-1.03, lowest - 0.05), 1.03)  # a cap at ±1 stays visible
+    ax_tau.set_xlabel("Kendall τ against the full-data ranking (mean ± SD over folds × seeds, within [-1, 1])")
     ax_tau.axvline(0, color="grey", lw=0.5)
     ax_tau.grid(axis="x", alpha=0.3)
     ax_tau.legend(loc="lower left", fontsize=8)
@@ -290,9 +308,9 @@ def plot_backtest(path, results) -> None:
     ax_items.set_xlim(0, 1.15 * max(r.method(m).items for r in results for m in methods) or 1)
     fig.suptitle(f"Backtest: {s['folds']} folds × {s['seeds']} seeds, γ = {s['confidence']}, budget "
                  f"{s['target_items']} items/model at the mean item cost", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    fig.text(0.99, 0.005, EQUAL_SPEND_NOTE, ha="right", va="bottom", fontsize=7, color="dimgray", wrap=True)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    return fig
 
 
 def plot_adaptive_run(path, blocks: dict, *, title: str = "") -> None:
