@@ -1,7 +1,8 @@
 """Terminal tables and plots for calibration, backtest, ranking and ``run --adaptive`` results (rich, matplotlib).
 
-Output that is not a terminal (a pipe, a file, a captured stream) is written at
-:data:`PIPE_WIDTH` columns, so no table cell is wrapped or cut: every model name stays whole.
+Output that is not a terminal (a pipe, a file, a captured stream) is at most :data:`PIPE_WIDTH`
+(120) columns: a wider table is printed in parts that each repeat its name column
+(:func:`~lm_eval_adaptive.live.terminal.fit_table`), so no cell is cut and every model name stays whole.
 On a terminal a model name that does not fit is folded onto the next line, never ellipsised.
 """
 
