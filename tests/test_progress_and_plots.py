@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rich.cells import cell_len
 from rich.console import Console
 
 from lm_eval_adaptive.cli.main import main
@@ -58,8 +59,9 @@ def _normalised(table_text: str) -> str:
 
 
 # ------------------------------------------------------------------------------ backtest
-def test_backtest_plot_and_progress_on_a_pipe(tmp_path, capsys):
+def test_backtest_plot_and_progress_on_a_pipe(tmp_path, capsys, monkeypatch):
     _real_data()
+    monkeypatch.delenv("COLUMNS", raising=False)  # the default width of output that is not a terminal
     png, js = tmp_path / "bt.png", tmp_path / "bt.json"
     args = ["backtest", "wmt24/en-de/bleu", "--seeds", "2", "--folds", "2", "--bootstrap", "500"]
     # piped: stdout holds the tables, stderr a plain line per fold (no bar, no escape codes)
@@ -72,6 +74,9 @@ def test_backtest_plot_and_progress_on_a_pipe(tmp_path, capsys):
                          + err_lines[f - 1].rsplit(", ", 1)[1] for f in (1, 2)], piped.stderr
     assert "\r" not in piped.stderr and "\x1b" not in piped.stderr
     assert "done (" not in piped.stdout and "\x1b" not in piped.stdout
+    # piped: no line wider than 120 columns (it was about 220), the table's name whole in every part
+    assert max(cell_len(x) for x in piped.stdout.splitlines()) <= 120
+    assert sum("│ wmt24/en-de/bleu " in x for x in piped.stdout.splitlines()) >= 2
     # the same backtest without progress, with --plot and --json: the same tables on stdout
     assert main([*args, "--no-progress", "--plot", str(png), "--json", str(js)]) == 0
     out, err = capsys.readouterr()
@@ -219,3 +224,31 @@ def test_plot_and_progress_flags_stay_out_of_the_run_settings():
         split_run_arguments(ns(adaptive_dry_run=True))
     harness, config = split_run_arguments(ns())
     assert vars(harness) == {"tasks": "t"} and not config.dry_run
+
+
+def test_the_backtest_plot_keeps_tau_bars_in_range_and_says_random_matches_dollars():
+    """Issue 23 item 8: τ ± SD bars ran past 1.0, and "random (same $)" at 66 items beside adaptive at
+    107 read as unequal spend."""
+    from types import SimpleNamespace
+
+    from lm_eval_adaptive.cli.report import EQUAL_SPEND_NOTE, backtest_figure
+    from lm_eval_adaptive.engine.backtest import MethodSummary
+
+    methods = {"adaptive": MethodSummary(0.95, 0.2, 107, 2.0, 0.1), "random": MethodSummary(-0.9, 0.3, 66, 1.2, 0.1),
+               "fixed": MethodSummary(0.8, float("nan"), 120, 2.4, 0.12)}
+    r = SimpleNamespace(table="wmt24/en-de/bleu", method=methods.__getitem__,
+                        settings={"holdout_size": 4, "folds": 5, "seeds": 2, "confidence": 0.95, "target_items": 20})
+    fig = backtest_figure([r])
+    ax_tau = fig.axes[0]
+    lo, hi = ax_tau.get_xlim()
+    assert -1.03 <= lo and hi <= 1.03  # the scale, and room for a cap at 1
+    for line in ax_tau.lines:  # the error bars' segments, drawn as lines of the errorbar containers
+        x = line.get_xdata()
+        assert min(x) >= -1.0 and max(x) <= 1.0
+    for coll in ax_tau.collections:
+        for seg in coll.get_segments():
+            assert seg[:, 0].min() >= -1.0 - 1e-12 and seg[:, 0].max() <= 1.0 + 1e-12
+    assert any(t.get_text() == EQUAL_SPEND_NOTE for t in fig.texts)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)

@@ -5,8 +5,8 @@ static HTML page) and ``refresh`` (place new models live).
 reported in turn with the same new models (``--add TYPE:ARGS...``, or the harness's
 ``--model``/``--model_args``: :mod:`.harness_options`), each under its own cap and, with
 ``--output DIR``, in its own run folder ``DIR/TASK``. ``--tasks``, when given, must name
-exactly the leaderboards' tasks. Results go to stdout (full width when it is not a
-terminal), the plan and progress to stderr.
+exactly the leaderboards' tasks. Results go to stdout (at most 120 columns, names
+whole, when it is not a terminal), the plan and progress to stderr.
 """
 
 from __future__ import annotations

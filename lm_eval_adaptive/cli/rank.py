@@ -8,7 +8,7 @@ litellm's price for the usage the provider returns. With several ``--tasks`` eac
 and reported in turn, with its own bank (``--bank TASK=BANK.json``), cap and run folder
 ``DIR/TASK``; every task's settings, bank and prices are checked before the first call.
 
-The report goes to stdout (full width when it is not a terminal); the plan, progress and
+The report goes to stdout (at most 120 columns, names whole, when it is not a terminal); the plan, progress and
 notes to stderr.
 
 Files in ``--output DIR`` (``--output_path``), or in ``DIR/TASK`` with several tasks:

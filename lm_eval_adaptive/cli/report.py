@@ -1,7 +1,8 @@
 """Terminal tables and plots for calibration, backtest, ranking and ``run --adaptive`` results (rich, matplotlib).
 
-Output that is not a terminal (a pipe, a file, a captured stream) is written at
-:data:`PIPE_WIDTH` columns, so no table cell is wrapped or cut: every model name stays whole.
+Output that is not a terminal (a pipe, a file, a captured stream) is at most :data:`PIPE_WIDTH`
+(120) columns: a wider table is printed in parts that each repeat its name column
+(:func:`~lm_eval_adaptive.live.terminal.fit_table`), so no cell is cut and every model name stays whole.
 On a terminal a model name that does not fit is folded onto the next line, never ellipsised.
 """
 
@@ -18,8 +19,9 @@ from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.model_error import describe_correction
 from lm_eval_adaptive.live.terminal import PIPE_WIDTH, TextConsole, text_console
 
-__all__ = ["PIPE_WIDTH", "plot_ranking", "plot_intervals", "plot_backtest", "plot_adaptive_run", "pooled_any_wrong", "print_backtest",
-           "print_calibration", "print_inseparable", "print_ranking", "report_console", "table_label", "note_on_stderr"]
+__all__ = ["PIPE_WIDTH", "plot_ranking", "plot_intervals", "plot_backtest", "backtest_figure", "plot_adaptive_run",
+           "pooled_any_wrong", "print_backtest", "print_calibration", "print_inseparable", "print_ranking",
+           "report_console", "signature_lines", "table_label", "note_on_stderr"]
 
 
 def note_on_stderr(line: str) -> None:
@@ -129,7 +131,27 @@ def print_backtest(console, results) -> None:
     console.print("full-task cover: share of hold-out models whose 95% full-task interval holds their true "
                   "mean; |z|>1.96: share of stops whose θ̂ is further than 1.96 SE from θ̂ on every bank item "
                   "(honest: 0.05); misfit: share flagged by the person-fit statistic", highlight=False)
-    console.print(f"signature: {results[0].signature}", highlight=False)
+    # not "signature: …": the redaction reads a generic secret name before a colon as a secret and hid the line
+    console.print("the signature of these figures (settings and versions; its lines joined without a break):",
+                  highlight=False)
+    for line in signature_lines(results[0].signature, console.width):
+        console.print(line, highlight=False)
+
+
+def signature_lines(signature: str, width: int) -> list[str]:
+    """A ``key:value|key:value…`` signature cut before a ``|`` (or a ``+`` inside a field) into lines of
+    at most ``width`` columns (a piece longer than that stays whole): joined without a break, they are
+    the signature."""
+    import re
+
+    lines, cur = [], ""
+    for piece in re.split(r"(?=[|+])", signature):
+        if cur and len(cur) + len(piece) > width:
+            lines.append(cur)
+            cur = piece
+        else:
+            cur += piece
+    return lines + [cur] if cur else lines
 
 
 def pooled_any_wrong(results) -> float:
@@ -246,20 +268,37 @@ def _pyplot():
 
 
 def plot_backtest(path, results) -> None:
-    """Per table, Kendall τ of adaptive ranking, random sampling (same $) and fixed-length CAT (mean,
-    error bar ± its SD over folds × seeds) and the items each spent per hold-out set; saved to ``path``
-    (PNG)."""
+    """:func:`backtest_figure` saved to ``path`` (PNG)."""
+    plt = _pyplot()
+    fig = backtest_figure(results)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+#: The note under the items panel: random sampling is matched in dollars, not in items.
+EQUAL_SPEND_NOTE = ("random (same $) spends the adaptive run's dollars, not its items: it buys items of every "
+                    "model at their own price, so its count differs where prices differ")
+
+
+def backtest_figure(results):
+    """Per table, Kendall τ of adaptive ranking, random sampling (same $) and fixed-length CAT (mean, error
+    bar ± its SD over folds × seeds, cut at τ's range [-1, 1]) and the items each spent per hold-out set,
+    with :data:`EQUAL_SPEND_NOTE`; a matplotlib figure."""
     plt = _pyplot()
     methods = ("adaptive", "random", "fixed")
     n = len(results)
-    fig, (ax_tau, ax_items) = plt.subplots(1, 2, figsize=(11, 0.55 * n * len(methods) + 2.2), sharey=True,
+    fig, (ax_tau, ax_items) = plt.subplots(1, 2, figsize=(11, 0.55 * n * len(methods) + 2.6), sharey=True,
                                            gridspec_kw={"width_ratios": [3, 2]})
     offsets = {"adaptive": 0.25, "random": 0.0, "fixed": -0.25}
+    lowest = 0.0
     for row, r in enumerate(results[::-1]):
         for meth in methods:
             m = r.method(meth)
             y = row + offsets[meth]
-            ax_tau.errorbar(m.tau, y, xerr=0 if math.isnan(m.tau_std) else m.tau_std, fmt="o", capsize=3,
+            sd = 0.0 if math.isnan(m.tau_std) else m.tau_std
+            lo, hi = max(-1.0, m.tau - sd), min(1.0, m.tau + sd)  # τ lies in [-1, 1]: so does its bar
+            lowest = min(lowest, lo)
+            ax_tau.errorbar(m.tau, y, xerr=[[m.tau - lo], [hi - m.tau]], fmt="o", capsize=3,
                             color=METHOD_COLORS[meth], label=METHOD_LABELS[meth] if row == 0 else None)
             ax_items.barh(y, m.items, height=0.22, color=METHOD_COLORS[meth])
             ax_items.text(m.items, y, f" {m.items:.0f}", va="center", fontsize=8)
@@ -267,7 +306,8 @@ def plot_backtest(path, results) -> None:
     ax_tau.set_yticks(range(n))
     ax_tau.set_yticklabels(labels, parse_math=False)
     ax_tau.set_ylim(-0.6, n - 0.4)
-    ax_tau.set_xlabel("Kendall τ against the full-data ranking (mean ± SD over folds × seeds)")
+    ax_tau.set_xlim(max(-1.03, lowest - 0.05), 1.03)  # a cap at ±1 stays visible
+    ax_tau.set_xlabel("Kendall τ against the full-data ranking (mean ± SD over folds × seeds, within [-1, 1])")
     ax_tau.axvline(0, color="grey", lw=0.5)
     ax_tau.grid(axis="x", alpha=0.3)
     ax_tau.legend(loc="lower left", fontsize=8)
@@ -277,9 +317,9 @@ def plot_backtest(path, results) -> None:
     ax_items.set_xlim(0, 1.15 * max(r.method(m).items for r in results for m in methods) or 1)
     fig.suptitle(f"Backtest: {s['folds']} folds × {s['seeds']} seeds, γ = {s['confidence']}, budget "
                  f"{s['target_items']} items/model at the mean item cost", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    fig.text(0.99, 0.005, EQUAL_SPEND_NOTE, ha="right", va="bottom", fontsize=7, color="dimgray", wrap=True)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    return fig
 
 
 def plot_adaptive_run(path, blocks: dict, *, title: str = "") -> None:

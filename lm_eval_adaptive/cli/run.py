@@ -25,6 +25,7 @@ from lm_eval_adaptive.cli.arguments import (
     positive_float,
     positive_int,
 )
+from lm_eval_adaptive.cli.logs import quiet_third_party
 from lm_eval_adaptive.cli.progress import AdaptiveRunProgress
 from lm_eval_adaptive.cli.report import note_on_stderr, report_console
 from lm_eval_adaptive.data.files import check_output_folder, check_outputs
@@ -184,6 +185,7 @@ def print_adaptive_run(report: AdaptiveRunReport) -> None:
 def _execute(args: argparse.Namespace, harness_execute) -> int:
     harness, adaptive = split_run_arguments(args)
     check_run_outputs(harness, getattr(args, "adaptive_plot", None))
+    quiet_third_party()  # each harness warning once, no litellm banner before the one useful line
     if adaptive is None or adaptive.dry_run:
         return execute_run(harness, adaptive, harness_execute, forecast=forecast_adaptive_run, note=note_on_stderr)
     with run_display(args) as display:

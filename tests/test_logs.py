@@ -1,0 +1,54 @@
+"""Each harness warning once, no litellm banner (issue 23 items 5 and 6): with the real lm_eval loggers
+and the real litellm error path."""
+
+from __future__ import annotations
+
+import io
+import logging
+
+import litellm
+import pytest
+
+from lm_eval_adaptive.cli.logs import HARNESS_LOGGERS, OnceFilter, quiet_third_party
+
+
+@pytest.fixture
+def captured():
+    buf = io.StringIO()
+    handler = logging.StreamHandler(buf)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    yield buf
+    root.removeHandler(handler)
+
+
+def test_a_repeated_harness_warning_is_shown_once_whatever_task_it_names(captured):
+    quiet_third_party()
+    quiet_third_party()  # idempotent: one filter
+    import lm_eval.api.task as task_module  # the harness's own logger objects
+    import lm_eval.models.api_models as api_models
+
+    assert sum(isinstance(f, OnceFilter) for f in task_module.eval_logger.filters) == 1
+    for task in ("wmt24_en-de", "wmt24_en-es", "wmt24_en-de"):
+        task_module.eval_logger.warning(f"{task}: Custom kwargs can be passed to `--metadata` in console.")
+    for _ in range(3):
+        api_models.eval_logger.warning("Cannot determine EOS string to pass to stop sequence.")
+    api_models.eval_logger.warning("another warning")
+    api_models.eval_logger.error("an error is never held back")
+    api_models.eval_logger.error("an error is never held back")
+    out = captured.getvalue()
+    assert out.count("Custom kwargs") == 1 and out.count("Cannot determine EOS") == 1
+    assert out.count("another warning") == 1 and out.count("an error is never held back") == 2
+    assert all(name.startswith("lm_eval.") for name in HARNESS_LOGGERS)
+
+
+def test_litellm_prints_no_banner_before_its_error(capsys):
+    """Without it, these two calls print 3 banners ("Give Feedback / Get Help", "Provider List")."""
+    quiet_third_party()
+    with pytest.raises(Exception):  # nothing listens on port 9: a connection error, litellm's own error path
+        litellm.completion(model="openai/x", api_key="k", api_base="http://127.0.0.1:9/v1", max_retries=0,
+                           num_retries=0, messages=[{"role": "user", "content": "hi"}])
+    with pytest.raises(Exception):  # a provider litellm does not know
+        litellm.completion(model="no-such-provider/x", messages=[{"role": "user", "content": "hi"}])
+    out, err = capsys.readouterr()
+    assert "Give Feedback" not in out + err and "Provider List" not in out + err
