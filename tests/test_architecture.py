@@ -123,6 +123,7 @@ STILL_PRINTING = {
     "lm_eval_adaptive/live/session.py",  # rank/refresh: the run's start, progress table, report
     "lm_eval_adaptive/live/leaderboard.py",  # leaderboard/refresh: the board and what changed
     "lm_eval_adaptive/live/cost_forecast.py",  # --dry-run: the forecast table
+    "lm_eval_adaptive/live/terminal.py",  # the console class (it fits tables as it prints): to cli/ with the rest
 }
 #: Not printing, but owning the streams: the bottom layer's redaction replaces sys.stdout/sys.stderr
 #: with redacting ones and writes an uncaught exception's traceback, as Python's own hook would.

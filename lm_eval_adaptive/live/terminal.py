@@ -9,7 +9,6 @@ that styles a word (``failed`` in red) is a :func:`styled` text, never markup.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import textwrap
 
@@ -110,12 +109,14 @@ def _sub_table(table: Table, columns: list[int], title, *, wrap: bool = False) -
               header_style=table.header_style, title_style=table.title_style, style=table.style)
     n_key = _key_columns(table)
     for i in columns:
+        c = table.columns[i]
         keep = not wrap or i < n_key
-        col = dataclasses.replace(table.columns[i], _cells=list(table.columns[i]._cells), no_wrap=keep,
-                                  overflow=table.columns[i].overflow if keep else "fold")
-        t.columns.append(col)
-        col._index = len(t.columns) - 1
-    t.rows.extend(dataclasses.replace(r) for r in table.rows)
+        t.add_column(c.header, footer=c.footer, header_style=c.header_style, footer_style=c.footer_style,
+                     style=c.style, justify=c.justify, vertical=c.vertical, overflow=c.overflow if keep else "fold",
+                     width=c.width, min_width=c.min_width, max_width=c.max_width, ratio=c.ratio, no_wrap=keep)
+    cells = [list(table.columns[i].cells) for i in columns]
+    for r, row in enumerate(table.rows):
+        t.add_row(*[col[r] if r < len(col) else "" for col in cells], style=row.style, end_section=row.end_section)
     return t
 
 
@@ -162,7 +163,7 @@ def _as_records(table: Table) -> str:
     cols = table.columns
     lines = [str(table.title)] if table.title else []
     for r in range(table.row_count):
-        cell = [str(c._cells[r]) if r < len(c._cells) else "" for c in cols]
+        cell = [str(v[r]) if r < len(v) else "" for v in (list(c.cells) for c in cols)]
         lines.append("  ".join(cell[:n_key]))
         lines.extend(f"  {cols[i].header}: {cell[i]}" for i in range(n_key, len(cols)) if cell[i] != "")
     return shown("\n".join(lines), lines=True)
