@@ -1,0 +1,384 @@
+"""The full-task metric as the quantity of record (METHOD.md §8; docs/metric-scale.md).
+
+What a user compares is a model's *full-task mean*: its mean raw metric over the bank's
+items, a finite population of N numbers. After n items of an adaptive test the engine knows
+n of them exactly; for the other N − n it has the bank's prediction ŷᵢ = unscale(μ(θ̂, bᵢ)).
+The estimate of record is
+
+    T̂ = (Σ_seen yᵢ + Σ_unseen ŷᵢ + N_U · r̄_R) / N,
+
+r̄_R the mean residual y − ŷ on the model's *random-share* items (the slots
+:class:`~lm_eval_adaptive.engine.selection.RandomShareSelector` fills from one random
+permutation) and N_U the number of unseen items: the difference estimator of survey
+sampling (Särndal, Swensson & Wretman 1992, §6.3) for the unseen part. Its variance is the
+finite-population prediction variance
+
+    Var(T̂ − T) = s² · (N_U²/n_R + N_U) / N²   ( = N_R·N_U·s²/n_R, N_R = n_R + N_U:
+                                                  (1 − n_R/N_R)·s²/n_R on N_R items' mean),
+
+s² the residuals' variance on the random items; the interval uses Student's t with n_R − 1
+degrees of freedom. It holds whatever the response model (a bad one only makes s² larger),
+shrinks with every item (N_U falls, n_R grows), and is exactly the full-task mean with zero
+width when every item is seen (N_U = 0). Why the random items represent the unseen ones
+under adaptive selection is argued in docs/metric-scale.md; coverage is checked there by
+simulation with wrong response models and on held-out real models.
+
+A model with fewer than 2 random items (a selector without a random share, the first items
+of a run) falls back to the response model: θ̂'s SE pushed through the prediction plus the
+model's own noise on the unseen items (``method = "model"``).
+
+A *difference* of two models' full-task means (:meth:`MetricScale.differences`) is judged
+on the same scale: the items both saw contribute their exact difference, the rest the
+predictions and the two corrections, whose errors are correlated through the items the two
+models' random shares have in common (the same permutation: paired). A full run enters
+with no uncertainty at all.
+
+The module is pure NumPy over a (models × items) layout, so the ranker and the leaderboard
+judge every model and pair in one call (:class:`MetricScale`; cost O(K·N + K²·N)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from lm_eval_adaptive.engine.bank import ItemBank
+
+__all__ = ["MetricScale", "ScaleEntry", "random_share_mask", "predicted_raw", "MIN_RANDOM_ITEMS"]
+
+#: Fewest random-share items for the design-based interval (a variance needs two).
+MIN_RANDOM_ITEMS = 2
+_MIN_COMMON = 3  # fewest items both models drew at random to estimate their residual correlation
+
+
+def random_share_mask(selector, items, n_items: int, *, first_slot: int = 0) -> np.ndarray:
+    """Bank-order boolean array: True for the items of ``items`` that a random slot chose.
+
+    ``items`` are one model's taken items in the order they were taken (slot ``first_slot``
+    first: a model excluded from ``e`` items before its first pick starts at slot ``e``);
+    ``selector.is_random_slot(k)`` says which slots are random (a selector without that
+    method has no random share: all False).
+    """
+    items = np.asarray(items, dtype=np.int64)
+    out = np.zeros(int(n_items), dtype=bool)
+    is_random = getattr(selector, "is_random_slot", None)
+    if is_random is None or items.size == 0:
+        return out
+    flags = np.fromiter((is_random(first_slot + k) for k in range(items.size)), dtype=bool, count=items.size)
+    out[items[flags]] = True
+    return out
+
+
+def predicted_raw(bank: ItemBank, theta) -> np.ndarray:
+    """The bank's predicted raw metric of every item at each ability: (K, N) for K abilities."""
+    t = np.atleast_1d(np.asarray(theta, dtype=float))[:, None]
+    params = {k: v[None, :] for k, v in bank.item_params().items()}
+    mu = bank.model.mean(t, bank.b[None, :], **params)
+    return bank.lo[None, :] + mu * (bank.hi - bank.lo)[None, :]
+
+
+def _model_noise(bank: ItemBank, theta: np.ndarray, h: float = 1e-4) -> tuple[np.ndarray, np.ndarray]:
+    """(dŷ/dθ, the response model's variance of y) per (model, item), in raw units (for the fallback).
+
+    The variance is μ'(θ)²/I(θ) (k·μ(1−μ) for the continuous model, P(1−P) for a binary one)."""
+    d = (predicted_raw(bank, theta + h) - predicted_raw(bank, theta - h)) / (2 * h)
+    span = (bank.hi - bank.lo)[None, :]
+    params = {k: v[None, :] for k, v in bank.item_params().items()}
+    info = bank.model.information(theta[:, None], bank.b[None, :], **params)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        var = np.where(info > 0, (d / span) ** 2 / info, 0.0) * span ** 2
+    return d, var
+
+
+@dataclass(frozen=True)
+class ScaleEntry:
+    """One model's full-task mean on the metric's own scale.
+
+    ``method``: ``"exact"`` (every item seen: the full-task mean, zero width), ``"design"``
+    (the random share's correction and its finite-population interval) or ``"model"``
+    (fewer than :data:`MIN_RANDOM_ITEMS` random items: the response model's interval).
+    ``df``: the degrees of freedom of the interval's t quantile (inf: normal, or exact).
+    """
+
+    name: str
+    estimate: float
+    se: float
+    lower: float
+    upper: float
+    level: float
+    df: float
+    items_seen: int
+    items_random: int
+    items_total: int
+    method: str
+
+    @property
+    def exact(self) -> bool:
+        return self.method == "exact"
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "estimate": self.estimate, "se": self.se, "lower": self.lower,
+                "upper": self.upper, "level": self.level, "df": self.df, "items_seen": self.items_seen,
+                "items_random": self.items_random, "items_total": self.items_total, "method": self.method}
+
+
+class MetricScale:
+    """Full-task means of K models on one bank, and the differences of every pair.
+
+    Parameters
+    ----------
+    bank:
+        The item bank (its ranges map predictions back to the raw metric).
+    raw:
+        (K, N) raw metric values in bank order, NaN where the model has no score yet.
+    random:
+        (K, N) bool: the item was chosen by a random-share slot (:func:`random_share_mask`).
+    theta:
+        (K,) ability estimates the predictions are made at.
+    names:
+        The models' names (default ``"0"``, ``"1"``, …).
+    population:
+        (K, N) bool: the items a model's full-task mean is over (default: every bank item);
+        items a model was excluded from (it has no score for them) are outside it.
+    se_theta:
+        (K,) ability SEs, used only by the response-model fallback (None: that fallback's
+        interval is infinite).
+    level:
+        The level of :meth:`entry` intervals.
+
+    Attributes (arrays over models): ``estimate``, ``se``, ``df``, ``n_seen``, ``n_random``,
+    ``n_unseen``, ``n_total``, ``method`` (see :class:`ScaleEntry`).
+    """
+
+    #: Random items per stratum of difficulty (on average) and the most strata (see :func:`_strata`).
+    items_per_stratum = 10**9
+    max_strata = 1
+
+    def __init__(self, bank: ItemBank, raw, random, theta, *, names=None, population=None, se_theta=None,
+                 level: float = 0.95):
+        raw = np.atleast_2d(np.asarray(raw, dtype=float))
+        K, N = raw.shape
+        if N != bank.n_items:
+            raise ValueError(f"raw has {N} items per model, the bank {bank.n_items}")
+        random = np.broadcast_to(np.asarray(random, dtype=bool), (K, N))
+        theta = np.broadcast_to(np.asarray(theta, dtype=float), (K,)).astype(float)
+        pop = np.ones((K, N), dtype=bool) if population is None else \
+            np.broadcast_to(np.asarray(population, dtype=bool), (K, N))
+        if not (0 < level < 1):
+            raise ValueError(f"level must be in (0, 1), got {level}")
+        self.bank = bank
+        self.level = float(level)
+        self.names = [str(k) for k in range(K)] if names is None else [str(n) for n in names]
+        if len(self.names) != K:
+            raise ValueError(f"{len(self.names)} names for {K} models")
+        self.theta = theta
+        seen = pop & np.isfinite(raw)
+        unseen = pop & ~seen
+        drawn = random & seen
+        swept = _swept(bank, unseen, seen & ~random)
+        rnd = drawn & ~swept  # the random items comparable with the unseen ones
+        pred = predicted_raw(bank, theta)
+        y = np.where(seen, raw, 0.0)
+        resid = np.where(rnd, y - pred, 0.0)
+        n_seen = seen.sum(1)
+        n_r = rnd.sum(1)
+        self.n_drawn = drawn.sum(1)
+        n_u = unseen.sum(1)
+        n_tot = pop.sum(1)
+        if np.any(n_tot == 0):
+            raise ValueError("a model's population has no items")
+        design = (n_r >= MIN_RANDOM_ITEMS) & (n_u > 0)
+        exact = n_u == 0
+        strata = _strata(bank.b, rnd, design, self.items_per_stratum, self.max_strata)  # (K, N) stratum index
+        H = int(strata.max()) + 1
+        key = strata + H * np.arange(K)[:, None]  # one bin per (model, stratum)
+        n_h = np.bincount(key[rnd], minlength=K * H).reshape(K, H).astype(float)
+        u_h = np.bincount(key[unseen], minlength=K * H).reshape(K, H).astype(float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rbar_h = np.bincount(key[rnd], weights=resid[rnd], minlength=K * H).reshape(K, H) / n_h
+            rbar_h = np.where(n_h > 0, rbar_h, 0.0)
+            dev = np.where(rnd, resid - np.take_along_axis(rbar_h, strata, 1), 0.0)
+            ss_h = np.bincount(key[rnd], weights=dev[rnd] ** 2, minlength=K * H).reshape(K, H)
+            s2_h = np.where(n_h >= 2, ss_h / np.maximum(n_h - 1, 1), 0.0)
+        total = y.sum(1) + np.where(unseen, pred, 0.0).sum(1)
+        total = total + np.where(design, (u_h * rbar_h).sum(1), 0.0)
+        self.estimate = total / n_tot
+        # influence weights on the residuals: e = Σ w·(r − E r); Var(e) = Σ s_h²·w² (items independent)
+        ratio = np.where(n_h > 0, u_h / np.maximum(n_h, 1), 0.0)
+        w = np.where(rnd, np.take_along_axis(ratio, strata, 1), 0.0) - unseen.astype(float)
+        w = np.where(design[:, None], w, 0.0) / n_tot[:, None]
+        s_item = np.sqrt(np.take_along_axis(s2_h, strata, 1))
+        ws = w * s_item
+        var = (ws ** 2).sum(1)
+        v_h = s2_h * (u_h ** 2 / np.maximum(n_h, 1) + u_h)  # each stratum's share of the variance
+        with np.errstate(invalid="ignore", divide="ignore"):
+            df = (v_h.sum(1) ** 2) / (v_h ** 2 / np.maximum(n_h - 1, 1)).sum(1)  # Satterthwaite
+        df = np.where(np.isfinite(df) & (df > 0), df, np.maximum(n_r - np.count_nonzero(n_h, axis=1), 1.0))
+        fallback = ~design & ~exact
+        self._fallback_var = np.zeros(K)
+        if np.any(fallback):
+            se_t = np.full(K, np.inf) if se_theta is None else np.broadcast_to(
+                np.asarray(se_theta, dtype=float), (K,))
+            d, noise = _model_noise(bank, theta)
+            slope = np.where(unseen, d, 0.0).sum(1)
+            fb = ((slope * se_t) ** 2 + np.where(unseen, noise, 0.0).sum(1)) / n_tot ** 2
+            with np.errstate(invalid="ignore"):
+                fb = np.where(np.isnan(fb), np.inf, fb)
+            self._fallback_var = np.where(fallback, fb, 0.0)
+            var = np.where(fallback, self._fallback_var, var)
+        self.var = np.where(exact, 0.0, var)
+        self.se = np.sqrt(self.var)
+        self.df = np.where(design, df, np.inf)
+        self.n_seen, self.n_random, self.n_unseen, self.n_total = n_seen, n_r, n_u, n_tot
+        self.method = np.where(exact, "exact", np.where(design, "design", "model"))
+        self._ws = ws
+        self.strata = strata
+        self._design = design
+        self._dev = dev
+        self._rnd = rnd
+        self.unseen_mask = unseen
+        self.random_mask = rnd
+        self.predicted = pred
+
+    # ------------------------------------------------------------------ models
+    @property
+    def n_models(self) -> int:
+        return len(self.names)
+
+    @property
+    def exact(self) -> np.ndarray:
+        return self.method == "exact"
+
+    def quantile(self, df, upper: float) -> np.ndarray:
+        """Student t quantile at ``upper`` with ``df`` degrees of freedom (normal where df is inf)."""
+        df = np.asarray(df, dtype=float)
+        q = stats.t.ppf(upper, np.where(np.isfinite(df), df, 1.0))
+        return np.where(np.isfinite(df), q, stats.norm.ppf(upper))
+
+    def interval(self, level: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) of every model's interval at ``level`` (default: the scale's)."""
+        lv = self.level if level is None else float(level)
+        h = self.quantile(self.df, 0.5 + lv / 2) * self.se
+        h = np.where(self.var == 0, 0.0, h)
+        return self.estimate - h, self.estimate + h
+
+    def entry(self, k: int) -> ScaleEntry:
+        lo, hi = self.interval()
+        return ScaleEntry(name=self.names[k], estimate=float(self.estimate[k]), se=float(self.se[k]),
+                          lower=float(lo[k]), upper=float(hi[k]), level=self.level, df=float(self.df[k]),
+                          items_seen=int(self.n_seen[k]), items_random=int(self.n_random[k]),
+                          items_total=int(self.n_total[k]), method=str(self.method[k]))
+
+    def entries(self) -> list[ScaleEntry]:
+        return [self.entry(k) for k in range(self.n_models)]
+
+    # ------------------------------------------------------------------- pairs
+    def residual_correlation(self) -> np.ndarray:
+        """(K, K) correlation of two models' residuals over the items both drew at random (0 where
+        fewer than 3 such items or a constant residual)."""
+        r, m = self._dev, self._rnd.astype(float)
+        n = m @ m.T
+        sa = r @ m.T  # [a, b]: Σ over common items of r_a
+        sb = sa.T
+        saa = (r * r) @ m.T
+        sbb = saa.T
+        sab = r @ r.T
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cov = sab - sa * sb / n
+            va = saa - sa * sa / n
+            vb = sbb - sb * sb / n
+            rho = cov / np.sqrt(va * vb)
+        rho = np.where((n >= _MIN_COMMON) & np.isfinite(rho), np.clip(rho, -1.0, 1.0), 0.0)
+        np.fill_diagonal(rho, 1.0)
+        return rho
+
+    def differences(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(D, SE, DF), each (K, K): D[a, b] = T̂_a − T̂_b, its SE and degrees of freedom.
+
+        Var(D̂ − D) = s_a²·Σw_a² + s_b²·Σw_b² − 2·ρ_ab·s_a·s_b·Σw_a·w_b, w the models' influence
+        weights on their residuals (N_U/n_R on a random item, −1 on an unseen one, over N) and ρ
+        the residual correlation on the items both drew at random: items both have seen cancel
+        exactly, and items both still miss are paired. A full run has w = 0. DF: the smaller of
+        the two models' (a full run's is infinite).
+        """
+        D = self.estimate[:, None] - self.estimate[None, :]
+        ws = self._ws
+        cross = ws @ ws.T  # s_a·s_b·Σ w_a·w_b
+        rho = self.residual_correlation()
+        own = np.diag(cross)
+        V = own[:, None] + own[None, :] - 2 * rho * cross
+        fb = self._fallback_var
+        V = V + fb[:, None] + fb[None, :]
+        V = np.maximum(V, 0.0)
+        np.fill_diagonal(V, 0.0)
+        df = np.where(self.var == 0, np.inf, self.df)
+        DF = np.minimum(df[:, None], df[None, :])
+        return D, np.sqrt(V), DF
+
+    def difference(self, a: int, b: int) -> tuple[float, float, float]:
+        """(T̂_a − T̂_b, its SE, its degrees of freedom) of one pair."""
+        D, S, F = self.differences()
+        return float(D[a, b]), float(S[a, b]), float(F[a, b])
+
+    def projected_variance_factor(self, extra) -> np.ndarray:
+        """(K, …) the factor f(m)/f(0) by which a model's variance shrinks after ``extra`` more items,
+        f(m) = (u²/(n_R + m/2) + u), u = max(N_U − m, 0): half of the new items random, as the
+        default selector gives them. 0 for a full run; 1 where m = 0."""
+        m = np.asarray(extra, dtype=float)
+        shape = (self.n_models,) + (1,) * m.ndim
+        nu = self.n_unseen.reshape(shape).astype(float)
+        nr = np.maximum(self.n_random.reshape(shape).astype(float), 1.0)
+        u = np.maximum(nu - m, 0.0)
+        f = u * u / (nr + m / 2) + u
+        f0 = nu * nu / nr + nu
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(f0 > 0, f / f0, 0.0)
+
+
+def _strata(b: np.ndarray, rnd: np.ndarray, design: np.ndarray, per: int, most: int) -> np.ndarray:
+    """(K, N) stratum of every item for each model: H = min(most, n_R // per) (at least 1) intervals
+    of difficulty, cut at the quantiles of the model's random items' b, so that each stratum holds
+    about n_R/H ≥ ``per`` random items. The cuts depend on the design (which items were drawn), never
+    on a score."""
+    K, N = rnd.shape
+    out = np.zeros((K, N), dtype=np.int64)
+    for k in np.flatnonzero(design):
+        br = b[rnd[k]]
+        H = max(1, min(most, br.size // per))
+        if H == 1:
+            continue
+        cuts = np.quantile(br, np.arange(1, H) / H)
+        out[k] = np.searchsorted(cuts, b, side="right")
+    return out
+
+
+def _swept(bank: ItemBank, unseen: np.ndarray, adaptive: np.ndarray) -> np.ndarray:
+    """(K, N) bool: the items the adaptive slots have swept, for each model.
+
+    Maximum information on a one-parameter bank takes the untaken item nearest θ̂ in
+    difficulty, so every item between θ̂ and an adaptive pick was taken before it: in the
+    difficulty order, an adaptive pick lies in a run of taken items that no unseen item
+    interrupts. Those runs are swept: an item in them would have been taken adaptively had the
+    random share not taken it first, so no unseen item is like it. A 2PL/3PL bank orders
+    items by their information at the model's θ̂ instead of b (an approximation: θ̂ moves)."""
+    K, N = unseen.shape
+    order = _bank_order(bank)
+    u = unseen[:, order]
+    run = np.cumsum(u, axis=1)  # run id: unseen items seen so far in this order
+    key = run + (N + 1) * np.arange(K)[:, None]
+    has_pick = np.bincount(key[adaptive[:, order]], minlength=K * (N + 1)) > 0
+    swept_sorted = has_pick[key] & ~u
+    out = np.empty_like(swept_sorted)
+    out[:, order] = swept_sorted
+    return out
+
+
+def _bank_order(bank: ItemBank) -> np.ndarray:
+    """The items in the order the selector's window runs through them (by difficulty)."""
+    cached = getattr(bank, "_metric_scale_order", None)
+    if cached is None or cached[0] is not bank.b:
+        cached = (bank.b, np.argsort(bank.b, kind="stable"))
+        bank._metric_scale_order = cached
+    return cached[1]
