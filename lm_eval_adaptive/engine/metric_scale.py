@@ -42,7 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy.special import stdtrit
 
 from lm_eval_adaptive.engine.bank import ItemBank
 
@@ -152,10 +152,6 @@ class MetricScale:
     ``n_unseen``, ``n_total``, ``method`` (see :class:`ScaleEntry`).
     """
 
-    #: Random items per stratum of difficulty (on average) and the most strata (see :func:`_strata`).
-    items_per_stratum = 10**9
-    max_strata = 1
-
     def __init__(self, bank: ItemBank, raw, random, theta, *, names=None, population=None, se_theta=None,
                  level: float = 0.95):
         raw = np.atleast_2d(np.asarray(raw, dtype=float))
@@ -191,31 +187,20 @@ class MetricScale:
             raise ValueError("a model's population has no items")
         design = (n_r >= MIN_RANDOM_ITEMS) & (n_u > 0)
         exact = n_u == 0
-        strata = _strata(bank.b, rnd, design, self.items_per_stratum, self.max_strata)  # (K, N) stratum index
-        H = int(strata.max()) + 1
-        key = strata + H * np.arange(K)[:, None]  # one bin per (model, stratum)
-        n_h = np.bincount(key[rnd], minlength=K * H).reshape(K, H).astype(float)
-        u_h = np.bincount(key[unseen], minlength=K * H).reshape(K, H).astype(float)
         with np.errstate(invalid="ignore", divide="ignore"):
-            rbar_h = np.bincount(key[rnd], weights=resid[rnd], minlength=K * H).reshape(K, H) / n_h
-            rbar_h = np.where(n_h > 0, rbar_h, 0.0)
-            dev = np.where(rnd, resid - np.take_along_axis(rbar_h, strata, 1), 0.0)
-            ss_h = np.bincount(key[rnd], weights=dev[rnd] ** 2, minlength=K * H).reshape(K, H)
-            s2_h = np.where(n_h >= 2, ss_h / np.maximum(n_h - 1, 1), 0.0)
-        total = y.sum(1) + np.where(unseen, pred, 0.0).sum(1)
-        total = total + np.where(design, (u_h * rbar_h).sum(1), 0.0)
+            rbar = np.where(n_r > 0, resid.sum(1) / np.maximum(n_r, 1), 0.0)
+        dev = np.where(rnd, resid - rbar[:, None], 0.0)
+        s2 = np.where(n_r >= 2, (dev * dev).sum(1) / np.maximum(n_r - 1, 1), 0.0)
+        total = y.sum(1) + np.where(unseen, pred, 0.0).sum(1) + np.where(design, n_u * rbar, 0.0)
         self.estimate = total / n_tot
-        # influence weights on the residuals: e = Σ w·(r − E r); Var(e) = Σ s_h²·w² (items independent)
-        ratio = np.where(n_h > 0, u_h / np.maximum(n_h, 1), 0.0)
-        w = np.where(rnd, np.take_along_axis(ratio, strata, 1), 0.0) - unseen.astype(float)
-        w = np.where(design[:, None], w, 0.0) / n_tot[:, None]
-        s_item = np.sqrt(np.take_along_axis(s2_h, strata, 1))
-        ws = w * s_item
-        var = (ws ** 2).sum(1)
-        v_h = s2_h * (u_h ** 2 / np.maximum(n_h, 1) + u_h)  # each stratum's share of the variance
-        with np.errstate(invalid="ignore", divide="ignore"):
-            df = (v_h.sum(1) ** 2) / (v_h ** 2 / np.maximum(n_h - 1, 1)).sum(1)  # Satterthwaite
-        df = np.where(np.isfinite(df) & (df > 0), df, np.maximum(n_r - np.count_nonzero(n_h, axis=1), 1.0))
+        # influence weights on the residuals: e = Σ w·(r − E r), so Var(e) = s²·Σw² for independent items:
+        # N_U/n_R on a comparable random item, −1 on an unseen one, over N (0 for a full run or the fallback)
+        scale = np.where(design, 1.0 / n_tot, 0.0)
+        w_r = np.where(n_r > 0, n_u / np.maximum(n_r, 1), 0.0) * scale
+        var = s2 * (n_r * w_r ** 2 + n_u * scale ** 2)
+        s = np.sqrt(s2)
+        ws = (np.where(rnd, w_r[:, None], 0.0) - np.where(unseen, scale[:, None], 0.0)) * s[:, None]
+        df = np.maximum(n_r - 1.0, 1.0)
         fallback = ~design & ~exact
         self._fallback_var = np.zeros(K)
         if np.any(fallback):
@@ -234,12 +219,13 @@ class MetricScale:
         self.n_seen, self.n_random, self.n_unseen, self.n_total = n_seen, n_r, n_u, n_tot
         self.method = np.where(exact, "exact", np.where(design, "design", "model"))
         self._ws = ws
-        self.strata = strata
         self._design = design
         self._dev = dev
         self._rnd = rnd
         self.unseen_mask = unseen
         self.random_mask = rnd
+        self.drawn_mask = drawn
+        self.raw = np.where(seen, raw, np.nan)
         self.predicted = pred
 
     # ------------------------------------------------------------------ models
@@ -251,11 +237,10 @@ class MetricScale:
     def exact(self) -> np.ndarray:
         return self.method == "exact"
 
-    def quantile(self, df, upper: float) -> np.ndarray:
-        """Student t quantile at ``upper`` with ``df`` degrees of freedom (normal where df is inf)."""
-        df = np.asarray(df, dtype=float)
-        q = stats.t.ppf(upper, np.where(np.isfinite(df), df, 1.0))
-        return np.where(np.isfinite(df), q, stats.norm.ppf(upper))
+    @staticmethod
+    def quantile(df, upper: float) -> np.ndarray:
+        """Student t quantile at ``upper`` with ``df`` degrees of freedom (the normal one where df is inf)."""
+        return stdtrit(np.asarray(df, dtype=float), upper)
 
     def interval(self, level: float | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(lower, upper) of every model's interval at ``level`` (default: the scale's)."""
@@ -335,23 +320,6 @@ class MetricScale:
         f0 = nu * nu / nr + nu
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(f0 > 0, f / f0, 0.0)
-
-
-def _strata(b: np.ndarray, rnd: np.ndarray, design: np.ndarray, per: int, most: int) -> np.ndarray:
-    """(K, N) stratum of every item for each model: H = min(most, n_R // per) (at least 1) intervals
-    of difficulty, cut at the quantiles of the model's random items' b, so that each stratum holds
-    about n_R/H ≥ ``per`` random items. The cuts depend on the design (which items were drawn), never
-    on a score."""
-    K, N = rnd.shape
-    out = np.zeros((K, N), dtype=np.int64)
-    for k in np.flatnonzero(design):
-        br = b[rnd[k]]
-        H = max(1, min(most, br.size // per))
-        if H == 1:
-            continue
-        cuts = np.quantile(br, np.arange(1, H) / H)
-        out[k] = np.searchsorted(cuts, b, side="right")
-    return out
 
 
 def _swept(bank: ItemBank, unseen: np.ndarray, adaptive: np.ndarray) -> np.ndarray:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy.special import stdtr
 
 from lm_eval_adaptive.engine.metric_scale import MetricScale
 
@@ -97,12 +97,13 @@ def rank_ranges(ordered) -> tuple[np.ndarray, np.ndarray]:
 
 
 def judge_pairs(scale: MetricScale, *, confidence: float = 0.95, tie_margin: float = 0.0,
-                item_costs=None) -> PairJudgement:
+                item_costs=None, settle_cost: bool = True) -> PairJudgement:
     """Judge every pair of ``scale``'s models (see the module docstring).
 
     ``confidence``: γ. ``tie_margin``: δ ≥ 0 in metric units (0: no equivalence except exact
     equality). ``item_costs``: USD per item, (K, N) or (K,) (one price per item of each model;
-    None: dollars are 0). The cost of an unresolved pair is the items each model would add
+    None: dollars are 0); ``settle_cost=False`` skips the costs (0 for every pair: the outcomes
+    alone, as a ranker needs them after each score). The cost of an unresolved pair is the items each model would add
     (half of them random, as the default selector gives them) times its mean unseen item cost.
     """
     if not (0.5 < confidence < 1):
@@ -125,11 +126,21 @@ def judge_pairs(scale: MetricScale, *, confidence: float = 0.95, tie_margin: flo
     outcome = np.where(ordered, ORDERED, np.where(equivalent, EQUIVALENT, UNRESOLVED))
     with np.errstate(invalid="ignore", divide="ignore"):
         z = np.where(exact, np.where(d > 0, np.inf, 0.0), d / s)
-    p = np.where(np.isfinite(df), stats.t.cdf(z, np.where(np.isfinite(df), df, 1.0)), stats.norm.cdf(z))
-    items, cost = _cost_to_settle(scale, a, b, d, s, outcome == UNRESOLVED, confidence, tie_margin, item_costs)
+    p = stdtr(df, z)
+    items, cost = _cost_to_settle(scale, a, b, d, s, (outcome == UNRESOLVED) & settle_cost, confidence,
+                                  tie_margin, item_costs)
     return PairJudgement(names=list(scale.names), a=a, b=b, outcome=outcome, difference=d, se=s, df=df,
                          p_order=p, items_to_settle=items, cost_to_settle=cost, confidence=float(confidence),
                          tie_margin=float(tie_margin))
+
+
+def _shrink(n_unseen, n_random, m):
+    """f(m)/f(0), f(m) = u²/(n_R + m/2) + u with u = max(N_U − m, 0): how a model's variance shrinks
+    with m more items, half of them random (:meth:`MetricScale.projected_variance_factor`)."""
+    u = np.maximum(n_unseen - m, 0.0)
+    f0 = n_unseen * n_unseen / n_random + n_unseen
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(f0 > 0, (u * u / (n_random + m / 2) + u) / f0, 0.0)
 
 
 def _cost_to_settle(scale: MetricScale, a, b, d, s, open_, confidence, margin, item_costs):
@@ -157,20 +168,27 @@ def _cost_to_settle(scale: MetricScale, a, b, d, s, open_, confidence, margin, i
     design = scale.method == "design"
     nr = scale.n_random.astype(float)
 
-    def settles(m):
-        fa = scale.projected_variance_factor(m)  # (K, len(m))
-        f = wa * fa[pa, np.arange(m.size)] + (1 - wa) * fa[pb, np.arange(m.size)]
-        v = v_now * f
+    nua, nub = nu[pa].astype(float), nu[pb].astype(float)
+    nra, nrb = np.maximum(nr[pa], 1.0), np.maximum(nr[pb], 1.0)
+
+    def variance(m):
+        return v_now * (wa * _shrink(nua, nra, m) + (1 - wa) * _shrink(nub, nrb, m))
+
+    def dof(m):
         dfa = np.where(design[pa] & (nu[pa] > m), nr[pa] + m / 2 - 1, np.inf)
         dfb = np.where(design[pb] & (nu[pb] > m), nr[pb] + m / 2 - 1, np.inf)
-        df = np.minimum(dfa, dfb)
+        return np.maximum(np.minimum(dfa, dfb), 1.0)
+
+    def settles(m):
+        v = variance(m)
+        df = dof(m)
         se = np.sqrt(v)
-        order = dd > scale.quantile(df, 1 - (1 - confidence) / 2) * se
-        equiv = dd + scale.quantile(df, confidence) * se <= margin
+        order = dd > scale.quantile(df, 1 - (1 - confidence) / 2) * se  # t·SE < |D̂|
+        equiv = dd + scale.quantile(df, confidence) * se <= margin  # |D̂| + t·SE ≤ δ
         return order | equiv | (v == 0)
 
-    lo = np.zeros(idx.size)  # not settled at m = lo (it is open now)
-    up = hi.copy()  # settled at m = up (a full run)
+    lo = np.zeros(idx.size)  # open at m = lo (it is open now)
+    up = hi.copy()  # settled at m = up (a full run of both: variance 0)
     for _ in range(64):
         gap = up - lo > 1
         if not gap.any():
