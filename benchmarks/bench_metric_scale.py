@@ -95,7 +95,21 @@ def _scale(bank, raw_h, paths, counts, rows=None):
     return MetricScale(bank, raw, rnd, theta, se_theta=se, population=pop, level=LEVEL)
 
 
-def unit(name: str, f: int, seeds: int, margin: float, start: int) -> dict | None:
+def _model_free_se(sc, a: int, b: int) -> float:
+    """SE of the difference estimated without the bank: the mean of y_a − y_b over the items both
+    drew at random, with its finite-population correction, for comparison with the paired SE."""
+    both = sc.drawn_mask[a] & sc.drawn_mask[b]
+    n = int(both.sum())
+    if n < 3:
+        return float("nan")
+    d = sc.raw[a, both] - sc.raw[b, both]
+    pop = int((~np.isnan(sc.raw[a]) | sc.unseen_mask[a]).sum())
+    return float(np.std(d, ddof=1) / np.sqrt(n) * np.sqrt(max(0.0, 1 - n / pop)))
+
+
+def unit(name: str, f: int, seeds: int, margin_share: float, start: int, floor: float | None = None) -> dict | None:
+    if floor is not None:
+        MetricScale.model_floor = floor
     from lm_eval_adaptive.data.tables import load_any_table
     table = load_any_table(name)
     config = BacktestConfig(self_check=False, seeds=seeds)
@@ -110,8 +124,10 @@ def unit(name: str, f: int, seeds: int, margin: float, start: int) -> dict | Non
     raw_h = table.mean_matrix()[[models.index(m) for m in hold]][:, tpos]
     scaled = bank.scale(np.arange(bank.n_items)[None, :], raw_h)
     truth = np.nanmean(raw_h, axis=1)
+    margin = margin_share * float(np.mean(bank.hi - bank.lo))  # δ as a share of the metric's range per item
     H = len(hold)
-    res = {p: {"covered": [], "width": [], "pair_covered": [], "pair_ratio": [], "pair_width": []} for p in POINTS}
+    res = {p: {"covered": [], "width": [], "pair_covered": [], "pair_ratio": [], "pair_width": [], "model_gain": []}
+           for p in POINTS}
     settle = []
     for seed in range(seeds):
         paths = _path(bank, hold, raw_h, scaled, f, seed, config.partition_seed)
@@ -138,6 +154,9 @@ def unit(name: str, f: int, seeds: int, margin: float, start: int) -> dict | Non
                     unpaired = np.hypot(sc.se[a], sc.se[b])
                     if unpaired > 0:
                         res[point]["pair_ratio"].append(float(S[a, b] / unpaired))
+                    free = _model_free_se(sc, a, b)
+                    if np.isfinite(free) and free > 0 and S[a, b] > 0:
+                        res[point]["model_gain"].append(float(S[a, b] / free))
         # the cost to settle: stated at `start` items per model, measured by buying on
         counts0 = np.minimum(start, total)
         sc0 = _scale(bank, raw_h, paths, counts0)
@@ -180,7 +199,8 @@ def summarise(units: list[dict]) -> dict:
                   "median_width": float(np.median(wid)) if wid else float("nan"),
                   "pair_coverage": float(np.mean(pc)) if pc else float("nan"), "pairs": len(pc),
                   "median_pair_width": float(np.median(pw)) if pw else float("nan"),
-                  "median_paired_over_unpaired_se": float(np.median(pr)) if pr else float("nan")}
+                  "median_paired_over_unpaired_se": float(np.median(pr)) if pr else float("nan"),
+                  "median_se_over_model_free_paired_se": _median([w for u in units for w in u["points"][p]["model_gain"]])}
     st = [s for u in units for s in u["settle"]]
     if st:
         stated = np.array([s["stated"] for s in st], dtype=float)
@@ -202,6 +222,10 @@ def summarise(units: list[dict]) -> dict:
     return out
 
 
+def _median(x) -> float:
+    return float(np.median(x)) if len(x) else float("nan")
+
+
 def _share(x) -> float:
     return float(np.mean(x)) if len(x) else float("nan")
 
@@ -209,16 +233,17 @@ def _share(x) -> float:
 def show(title: str, rows: dict) -> None:
     print(f"\n{title}")
     print(f"{'table':<26}" + "".join(f"{'cov ' + p:>13}" for p in POINTS) + "".join(
-        f"{'width ' + p:>14}" for p in POINTS) + f"{'pair cov 20':>13}{'pair cov 50%':>13}{'paired/unp':>11}"
-        f"{'settle n':>9}{'within 2x':>10}{'med ratio':>10}{'ord right':>10}")
+        f"{'width ' + p:>14}" for p in POINTS) + f"{'pair cov 20':>13}{'pair cov 50%':>13}{'paired/unp':>11}{'se/free':>9}"
+        f"{'settle n':>9}{'within 2x':>10}{'med ratio':>10}{'ord right':>10}{'eq right':>9}")
     for name, s in rows.items():
         st = s["settle"]
         print(f"{name:<26}" + "".join(f"{s[p]['coverage']:>13.3f}" for p in POINTS)
               + "".join(f"{s[p]['median_width']:>14.4f}" for p in POINTS)
               + f"{s['20 items']['pair_coverage']:>13.3f}{s['50%']['pair_coverage']:>13.3f}"
               f"{s['20 items']['median_paired_over_unpaired_se']:>11.2f}"
+              f"{s['20 items']['median_se_over_model_free_paired_se']:>9.2f}"
               f"{st['pairs']:>9}{st.get('within_2x', float('nan')):>10.2f}{st.get('median_ratio', float('nan')):>10.2f}"
-              f"{st.get('ordered_right', float('nan')):>10.3f}")
+              f"{st.get('ordered_right', float('nan')):>10.3f}{st.get('equivalent_right', float('nan')):>9.3f}")
 
 
 def timing() -> None:
@@ -244,29 +269,61 @@ def timing() -> None:
         print(f"K={K:>2} models, N={N} items, {n} seen each: MetricScale + judge_pairs {1e6 * dt:8.0f} µs per call")
 
 
+def oracle(reps: int = 4000, z: float = 1.959963984540054) -> None:
+    """How close can any stated cost come to a measured one? A pair whose true gap Δ and per-item SD
+    are known exactly, its z-statistic followed item by item (information time, Brownian motion with
+    drift) from a start where it is not settled until it first is: the oracle states the items at
+    which the expected z reaches the threshold, t* = (z·s/Δ)²; the best constant multiple of it is
+    also tried. Reported: the share within a factor 2 of the measured first crossing."""
+    rng = np.random.default_rng(0)
+    print("start (share of t*)  pairs  within 2x (oracle t*)  within 2x (best multiple)  median measured/t*")
+    for start in (0.05, 0.2, 0.5):
+        meas = []
+        for _ in range(reps):
+            t_star = z * z
+            t = np.arange(start * t_star, 20 * t_star, t_star / 400)
+            w = np.cumsum(rng.normal(0, np.sqrt(np.r_[t[0], np.diff(t)])))
+            zt = (t + w) / np.sqrt(t)
+            if abs(zt[0]) > z:
+                continue
+            hit = int(np.argmax(np.abs(zt) > z))
+            meas.append((t[hit] - t[0]) / (t_star - t[0]) if abs(zt[hit]) > z else 20.0)
+        m = np.asarray(meas)
+        best = max(float(np.mean((m >= c / 2) & (m <= 2 * c))) for c in np.exp(np.linspace(-3, 2, 200)))
+        print(f"{start:>20.2f}  {m.size:>5}  {np.mean((m >= 0.5) & (m <= 2)):>21.2f}  {best:>25.2f}  "
+              f"{np.median(m):>18.2f}")
+
+
 def main(argv=None) -> int:
     from bench_honesty import REPORT, TUNING
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--half", choices=("tuning", "report", "both"), default="both")
     ap.add_argument("--tables", nargs="+", default=None)
-    ap.add_argument("--tie-margin", type=float, default=0.0)
+    ap.add_argument("--tie-margin", type=float, default=0.0,
+                    help="δ as a share of the metric's range (the bank's mean per-item max − min)")
     ap.add_argument("--start", type=int, default=20, help="items per model when the cost to settle is stated")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", default=None)
     ap.add_argument("--timing", action="store_true")
+    ap.add_argument("--oracle", action="store_true", help="the first-crossing simulation with known Δ and SD")
+    ap.add_argument("--floor", type=float, default=None, help="MetricScale.model_floor (default: the engine's)")
     a = ap.parse_args(argv)
     if a.timing:
         timing()
         return 0
+    if a.oracle:
+        oracle()
+        return 0
     halves = {"custom": a.tables} if a.tables else {
         k: v for k, v in (("tuning", TUNING), ("report", REPORT)) if a.half in (k, "both")}
     t0 = time.perf_counter()
-    out = {"settings": {"seeds": a.seeds, "tie_margin": a.tie_margin, "start": a.start, "level": LEVEL}}
+    out = {"settings": {"seeds": a.seeds, "tie_margin": a.tie_margin, "start": a.start, "level": LEVEL,
+                        "model_floor": MetricScale.model_floor if a.floor is None else a.floor}}
     ctx = multiprocessing.get_context("forkserver")
     with ProcessPoolExecutor(max_workers=a.jobs, mp_context=ctx, initializer=_one_thread) as pool:
         for half, names in halves.items():
-            futs = [pool.submit(unit, n, f, a.seeds, a.tie_margin, a.start) for n in names for f in range(5)]
+            futs = [pool.submit(unit, n, f, a.seeds, a.tie_margin, a.start, a.floor) for n in names for f in range(5)]
             units = [u for u in (x.result() for x in futs) if u is not None]
             rows = {n: summarise([u for u in units if u["table"] == n]) for n in names}
             rows[f"POOLED {half}"] = summarise(units)

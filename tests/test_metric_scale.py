@@ -311,20 +311,28 @@ def test_records_carry_the_issue_keys():
 
 
 # --------------------------------------------------------------------------- misfit widens
-def test_more_scatter_around_the_bank_never_narrows_an_interval():
+def test_more_scatter_around_the_bank_never_narrows_an_interval(monkeypatch):
     bank = make_sim_bank(200, seed=9)
     rng = np.random.default_rng(9)
     for _ in range(20):
         y = _scores("model", rng.normal(), bank.b, rng)
         raw, rnd, theta, se = _adaptive_path(bank, y, int(rng.integers(10, 150)), seed=int(rng.integers(100)))
         pred = predicted_raw(bank, theta)[0]
-        widths = []
-        for c in (1.0, 1.5, 3.0):  # the same items, residuals c times as large: a model that fits worse
-            sc = MetricScale(bank, pred + c * (raw - pred), rnd, theta, se_theta=se)
-            lo, hi = sc.interval()
-            widths.append(hi[0] - lo[0])
-        assert widths[0] <= widths[1] <= widths[2]
-        assert widths[2] == pytest.approx(3 * widths[0])
+        for floor in (MetricScale.model_floor, 0.0):
+            monkeypatch.setattr(MetricScale, "model_floor", floor)
+            widths = []
+            for c in (0.5, 1.0, 1.5, 3.0):  # the same items, residuals c times as large: a model that fits worse
+                sc = MetricScale(bank, pred + c * (raw - pred), rnd, theta, se_theta=se)
+                lo, hi = sc.interval()
+                widths.append(hi[0] - lo[0])
+            assert all(a <= b for a, b in zip(widths, widths[1:])), widths
+            if floor == 0:  # the design-based interval alone scales with the residuals
+                assert widths[3] == pytest.approx(6 * widths[0])
+            else:  # the floor: never narrower than its share of the response model's noise
+                sc = MetricScale(bank, pred + 0.01 * (raw - pred), rnd, theta)
+                if sc.method[0] == "design":
+                    assert sc.var[0] > 0 and sc.s2_design[0] < sc.var[0] / ((sc.n_unseen[0] ** 2 / sc.n_random[0]
+                                                                             + sc.n_unseen[0]) / sc.n_total[0] ** 2)
 
 
 def test_a_misfitting_model_gets_a_wider_interval_than_a_fitting_one():

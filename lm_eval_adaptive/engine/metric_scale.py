@@ -1,44 +1,49 @@
 """The full-task metric as the quantity of record (METHOD.md §8; docs/metric-scale.md).
 
-What a user compares is a model's *full-task mean*: its mean raw metric over the bank's
-items, a finite population of N numbers. After n items of an adaptive test the engine knows
-n of them exactly; for the other N − n it has the bank's prediction ŷᵢ = unscale(μ(θ̂, bᵢ)).
-The estimate of record is
+What a user compares is a model's *full-task mean*: its mean raw metric over the bank's items
+(those it has a score for), a finite population of N numbers. After some items of an adaptive
+test the engine knows those exactly; for the N_U unseen ones it has the bank's prediction
+ŷᵢ = unscale(μ(θ̂, bᵢ)). The estimate of record is the difference estimator of survey sampling
+(Särndal, Swensson & Wretman 1992, §6.3) for the unseen part:
 
-    T̂ = (Σ_seen yᵢ + Σ_unseen ŷᵢ + N_U · r̄_R) / N,
+    T̂ = (Σ_seen yᵢ + Σ_unseen ŷᵢ + N_U · r̄) / N,
 
-r̄_R the mean residual y − ŷ on the model's *random-share* items (the slots
-:class:`~lm_eval_adaptive.engine.selection.RandomShareSelector` fills from one random
-permutation) and N_U the number of unseen items: the difference estimator of survey
-sampling (Särndal, Swensson & Wretman 1992, §6.3) for the unseen part. Its variance is the
-finite-population prediction variance
+r̄ the mean residual y − ŷ on the model's *comparable random items*: the items its random-share
+slots (:class:`~lm_eval_adaptive.engine.selection.RandomShareSelector`, the first untaken item
+of one random permutation) drew, less those the adaptive slots have since swept past
+(:func:`_swept`: had the random slot not taken them, maximum information would have, so no
+unseen item is like them). With n_R such items, the variance is the finite-population
+prediction variance
 
-    Var(T̂ − T) = s² · (N_U²/n_R + N_U) / N²   ( = N_R·N_U·s²/n_R, N_R = n_R + N_U:
-                                                  (1 − n_R/N_R)·s²/n_R on N_R items' mean),
+    Var(T̂ − T) = s² · (N_U²/n_R + N_U) / N²   ( = (1 − n_R/N_R) · s²/n_R on the mean of the
+                                                  N_R = n_R + N_U comparable items, times (N_R/N)²),
 
-s² the residuals' variance on the random items; the interval uses Student's t with n_R − 1
-degrees of freedom. It holds whatever the response model (a bad one only makes s² larger),
-shrinks with every item (N_U falls, n_R grows), and is exactly the full-task mean with zero
-width when every item is seen (N_U = 0). Why the random items represent the unseen ones
-under adaptive selection is argued in docs/metric-scale.md; coverage is checked there by
-simulation with wrong response models and on held-out real models.
+s² the residuals' sample variance, floored at :attr:`MetricScale.model_floor` times the response
+model's own noise on those items (a sample of residuals can miss rare large ones; misfit widens
+an interval, never narrows it), and the interval uses Student's t with n_R − 1 degrees of
+freedom. It holds whatever the response model (a bad one makes s² larger), shrinks with every
+item (N_U falls), and is exactly the full-task mean with zero width when every item is seen.
+Why the comparable random items stand for the unseen ones under adaptive selection, and how
+well the intervals cover (simulations with wrong response models, held-out real models), is in
+docs/metric-scale.md.
 
-A model with fewer than 2 random items (a selector without a random share, the first items
-of a run) falls back to the response model: θ̂'s SE pushed through the prediction plus the
-model's own noise on the unseen items (``method = "model"``).
+A model with fewer than :data:`MIN_RANDOM_ITEMS` comparable random items (a selector without a
+random share, the first items of a run) falls back to the response model: θ̂'s SE pushed
+through the prediction plus the model's noise on the unseen items (``method = "model"``).
 
-A *difference* of two models' full-task means (:meth:`MetricScale.differences`) is judged
-on the same scale: the items both saw contribute their exact difference, the rest the
-predictions and the two corrections, whose errors are correlated through the items the two
-models' random shares have in common (the same permutation: paired). A full run enters
-with no uncertainty at all.
+The *difference* of two models' full-task means (:meth:`MetricScale.differences`) is judged on
+the same scale: items both saw contribute their exact difference, the rest the predictions and
+the two corrections, whose errors are correlated through the items both drew at random (the
+same permutation: paired). A full run enters with no uncertainty.
 
-The module is pure NumPy over a (models × items) layout, so the ranker and the leaderboard
-judge every model and pair in one call (:class:`MetricScale`; cost O(K·N + K²·N)).
+Pure NumPy over a (models × items) layout: one call judges every model and pair
+(:class:`MetricScale`, O(K·N + K²·N)); :mod:`~lm_eval_adaptive.engine.pair_outcomes` turns it
+into outcomes, costs to settle and rank ranges.
 """
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,23 +78,27 @@ def random_share_mask(selector, items, n_items: int, *, first_slot: int = 0) -> 
 
 def predicted_raw(bank: ItemBank, theta) -> np.ndarray:
     """The bank's predicted raw metric of every item at each ability: (K, N) for K abilities."""
+    return _predicted(bank, theta)[1]
+
+
+def _predicted(bank: ItemBank, theta) -> tuple[np.ndarray, np.ndarray]:
+    """(μ, ŷ) of every item at each ability, (K, N): the mean scaled score and the raw prediction."""
     t = np.atleast_1d(np.asarray(theta, dtype=float))[:, None]
     params = {k: v[None, :] for k, v in bank.item_params().items()}
     mu = bank.model.mean(t, bank.b[None, :], **params)
-    return bank.lo[None, :] + mu * (bank.hi - bank.lo)[None, :]
+    return mu, bank.lo[None, :] + mu * (bank.hi - bank.lo)[None, :]
 
 
-def _model_noise(bank: ItemBank, theta: np.ndarray, h: float = 1e-4) -> tuple[np.ndarray, np.ndarray]:
-    """(dŷ/dθ, the response model's variance of y) per (model, item), in raw units (for the fallback).
+def _model_variance(bank: ItemBank, mu: np.ndarray) -> np.ndarray:
+    """The response model's variance of a raw score, (K, N): μ'(θ)²/I(θ) in scaled units, which is
+    k·μ(1−μ) for the continuous model and P(1−P) for the binary ones, times the item's range²."""
+    k = bank.k if bank.k is not None else 1.0
+    return k * mu * (1.0 - mu) * ((bank.hi - bank.lo) ** 2)[None, :]
 
-    The variance is μ'(θ)²/I(θ) (k·μ(1−μ) for the continuous model, P(1−P) for a binary one)."""
-    d = (predicted_raw(bank, theta + h) - predicted_raw(bank, theta - h)) / (2 * h)
-    span = (bank.hi - bank.lo)[None, :]
-    params = {k: v[None, :] for k, v in bank.item_params().items()}
-    info = bank.model.information(theta[:, None], bank.b[None, :], **params)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        var = np.where(info > 0, (d / span) ** 2 / info, 0.0) * span ** 2
-    return d, var
+
+def _slope(bank: ItemBank, theta: np.ndarray, h: float = 1e-4) -> np.ndarray:
+    """dŷ/dθ of every item at each ability, (K, N), by central difference."""
+    return (predicted_raw(bank, theta + h) - predicted_raw(bank, theta - h)) / (2 * h)
 
 
 @dataclass(frozen=True)
@@ -152,6 +161,11 @@ class MetricScale:
     ``n_unseen``, ``n_total``, ``method`` (see :class:`ScaleEntry`).
     """
 
+    #: The residual variance is floored at this share of the response model's own noise on the same
+    #: items (0: no floor). 0.5 is the smallest of 0, 0.25, 0.5, 1 whose pooled coverage on the tuning
+    #: half reached 0.95 at 20 items and at 10%, 50% and 90% of the items (docs/metric-scale.md).
+    model_floor = 0.5
+
     def __init__(self, bank: ItemBank, raw, random, theta, *, names=None, population=None, se_theta=None,
                  level: float = 0.95):
         raw = np.atleast_2d(np.asarray(raw, dtype=float))
@@ -175,7 +189,7 @@ class MetricScale:
         drawn = random & seen
         swept = _swept(bank, unseen, seen & ~random)
         rnd = drawn & ~swept  # the random items comparable with the unseen ones
-        pred = predicted_raw(bank, theta)
+        mu, pred = _predicted(bank, theta)
         y = np.where(seen, raw, 0.0)
         resid = np.where(rnd, y - pred, 0.0)
         n_seen = seen.sum(1)
@@ -191,6 +205,14 @@ class MetricScale:
             rbar = np.where(n_r > 0, resid.sum(1) / np.maximum(n_r, 1), 0.0)
         dev = np.where(rnd, resid - rbar[:, None], 0.0)
         s2 = np.where(n_r >= 2, (dev * dev).sum(1) / np.maximum(n_r - 1, 1), 0.0)
+        self.s2_design = s2
+        if self.model_floor > 0:
+            # a floor at a share of the response model's own noise on these items: scatter beyond
+            # it widens the interval, scatter below it does not narrow it further (a sample of
+            # residuals that missed the rare large ones is caught)
+            pool = rnd | unseen
+            noise = np.where(pool, _model_variance(bank, mu), 0.0).sum(1) / np.maximum(pool.sum(1), 1)
+            s2 = np.maximum(s2, self.model_floor * noise)
         total = y.sum(1) + np.where(unseen, pred, 0.0).sum(1) + np.where(design, n_u * rbar, 0.0)
         self.estimate = total / n_tot
         # influence weights on the residuals: e = Σ w·(r − E r), so Var(e) = s²·Σw² for independent items:
@@ -206,7 +228,7 @@ class MetricScale:
         if np.any(fallback):
             se_t = np.full(K, np.inf) if se_theta is None else np.broadcast_to(
                 np.asarray(se_theta, dtype=float), (K,))
-            d, noise = _model_noise(bank, theta)
+            d, noise = _slope(bank, theta), _model_variance(bank, mu)
             slope = np.where(unseen, d, 0.0).sum(1)
             fb = ((slope * se_t) ** 2 + np.where(unseen, noise, 0.0).sum(1)) / n_tot ** 2
             with np.errstate(invalid="ignore"):
@@ -329,8 +351,8 @@ def _swept(bank: ItemBank, unseen: np.ndarray, adaptive: np.ndarray) -> np.ndarr
     difficulty, so every item between θ̂ and an adaptive pick was taken before it: in the
     difficulty order, an adaptive pick lies in a run of taken items that no unseen item
     interrupts. Those runs are swept: an item in them would have been taken adaptively had the
-    random share not taken it first, so no unseen item is like it. A 2PL/3PL bank orders
-    items by their information at the model's θ̂ instead of b (an approximation: θ̂ moves)."""
+    random share not taken it first, so no unseen item is like it. (A 2PL/3PL bank selects by
+    information, not by nearness in b: there the runs in difficulty order are an approximation.)"""
     K, N = unseen.shape
     order = _bank_order(bank)
     u = unseen[:, order]
@@ -343,10 +365,12 @@ def _swept(bank: ItemBank, unseen: np.ndarray, adaptive: np.ndarray) -> np.ndarr
     return out
 
 
+_ORDER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _bank_order(bank: ItemBank) -> np.ndarray:
-    """The items in the order the selector's window runs through them (by difficulty)."""
-    cached = getattr(bank, "_metric_scale_order", None)
+    """The items in the order the selector's window runs through them (by difficulty; sorted once per bank)."""
+    cached = _ORDER.get(bank)
     if cached is None or cached[0] is not bank.b:
-        cached = (bank.b, np.argsort(bank.b, kind="stable"))
-        bank._metric_scale_order = cached
+        cached = _ORDER[bank] = (bank.b, np.argsort(bank.b, kind="stable"))
     return cached[1]
