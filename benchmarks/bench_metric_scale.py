@@ -8,7 +8,8 @@ selector: every second item from one seeded random permutation, the others maxim
 Along that path:
 
 * **coverage and width** of the 95% full-task interval (engine/metric_scale.py) at 20 items and at
-  10%, 50%, 90% and 100% of the model's items, against its true mean over those items; the same for
+  10%, 50%, 90% and 100% of the model's items, against its true mean over those items (widths in
+  units of the SD of all the table's models' full-task means, so that tables compare); the same for
   the difference of every pair of hold-out models (at the same share of items), and the median ratio
   of the paired SE to the unpaired one (√(SE_a² + SE_b²));
 * **cost to settle**: at 20 items per model, each pair that is neither ordered nor equivalent gets
@@ -46,10 +47,13 @@ from lm_eval_adaptive.engine.backtest import BacktestConfig, fold_bank, plan_bac
 from lm_eval_adaptive.engine.cat import AdaptiveTest  # noqa: E402
 from lm_eval_adaptive.engine.metric_scale import MetricScale  # noqa: E402
 from lm_eval_adaptive.engine.pair_outcomes import EQUIVALENT, ORDERED, UNRESOLVED, judge_pairs  # noqa: E402
-from lm_eval_adaptive.engine.selection import default_selector  # noqa: E402
+from lm_eval_adaptive.engine.selection import RandomShareSelector, default_selector  # noqa: E402
 
 POINTS = ("20 items", "10%", "50%", "90%", "100%")
 LEVEL = 0.95
+
+
+SHARE = None  # the random share of the selector (None: the engine's default selector)
 
 
 def _path(bank, hold, raw_h, scaled, f, seed, partition_seed):
@@ -58,7 +62,11 @@ def _path(bank, hold, raw_h, scaled, f, seed, partition_seed):
     out = []
     for j, m in enumerate(hold):
         missing = np.flatnonzero(np.isnan(raw_h[j]))
-        sel = default_selector(bank.b, top_k=1, seed=[partition_seed, f, seed], information=bank.selection_information)
+        if SHARE is None:
+            sel = default_selector(bank.b, top_k=1, seed=[partition_seed, f, seed], information=bank.selection_information)
+        else:
+            sel = RandomShareSelector(bank.b, 1, share=SHARE, seed=[partition_seed, f, seed],
+                                      information=bank.selection_information)
         t = AdaptiveTest(bank, se_target=None, max_items=bank.n_items, min_items=0, selector=sel, name=m)
         if missing.size:
             t.exclude(missing)
@@ -107,7 +115,10 @@ def _model_free_se(sc, a: int, b: int) -> float:
     return float(np.std(d, ddof=1) / np.sqrt(n) * np.sqrt(max(0.0, 1 - n / pop)))
 
 
-def unit(name: str, f: int, seeds: int, margin_share: float, start: int, floor: float | None = None) -> dict | None:
+def unit(name: str, f: int, seeds: int, margin_share: float, start: int, floor: float | None = None,
+         share: float | None = None) -> dict | None:
+    global SHARE
+    SHARE = share
     if floor is not None:
         MetricScale.model_floor = floor
     from lm_eval_adaptive.data.tables import load_any_table
@@ -125,6 +136,8 @@ def unit(name: str, f: int, seeds: int, margin_share: float, start: int, floor: 
     scaled = bank.scale(np.arange(bank.n_items)[None, :], raw_h)
     truth = np.nanmean(raw_h, axis=1)
     margin = margin_share * float(np.mean(bank.hi - bank.lo))  # δ as a share of the metric's range per item
+    # the unit widths are shown in: the SD of every model's full-task mean over the bank's items
+    spread = float(np.std(np.nanmean(table.mean_matrix()[:, tpos], axis=1)))
     H = len(hold)
     res = {p: {"covered": [], "width": [], "pair_covered": [], "pair_ratio": [], "pair_width": [], "model_gain": []}
            for p in POINTS}
@@ -142,7 +155,7 @@ def unit(name: str, f: int, seeds: int, margin_share: float, start: int, floor: 
             lo, hi = sc.interval()
             tol = 1e-9 * np.maximum(1.0, np.abs(truth))  # a full run's zero-width interval: float rounding only
             res[point]["covered"] += [bool(a - e <= t <= b + e) for a, t, b, e in zip(lo, truth, hi, tol)]
-            res[point]["width"] += (hi - lo).tolist()
+            res[point]["width"] += ((hi - lo) / spread).tolist()
             D, S, DF = sc.differences()
             q = sc.quantile(DF, 0.5 + LEVEL / 2)
             for a in range(H):
@@ -150,7 +163,7 @@ def unit(name: str, f: int, seeds: int, margin_share: float, start: int, floor: 
                     d_true = truth[a] - truth[b]
                     h = 0.0 if S[a, b] == 0 else q[a, b] * S[a, b]
                     res[point]["pair_covered"].append(bool(abs(D[a, b] - d_true) <= h + 1e-9))
-                    res[point]["pair_width"].append(2 * h)
+                    res[point]["pair_width"].append(2 * h / spread)
                     unpaired = np.hypot(sc.se[a], sc.se[b])
                     if unpaired > 0:
                         res[point]["pair_ratio"].append(float(S[a, b] / unpaired))
@@ -160,7 +173,8 @@ def unit(name: str, f: int, seeds: int, margin_share: float, start: int, floor: 
         # the cost to settle: stated at `start` items per model, measured by buying on
         counts0 = np.minimum(start, total)
         sc0 = _scale(bank, raw_h, paths, counts0)
-        judged = judge_pairs(sc0, confidence=LEVEL, tie_margin=margin)
+        judged = judge_pairs(sc0, confidence=LEVEL, tie_margin=margin,
+                             **({} if SHARE is None else {"random_share": SHARE}))
         for a, b, o, n_stated, d_hat, s_hat in zip(judged.a, judged.b, judged.outcome, judged.items_to_settle,
                                                    judged.difference, judged.se):
             if o != UNRESOLVED:
@@ -308,6 +322,7 @@ def main(argv=None) -> int:
     ap.add_argument("--timing", action="store_true")
     ap.add_argument("--oracle", action="store_true", help="the first-crossing simulation with known Δ and SD")
     ap.add_argument("--floor", type=float, default=None, help="MetricScale.model_floor (default: the engine's)")
+    ap.add_argument("--share", type=float, default=None, help="the selector's random share (default: the engine's)")
     a = ap.parse_args(argv)
     if a.timing:
         timing()
@@ -319,11 +334,12 @@ def main(argv=None) -> int:
         k: v for k, v in (("tuning", TUNING), ("report", REPORT)) if a.half in (k, "both")}
     t0 = time.perf_counter()
     out = {"settings": {"seeds": a.seeds, "tie_margin": a.tie_margin, "start": a.start, "level": LEVEL,
-                        "model_floor": MetricScale.model_floor if a.floor is None else a.floor}}
+                        "model_floor": MetricScale.model_floor if a.floor is None else a.floor,
+                        "random_share": a.share}}
     ctx = multiprocessing.get_context("forkserver")
     with ProcessPoolExecutor(max_workers=a.jobs, mp_context=ctx, initializer=_one_thread) as pool:
         for half, names in halves.items():
-            futs = [pool.submit(unit, n, f, a.seeds, a.tie_margin, a.start, a.floor) for n in names for f in range(5)]
+            futs = [pool.submit(unit, n, f, a.seeds, a.tie_margin, a.start, a.floor, a.share) for n in names for f in range(5)]
             units = [u for u in (x.result() for x in futs) if u is not None]
             rows = {n: summarise([u for u in units if u["table"] == n]) for n in names}
             rows[f"POOLED {half}"] = summarise(units)

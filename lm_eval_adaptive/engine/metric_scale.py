@@ -50,8 +50,9 @@ import numpy as np
 from scipy.special import stdtrit
 
 from lm_eval_adaptive.engine.bank import ItemBank
+from lm_eval_adaptive.engine.selection import DEFAULT_RANDOM_SHARE
 
-__all__ = ["MetricScale", "ScaleEntry", "random_share_mask", "predicted_raw", "MIN_RANDOM_ITEMS"]
+__all__ = ["MetricScale", "ScaleEntry", "random_share_mask", "predicted_raw", "shrink_factor", "MIN_RANDOM_ITEMS"]
 
 #: Fewest random-share items for the design-based interval (a variance needs two).
 MIN_RANDOM_ITEMS = 2
@@ -329,19 +330,24 @@ class MetricScale:
         D, S, F = self.differences()
         return float(D[a, b]), float(S[a, b]), float(F[a, b])
 
-    def projected_variance_factor(self, extra) -> np.ndarray:
-        """(K, …) the factor f(m)/f(0) by which a model's variance shrinks after ``extra`` more items,
-        f(m) = (u²/(n_R + m/2) + u), u = max(N_U − m, 0): half of the new items random, as the
-        default selector gives them. 0 for a full run; 1 where m = 0."""
+    def projected_variance_factor(self, extra, random_share: float = DEFAULT_RANDOM_SHARE) -> np.ndarray:
+        """(K, …) :func:`shrink_factor` of every model after ``extra`` more items (0 for a full run)."""
         m = np.asarray(extra, dtype=float)
         shape = (self.n_models,) + (1,) * m.ndim
-        nu = self.n_unseen.reshape(shape).astype(float)
-        nr = np.maximum(self.n_random.reshape(shape).astype(float), 1.0)
-        u = np.maximum(nu - m, 0.0)
-        f = u * u / (nr + m / 2) + u
-        f0 = nu * nu / nr + nu
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.where(f0 > 0, f / f0, 0.0)
+        return shrink_factor(self.n_unseen.reshape(shape), self.n_random.reshape(shape), m, random_share)
+
+
+def shrink_factor(n_unseen, n_random, extra, random_share: float = DEFAULT_RANDOM_SHARE) -> np.ndarray:
+    """f(m)/f(0): how a model's variance shrinks with m = ``extra`` more items of which the share
+    ``random_share`` are random, f(m) = u²/(n_R + share·m) + u, u = max(N_U − m, 0) (the variance's
+    shape, s² held fixed). 0 where nothing is unseen; 1 at m = 0."""
+    nu = np.asarray(n_unseen, dtype=float)
+    nr = np.maximum(np.asarray(n_random, dtype=float), 1.0)
+    m = np.asarray(extra, dtype=float)
+    u = np.maximum(nu - m, 0.0)
+    f0 = nu * nu / nr + nu
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(f0 > 0, (u * u / (nr + random_share * m) + u) / f0, 0.0)
 
 
 def _swept(bank: ItemBank, unseen: np.ndarray, adaptive: np.ndarray) -> np.ndarray:

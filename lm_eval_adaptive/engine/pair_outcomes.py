@@ -26,7 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import stdtr
 
-from lm_eval_adaptive.engine.metric_scale import MetricScale
+from lm_eval_adaptive.engine.metric_scale import MetricScale, shrink_factor
+from lm_eval_adaptive.engine.selection import DEFAULT_RANDOM_SHARE
 
 __all__ = ["ORDERED", "EQUIVALENT", "UNRESOLVED", "PairJudgement", "judge_pairs", "rank_ranges"]
 
@@ -97,14 +98,15 @@ def rank_ranges(ordered) -> tuple[np.ndarray, np.ndarray]:
 
 
 def judge_pairs(scale: MetricScale, *, confidence: float = 0.95, tie_margin: float = 0.0,
-                item_costs=None, settle_cost: bool = True) -> PairJudgement:
+                item_costs=None, settle_cost: bool = True,
+                random_share: float = DEFAULT_RANDOM_SHARE) -> PairJudgement:
     """Judge every pair of ``scale``'s models (see the module docstring).
 
     ``confidence``: γ. ``tie_margin``: δ ≥ 0 in metric units (0: no equivalence except exact
     equality). ``item_costs``: USD per item, (K, N) or (K,) (one price per item of each model;
     None: dollars are 0); ``settle_cost=False`` skips the costs (0 for every pair: the outcomes
     alone, as a ranker needs them after each score). The cost of an unresolved pair is the items each model would add
-    (half of them random, as the default selector gives them) times its mean unseen item cost.
+    (the share ``random_share`` of them random, as the selector gives them) times its mean unseen item cost.
     """
     if not (0.5 < confidence < 1):
         raise ValueError(f"confidence must be in (0.5, 1), got {confidence}")
@@ -128,27 +130,18 @@ def judge_pairs(scale: MetricScale, *, confidence: float = 0.95, tie_margin: flo
         z = np.where(exact, np.where(d > 0, np.inf, 0.0), d / s)
     p = stdtr(df, z)
     items, cost = _cost_to_settle(scale, a, b, d, s, (outcome == UNRESOLVED) & settle_cost, confidence,
-                                  tie_margin, item_costs)
+                                  tie_margin, item_costs, float(random_share))
     return PairJudgement(names=list(scale.names), a=a, b=b, outcome=outcome, difference=d, se=s, df=df,
                          p_order=p, items_to_settle=items, cost_to_settle=cost, confidence=float(confidence),
                          tie_margin=float(tie_margin))
 
 
-def _shrink(n_unseen, n_random, m):
-    """f(m)/f(0), f(m) = u²/(n_R + m/2) + u with u = max(N_U − m, 0): how a model's variance shrinks
-    with m more items, half of them random (:meth:`MetricScale.projected_variance_factor`)."""
-    u = np.maximum(n_unseen - m, 0.0)
-    f0 = n_unseen * n_unseen / n_random + n_unseen
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(f0 > 0, (u * u / (n_random + m / 2) + u) / f0, 0.0)
-
-
-def _cost_to_settle(scale: MetricScale, a, b, d, s, open_, confidence, margin, item_costs):
+def _cost_to_settle(scale: MetricScale, a, b, d, s, open_, confidence, margin, item_costs, share):
     """Items (both models together) and dollars for each open pair to settle at the current D̂.
 
     Each model of the pair adds m items (up to its unseen ones); the pair's variance is assumed to
     shrink as its members' own variances do (:meth:`MetricScale.projected_variance_factor`, weighted
-    by their shares of the variance now) and its degrees of freedom to grow with the random half of
+    by their shares of the variance now) and its degrees of freedom to grow with the random share of
     the new items. m is the smallest that orders the pair (t·SE < |D̂|) or, with a margin, makes it
     equivalent (|D̂| + t·SE ≤ δ); found by bisection, vectorised over pairs."""
     n_pairs = a.size
@@ -169,14 +162,14 @@ def _cost_to_settle(scale: MetricScale, a, b, d, s, open_, confidence, margin, i
     nr = scale.n_random.astype(float)
 
     nua, nub = nu[pa].astype(float), nu[pb].astype(float)
-    nra, nrb = np.maximum(nr[pa], 1.0), np.maximum(nr[pb], 1.0)
+    nra, nrb = nr[pa], nr[pb]
 
     def variance(m):
-        return v_now * (wa * _shrink(nua, nra, m) + (1 - wa) * _shrink(nub, nrb, m))
+        return v_now * (wa * shrink_factor(nua, nra, m, share) + (1 - wa) * shrink_factor(nub, nrb, m, share))
 
     def dof(m):
-        dfa = np.where(design[pa] & (nu[pa] > m), nr[pa] + m / 2 - 1, np.inf)
-        dfb = np.where(design[pb] & (nu[pb] > m), nr[pb] + m / 2 - 1, np.inf)
+        dfa = np.where(design[pa] & (nu[pa] > m), nr[pa] + share * m - 1, np.inf)
+        dfb = np.where(design[pb] & (nu[pb] > m), nr[pb] + share * m - 1, np.inf)
         return np.maximum(np.minimum(dfa, dfb), 1.0)
 
     def settles(m):
