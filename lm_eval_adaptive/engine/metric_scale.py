@@ -358,25 +358,39 @@ def _swept(bank: ItemBank, unseen: np.ndarray, adaptive: np.ndarray) -> np.ndarr
     difficulty order, an adaptive pick lies in a run of taken items that no unseen item
     interrupts. Those runs are swept: an item in them would have been taken adaptively had the
     random share not taken it first, so no unseen item is like it. (A 2PL/3PL bank selects by
-    information, not by nearness in b: there the runs in difficulty order are an approximation.)"""
+    information, not by nearness in b: there the runs in difficulty order are an approximation.)
+
+    Computed on the taken items only (O(T log T), T the items taken by all models): a taken item's
+    run is its place in difficulty order less the taken items before it (= the unseen ones before it).
+    """
     K, N = unseen.shape
-    order = _bank_order(bank)
-    u = unseen[:, order]
-    run = np.cumsum(u, axis=1)  # run id: unseen items seen so far in this order
-    key = run + (N + 1) * np.arange(K)[:, None]
-    has_pick = np.bincount(key[adaptive[:, order]], minlength=K * (N + 1)) > 0
-    swept_sorted = has_pick[key] & ~u
-    out = np.empty_like(swept_sorted)
-    out[:, order] = swept_sorted
+    rank = _bank_rank(bank)
+    k, item = np.nonzero(~unseen)  # every taken (or out-of-population) item, by model
+    out = np.zeros((K, N), dtype=bool)
+    if item.size == 0:
+        return out
+    key = k * N + rank[item]
+    o = np.argsort(key, kind="stable")
+    k, item, key = k[o], item[o], key[o]
+    start = np.searchsorted(k, np.arange(K))  # first taken item of each model in this order
+    run = rank[item] - (np.arange(item.size) - start[k])  # unseen items before it in difficulty order
+    run_key = k * (N + 1) + run
+    picked = np.zeros(K * (N + 1), dtype=bool)
+    picked[run_key[adaptive[k, item]]] = True
+    out[k, item] = picked[run_key]
     return out
 
 
 _ORDER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _bank_order(bank: ItemBank) -> np.ndarray:
-    """The items in the order the selector's window runs through them (by difficulty; sorted once per bank)."""
+def _bank_rank(bank: ItemBank) -> np.ndarray:
+    """Each item's place in difficulty order, the order the selector's window runs through (computed
+    once per bank)."""
     cached = _ORDER.get(bank)
     if cached is None or cached[0] is not bank.b:
-        cached = _ORDER[bank] = (bank.b, np.argsort(bank.b, kind="stable"))
+        order = np.argsort(bank.b, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        cached = _ORDER[bank] = (bank.b, rank)
     return cached[1]
