@@ -114,6 +114,35 @@ def test_random_items_an_adaptive_run_swept_do_not_stand_for_the_unseen_ones():
     assert set(np.flatnonzero(sc.random_mask[0])) == set(far.tolist())
 
 
+def _swept_by_hand(b, seen, adaptive):
+    """Walk the items in difficulty order: a seen item is swept when its run of seen items (no
+    unseen item between) holds an adaptive pick."""
+    order = np.argsort(b, kind="stable")
+    swept = np.zeros(b.size, dtype=bool)
+    run: list[int] = []
+    for i in list(order) + [-1]:
+        if i >= 0 and seen[i]:
+            run.append(i)
+            continue
+        if any(adaptive[j] for j in run):
+            swept[run] = True
+        run = []
+    return swept
+
+
+def test_the_comparable_random_items_are_the_drawn_ones_outside_every_swept_run():
+    rng = np.random.default_rng(8)
+    for t in range(60):
+        n = int(rng.integers(8, 80))
+        bank = make_sim_bank(n, seed=t)
+        seen = rng.random(n) < rng.random()
+        drawn = seen & (rng.random(n) < 0.5)
+        raw = np.where(seen, rng.random(n), np.nan)
+        sc = MetricScale(bank, raw, drawn, 0.0)
+        expected = drawn & ~_swept_by_hand(bank.b, seen, seen & ~drawn)
+        assert np.array_equal(sc.random_mask[0], expected), t
+
+
 def test_the_population_leaves_out_items_a_model_has_no_score_for():
     bank = make_sim_bank(30)
     y = np.random.default_rng(2).random(30)
