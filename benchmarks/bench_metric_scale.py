@@ -63,7 +63,8 @@ def _path(bank, hold, raw_h, scaled, f, seed, partition_seed):
     for j, m in enumerate(hold):
         missing = np.flatnonzero(np.isnan(raw_h[j]))
         if SHARE is None:
-            sel = default_selector(bank.b, top_k=1, seed=[partition_seed, f, seed], information=bank.selection_information)
+            sel = default_selector(bank.b, top_k=1, seed=[partition_seed, f, seed],
+                                   information=bank.selection_information)
         else:
             sel = RandomShareSelector(bank.b, 1, share=SHARE, seed=[partition_seed, f, seed],
                                       information=bank.selection_information)
@@ -214,7 +215,8 @@ def summarise(units: list[dict]) -> dict:
                   "pair_coverage": float(np.mean(pc)) if pc else float("nan"), "pairs": len(pc),
                   "median_pair_width": float(np.median(pw)) if pw else float("nan"),
                   "median_paired_over_unpaired_se": float(np.median(pr)) if pr else float("nan"),
-                  "median_se_over_model_free_paired_se": _median([w for u in units for w in u["points"][p]["model_gain"]])}
+                  "median_se_over_model_free_paired_se": _median(
+                      [w for u in units for w in u["points"][p]["model_gain"]])}
     st = [s for u in units for s in u["settle"]]
     if st:
         stated = np.array([s["stated"] for s in st], dtype=float)
@@ -247,7 +249,8 @@ def _share(x) -> float:
 def show(title: str, rows: dict) -> None:
     print(f"\n{title}")
     print(f"{'table':<26}" + "".join(f"{'cov ' + p:>13}" for p in POINTS) + "".join(
-        f"{'width ' + p:>14}" for p in POINTS) + f"{'pair cov 20':>13}{'pair cov 50%':>13}{'paired/unp':>11}{'se/free':>9}"
+        f"{'width ' + p:>14}" for p in POINTS)
+          + f"{'pair cov 20':>13}{'pair cov 50%':>13}{'paired/unp':>11}{'se/free':>9}"
         f"{'settle n':>9}{'within 2x':>10}{'med ratio':>10}{'ord right':>10}{'eq right':>9}")
     for name, s in rows.items():
         st = s["settle"]
@@ -339,7 +342,8 @@ def main(argv=None) -> int:
     ctx = multiprocessing.get_context("forkserver")
     with ProcessPoolExecutor(max_workers=a.jobs, mp_context=ctx, initializer=_one_thread) as pool:
         for half, names in halves.items():
-            futs = [pool.submit(unit, n, f, a.seeds, a.tie_margin, a.start, a.floor, a.share) for n in names for f in range(5)]
+            futs = [pool.submit(unit, n, f, a.seeds, a.tie_margin, a.start, a.floor, a.share)
+                    for n in names for f in range(5)]
             units = [u for u in (x.result() for x in futs) if u is not None]
             rows = {n: summarise([u for u in units if u["table"] == n]) for n in names}
             rows[f"POOLED {half}"] = summarise(units)
