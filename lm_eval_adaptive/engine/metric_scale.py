@@ -1,0 +1,396 @@
+"""The full-task metric as the quantity of record (METHOD.md §8; docs/metric-scale.md).
+
+What a user compares is a model's *full-task mean*: its mean raw metric over the bank's items
+(those it has a score for), a finite population of N numbers. After some items of an adaptive
+test the engine knows those exactly; for the N_U unseen ones it has the bank's prediction
+ŷᵢ = unscale(μ(θ̂, bᵢ)). The estimate of record is the difference estimator of survey sampling
+(Särndal, Swensson & Wretman 1992, §6.3) for the unseen part:
+
+    T̂ = (Σ_seen yᵢ + Σ_unseen ŷᵢ + N_U · r̄) / N,
+
+r̄ the mean residual y − ŷ on the model's *comparable random items*: the items its random-share
+slots (:class:`~lm_eval_adaptive.engine.selection.RandomShareSelector`, the first untaken item
+of one random permutation) drew, less those the adaptive slots have since swept past
+(:func:`_swept`: had the random slot not taken them, maximum information would have, so no
+unseen item is like them). With n_R such items, the variance is the finite-population
+prediction variance
+
+    Var(T̂ − T) = s² · (N_U²/n_R + N_U) / N²   ( = (1 − n_R/N_R) · s²/n_R on the mean of the
+                                                  N_R = n_R + N_U comparable items, times (N_R/N)²),
+
+s² the residuals' sample variance, floored at :attr:`MetricScale.model_floor` times the response
+model's own noise on those items (a sample of residuals can miss rare large ones; misfit widens
+an interval, never narrows it), and the interval uses Student's t with n_R − 1 degrees of
+freedom. It holds whatever the response model (a bad one makes s² larger), shrinks with every
+item (N_U falls), and is exactly the full-task mean with zero width when every item is seen.
+Why the comparable random items stand for the unseen ones under adaptive selection, and how
+well the intervals cover (simulations with wrong response models, held-out real models), is in
+docs/metric-scale.md.
+
+A model with fewer than :data:`MIN_RANDOM_ITEMS` comparable random items (a selector without a
+random share, the first items of a run) falls back to the response model: θ̂'s SE pushed
+through the prediction plus the model's noise on the unseen items (``method = "model"``).
+
+The *difference* of two models' full-task means (:meth:`MetricScale.differences`) is judged on
+the same scale: items both saw contribute their exact difference, the rest the predictions and
+the two corrections, whose errors are correlated through the items both drew at random (the
+same permutation: paired). A full run enters with no uncertainty.
+
+Pure NumPy over a (models × items) layout: one call judges every model and pair
+(:class:`MetricScale`, O(K·N + K²·N)); :mod:`~lm_eval_adaptive.engine.pair_outcomes` turns it
+into outcomes, costs to settle and rank ranges.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import stdtrit
+
+from lm_eval_adaptive.engine.bank import ItemBank
+from lm_eval_adaptive.engine.selection import DEFAULT_RANDOM_SHARE
+
+__all__ = ["MetricScale", "ScaleEntry", "random_share_mask", "predicted_raw", "shrink_factor", "MIN_RANDOM_ITEMS"]
+
+#: Fewest random-share items for the design-based interval (a variance needs two).
+MIN_RANDOM_ITEMS = 2
+_MIN_COMMON = 3  # fewest items both models drew at random to estimate their residual correlation
+
+
+def random_share_mask(selector, items, n_items: int, *, first_slot: int = 0) -> np.ndarray:
+    """Bank-order boolean array: True for the items of ``items`` that a random slot chose.
+
+    ``items`` are one model's taken items in the order they were taken (slot ``first_slot``
+    first: a model excluded from ``e`` items before its first pick starts at slot ``e``);
+    ``selector.is_random_slot(k)`` says which slots are random (a selector without that
+    method has no random share: all False).
+    """
+    items = np.asarray(items, dtype=np.int64)
+    out = np.zeros(int(n_items), dtype=bool)
+    is_random = getattr(selector, "is_random_slot", None)
+    if is_random is None or items.size == 0:
+        return out
+    flags = np.fromiter((is_random(first_slot + k) for k in range(items.size)), dtype=bool, count=items.size)
+    out[items[flags]] = True
+    return out
+
+
+def predicted_raw(bank: ItemBank, theta) -> np.ndarray:
+    """The bank's predicted raw metric of every item at each ability: (K, N) for K abilities."""
+    return _predicted(bank, theta)[1]
+
+
+def _predicted(bank: ItemBank, theta) -> tuple[np.ndarray, np.ndarray]:
+    """(μ, ŷ) of every item at each ability, (K, N): the mean scaled score and the raw prediction."""
+    t = np.atleast_1d(np.asarray(theta, dtype=float))[:, None]
+    params = {k: v[None, :] for k, v in bank.item_params().items()}
+    mu = bank.model.mean(t, bank.b[None, :], **params)
+    return mu, bank.lo[None, :] + mu * (bank.hi - bank.lo)[None, :]
+
+
+def _model_variance(bank: ItemBank, mu: np.ndarray) -> np.ndarray:
+    """The response model's variance of a raw score, (K, N): μ'(θ)²/I(θ) in scaled units, which is
+    k·μ(1−μ) for the continuous model and P(1−P) for the binary ones, times the item's range²."""
+    k = bank.k if bank.k is not None else 1.0
+    return k * mu * (1.0 - mu) * ((bank.hi - bank.lo) ** 2)[None, :]
+
+
+def _slope(bank: ItemBank, theta: np.ndarray, h: float = 1e-4) -> np.ndarray:
+    """dŷ/dθ of every item at each ability, (K, N), by central difference."""
+    return (predicted_raw(bank, theta + h) - predicted_raw(bank, theta - h)) / (2 * h)
+
+
+@dataclass(frozen=True)
+class ScaleEntry:
+    """One model's full-task mean on the metric's own scale.
+
+    ``method``: ``"exact"`` (every item seen: the full-task mean, zero width), ``"design"``
+    (the random share's correction and its finite-population interval) or ``"model"``
+    (fewer than :data:`MIN_RANDOM_ITEMS` random items: the response model's interval).
+    ``df``: the degrees of freedom of the interval's t quantile (inf: normal, or exact).
+    """
+
+    name: str
+    estimate: float
+    se: float
+    lower: float
+    upper: float
+    level: float
+    df: float
+    items_seen: int
+    items_random: int
+    items_total: int
+    method: str
+
+    @property
+    def exact(self) -> bool:
+        return self.method == "exact"
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "estimate": self.estimate, "se": self.se, "lower": self.lower,
+                "upper": self.upper, "level": self.level, "df": self.df, "items_seen": self.items_seen,
+                "items_random": self.items_random, "items_total": self.items_total, "method": self.method}
+
+
+class MetricScale:
+    """Full-task means of K models on one bank, and the differences of every pair.
+
+    Parameters
+    ----------
+    bank:
+        The item bank (its ranges map predictions back to the raw metric).
+    raw:
+        (K, N) raw metric values in bank order, NaN where the model has no score yet.
+    random:
+        (K, N) bool: the item was chosen by a random-share slot (:func:`random_share_mask`).
+    theta:
+        (K,) ability estimates the predictions are made at.
+    names:
+        The models' names (default ``"0"``, ``"1"``, …).
+    population:
+        (K, N) bool: the items a model's full-task mean is over (default: every bank item);
+        items a model was excluded from (it has no score for them) are outside it.
+    se_theta:
+        (K,) ability SEs, used only by the response-model fallback (None: that fallback's
+        interval is infinite).
+    level:
+        The level of :meth:`entry` intervals.
+
+    Attributes (arrays over models): ``estimate``, ``se``, ``df``, ``n_seen``, ``n_random``,
+    ``n_unseen``, ``n_total``, ``method`` (see :class:`ScaleEntry`).
+    """
+
+    #: The residual variance is floored at this share of the response model's own noise on the same
+    #: items (0: no floor). 0.5 is the smallest of 0, 0.25, 0.5, 1 whose pooled coverage on the tuning
+    #: half reached 0.95 at 20 items and at 10%, 50% and 90% of the items (docs/metric-scale.md).
+    model_floor = 0.5
+
+    def __init__(self, bank: ItemBank, raw, random, theta, *, names=None, population=None, se_theta=None,
+                 level: float = 0.95):
+        raw = np.atleast_2d(np.asarray(raw, dtype=float))
+        K, N = raw.shape
+        if N != bank.n_items:
+            raise ValueError(f"raw has {N} items per model, the bank {bank.n_items}")
+        random = np.broadcast_to(np.asarray(random, dtype=bool), (K, N))
+        theta = np.broadcast_to(np.asarray(theta, dtype=float), (K,)).astype(float)
+        pop = np.ones((K, N), dtype=bool) if population is None else \
+            np.broadcast_to(np.asarray(population, dtype=bool), (K, N))
+        if not (0 < level < 1):
+            raise ValueError(f"level must be in (0, 1), got {level}")
+        self.bank = bank
+        self.level = float(level)
+        self.names = [str(k) for k in range(K)] if names is None else [str(n) for n in names]
+        if len(self.names) != K:
+            raise ValueError(f"{len(self.names)} names for {K} models")
+        self.theta = theta
+        seen = pop & np.isfinite(raw)
+        unseen = pop & ~seen
+        drawn = random & seen
+        swept = _swept(bank, unseen, seen & ~random)
+        rnd = drawn & ~swept  # the random items comparable with the unseen ones
+        mu, pred = _predicted(bank, theta)
+        y = np.where(seen, raw, 0.0)
+        resid = np.where(rnd, y - pred, 0.0)
+        n_seen = seen.sum(1)
+        n_r = rnd.sum(1)
+        self.n_drawn = drawn.sum(1)
+        n_u = unseen.sum(1)
+        n_tot = pop.sum(1)
+        if np.any(n_tot == 0):
+            raise ValueError("a model's population has no items")
+        design = (n_r >= MIN_RANDOM_ITEMS) & (n_u > 0)
+        exact = n_u == 0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            rbar = np.where(n_r > 0, resid.sum(1) / np.maximum(n_r, 1), 0.0)
+        dev = np.where(rnd, resid - rbar[:, None], 0.0)
+        s2 = np.where(n_r >= 2, (dev * dev).sum(1) / np.maximum(n_r - 1, 1), 0.0)
+        self.s2_design = s2
+        if self.model_floor > 0:
+            # a floor at a share of the response model's own noise on these items: scatter beyond
+            # it widens the interval, scatter below it does not narrow it further (a sample of
+            # residuals that missed the rare large ones is caught)
+            pool = rnd | unseen
+            noise = np.where(pool, _model_variance(bank, mu), 0.0).sum(1) / np.maximum(pool.sum(1), 1)
+            s2 = np.maximum(s2, self.model_floor * noise)
+        total = y.sum(1) + np.where(unseen, pred, 0.0).sum(1) + np.where(design, n_u * rbar, 0.0)
+        self.estimate = total / n_tot
+        # influence weights on the residuals: e = Σ w·(r − E r), so Var(e) = s²·Σw² for independent items:
+        # N_U/n_R on a comparable random item, −1 on an unseen one, over N (0 for a full run or the fallback)
+        scale = np.where(design, 1.0 / n_tot, 0.0)
+        w_r = np.where(n_r > 0, n_u / np.maximum(n_r, 1), 0.0) * scale
+        var = s2 * (n_r * w_r ** 2 + n_u * scale ** 2)
+        s = np.sqrt(s2)
+        ws = (np.where(rnd, w_r[:, None], 0.0) - np.where(unseen, scale[:, None], 0.0)) * s[:, None]
+        df = np.maximum(n_r - 1.0, 1.0)
+        fallback = ~design & ~exact
+        self._fallback_var = np.zeros(K)
+        if np.any(fallback):
+            se_t = np.full(K, np.inf) if se_theta is None else np.broadcast_to(
+                np.asarray(se_theta, dtype=float), (K,))
+            d, noise = _slope(bank, theta), _model_variance(bank, mu)
+            slope = np.where(unseen, d, 0.0).sum(1)
+            fb = ((slope * se_t) ** 2 + np.where(unseen, noise, 0.0).sum(1)) / n_tot ** 2
+            with np.errstate(invalid="ignore"):
+                fb = np.where(np.isnan(fb), np.inf, fb)
+            self._fallback_var = np.where(fallback, fb, 0.0)
+            var = np.where(fallback, self._fallback_var, var)
+        self.var = np.where(exact, 0.0, var)
+        self.se = np.sqrt(self.var)
+        self.df = np.where(design, df, np.inf)
+        self.n_seen, self.n_random, self.n_unseen, self.n_total = n_seen, n_r, n_u, n_tot
+        self.method = np.where(exact, "exact", np.where(design, "design", "model"))
+        self._ws = ws
+        self._design = design
+        self._dev = dev
+        self._rnd = rnd
+        self.unseen_mask = unseen
+        self.random_mask = rnd
+        self.drawn_mask = drawn
+        self.raw = np.where(seen, raw, np.nan)
+        self.predicted = pred
+
+    # ------------------------------------------------------------------ models
+    @property
+    def n_models(self) -> int:
+        return len(self.names)
+
+    @property
+    def exact(self) -> np.ndarray:
+        return self.method == "exact"
+
+    @staticmethod
+    def quantile(df, upper: float) -> np.ndarray:
+        """Student t quantile at ``upper`` with ``df`` degrees of freedom (the normal one where df is inf)."""
+        return stdtrit(np.asarray(df, dtype=float), upper)
+
+    def interval(self, level: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(lower, upper) of every model's interval at ``level`` (default: the scale's)."""
+        lv = self.level if level is None else float(level)
+        h = self.quantile(self.df, 0.5 + lv / 2) * self.se
+        h = np.where(self.var == 0, 0.0, h)
+        return self.estimate - h, self.estimate + h
+
+    def entry(self, k: int) -> ScaleEntry:
+        lo, hi = self.interval()
+        return ScaleEntry(name=self.names[k], estimate=float(self.estimate[k]), se=float(self.se[k]),
+                          lower=float(lo[k]), upper=float(hi[k]), level=self.level, df=float(self.df[k]),
+                          items_seen=int(self.n_seen[k]), items_random=int(self.n_random[k]),
+                          items_total=int(self.n_total[k]), method=str(self.method[k]))
+
+    def entries(self) -> list[ScaleEntry]:
+        return [self.entry(k) for k in range(self.n_models)]
+
+    # ------------------------------------------------------------------- pairs
+    def residual_correlation(self) -> np.ndarray:
+        """(K, K) correlation of two models' residuals over the items both drew at random (0 where
+        fewer than 3 such items or a constant residual)."""
+        r, m = self._dev, self._rnd.astype(float)
+        n = m @ m.T
+        sa = r @ m.T  # [a, b]: Σ over common items of r_a
+        sb = sa.T
+        saa = (r * r) @ m.T
+        sbb = saa.T
+        sab = r @ r.T
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cov = sab - sa * sb / n
+            va = saa - sa * sa / n
+            vb = sbb - sb * sb / n
+            rho = cov / np.sqrt(va * vb)
+        rho = np.where((n >= _MIN_COMMON) & np.isfinite(rho), np.clip(rho, -1.0, 1.0), 0.0)
+        np.fill_diagonal(rho, 1.0)
+        return rho
+
+    def differences(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(D, SE, DF), each (K, K): D[a, b] = T̂_a − T̂_b, its SE and degrees of freedom.
+
+        Var(D̂ − D) = s_a²·Σw_a² + s_b²·Σw_b² − 2·ρ_ab·s_a·s_b·Σw_a·w_b, w the models' influence
+        weights on their residuals (N_U/n_R on a random item, −1 on an unseen one, over N) and ρ
+        the residual correlation on the items both drew at random: items both have seen cancel
+        exactly, and items both still miss are paired. A full run has w = 0. DF: the smaller of
+        the two models' (a full run's is infinite).
+        """
+        D = self.estimate[:, None] - self.estimate[None, :]
+        ws = self._ws
+        cross = ws @ ws.T  # s_a·s_b·Σ w_a·w_b
+        rho = self.residual_correlation()
+        own = np.diag(cross)
+        V = own[:, None] + own[None, :] - 2 * rho * cross
+        fb = self._fallback_var
+        V = V + fb[:, None] + fb[None, :]
+        V = np.maximum(V, 0.0)
+        np.fill_diagonal(V, 0.0)
+        df = np.where(self.var == 0, np.inf, self.df)
+        DF = np.minimum(df[:, None], df[None, :])
+        return D, np.sqrt(V), DF
+
+    def difference(self, a: int, b: int) -> tuple[float, float, float]:
+        """(T̂_a − T̂_b, its SE, its degrees of freedom) of one pair."""
+        D, S, F = self.differences()
+        return float(D[a, b]), float(S[a, b]), float(F[a, b])
+
+    def projected_variance_factor(self, extra, random_share: float = DEFAULT_RANDOM_SHARE) -> np.ndarray:
+        """(K, …) :func:`shrink_factor` of every model after ``extra`` more items (0 for a full run)."""
+        m = np.asarray(extra, dtype=float)
+        shape = (self.n_models,) + (1,) * m.ndim
+        return shrink_factor(self.n_unseen.reshape(shape), self.n_random.reshape(shape), m, random_share)
+
+
+def shrink_factor(n_unseen, n_random, extra, random_share: float = DEFAULT_RANDOM_SHARE) -> np.ndarray:
+    """f(m)/f(0): how a model's variance shrinks with m = ``extra`` more items of which the share
+    ``random_share`` are random, f(m) = u²/(n_R + share·m) + u, u = max(N_U − m, 0) (the variance's
+    shape, s² held fixed). 0 where nothing is unseen; 1 at m = 0."""
+    nu = np.asarray(n_unseen, dtype=float)
+    nr = np.maximum(np.asarray(n_random, dtype=float), 1.0)
+    m = np.asarray(extra, dtype=float)
+    u = np.maximum(nu - m, 0.0)
+    f0 = nu * nu / nr + nu
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(f0 > 0, (u * u / (nr + random_share * m) + u) / f0, 0.0)
+
+
+def _swept(bank: ItemBank, unseen: np.ndarray, adaptive: np.ndarray) -> np.ndarray:
+    """(K, N) bool: the items the adaptive slots have swept, for each model.
+
+    Maximum information on a one-parameter bank takes the untaken item nearest θ̂ in
+    difficulty, so every item between θ̂ and an adaptive pick was taken before it: in the
+    difficulty order, an adaptive pick lies in a run of taken items that no unseen item
+    interrupts. Those runs are swept: an item in them would have been taken adaptively had the
+    random share not taken it first, so no unseen item is like it. (A 2PL/3PL bank selects by
+    information, not by nearness in b: there the runs in difficulty order are an approximation.)
+
+    Computed on the taken items only (O(T log T), T the items taken by all models): a taken item's
+    run is its place in difficulty order less the taken items before it (= the unseen ones before it).
+    """
+    K, N = unseen.shape
+    rank = _bank_rank(bank)
+    k, item = np.nonzero(~unseen)  # every taken (or out-of-population) item, by model
+    out = np.zeros((K, N), dtype=bool)
+    if item.size == 0:
+        return out
+    key = k * N + rank[item]
+    o = np.argsort(key, kind="stable")
+    k, item, key = k[o], item[o], key[o]
+    start = np.searchsorted(k, np.arange(K))  # first taken item of each model in this order
+    run = rank[item] - (np.arange(item.size) - start[k])  # unseen items before it in difficulty order
+    run_key = k * (N + 1) + run
+    picked = np.zeros(K * (N + 1), dtype=bool)
+    picked[run_key[adaptive[k, item]]] = True
+    out[k, item] = picked[run_key]
+    return out
+
+
+_ORDER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _bank_rank(bank: ItemBank) -> np.ndarray:
+    """Each item's place in difficulty order, the order the selector's window runs through (computed
+    once per bank)."""
+    cached = _ORDER.get(bank)
+    if cached is None or cached[0] is not bank.b:
+        order = np.argsort(bank.b, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        cached = _ORDER[bank] = (bank.b, rank)
+    return cached[1]

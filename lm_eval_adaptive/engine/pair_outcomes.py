@@ -1,0 +1,206 @@
+"""Three outcomes per pair on the metric's own scale, the cost to settle the rest, rank ranges.
+
+Every pair of a :class:`~lm_eval_adaptive.engine.metric_scale.MetricScale` is judged on the
+difference of the two full-task means, D̂ = T̂_a − T̂_b, with its SE and degrees of freedom
+(METHOD.md §7-8; docs/metric-scale.md):
+
+* ``ordered``: the two-sided test at γ rejects D = 0, |D̂|/SE > t_{1−(1−γ)/2}; ``a`` is the
+  higher. Two full runs with different means are ordered (SE = 0).
+* ``equivalent``: both one-sided tests at 1 − γ put D inside ±δ (the tie margin, metric units):
+  |D̂| + t_γ·SE ≤ δ (Schuirmann 1987). Two full runs with equal means are equivalent at any δ.
+  ``ordered`` is checked first: a pair known to differ is ordered even when within δ.
+* ``unresolved``: neither, with its **cost to settle**: the fewest further items that would
+  settle it at the current D̂ (n ≈ (t·s_d/D̂)², with the finite-population factor: the
+  variance falls to 0 at a full run, so every pair settles by then; the count is capped at the
+  rest of a full run of both models), and their dollars. Never "no number of items settles it".
+
+:func:`rank_ranges` turns the ordered pairs into each entry's best and worst rank (as Chatbot
+Arena reports them); equivalence is a separate claim (:meth:`PairJudgement.equivalents`) and is
+never chained.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import stdtr
+
+from lm_eval_adaptive.engine.metric_scale import MetricScale, shrink_factor
+from lm_eval_adaptive.engine.selection import DEFAULT_RANDOM_SHARE
+
+__all__ = ["ORDERED", "EQUIVALENT", "UNRESOLVED", "PairJudgement", "judge_pairs", "rank_ranges"]
+
+ORDERED, EQUIVALENT, UNRESOLVED = "ordered", "equivalent", "unresolved"
+
+
+@dataclass(frozen=True)
+class PairJudgement:
+    """Every pair of K models, judged (arrays aligned by pair; ``a`` is the higher estimate).
+
+    ``p_order``: P(T_a > T_b) = F_t(D̂/SE) (1 for an exact positive difference);
+    ``items_to_settle`` and ``cost_to_settle``: 0 for a settled pair.
+    """
+
+    names: list
+    a: np.ndarray
+    b: np.ndarray
+    outcome: np.ndarray
+    difference: np.ndarray
+    se: np.ndarray
+    df: np.ndarray
+    p_order: np.ndarray
+    items_to_settle: np.ndarray
+    cost_to_settle: np.ndarray
+    confidence: float
+    tie_margin: float
+
+    def matrix(self) -> np.ndarray:
+        """(K, K) int: +1 where row is ordered above column, −1 below, 0 otherwise."""
+        K = len(self.names)
+        m = np.zeros((K, K), dtype=np.int8)
+        o = self.outcome == ORDERED
+        m[self.a[o], self.b[o]] = 1
+        m[self.b[o], self.a[o]] = -1
+        return m
+
+    def rank_ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        """(best, worst) rank of each model (1 = top), from the ordered pairs."""
+        return rank_ranges(self.matrix())
+
+    def equivalents(self) -> list[list[str]]:
+        """Per model, the models it is ``equivalent`` to (pairwise claims, no chaining)."""
+        K = len(self.names)
+        out: list[list[str]] = [[] for _ in range(K)]
+        for a, b in zip(self.a[self.outcome == EQUIVALENT], self.b[self.outcome == EQUIVALENT]):
+            out[a].append(self.names[b])
+            out[b].append(self.names[a])
+        return out
+
+    def to_records(self) -> list[dict]:
+        """The pairs as JSON records (issue 21's ``pairs`` keys, plus the difference and its SE)."""
+        return [{"a": self.names[a], "b": self.names[b], "outcome": str(o), "p_order": float(p),
+                 "difference": float(d), "se": float(s),
+                 "items_to_settle": int(n), "cost_to_settle_usd": float(c)}
+                for a, b, o, p, d, s, n, c in zip(self.a, self.b, self.outcome, self.p_order, self.difference,
+                                                  self.se, self.items_to_settle, self.cost_to_settle)]
+
+
+def rank_ranges(ordered) -> tuple[np.ndarray, np.ndarray]:
+    """(best, worst) rank of each of K entries from a (K, K) matrix whose [i, j] is +1 when i is
+    settled above j (−1 below, 0 not ordered): best = 1 + the entries settled above it, worst =
+    K − the entries settled below it. No transitivity is assumed or added."""
+    m = np.asarray(ordered)
+    K = m.shape[0]
+    above = (m == -1).sum(1)
+    below = (m == 1).sum(1)
+    return 1 + above, K - below
+
+
+def judge_pairs(scale: MetricScale, *, confidence: float = 0.95, tie_margin: float = 0.0,
+                item_costs=None, settle_cost: bool = True,
+                random_share: float = DEFAULT_RANDOM_SHARE) -> PairJudgement:
+    """Judge every pair of ``scale``'s models (see the module docstring).
+
+    ``confidence``: γ. ``tie_margin``: δ ≥ 0 in metric units (0: no equivalence except exact
+    equality). ``item_costs``: USD per item, (K, N) or (K,) (one price per item of each model;
+    None: dollars are 0); ``settle_cost=False`` skips the costs (0 for every pair: the outcomes
+    alone, as a ranker needs them after each score). The cost of an unresolved pair is the items each model would add
+    (the share ``random_share`` of them random, as the selector gives them) times its mean unseen item cost.
+    """
+    if not (0.5 < confidence < 1):
+        raise ValueError(f"confidence must be in (0.5, 1), got {confidence}")
+    if not (np.isfinite(tie_margin) and tie_margin >= 0):
+        raise ValueError(f"the tie margin must be a number >= 0, got {tie_margin!r}")
+    K = scale.n_models
+    D, S, F = scale.differences()
+    i, j = np.triu_indices(K, 1)
+    d, s, df = D[i, j], S[i, j], F[i, j]
+    swap = d < 0
+    a = np.where(swap, j, i)
+    b = np.where(swap, i, j)
+    d = np.abs(d)
+    two = scale.quantile(df, 1 - (1 - confidence) / 2)
+    one = scale.quantile(df, confidence)
+    exact = s == 0
+    ordered = np.where(exact, d > 0, d > two * s)
+    equivalent = ~ordered & (d + np.where(exact, 0.0, one * s) <= tie_margin)
+    outcome = np.where(ordered, ORDERED, np.where(equivalent, EQUIVALENT, UNRESOLVED))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = np.where(exact, np.where(d > 0, np.inf, 0.0), d / s)
+    p = stdtr(df, z)
+    items, cost = _cost_to_settle(scale, a, b, d, s, (outcome == UNRESOLVED) & settle_cost, confidence,
+                                  tie_margin, item_costs, float(random_share))
+    return PairJudgement(names=list(scale.names), a=a, b=b, outcome=outcome, difference=d, se=s, df=df,
+                         p_order=p, items_to_settle=items, cost_to_settle=cost, confidence=float(confidence),
+                         tie_margin=float(tie_margin))
+
+
+def _cost_to_settle(scale: MetricScale, a, b, d, s, open_, confidence, margin, item_costs, share):
+    """Items (both models together) and dollars for each open pair to settle at the current D̂.
+
+    Each model of the pair adds m items (up to its unseen ones); the pair's variance is assumed to
+    shrink as its members' own variances do (:meth:`MetricScale.projected_variance_factor`, weighted
+    by their shares of the variance now) and its degrees of freedom to grow with the random share of
+    the new items. m is the smallest that orders the pair (t·SE < |D̂|) or, with a margin, makes it
+    equivalent (|D̂| + t·SE ≤ δ); found by bisection, vectorised over pairs."""
+    n_pairs = a.size
+    items = np.zeros(n_pairs, dtype=np.int64)
+    cost = np.zeros(n_pairs)
+    idx = np.flatnonzero(open_)
+    if idx.size == 0:
+        return items, cost
+    pa, pb = a[idx], b[idx]
+    dd, v_now = d[idx], s[idx] ** 2
+    nu = scale.n_unseen
+    hi = np.maximum(nu[pa], nu[pb]).astype(float)  # a full run of both: exact
+    va, vb = scale.var[pa], scale.var[pb]
+    vsum = va + vb
+    with np.errstate(invalid="ignore", divide="ignore"):
+        wa = np.where(vsum > 0, va / vsum, 0.5)
+    design = scale.method == "design"
+    nr = scale.n_random.astype(float)
+
+    nua, nub = nu[pa].astype(float), nu[pb].astype(float)
+    nra, nrb = nr[pa], nr[pb]
+
+    def variance(m):
+        return v_now * (wa * shrink_factor(nua, nra, m, share) + (1 - wa) * shrink_factor(nub, nrb, m, share))
+
+    def dof(m):
+        dfa = np.where(design[pa] & (nu[pa] > m), nr[pa] + share * m - 1, np.inf)
+        dfb = np.where(design[pb] & (nu[pb] > m), nr[pb] + share * m - 1, np.inf)
+        return np.maximum(np.minimum(dfa, dfb), 1.0)
+
+    def settles(m):
+        v = variance(m)
+        df = dof(m)
+        se = np.sqrt(v)
+        order = dd > scale.quantile(df, 1 - (1 - confidence) / 2) * se  # t·SE < |D̂|
+        equiv = dd + scale.quantile(df, confidence) * se <= margin  # |D̂| + t·SE ≤ δ
+        return order | equiv | (v == 0)
+
+    lo = np.zeros(idx.size)  # open at m = lo (it is open now)
+    up = hi.copy()  # settled at m = up (a full run of both: variance 0)
+    for _ in range(64):
+        gap = up - lo > 1
+        if not gap.any():
+            break
+        mid = np.floor((lo + up) / 2)
+        ok = settles(mid)
+        up = np.where(gap & ok, mid, up)
+        lo = np.where(gap & ~ok, mid, lo)
+    m = up
+    add_a = np.minimum(m, nu[pa])
+    add_b = np.minimum(m, nu[pb])
+    items[idx] = (add_a + add_b).astype(np.int64)
+    if item_costs is not None:
+        c = np.asarray(item_costs, dtype=float)
+        if c.ndim == 1:
+            unit = c
+        else:
+            unseen = scale.unseen_mask
+            with np.errstate(invalid="ignore"):
+                unit = np.where(unseen.sum(1) > 0, (c * unseen).sum(1) / np.maximum(unseen.sum(1), 1), 0.0)
+        cost[idx] = add_a * unit[pa] + add_b * unit[pb]
+    return items, cost
