@@ -113,7 +113,7 @@ class LiveSettings:
     no_progress: bool = False
     output: str | None = None
     resume: str | None = None
-    leaderboard: str | None = None  # refresh: the leaderboard file
+    leaderboard: str | list | None = None  # refresh: the leaderboard file (a list: one task's, one per metric)
     add: list | None = None  # refresh: the new models
     dry_run: bool = False  # forecast the cost, call nothing (live/cost_forecast.py)
     given: dict | None = None  # resume: the settings the command line gave, compared with the journal's
@@ -381,7 +381,9 @@ def _same_setting(key: str, recorded, given, run: dict) -> bool:
     """Whether ``given`` (as the command line spells it) names the journal's setting ``recorded``."""
     if key in ("include_path", "leaderboard") and given is not None:
         given = [str(Path(g).resolve()) for g in (given if isinstance(given, list) else [given])]
-        return recorded in given if key == "leaderboard" else given == [recorded]
+        if key == "leaderboard":  # one board of those given, or (refreshed together) all of them
+            return all(x in given for x in recorded) if isinstance(recorded, list) else recorded in given
+        return given == [recorded]
     if key == "tasks" and isinstance(given, list):
         return recorded in given
     if key == "bank" and isinstance(given, list):
