@@ -112,23 +112,20 @@ def test_the_allocation_sums_each_metrics_gain_once_over_the_metrics_that_need_a
 def test_the_pair_status_seam_is_a_protocol_a_judgement_plugs_into(cont):
     """The ranker asks its judgement which pairs are open; a judgement that says none is the run's stop."""
 
-    class NothingOpen:
-        def __init__(self, inner):
-            self.inner, self.rule, self.metric = inner, inner.rule, None
-
+    class NothingOpen(ThetaJudgement):
         def open_pairs(self, models):
-            op = self.inner.open_pairs(models)
-            return op._replace(open=[])
-
-        def report(self, models):
-            return self.inner.report(models)
+            return super().open_pairs(models)._replace(open=[])
 
     r = AdaptiveRanker(cont, list(THETAS), n_init=3, seed=0)
     assert isinstance(r.judgements[0], ThetaJudgement) and isinstance(r.judgements[0], PairJudgement)
-    r._judges = (NothingOpen(r.judgements[0]),)  # a test may plug in another judgement by hand
     ys = scores_of({"m": cont}, THETAS, 3)["m"]
+    r = AdaptiveRanker(cont, list(THETAS), n_init=3, seed=0, judgement=NothingOpen)
     res = r.run(lambda m, i: float(ys[m][i]))
     assert res.stopped_because == "settled" and res.total_items == 3 * len(THETAS)
+    two = MultiMetricRanker({"a": cont, "b": cont}, list(THETAS), n_init=3, seed=0, judgement=NothingOpen)
+    assert [j.metric for j in two.judgements] == ["a", "b"]
+    res = two.run(lambda m, j: {"a": float(ys[m][j]), "b": float(ys[m][j])})
+    assert res.stopped_because == "settled" and res.generations == 3 * len(THETAS)
 
 
 # --------------------------------------------------------------------------- bank kinds

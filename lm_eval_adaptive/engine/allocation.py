@@ -32,7 +32,7 @@ __all__ = ["warm_up_choice", "adaptive_choice", "stop_reason", "PASS_REASONS"]
 PASS_REASONS = ("pending", "budget", "max_items", "bank_exhausted")
 
 
-def warm_up_choice(active: Sequence[str], examinees: Mapping, n_warm: int, *, flight: Mapping[str, int],
+def warm_up_choice(active: Sequence[str], examinees: Mapping, n_warm: int, flight: Mapping[str, int],
                    blocked, most: int, peek: Callable) -> tuple[str | None, int]:
     """(model, its next item) of the warm-up round robin, or (None, -1) when no model needs a warm-up
     item it can be given now. ``examinees[m].n`` are the items scored, ``flight`` the calls in flight
@@ -68,7 +68,7 @@ def warm_up_choice(active: Sequence[str], examinees: Mapping, n_warm: int, *, fl
     return m, item
 
 
-def adaptive_choice(views: Sequence, models: Sequence[str], examinees: Mapping, *, flight: Mapping[str, int],
+def adaptive_choice(views: Sequence, models: Sequence[str], examinees: Mapping, flight: Mapping[str, int],
                     blocked, most: int, n_max: int, peek: Callable, affordable: Callable | None,
                     relative_costs: Mapping[str, float]) -> tuple[str | None, int, set]:
     """(the model to give the next item, or None; its item; the reasons candidates were passed over).

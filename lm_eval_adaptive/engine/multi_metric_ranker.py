@@ -43,7 +43,7 @@ from lm_eval_adaptive.engine.bank import ItemBank, joint_item_ids
 from lm_eval_adaptive.engine.cat import Examinee, JointExaminee
 from lm_eval_adaptive.engine.estimation import EstimatorFactory
 from lm_eval_adaptive.engine.pair_rules import OrderConfidence, PairRule
-from lm_eval_adaptive.engine.pair_status import ThetaJudgement
+from lm_eval_adaptive.engine.pair_status import PairJudgement, ThetaJudgement
 from lm_eval_adaptive.engine.ranker import DEFAULT_FUTILITY, AdaptiveRanker, RankingResult, Request
 from lm_eval_adaptive.engine.selection import DEFAULT_RANDOM_SHARE, ITEM_WEIGHTINGS, JointInformationSelector
 
@@ -105,6 +105,9 @@ class MultiMetricRanker(AdaptiveRanker):
         Per model, joint item ids or indices never to give it (e.g. a metric has no score).
     item_weighting:
         One of :data:`ITEM_WEIGHTINGS` (default ``normalised``).
+    judgement:
+        As :class:`AdaptiveRanker`'s: ``judgement(examinees, pair_rule, futility, metric)`` builds each
+        metric's :class:`~lm_eval_adaptive.engine.pair_status.PairJudgement`.
     """
 
     _item_word = "joint item"
@@ -118,7 +121,7 @@ class MultiMetricRanker(AdaptiveRanker):
                  pair_rules: Mapping[str, PairRule] | None = None, futility: float = DEFAULT_FUTILITY,
                  exclude: Mapping[str, Sequence] | None = None, item_weighting: str = "normalised",
                  estimator: EstimatorFactory | None = None, max_in_flight: int = 1,
-                 reserve_mean_cost: bool = True):
+                 reserve_mean_cost: bool = True, judgement: Callable[..., PairJudgement] | None = None):
         if item_weighting not in ITEM_WEIGHTINGS:
             raise ValueError(f"item_weighting must be one of {ITEM_WEIGHTINGS}, got {item_weighting!r}")
         if not banks:
@@ -145,8 +148,9 @@ class MultiMetricRanker(AdaptiveRanker):
             raise ValueError(f"pair rules for unknown metrics {sorted(unknown)} (the run's: {self._metrics})")
         self._parts = {k: MappingProxyType({m: e.parts[k] for m, e in self._examinees.items()})
                        for k in self._metrics}
-        self._judges = tuple(ThetaJudgement(self._parts[k], rules.get(k) or OrderConfidence(self._confidence),
-                                            self._futility, metric=k) for k in self._metrics)
+        make = judgement or ThetaJudgement
+        self._judges = tuple(make(self._parts[k], rules.get(k) or OrderConfidence(self._confidence), self._futility, k)
+                             for k in self._metrics)
         self._judge = self._judges[0]
         self._all_metrics = (True,) * len(self._metrics)
         for m, items in (exclude or {}).items():

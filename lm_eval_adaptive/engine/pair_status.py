@@ -185,8 +185,7 @@ class ThetaJudgement:
         for m in models:
             st, e = cache.get(m), examinees[m]
             stats.append(st if st is not None and st[0] == e.version else self.stats(m))
-        th = [st[1] for st in stats]
-        se = [st[2] for st in stats]
+        _, th, se, gain, _ = zip(*stats)  # per model: θ̂, SE, measurement SE
         neg = [-t for t in th]
         order = sorted(range(len(models)), key=neg.__getitem__)  # stable, as np.argsort(-th, kind="stable")
         futility = self.futility
@@ -198,8 +197,7 @@ class ThetaJudgement:
             if futility and self._inseparable_pair(stats[a], stats[b]):
                 continue
             unsettled.append(u)
-        return OpenPairs(order, unsettled, [st[3] for st in stats],
-                         lambda j, p: rule.futile(th[j], se[j], th[p], se[p]), self.metric)
+        return OpenPairs(order, unsettled, gain, lambda j, p: rule.futile(th[j], se[j], th[p], se[p]), self.metric)
 
     def report(self, models: Sequence[str]) -> PairReport:
         th, se, order = self._arrays(models)

@@ -262,6 +262,10 @@ class AdaptiveRanker:
         removes). An adjacent pair whose gap |θ̂_a - θ̂_b| is below ``futility`` times that, or
         confidently below it (gap + z · √(m_a² + m_b²) with m the measurement SEs), is given no
         more items and is reported as a tie (``inseparable``). 0: off.
+    judgement:
+        ``judgement(examinees, pair_rule, futility, metric) -> PairJudgement``: what judges the
+        ranking's pairs (default :class:`~lm_eval_adaptive.engine.pair_status.ThetaJudgement`, the
+        pair rule and the futility stop on the ability scale); another judgement plugs in here.
     """
 
     def __init__(self, bank: ItemBank, models: Sequence[str], *,
@@ -272,7 +276,8 @@ class AdaptiveRanker:
                  selector: Selector | None = None, estimator: EstimatorFactory | None = None,
                  pair_rule: PairRule | None = None,
                  exclude: Mapping[str, np.ndarray] | None = None, reserve_mean_cost: bool = True,
-                 max_in_flight: int = 1, futility: float = DEFAULT_FUTILITY):
+                 max_in_flight: int = 1, futility: float = DEFAULT_FUTILITY,
+                 judgement: Callable[..., PairJudgement] | None = None):
         self._bank = bank
         self._item_ids = bank.item_ids
         costs = self._init_core(models, bank.n_items, item_costs=item_costs, relative_costs=relative_costs,
@@ -282,7 +287,7 @@ class AdaptiveRanker:
         self._examinees = {m: Examinee(bank, self._selector, m, item_costs=costs[m], estimator=estimator)
                            for m in self._models}
         rule = pair_rule if pair_rule is not None else OrderConfidence(self._confidence)
-        self._judge = ThetaJudgement(self._examinees, rule, self._futility)
+        self._judge = (judgement or ThetaJudgement)(self._examinees, rule, self._futility, None)
         self._judges = (self._judge,)
         for m, items in (exclude or {}).items():
             self._examinee(m).exclude(self._indices(items))
@@ -614,8 +619,7 @@ class AdaptiveRanker:
         # 1. warm-up, round robin: fewest items first (a model with no unseen item left is done)
         if self._warm_up:
             n_warm = min(self._n_init, self._n_max)
-            m, item = warm_up_choice(active, ex, n_warm, flight=flight, blocked=self._blocked,
-                                     most=self._max_in_flight, peek=self._peek)
+            m, item = warm_up_choice(active, ex, n_warm, flight, self._blocked, self._max_in_flight, self._peek)
             if m is not None:
                 if self._budget is not None and not self._affordable(m, item):
                     self._stop_if_idle("budget")
@@ -628,14 +632,16 @@ class AdaptiveRanker:
                 self._warm_up = False
         # 2. adaptive phase: each metric's judgement says which adjacent pairs more items could settle
         views = [j.open_pairs(active) for j in self._judges]
-        if not any(v.open for v in views):
+        for v in views:
+            if v.open:
+                break
+        else:
             self._stop_if_idle("settled")
             return None
         self._committed = None
-        best, item, passed = adaptive_choice(views, active, ex, flight=flight, blocked=self._blocked,
-                                             most=self._max_in_flight, n_max=self._n_max, peek=self._peek,
-                                             affordable=None if self._budget is None else self._fits,
-                                             relative_costs=self._relative_costs)
+        best, item, passed = adaptive_choice(views, active, ex, flight, self._blocked, self._max_in_flight,
+                                             self._n_max, self._peek, None if self._budget is None else self._fits,
+                                             self._relative_costs)
         if best is None:
             reason = stop_reason(passed)
             if reason is not None:
