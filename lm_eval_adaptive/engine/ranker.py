@@ -631,7 +631,8 @@ class AdaptiveRanker:
             elif not self._blocked:  # every model was looked at: none needs warm-up items, now or later
                 self._warm_up = False
         # 2. adaptive phase: each metric's judgement says which adjacent pairs more items could settle
-        views = [j.open_pairs(active) for j in self._judges]
+        judges = self._judges
+        views = (judges[0].open_pairs(active),) if len(judges) == 1 else [j.open_pairs(active) for j in judges]
         for v in views:
             if v.open:
                 break
