@@ -172,9 +172,16 @@ def test_rank_flag_reaches_the_ranker_signature():
     a = LiveSettings.from_mapping(vars(args))
     assert a.family_wise is True and "family_wise" in RUN_KEYS and "family_wise" in REFRESH_KEYS
     bank = make_sim_bank(n_items=30, seed=0)
-    setup = SimpleNamespace(bank=bank, specs=[SimpleNamespace(name="a"), SimpleNamespace(name="b")],
+    setup = SimpleNamespace(bank=bank, joint=False, specs=[SimpleNamespace(name="a"), SimpleNamespace(name="b")],
                             bank_costs={"a": np.full(30, 0.01), "b": np.full(30, 0.01)})
     assert rank_ranker(setup, a).signature()["pair_rule"] == "family-wise-holm"
+    # a task given a bank per metric: every metric's ranking takes the flag
+    other = make_sim_bank(n_items=30, seed=1)
+    joint = SimpleNamespace(bank=bank, joint=True, banks={"x": bank, "y": other}, specs=setup.specs,
+                            bank_costs=setup.bank_costs)
+    res = rank_ranker(joint, a).result()
+    assert {k: r.signature["pair_rule"] for k, r in res.results.items()} == {"x": "family-wise-holm",
+                                                                             "y": "family-wise-holm"}
     a.family_wise = False
     assert rank_ranker(setup, a).signature()["pair_rule"] == "order-confidence"
     refresh = build_parser().parse_args(["refresh", "--leaderboard", "x.json", "--add", "litellm:model=a",

@@ -588,3 +588,32 @@ def test_a_ctrl_c_during_an_append_waits_until_the_record_is_on_disk(tmp_path, m
     j.append({"type": "score", "model": "a", "item_id": "2", "raw": 0.4, "scaled": 0.4, "cost_usd": 0.0})
     j.close()
     assert [r["item_id"] for r in Journal.open(tmp_path, writable=False).scores()] == ["1", "2"]
+
+
+def test_a_several_metric_score_record_holds_every_metrics_score_and_replays_into_the_joint_ranker(tmp_path):
+    """With a bank per metric a score record's raw and scaled are objects metric → value (null where the
+    metric could not score); the journal checks them and replays them into a MultiMetricRanker."""
+    from lm_eval_adaptive.engine.multi_metric_ranker import MultiMetricRanker
+
+    banks = {"x": make_sim_bank(n_items=40, seed=1), "y": make_sim_bank(n_items=40, seed=2)}
+    j = Journal.create(tmp_path, {"command": "rank"})
+    r = MultiMetricRanker(banks, ["a", "b"], n_init=3, seed=0)
+    told = []
+    for _ in range(4):
+        req = r.ask()
+        y = {"x": 0.4, "y": None} if not told else {"x": 0.6, "y": 0.5}
+        r.tell(req, y, cost=0.01)
+        j.append({"type": "score", "model": req.model, "item_id": req.item_id, "raw": {"x": 20.0, "y": 1.5},
+                  "scaled": y, "cost_usd": 0.01})
+        told.append(req)
+    for bad in ({"x": float("inf")}, {}, {"": 0.5}, {"x": "0.5"}):
+        with pytest.raises(ValueError, match="scaled"):
+            j.append({"type": "score", "model": "a", "item_id": "item0039", "raw": 1.0, "scaled": bad})
+    j.close()
+    again = MultiMetricRanker(banks, ["a", "b"], n_init=3, seed=0)
+    stats = Journal.open(tmp_path, writable=False).replay_into(again)
+    assert stats.scores == stats.asked == 4
+    for m in ("a", "b"):
+        assert again.examinees[m].scores == r.examinees[m].scores
+        assert again.metric_examinees("y")[m].n == r.metric_examinees("y")[m].n
+    assert again.spent == pytest.approx(0.04)

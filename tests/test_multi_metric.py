@@ -7,10 +7,7 @@ import pytest
 from conftest import make_sim_bank, simulate_scores
 
 from lm_eval_adaptive.engine.bank import ItemBank, joint_item_ids
-from lm_eval_adaptive.engine.multi_metric_ranker import (
-    MultiMetricRanker,
-    open_adjacent_pairs,
-)
+from lm_eval_adaptive.engine.multi_metric_ranker import MultiMetricRanker
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.errors import InputError
 
@@ -85,9 +82,9 @@ def test_a_missing_metric_score_excludes_the_item_for_that_metric_only(banks):
     r = MultiMetricRanker(banks, ["a", "b"], n_init=2, seed=0)
     req = r.ask()
     r.tell(req, {"m1": 0.4, "m2": float("nan")})
-    assert r.rankers["m1"].examinees[req.model].n == 1
-    assert r.rankers["m2"].examinees[req.model].n == 0
-    assert r.rankers["m2"].examinees[req.model].is_excluded(r.bank_item("m2", req.item))
+    assert r.metric_examinees("m1")[req.model].n == 1
+    assert r.metric_examinees("m2")[req.model].n == 0
+    assert r.metric_examinees("m2")[req.model].is_excluded(r.bank_item("m2", req.item))
     req2 = r.ask()
     with pytest.raises(ValueError, match="in \\[0, 1\\]"):
         r.tell(req2, {"m1": 1.5, "m2": 0.3})
@@ -95,9 +92,9 @@ def test_a_missing_metric_score_excludes_the_item_for_that_metric_only(banks):
         r.tell(req2, {"m3": 0.3})
     with pytest.raises(ValueError, match="not one of the joint items"):
         r.exclude("a", ["nope"])
-    with pytest.raises(ValueError, match="joint item id"):
+    with pytest.raises(ValueError, match="outside the joint items"):
         r.exclude("a", [10_000])
-    assert r.rankers["m1"].examinees[req2.model].n == (1 if req2.model == req.model else 0)  # nothing recorded
+    assert r.metric_examinees("m1")[req2.model].n == (1 if req2.model == req.model else 0)  # nothing recorded
 
 
 def bank_with(ids, b, template):
@@ -126,7 +123,7 @@ def test_open_adjacent_pairs_are_the_unsettled_ones(banks):
     r = AdaptiveRanker(bank, ["a", "b", "c"], n_init=5, n_max=5, seed=0, futility=0)
     # a and b the same scores; c far below
     res = r.run(lambda m, i: float(y[i]) if m != "c" else 0.0)
-    pairs = open_adjacent_pairs(res)
+    pairs = res.open_pairs
     assert len(pairs) == 1 and set(pairs[0]) == {"a", "b"}
     assert res.ranking[-1] == "c"
 
@@ -222,7 +219,7 @@ def test_item_weighting_is_one_of_the_named_ones_and_changes_only_the_informativ
     for w in ("normalised", "summed"):
         r = MultiMetricRanker(banks, list(THETAS), n_init=10, n_max=40, seed=0, item_weighting=w)
         r.run(scorer(banks, THETAS, 4))
-        logs[w] = {m: [i for i, _ in r.rankers["m1"].result().item_log[m]] for m in THETAS}
+        logs[w] = {m: [i for i, _ in r.result().results["m1"].item_log[m]] for m in THETAS}
     # the first item is the same (one metric-free start: equal SEs, equal weights); random slots come from the
     # same permutation, so both runs give every model the same first random item
     for m in THETAS:
@@ -239,7 +236,7 @@ def test_the_rankers_open_pairs_are_those_its_result_leaves_open(banks):
     while (req := r.ask()) is not None:
         r.tell(req, score(req.model, req.item)["m1"])
         pairs = r.open_pairs()
-        assert pairs == open_adjacent_pairs(r.result())
+        assert pairs == r.result().open_pairs
         seen.add(len(pairs))
     assert len(seen) > 1  # the set of open pairs changed during the run
     assert r.open_pairs() == [] or r.stopped_because != "settled"
@@ -257,8 +254,7 @@ def _two_pl_bank(n: int, seed: int) -> ItemBank:
 
 def test_two_2pl_banks_rank_jointly_by_their_items_discriminations():
     # MultiMetricRanker picked by information(θ, b) without the items' a: two 2PL banks raised TypeError
-    from lm_eval_adaptive.engine.multi_metric_ranker import joint_pick
-    from lm_eval_adaptive.engine.selection import RandomShareSelector
+    from lm_eval_adaptive.engine.selection import JointInformationSelector
 
     banks = {"a1": _two_pl_bank(300, 1), "a2": _two_pl_bank(300, 2)}
     thetas = {"low": -2.0, "mid": 0.0, "high": 2.0}
@@ -270,13 +266,12 @@ def test_two_2pl_banks_rank_jointly_by_their_items_discriminations():
     for k in banks:
         assert res.results[k].ranking == ["high", "mid", "low"]
     # an informative slot's item maximises the summed information with each item's own a
-    e = {k: r.rankers[k].examinees["mid"] for k in banks}
+    e = {k: r.metric_examinees(k)["mid"] for k in banks}
     taken = np.zeros(300, dtype=bool)
     taken[:5] = True
-    parts = [(banks[k], np.arange(300), e[k]) for k in banks]
-    random = RandomShareSelector(banks["a1"].b, seed=0)
-    n_used = next(n for n in range(5, 50) if not random.is_random_slot(n))
-    got = joint_pick(random, taken, n_used, parts, "summed")
+    joint = JointInformationSelector(banks, [str(i) for i in banks["a1"].item_ids], weighting="summed", seed=0)
+    n_used = next(n for n in range(5, 50) if not joint.is_random_slot(n))
+    got = joint.select(r.examinees["mid"].ability(), taken, n_used)
     value = sum(banks[k].model.information(e[k].theta, banks[k].b, a=banks[k].a, c=banks[k].c) for k in banks)
     value[taken] = -np.inf
     assert got == int(np.argmax(value))

@@ -2,7 +2,8 @@
 static HTML page) and ``refresh`` (place new models live).
 
 ``refresh`` takes one leaderboard per task (``--leaderboard FILE...``), each refreshed and
-reported in turn with the same new models (``--add TYPE:ARGS...``, or the harness's
+reported in turn with the same new models (several leaderboards of one task, one per metric, are
+refreshed together: each new model's documents generated once and scored by every board's metric) (``--add TYPE:ARGS...``, or the harness's
 ``--model``/``--model_args``: :mod:`.harness_options`), each under its own cap and, with
 ``--output DIR``, in its own run folder ``DIR/TASK``. ``--tasks``, when given, must name
 exactly the leaderboards' tasks. Results go to stdout (at most 120 columns, names
@@ -57,17 +58,21 @@ def cmd_refresh(args) -> int:
             code = refresh(settings, notes, out_dir, journal, resumed, report=out)
         except InputError:
             if k:
-                notes.print("refreshed before this error: " + ", ".join(r.leaderboard for r in runs[:k]))
+                notes.print("refreshed before this error: " + ", ".join(_named(r.leaderboard) for r in runs[:k]))
             raise
         finally:
             if journal is not None:
                 journal.close()
         if code == 130:
             if runs[k + 1:]:
-                notes.print("not refreshed: " + ", ".join(r.leaderboard for r in runs[k + 1:]))
+                notes.print("not refreshed: " + ", ".join(_named(r.leaderboard) for r in runs[k + 1:]))
             return 130
         status.append(code)
     return 0 if all(c == 0 for c in status) else 1
+
+
+def _named(boards) -> str:
+    return " + ".join(map(str, boards)) if isinstance(boards, list) else str(boards)
 
 
 def refresh_settings(args) -> list[LiveSettings]:
@@ -88,19 +93,20 @@ def refresh_settings(args) -> list[LiveSettings]:
         return [base]  # one leaderboard (refresh checks it), or a run folder to resume
     if not boards:
         raise InputError("--leaderboard FILE...: the leaderboard of each task to refresh")
-    task_of = {}
+    task_of: dict[str, list] = {}  # task -> its leaderboards (several: one per metric, refreshed together)
     for b in boards:
-        t = str(load_leaderboard(b)["task"])
-        if t in task_of:
-            raise InputError(f"--leaderboard: {task_of[t]} and {b} are both of task {t!r}; refresh one at a time")
-        task_of[t] = b
+        task_of.setdefault(str(load_leaderboard(b)["task"]), []).append(b)
     if tasks and set(tasks) != set(task_of):
         raise InputError(f"--tasks {','.join(tasks)}: the leaderboards are of task(s) {', '.join(task_of)}; "
                          f"each task needs its own leaderboard (--leaderboard FILE...)")
     order = tasks or list(task_of)
+
+    def boards_of(t):
+        return task_of[t][0] if len(task_of[t]) == 1 else list(task_of[t])
+
     if len(order) == 1:
-        return [base]
-    return [replace(base, leaderboard=task_of[t],
+        return [replace(base, leaderboard=boards_of(order[0]))]
+    return [replace(base, leaderboard=boards_of(t),
                     output=str(task_folder(args.output, t)) if args.output else None) for t in order]
 
 
@@ -174,7 +180,9 @@ def add_leaderboard_parsers(sub) -> None:
                         formatter_class=argparse.RawDescriptionHelpFormatter,
                         epilog=REFRESH_EXAMPLES)
     r.add_argument("--leaderboard", nargs="+", action="extend", metavar="FILE",
-                   help="the leaderboard to refresh; several (one per task) are refreshed and reported in turn")
+                   help="the leaderboard to refresh; several (one per task) are refreshed and reported in turn; "
+                        "several of one task (one per metric, the same full runs) are refreshed together, each "
+                        "document generated once and scored by every board's metric")
     r.add_argument("--add", nargs="+", action="extend", metavar="SPEC",
                    help="new harness models, TYPE:ARGS (or NAME=TYPE:ARGS); or --model/--model_args below")
     r.add_argument("--tasks", nargs="+", action="extend", metavar="TASK",

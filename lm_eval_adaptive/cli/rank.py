@@ -6,7 +6,11 @@ Each model (``--models TYPE:ARGS …``, or the harness's ``--model``/``--model_a
 :class:`~lm_eval_adaptive.live.driver.LiveRun` runs every model's calls at once, each charged at
 litellm's price for the usage the provider returns. With several ``--tasks`` each task is ranked
 and reported in turn, with its own bank (``--bank TASK=BANK.json``), cap and run folder
-``DIR/TASK``; every task's settings, bank and prices are checked before the first call.
+``DIR/TASK``; every task's settings, bank and prices are checked before the first call. A task
+given several banks (``--bank A B``, one per metric) is ranked by every metric at once: each
+document is generated once and scored by every bank's metric
+(:class:`~lm_eval_adaptive.engine.multi_metric_ranker.MultiMetricRanker`), journaled and resumed
+like a single bank's run, and reported with a ranking per metric.
 
 The report goes to stdout (at most 120 columns, names whole, when it is not a terminal); the plan, progress and
 notes to stderr.
@@ -18,7 +22,8 @@ Files in ``--output DIR`` (``--output_path``), or in ``DIR/TASK`` with several t
   refused; ``--budget-usd`` on resume changes the cap, journaled; secrets redacted);
 * ``journal.jsonl``: every request, score, failure and stop, fsynced (see :mod:`.journal`);
 * ``ranking.json`` and ``ranking.png``: the result (written atomically at the end, also after
-  Ctrl-C, with ``stopped_because: "interrupted"``).
+  Ctrl-C, with ``stopped_because: "interrupted"``); with a bank per metric, ``ranking.json`` holds
+  ``rankings`` (metric → its ranking) and each metric's plot is ``ranking_METRIC.png``.
 """
 
 from __future__ import annotations
@@ -143,7 +148,9 @@ def add_rank_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--bank", nargs="+", action="extend", metavar="[TASK=]BANK",
                    help="item bank per task (lm-eval-adaptive calibrate): TASK=PATH, a bare PATH with one task, "
                         "or a shipped bank's name (wmt24_en-de.bleu); default: the task's shipped bank when "
-                        "only one fits the task and --metric")
+                        "only one fits the task and --metric. Several banks of one task (one per metric, e.g. "
+                        "--bank wmt24_en-de.bleu wmt24_en-de.chrf): one generation per document, scored by every "
+                        "bank's metric, a ranking per metric")
     p.add_argument("--confidence", type=confidence_level, default=0.95, help="γ for settling a pair (default 0.95)")
     p.add_argument("--budget-usd", type=positive_float, default=None, metavar="USD",
                    help="hard cap on total spend (reserved before each call, settled with real usage); "
@@ -231,7 +238,16 @@ def rank_settings(args) -> tuple[list[LiveSettings], bool]:
     tasks = task_list(args.tasks)
     if not tasks:
         raise InputError("--tasks: name the harness task(s) to rank on")
-    banks = parse_banks(args.bank, tasks, metric=args.metric, command="rank", note=note_on_stderr)
+    banks = parse_banks(args.bank, tasks, metric=args.metric, command="rank", several=True,
+                        note=note_on_stderr)
+    banks = {t: (v[0] if len(v) == 1 else list(v)) for t, v in banks.items()}
+    for t, v in banks.items():
+        if isinstance(v, list) and args.metric:
+            raise InputError(f"--metric {args.metric}: task {t!r} is given {len(v)} banks (one per metric); each "
+                             "bank says its metric, --metric is for a single bank")
+        if isinstance(v, list) and args.dry_run:
+            raise InputError(f"--dry-run: task {t!r} is given {len(v)} banks; the cost forecast of a several-bank "
+                             "rank is not available yet (forecast each bank alone for an upper bound)")
     if len(tasks) == 1:
         return [replace(base, tasks=tasks[0], bank=banks[tasks[0]])], False
     if not args.output:
@@ -265,13 +281,12 @@ def prepare_rank(a: LiveSettings, *, skip_finished: bool = False) -> RankRun:
             return RankRun(a, out_dir, resumed=True, finished=finished)
         check_settings(a)
         setup = Setup(a, a.bank)
-        bank = setup.bank
         ranker = rank_ranker(setup, a)
         if not resumed:
             cheapest_call_check(setup, a)
-        if journal is not None and journal.header.get("bank_id") != bank.bank_id:
+        if journal is not None and journal.header.get("bank_id") != setup.bank_ids:
             raise InputError(f"the bank changed since the run started ({journal.header.get('bank_id')} → "
-                             f"{bank.bank_id})", path=str(out_dir / JOURNAL_NAME))
+                             f"{setup.bank_ids})", path=str(out_dir / JOURNAL_NAME))
     except BaseException:
         if journal is not None:
             journal.close()
@@ -292,13 +307,13 @@ def start_rank(r: RankRun):
     """Create the run folder, its run.json and its journal."""
     a, setup = r.settings, r.setup
     settings = {k: getattr(a, k) for k in RUN_KEYS}
-    settings["bank"] = bank_reference(a.bank)
+    settings["bank"] = [bank_reference(b) for b in a.bank] if isinstance(a.bank, list) else bank_reference(a.bank)
     settings["include_path"] = str(Path(a.include_path).resolve()) if a.include_path else None
     settings["item_field"] = setup.binding.item_field
-    return start_run(r.out_dir, "rank", settings, {"command": "rank", "bank_id": setup.bank.bank_id,
+    return start_run(r.out_dir, "rank", settings, {"command": "rank", "bank_id": setup.bank_ids,
                                                    "models": [s.name for s in setup.specs],
                                                    "task": setup.task_name, "budget_usd": a.budget_usd},
-                     setup.bank.bank_id)
+                     setup.bank_ids)
 
 
 def run_rank(r: RankRun, notes, out) -> int:
@@ -319,21 +334,35 @@ def run_rank(r: RankRun, notes, out) -> int:
         live.on_progress = prog.update
         live.run()
     report = build_report(live, setup, a, command="rank")
-    write_outputs(out_dir, report, live, setup)
+    plots = write_outputs(out_dir, report, live, setup)
     print_report(out, report)
-    out.print(f"results: {out_dir / RANKING_FILE}, {out_dir / PLOT_FILE}; journal {out_dir / JOURNAL_NAME}")
+    out.print(f"results: {out_dir / RANKING_FILE}, {', '.join(map(str, plots))}; journal {out_dir / JOURNAL_NAME}")
     if live.interrupted:
         return 130
     return 0 if report["ranked"] else 1
 
 
-def write_outputs(out_dir: Path, report: dict, live, setup) -> None:
+def plot_file(metric: str | None) -> str:
+    """The plot of a run (:data:`PLOT_FILE`), or of one metric of a several-bank run (``ranking_METRIC.png``)."""
+    if metric is None:
+        return PLOT_FILE
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in metric)
+    return f"ranking_{safe}.png"
 
+
+def write_outputs(out_dir: Path, report: dict, live, setup) -> list[Path]:
+    """Write ``ranking.json`` and the plot(s); the plots' paths."""
     res = live.ranker.result()
-    rows = [r for r in report["rows"] if r["model"] in res.ranking]
-    atomic_write(out_dir / PLOT_FILE,
-                 lambda f: plot_ranking(f, rows, res, title=f"{setup.task_name}: adaptive ranking ({setup.metric})"))
+    plots = []
+    per = res.results if setup.joint else {None: res}
+    for metric, r in per.items():
+        rows = [x for x in (report["rankings"][metric] if metric else report)["rows"] if x["model"] in r.ranking]
+        path = out_dir / plot_file(metric)
+        atomic_write(path, lambda f, rows=rows, r=r, metric=metric: plot_ranking(
+            f, rows, r, title=f"{setup.task_name}: adaptive ranking ({metric or setup.metric})"))
+        plots.append(path)
     write_json(out_dir / RANKING_FILE, report)
+    return plots
 
 
 def print_misfits(console, rows) -> None:
@@ -345,12 +374,34 @@ def print_misfits(console, rows) -> None:
 
 
 def print_report(console, report: dict) -> None:
+    """The report of a run: its ranking (one per metric with several banks), then what it spent."""
+    if "rankings" in report:
+        for block in report["rankings"].values():
+            print_ranking(console, block, judged=report.get("judge_cost_usd", 0.0) > 0, title_metric=True)
+        failed = report["rankings"][report["metrics"][0]]["failed"]
+        for m in failed:
+            console.print(styled("failed", "red", f": {m}: {failed[m]}"))
+    else:
+        print_ranking(console, report, judged=report.get("judge_cost_usd", 0.0) > 0)
+        for f in report["failed"]:
+            console.print(styled("failed", "red", f": {f['model']}: {f['error']}"))
+    print_spend(console, report)
+
+
+def print_ranking(console, report: dict, *, judged: bool, title_metric: bool = False) -> None:
+    """One ranking's table, adjacent confidences, ties, inseparable and equivalent pairs, misfits
+    (``title_metric``: the metric in the title, one of a several-bank run's)."""
     from rich.table import Table
 
     groups = {m: gi + 1 for gi, g in enumerate(report["tie_groups"]) for m in g}
     rows = {r["model"]: r for r in report["rows"]}
-    judged = report.get("judge_cost_usd", 0.0) > 0
-    t = Table(title=f"{report['task']}: adaptive ranking (γ = {report['confidence']:.2f})")
+    failed = report["failed"]
+    failed = [{"model": m, "error": why, "items": rows[m]["items"] if m in rows else 0,
+               "cost_usd": rows[m]["cost"] if m in rows else 0.0,
+               "judge_cost_usd": rows[m]["judge_cost"] if m in rows else 0.0} for m, why in failed.items()] \
+        if isinstance(failed, dict) else failed
+    t = Table(title=f"{report['task']}: adaptive ranking" + (f" by {report['metric']}" if title_metric else "")
+              + f" (γ = {report['confidence']:.2f})")
     cols = ["rank", "model", "θ̂ ± SE", f"est. full-task {report['metric']} [95%]", "items", "spent $"]
     cols += ["of it judge $"] if judged else []
     for c in cols + ["full run $", "tie group"]:
@@ -363,13 +414,13 @@ def print_report(console, report: dict) -> None:
                   f"{r['est']:.4f} [{r['est_lo']:.4f}, {r['est_hi']:.4f}]", str(r["items"]),
                   f"{r['cost']:.4f}", *([f"{r['judge_cost']:.4f}"] if judged else []),
                   f"{r['full_cost']:.4f}", f"T{g}" if g else "")
-    for f in report["failed"]:
+    for f in failed:
         t.add_row("-", f"{shown(f['model'])} (failed)", "", "", str(f["items"]), f"{f['cost_usd']:.4f}",
                   *([f"{f.get('judge_cost_usd', 0.0):.4f}"] if judged else []), "", "")
     console.print(t)
     if not report.get("ranked", True):
         console.print(styled("no ranking", "red", f": {len(report['ranking'])} model(s) left of "
-                             f"{len(report['ranking']) + len(report['failed'])}; {len(report['failed'])} failed"))
+                             f"{len(report['ranking']) + len(failed)}; {len(failed)} failed"))
     else:
         adj = "  ".join(f"P({x['model']} > {y['model']}) = {p:.3f}" for x, y, p in
                         zip(report["ranking"], report["ranking"][1:], report["adjacent_confidence"]))
@@ -381,14 +432,19 @@ def print_report(console, report: dict) -> None:
             margin = report.get("signature", {}).get("tie_margin")
             console.print(f"settled as ties (difference confidently within ±{margin:g}): "
                           + "; ".join(" ≈ ".join(p) for p in report["equivalent"]))
-    for f in report["failed"]:
-        console.print(styled("failed", "red", f": {f['model']}: {f['error']}"))
     print_misfits(console, report["rows"])
+
+
+def print_spend(console, report: dict) -> None:
+    """Why the run stopped, what it bought and spent, against the cap and a full run."""
+    judged = report.get("judge_cost_usd", 0.0) > 0
     full = report["full_run_cost_usd"]
     spent = report["total_cost_usd"]
     cap = report["budget_usd"]
     judge = f" (judge calls ${report['judge_cost_usd']:.4f} of it)" if judged else ""
-    console.print(f"stopped because: {report['stopped_because']}; items: {report['total_items']}; spent ${spent:.4f}"
+    bought = (f"generations: {report['generations']} (each scored by {', '.join(report['metrics'])})"
+              if "rankings" in report else f"items: {report['total_items']}")
+    console.print(f"stopped because: {report['stopped_because']}; {bought}; spent ${spent:.4f}"
                   + judge + (f" of a ${cap:g} cap" if cap is not None else "")
                   + (f"; a full run would cost ${full:.4f} ({100 * spent / full:.1f}% of it)" if full > 0 else "")
                   + f"; retries: {report['calls']['retries']}")

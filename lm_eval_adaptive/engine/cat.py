@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Sequence
+from types import MappingProxyType
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -37,7 +38,12 @@ from lm_eval_adaptive.engine.estimation import (
     EstimatorFactory,
 )
 from lm_eval_adaptive.engine.person_fit import PersonFit, dispersion_fit
-from lm_eval_adaptive.engine.selection import Selector, shared_default_selector
+from lm_eval_adaptive.engine.selection import (
+    JointAbility,
+    JointInformationSelector,
+    Selector,
+    shared_default_selector,
+)
 from lm_eval_adaptive.engine.signature import component_name, format_signature, versions
 from lm_eval_adaptive.engine.stopping import (
     BankExhausted,
@@ -47,7 +53,7 @@ from lm_eval_adaptive.engine.stopping import (
     StoppingRule,
 )
 
-__all__ = ["Examinee", "AdaptiveTest", "TestResult"]
+__all__ = ["Examinee", "JointExaminee", "AdaptiveTest", "TestResult"]
 
 
 class Examinee:
@@ -166,6 +172,11 @@ class Examinee:
     def n(self) -> int:
         """Items scored."""
         return len(self._items)
+
+    @property
+    def n_items(self) -> int:
+        """Items of the bank (the most this examinee can be given)."""
+        return self._n_items
 
     @property
     def items(self) -> list[int]:
@@ -420,6 +431,315 @@ class Examinee:
         self._spent += check_cost(usd, model=self._name)
 
 
+class JointExaminee:
+    """One model under several metrics at once: each joint item is generated once and scored by every metric.
+
+    The joint items are those every bank has (:func:`~lm_eval_adaptive.engine.bank.joint_item_ids`, the
+    ``selector``'s ``item_ids``); an item index here is a position among them. Each metric keeps its own
+    :class:`Examinee` on its own bank (:attr:`parts`: θ̂, SE, person fit, items, scores), into which every
+    generation's score under that metric is recorded; a metric that cannot score a generation (None or
+    NaN) excludes the item for that metric only and is charged its cost. The joint side is what a
+    single bank's examinee is to a test or a ranker: the items taken (reserved, scored or excluded), the
+    generations (:attr:`n`, :attr:`items`), the spend (each generation counted once, and every
+    :meth:`charge`), and the next item, chosen by the
+    :class:`~lm_eval_adaptive.engine.selection.JointInformationSelector` from every part's θ̂ and
+    measurement SE (``focus``: only some metrics' information counts). Its :attr:`measurement_se` is the
+    largest of the parts' (an SE target is met when every metric meets it).
+    """
+
+    def __init__(self, selector: JointInformationSelector, name: str = "model", *,
+                 item_costs: np.ndarray | None = None, estimator: EstimatorFactory | None = None):
+        self._name = name
+        self._selector = selector
+        self._metrics = selector.metrics
+        self._ids = selector.item_ids
+        self._index = selector.indices
+        self._parts = {k: Examinee(bank, shared_default_selector(bank, seed=0), name, estimator=estimator)
+                       for k, bank in zip(self._metrics, selector.banks)}
+        self._part_list = tuple(self._parts.values())
+        self._all = (True,) * len(self._metrics)
+        n = len(self._ids)
+        self._n_items = n
+        self._mask = selector.new_mask()
+        self._n_taken = 0
+        self._excluded = np.zeros(n, dtype=bool)
+        self._scored = np.zeros(n, dtype=bool)
+        self._items: list[int] = []
+        self._scores: list[dict] = []
+        self._item_costs = item_costs
+        self._spent = 0.0
+        self._version = 0
+
+    # ----------------------------------------------------------------- reading
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def metrics(self) -> list[str]:
+        return list(self._metrics)
+
+    @property
+    def parts(self) -> Mapping[str, Examinee]:
+        """Metric → this model's :class:`Examinee` on that metric's bank (read it; it changes through this object)."""
+        return MappingProxyType(self._parts)
+
+    @property
+    def selector(self) -> JointInformationSelector:
+        return self._selector
+
+    @property
+    def item_ids(self) -> list[str]:
+        return list(self._ids)
+
+    def bank_item(self, metric: str, item: int) -> int:
+        """Index in ``metric``'s bank of joint item ``item``."""
+        return int(self._index[self._metrics.index(metric)][item])
+
+    @property
+    def n(self) -> int:
+        """Generations recorded."""
+        return len(self._items)
+
+    @property
+    def n_items(self) -> int:
+        """Joint items (the most this examinee can be given)."""
+        return self._n_items
+
+    @property
+    def items(self) -> list[int]:
+        """Joint items generated and recorded, in order (a copy)."""
+        return list(self._items)
+
+    @property
+    def scores(self) -> list[dict]:
+        """Per generation, metric → scaled score (None: the metric could not score it)."""
+        return [dict(x) for x in self._scores]
+
+    @property
+    def measurement_se(self) -> float:
+        """The largest measurement SE of the parts (what more items reduce)."""
+        return max(p.measurement_se for p in self._part_list)
+
+    @property
+    def spent(self) -> float:
+        """USD spent on this model: each generation once, and every :meth:`charge`."""
+        return self._spent
+
+    @property
+    def item_costs(self) -> np.ndarray | None:
+        return self._item_costs
+
+    @property
+    def n_taken(self) -> int:
+        return self._n_taken
+
+    @property
+    def version(self) -> int:
+        """Changes whenever what the selector sees changes (taken items, a part's θ̂)."""
+        return self._version
+
+    def item_id(self, item: int) -> str:
+        return str(self._ids[item])
+
+    def is_taken(self, item: int) -> bool:
+        return bool(self._mask[self._check_item(item)])
+
+    def is_scored(self, item: int) -> bool:
+        return bool(self._scored[self._check_item(item)])
+
+    def is_excluded(self, item: int) -> bool:
+        return bool(self._excluded[self._check_item(item)])
+
+    def taken(self) -> np.ndarray:
+        return self._mask.copy()
+
+    def cost_of(self, item: int) -> float:
+        return 0.0 if self._item_costs is None else float(self._item_costs[item])
+
+    def ability(self, focus=None) -> JointAbility:
+        """Every part's θ̂ and measurement SE, and which metrics count (``focus``: one bool per metric;
+        None: all). θ̂ is read only for the metrics that count."""
+        focus = self._all if focus is None else tuple(focus)
+        parts = self._part_list
+        return JointAbility(tuple(p.theta if on else math.nan for p, on in zip(parts, focus)),
+                            tuple(p.measurement_se if on else math.nan for p, on in zip(parts, focus)), focus)
+
+    def next_item(self, rng: np.random.Generator | None = None, focus=None) -> int:
+        """The joint selector's next item (-1: none left), the information summed over ``focus``
+        (one bool per metric; None: every metric); reserves nothing."""
+        sel = self._selector
+        ability = self.ability(focus) if sel.uses_theta(self._n_taken) else None
+        return sel.select(ability, self._mask, self._n_taken, rng)
+
+    def candidates(self, k: int, focus=None) -> np.ndarray:
+        """Up to ``k`` untaken joint items, in the order the selector would give them."""
+        return self._selector.candidates(self.ability(focus), self._mask, self._n_taken, k)
+
+    # ---------------------------------------------------------------- changing
+    def _check_item(self, item) -> int:
+        if type(item) is int and 0 <= item < self._n_items:
+            return item
+        if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
+            raise ValueError(f"model {self._name!r}: an item is a joint item index (int), got {item!r}")
+        if not 0 <= item < self._n_items:
+            raise ValueError(f"model {self._name!r}: item index {item} is outside the joint items "
+                             f"(0..{self._n_items - 1})")
+        return int(item)
+
+    def exclude(self, items) -> None:
+        """Never give these joint items (every metric's parts keep theirs: nothing is recorded)."""
+        arr = np.atleast_1d(np.asarray(items))
+        if arr.size:
+            if arr.ndim != 1 or arr.dtype.kind not in "iu":
+                raise ValueError(f"model {self._name!r}: items must be joint item indices (ints), got {items!r}")
+            for i in arr.tolist():
+                self._check_item(i)
+            self._mask[arr] = True
+            self._excluded[arr] = True
+        self._n_taken = int(self._mask.sum())
+        self._version += 1
+
+    def reserve(self, item: int) -> None:
+        item = self._check_item(item)
+        if not self._mask[item]:
+            self._mask[item] = True
+            self._n_taken += 1
+        self._version += 1
+
+    def unreserve(self, item: int) -> None:
+        item = self._check_item(item)
+        if self._scored[item]:
+            raise ValueError(f"model {self._name!r}, item {self.item_id(item)!r}: already scored, "
+                             "it cannot be given back")
+        if not self._excluded[item] and self._mask[item]:
+            self._mask[item] = False
+            self._n_taken -= 1
+        self._version += 1
+
+    def checked_scores(self, scores, item_id: str) -> dict:
+        """``scores`` (metric → scaled score in [0, 1], None or NaN where the metric could not score)
+        checked: a mapping over the metrics only, each a number; returns metric → float or None."""
+        if not isinstance(scores, Mapping):
+            raise ValueError(f"model {self._name!r}, item {item_id!r}: the scores of a joint item are a mapping "
+                             f"metric → scaled score, got {scores!r}")
+        unknown = set(scores) - set(self._metrics)
+        if unknown:
+            raise ValueError(f"scores for unknown metrics {sorted(unknown)} (the run's: {list(self._metrics)})")
+        out = {}
+        for k in self._metrics:
+            y = scores.get(k)
+            if y is not None and not (isinstance(y, (int, float, np.floating, np.integer)) and
+                                      (np.isnan(y) or 0.0 <= y <= 1.0)):
+                raise ValueError(f"model {self._name!r}, item {item_id!r}, metric {k!r}: a scaled score is a "
+                                 f"number in [0, 1], got {y!r}")
+            out[k] = None if y is None or np.isnan(y) else float(y)
+        return out
+
+    def record(self, item: int, scores, *, cost: float | None = None) -> None:
+        """Record the generation of joint ``item``: ``scores`` metric → scaled score (None or NaN: the
+        metric could not score it; the item is excluded for that metric, which is charged its cost).
+        ``cost``: USD it cost (default: its item cost). Nothing changes when anything is refused."""
+        item = self._check_item(item)
+        iid = self.item_id(item)
+        if self._scored[item]:
+            raise ValueError(f"model {self._name!r}, item {iid!r}: already scored")
+        if self._excluded[item]:
+            raise ValueError(f"model {self._name!r}, item {iid!r}: excluded for this model")
+        ys = self.checked_scores(scores, iid)
+        if cost is not None:
+            cost = check_cost(cost, model=self._name, item=iid)
+        else:
+            cost = self.cost_of(item)
+        for k, p, index in zip(self._metrics, self._part_list, self._index):  # every check before any change
+            y = ys[k]
+            if y is not None:
+                p._check_binary(y, [iid])
+                i = int(index[item])
+                if p._scored[i] or p._excluded[i]:
+                    p._check_new(i)
+        for k, p, index in zip(self._metrics, self._part_list, self._index):
+            y, i = ys[k], int(index[item])
+            if y is None:
+                p.exclude([i])
+                p.charge(cost)
+            else:
+                p.record(i, y, cost=cost)
+        if not self._mask[item]:
+            self._mask[item] = True
+            self._n_taken += 1
+        self._scored[item] = True
+        self._items.append(item)
+        self._scores.append(ys)
+        self._spent += cost
+        self._version += 1
+
+    def record_many(self, items, scores, *, costs=None) -> None:
+        """Record several generations at once (e.g. a full run): ``scores`` metric → one scaled score
+        per item (NaN: the metric has none; the item is then excluded for it). ``costs``: USD per item
+        (default: the item costs). Nothing changes when anything is refused."""
+        arr = np.atleast_1d(np.asarray(items))
+        if arr.size and (arr.ndim != 1 or arr.dtype.kind not in "iu"):
+            raise ValueError(f"model {self._name!r}: items must be joint item indices (ints), got {items!r}")
+        arr = arr.astype(np.int64)
+        for i in arr.tolist():
+            self._check_item(i)
+        if np.unique(arr).size != arr.size:
+            raise ValueError(f"model {self._name!r}: an item appears twice in one record_many")
+        clash = arr[self._scored[arr] | self._excluded[arr]]
+        if clash.size:
+            raise ValueError(f"model {self._name!r}, item {self.item_id(int(clash[0]))!r}: already scored or excluded")
+        if not isinstance(scores, Mapping) or set(scores) - set(self._metrics):
+            raise ValueError(f"model {self._name!r}: record_many takes metric → scores over the metrics "
+                             f"{list(self._metrics)}")
+        c = np.zeros(arr.size) if costs is None and self._item_costs is None else (
+            np.asarray(self._item_costs, dtype=float)[arr] if costs is None else
+            check_costs(costs, model=self._name, items=[self.item_id(i) for i in arr.tolist()]))
+        if c.shape != arr.shape:
+            raise ValueError(f"model {self._name!r}: {arr.size} items but {c.size} costs")
+        ys = {}
+        for k in self._metrics:
+            y = np.full(arr.size, np.nan) if k not in scores else np.asarray(scores[k], dtype=float)
+            if y.shape != arr.shape:
+                raise ValueError(f"model {self._name!r}, metric {k!r}: {arr.size} items but {y.size} scores")
+            ys[k] = y
+        for k, p, index in zip(self._metrics, self._part_list, self._index):  # checked by every part first
+            y = ys[k]
+            have = ~np.isnan(y)
+            ids = [self.item_id(i) for i in arr[have].tolist()]
+            check_scores(y[have], model=self._name, items=ids)
+            p._check_binary(y[have], ids)
+            bi = index[arr[have]]
+            bad = bi[p._scored[bi] | p._excluded[bi]]
+            if bad.size:
+                p._check_new(int(bad[0]))
+        for k, p, index in zip(self._metrics, self._part_list, self._index):
+            y = ys[k]
+            have = ~np.isnan(y)
+            if have.any():
+                p.record_many(index[arr[have]], y[have], costs=c[have])
+            if (~have).any():
+                p.exclude(index[arr[~have]])
+                p.charge(float(np.sum(c[~have])))
+        self._n_taken += int(np.count_nonzero(~self._mask[arr]))
+        self._mask[arr] = True
+        self._scored[arr] = True
+        self._items.extend(arr.tolist())
+        self._scores.extend({k: (None if np.isnan(ys[k][j]) else float(ys[k][j])) for k in self._metrics}
+                            for j in range(arr.size))
+        self._spent += float(np.sum(c))
+        self._version += 1
+
+    def charge(self, usd: float) -> None:
+        """Add money spent on this model without a generation; every metric's part counts it too."""
+        if usd is None:
+            raise ValueError(f"model {self._name!r}: a charge needs an amount (USD)")
+        usd = check_cost(usd, model=self._name)
+        self._spent += usd
+        for p in self._part_list:
+            p.charge(usd)
+
+
 @dataclass
 class TestResult:
     """What an :class:`AdaptiveTest` found."""
@@ -472,28 +792,40 @@ class AdaptiveTest:
                  item_costs: np.ndarray | None = None, top_k: int = 1, seed: int | None = None,
                  name: str = "model", selector: Selector | None = None,
                  estimator: EstimatorFactory | None = None, rules: Sequence[StoppingRule] = ()):
-        rules = tuple(rules)
-        if se_target is None and max_items is None and budget is None and not rules:
+        self._check_settings(se_target, min_items, max_items, budget, item_costs, rules)
+        self._bank = bank
+        sel = selector if selector is not None else shared_default_selector(bank, top_k=top_k, seed=seed)
+        self._begin(Examinee(bank, sel, name, item_costs=item_costs, estimator=estimator), se_target=se_target,
+                    min_items=min_items, max_items=max_items, budget=budget, seed=seed, rules=rules)
+
+    @staticmethod
+    def _check_settings(se_target, min_items, max_items, budget, item_costs, rules) -> None:
+        if se_target is None and max_items is None and budget is None and not tuple(rules):
             raise ValueError("give at least one stopping rule: se_target, max_items, budget or rules")
+        if se_target is not None and not se_target >= 0:
+            raise ValueError(f"se_target must be a number >= 0, got {se_target}")
         if min_items < 0:
             raise ValueError("min_items must be >= 0")
         if budget is not None and item_costs is None:
             raise ValueError("a budget needs item_costs")
-        self._bank = bank
+
+    def _begin(self, examinee, *, se_target, min_items, max_items, budget, seed, rules) -> None:
+        """Start the test of ``examinee`` (an :class:`Examinee`, or a :class:`JointExaminee` for a bank per
+        metric) under the usual rules and ``rules``."""
         self._se_target = se_target
         self._min_items = int(min_items)
-        self._max_items = min(int(max_items), bank.n_items) if max_items is not None else bank.n_items
+        n = examinee.n_items
+        self._max_items = min(int(max_items), n) if max_items is not None else n
         self._budget = budget
         self._seed = seed
         self._rng = np.random.default_rng(seed)
-        sel = selector if selector is not None else shared_default_selector(bank, top_k=top_k, seed=seed)
-        self._examinee = Examinee(bank, sel, name, item_costs=item_costs, estimator=estimator)
+        self._examinee = examinee
         built: list = [BankExhausted(), MaxItems(self._max_items)]
         if se_target is not None:
             built.append(SETarget(se_target, self._min_items))
         if budget is not None:
             built.append(Budget(budget))
-        self._rules = tuple(built) + rules
+        self._rules = tuple(built) + tuple(rules)
         self._stopped_because: str | None = None
         self._pending: set[int] = set()
         self._peeked: tuple[int, int] | None = None  # (examinee version, item) of peek()
@@ -578,8 +910,16 @@ class AdaptiveTest:
         """
         e = self._examinee
         if self._peeked is None or self._peeked[0] != e.version:
-            self._peeked = (e.version, e.next_item(self._rng))
+            self._peeked = (e.version, self._next_item(e))
         return self._peeked[1]
+
+    def _next_item(self, e) -> int:
+        """The examinee's next item (the selector's choice)."""
+        return e.next_item(self._rng)
+
+    def _candidates(self, e, k: int) -> list[int]:
+        """The examinee's next ``k`` items, best first."""
+        return [int(i) for i in e.candidates(k)]
 
     def exclude(self, items) -> None:
         """Never give these bank items."""
@@ -610,7 +950,7 @@ class AdaptiveTest:
             self._peeked = None
             items = [] if first < 0 else [first]
         else:
-            items = [int(i) for i in e.candidates(k)]
+            items = self._candidates(e, k)
         if not items:
             self._stopped_because = "bank_exhausted"
             return []
@@ -639,10 +979,8 @@ class AdaptiveTest:
         """
         if item not in self._pending:
             raise ValueError(f"item {item} was not asked for (pending: {sorted(self._pending)})")
-        e = self._examinee
-        check_score(y, model=e.name, item=e.item_id(item))
-        check_cost(cost, model=e.name, item=e.item_id(item))
-        e.record(item, y, cost=cost)  # first: a score the bank refuses (a 2PL/3PL bank's non-0/1) changes nothing
+        # the examinee checks the score (a 2PL/3PL bank's: 0 or 1) and the cost before anything changes
+        self._examinee.record(item, y, cost=cost)
         self._pending.discard(item)
         if not self._pending:
             self._check_stop()

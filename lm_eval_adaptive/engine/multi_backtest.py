@@ -67,13 +67,14 @@ def _positions(table) -> dict:
     return {str(v): i for i, v in enumerate(np.asarray(table.items, dtype=object).tolist())}
 
 
-def _metric_figures(ranker, res, bank, raw_bank, row, truth, truth_mean) -> dict:
-    """τ, confident pairs (right, all), any of them wrong, coverage (covered, models) of one metric's ranking."""
+def _metric_figures(examinees, res, bank, raw_bank, row, truth, truth_mean) -> dict:
+    """τ, confident pairs (right, all), any of them wrong, coverage (covered, models) of one metric's ranking
+    (``examinees``: model → its examinee on that metric's bank)."""
     pred_ties = {frozenset(p) for p in res.ties}
     right, conf = confident_counts(res.ranking, truth["ranking"], pred_ties)
     covered = 0
     for m in res.ranking:
-        e = ranker.examinees[m]
+        e = examinees[m]
         items = np.asarray(e.items, dtype=np.int64)
         est = full_task_estimate(bank, items, raw_bank[row[m], items], res.theta[m], res.se[m], misfit=e.misfit)
         covered += bool(est["lower"] <= truth_mean[m] <= est["upper"])
@@ -204,7 +205,7 @@ def multi_backtest_fold(tables: Mapping[str, object], plan: MultiBacktestPlan, f
                                       futility=config.futility, exclude=joint_missing,
                                       item_weighting=plan.item_weighting)
             res = multi.run(joint_score)
-            per = {k: _metric_figures(multi.rankers[k], res.results[k], banks[k], raw_bank[k], row, truth[k],
+            per = {k: _metric_figures(multi.metric_examinees(k), res.results[k], banks[k], raw_bank[k], row, truth[k],
                                       truth_mean[k]) for k in metrics}
             runs.append({"fold": f, "seed": seed, "spend": spend, "mode": "joint", "generations": res.generations,
                          "generated": res.generations,
@@ -216,7 +217,7 @@ def multi_backtest_fold(tables: Mapping[str, object], plan: MultiBacktestPlan, f
                 ranker = fold_ranker(banks[k], hold, config, f, seed, item_costs=bank_costs[k], budget=budget / K,
                                      exclude=missing[k], pair_rule=rules[k])
                 r = ranker.run(lambda m, i, _s=scaled[k]: float(_s[row[m], i]))
-                per[k] = _metric_figures(ranker, r, banks[k], raw_bank[k], row, truth[k], truth_mean[k])
+                per[k] = _metric_figures(ranker.examinees, r, banks[k], raw_bank[k], row, truth[k], truth_mean[k])
                 gens |= {(m, str(i)) for m in hold for i, _ in r.item_log[m]}
                 generated += r.total_items
                 cost += r.total_cost

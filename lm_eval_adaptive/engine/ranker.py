@@ -24,7 +24,12 @@ Algorithm
 The parts are swappable: ``selector`` (a :class:`~lm_eval_adaptive.engine.selection.Selector`),
 ``estimator`` (an :class:`~lm_eval_adaptive.engine.estimation.EstimatorFactory`) and
 ``pair_rule`` (a :class:`~lm_eval_adaptive.engine.pair_rules.PairRule`; step 2's rule is
-:class:`~lm_eval_adaptive.engine.pair_rules.OrderConfidence`).
+:class:`~lm_eval_adaptive.engine.pair_rules.OrderConfidence`). Steps 1 and 3 are the allocation
+policy of :mod:`lm_eval_adaptive.engine.allocation`; step 2 is a
+:class:`~lm_eval_adaptive.engine.pair_status.PairJudgement` (:class:`~lm_eval_adaptive.engine.pair_status.ThetaJudgement`:
+the pair rule and the futility stop on the ability scale). The same core ranks by several metrics at
+once (:class:`~lm_eval_adaptive.engine.multi_metric_ranker.MultiMetricRanker`: a judgement per metric,
+one generation per administration).
 
 The ranker owns its state: callers change it only through its methods — ``ask``/``tell``,
 ``cancel``, ``release``, ``fail``, ``block``/``unblock``, ``charge``, ``stop``,
@@ -34,20 +39,19 @@ properties. Every score and cost it is told is checked (finite, score in [0, 1],
 
 from __future__ import annotations
 
-import functools
-import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
 import numpy as np
-from scipy.special import ndtr
 
+from lm_eval_adaptive.engine.allocation import adaptive_choice, stop_reason, warm_up_choice
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.cat import Examinee
 from lm_eval_adaptive.engine.checks import check_cost, check_score
-from lm_eval_adaptive.engine.estimation import Z95, EstimatorFactory
-from lm_eval_adaptive.engine.pair_rules import OrderConfidence, PairRule, PairStatus, adjacent_status
+from lm_eval_adaptive.engine.estimation import EstimatorFactory
+from lm_eval_adaptive.engine.pair_rules import OrderConfidence, PairRule
+from lm_eval_adaptive.engine.pair_status import PairJudgement, ThetaJudgement, pairwise_matrix, tie_groups
 from lm_eval_adaptive.engine.selection import Selector, shared_default_selector
 from lm_eval_adaptive.engine.signature import component_name, format_signature, versions
 
@@ -135,32 +139,6 @@ class ReplayStats:
     lost: int = 0  # lost-in-flight events (item excluded, its cost charged)
 
 
-def pairwise_matrix(theta: np.ndarray, se: np.ndarray) -> np.ndarray:
-    """P(θ_i > θ_j) for every pair under independent normal posteriors (diagonal 0.5)."""
-    d = theta[:, None] - theta[None, :]
-    s = np.sqrt(se[:, None] ** 2 + se[None, :] ** 2)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p = ndtr(d / s)
-    p[s == 0] = 0.5
-    np.fill_diagonal(p, 0.5)
-    return p
-
-
-def tie_groups(ranking: Sequence[str], adjacent_settled: Sequence[bool]) -> list[list[str]]:
-    """Maximal runs of the ranking linked by unsettled adjacent pairs (groups of ≥ 2)."""
-    groups, cur = [], [ranking[0]] if len(ranking) else []
-    for m, settled in zip(ranking[1:], adjacent_settled):
-        if settled:
-            if len(cur) > 1:
-                groups.append(cur)
-            cur = [m]
-        else:
-            cur.append(m)
-    if len(cur) > 1:
-        groups.append(cur)
-    return groups
-
-
 @dataclass
 class RankingResult:
     """What a ranking run found. Models are listed best first."""
@@ -183,6 +161,7 @@ class RankingResult:
     signature: dict = field(default_factory=dict)  # what produced it (AdaptiveRanker.signature)
     equivalent: list = field(default_factory=list)  # of the ties, those settled as ties (within a margin)
     inseparable: list = field(default_factory=list)  # adjacent ties closer than the bank's model error resolves
+    open_pairs: list = field(default_factory=list)  # adjacent pairs more items could settle (the ranker's open_pairs())
 
     @property
     def total_items(self) -> int:
@@ -218,6 +197,7 @@ class RankingResult:
             "ties": [list(p) for p in self.ties],
             "equivalent": [list(p) for p in self.equivalent],
             "inseparable": [list(p) for p in self.inseparable],
+            "open_pairs": [list(p) for p in self.open_pairs],
             "tie_groups": self.tie_groups,
             "pairwise": {a: {b: float(self.pairwise[i, j]) for j, b in enumerate(self.ranking) if j != i}
                          for i, a in enumerate(self.ranking)},
@@ -282,6 +262,10 @@ class AdaptiveRanker:
         removes). An adjacent pair whose gap |θ̂_a - θ̂_b| is below ``futility`` times that, or
         confidently below it (gap + z · √(m_a² + m_b²) with m the measurement SEs), is given no
         more items and is reported as a tie (``inseparable``). 0: off.
+    judgement:
+        ``judgement(examinees, pair_rule, futility, metric) -> PairJudgement``: what judges the
+        ranking's pairs (default :class:`~lm_eval_adaptive.engine.pair_status.ThetaJudgement`, the
+        pair rule and the futility stop on the ability scale); another judgement plugs in here.
     """
 
     def __init__(self, bank: ItemBank, models: Sequence[str], *,
@@ -292,7 +276,26 @@ class AdaptiveRanker:
                  selector: Selector | None = None, estimator: EstimatorFactory | None = None,
                  pair_rule: PairRule | None = None,
                  exclude: Mapping[str, np.ndarray] | None = None, reserve_mean_cost: bool = True,
-                 max_in_flight: int = 1, futility: float = DEFAULT_FUTILITY):
+                 max_in_flight: int = 1, futility: float = DEFAULT_FUTILITY,
+                 judgement: Callable[..., PairJudgement] | None = None):
+        self._bank = bank
+        self._item_ids = bank.item_ids
+        costs = self._init_core(models, bank.n_items, item_costs=item_costs, relative_costs=relative_costs,
+                                confidence=confidence, n_init=n_init, n_max=n_max, budget=budget, seed=seed,
+                                futility=futility, max_in_flight=max_in_flight, reserve_mean_cost=reserve_mean_cost)
+        self._selector = selector or shared_default_selector(bank, top_k=top_k, seed=seed)
+        self._examinees = {m: Examinee(bank, self._selector, m, item_costs=costs[m], estimator=estimator)
+                           for m in self._models}
+        rule = pair_rule if pair_rule is not None else OrderConfidence(self._confidence)
+        self._judge = (judgement or ThetaJudgement)(self._examinees, rule, self._futility, None)
+        self._judges = (self._judge,)
+        for m, items in (exclude or {}).items():
+            self._examinee(m).exclude(self._indices(items))
+
+    def _init_core(self, models, n_items: int, *, item_costs, relative_costs, confidence, n_init, n_max, budget,
+                   seed, futility, max_in_flight, reserve_mean_cost) -> dict:
+        """The settings and bookkeeping every ranker has (models, costs, budget, what is in flight, blocked,
+        failed); the per-model item costs, checked (None: items cost 0)."""
         models = [str(m) for m in models]
         if len(models) < 2:
             raise ValueError("ranking needs at least 2 models")
@@ -306,27 +309,25 @@ class AdaptiveRanker:
             raise ValueError("budget must be >= 0")
         if budget is not None and item_costs is None:
             raise ValueError("a budget needs item_costs")
-        self._bank = bank
         self._models = tuple(models)
         self._confidence = float(confidence)
         self._upper = 1 - (1 - self._confidence) / 2
         self._n_init = int(n_init)
-        self._n_max = bank.n_items if n_max is None else min(int(n_max), bank.n_items)
+        self._n_items = int(n_items)
+        self._n_max = n_items if n_max is None else min(int(n_max), n_items)
         if self._n_max < 1:
             raise ValueError("n_max must be >= 1")
         self._budget = budget
         self._seed = seed
         self._rng = np.random.default_rng(seed)
-        self._selector = selector or shared_default_selector(bank, top_k=top_k, seed=seed)
         if not (futility >= 0):
             raise ValueError(f"futility must be >= 0, got {futility!r}")
         self._futility = float(futility)
-        self._pair_rule = pair_rule if pair_rule is not None else OrderConfidence(self._confidence)
         costs = {}
         for m in models:
             c = None if item_costs is None else np.asarray(item_costs[m], dtype=float)
-            if c is not None and c.shape != (bank.n_items,):
-                raise ValueError(f"item_costs[{m!r}] must have one cost per bank item ({bank.n_items})")
+            if c is not None and c.shape != (n_items,):
+                raise ValueError(f"item_costs[{m!r}] must have one cost per {self._item_word} ({n_items})")
             if c is not None and not np.all(np.isfinite(c) & (c >= 0)):
                 raise ValueError(f"item_costs[{m!r}] must be finite numbers >= 0 (USD)")
             costs[m] = c
@@ -339,16 +340,10 @@ class AdaptiveRanker:
             rel = {m: float(relative_costs[m]) for m in models}
         lo = min(rel.values())
         self._relative_costs = {m: (v / lo if lo > 0 else 1.0) for m, v in rel.items()}
-        self._examinees = {m: Examinee(bank, self._selector, m, item_costs=costs[m], estimator=estimator)
-                           for m in models}
-        for m, items in (exclude or {}).items():
-            self._examinee(m).exclude(self._indices(items))
         #: per model, its next item and the examinee version it was chosen at
-        self._next: dict[str, tuple[int, int] | None] = {m: None for m in models}
+        self._next: dict[str, tuple | None] = {m: None for m in models}
         #: False once no model needs warm-up items (scored counts only grow)
         self._warm_up = True
-        #: per model, what the adaptive phase reads of its examinee (see _stats_of)
-        self._stats: dict[str, tuple] = {}
         if int(max_in_flight) < 1:
             raise ValueError("max_in_flight must be >= 1")
         self._max_in_flight = int(max_in_flight)
@@ -360,6 +355,12 @@ class AdaptiveRanker:
         self._stopped_because: str | None = None
         self._reserve_mean_cost = bool(reserve_mean_cost)
         self._mean_cost = {m: (float(np.mean(costs[m])) if costs[m] is not None else 0.0) for m in models}
+        self._committed: float | None = None  # spent + reserved, read once per ask (see _fits)
+        return costs
+
+    #: what an item index counts, and where it is (in messages)
+    _item_word = "bank item"
+    _items_name = "the bank"
 
     # ------------------------------------------------------------ settings (read-only)
     @property
@@ -419,18 +420,26 @@ class AdaptiveRanker:
 
     @property
     def pair_rule(self) -> PairRule:
-        return self._pair_rule
+        return self._judge.rule
+
+    @property
+    def judgements(self) -> tuple:
+        """The :class:`~lm_eval_adaptive.engine.pair_status.PairJudgement` of each metric (one here)."""
+        return self._judges
 
     def signature(self) -> dict:
         """What decides this run's numbers: bank, settings, seed, parts and versions (see
         :mod:`lm_eval_adaptive.engine.signature`)."""
-        est = {e.estimator_name for e in self._examinees.values()}
-        return {"bank": self._bank.bank_id, "models": len(self._models), "confidence": self._confidence,
+        return self._signature_for(self._bank, self._judge.rule, self._examinees.values())
+
+    def _signature_for(self, bank: ItemBank, rule, examinees) -> dict:
+        est = {e.estimator_name for e in examinees}
+        return {"bank": bank.bank_id, "models": len(self._models), "confidence": self._confidence,
                 "n_init": self._n_init, "n_max": self._n_max, "budget": self._budget,
                 "top_k": getattr(self._selector, "top_k", None), "seed": _seed_value(self._seed),
                 "max_in_flight": self._max_in_flight, "selector": component_name(self._selector),
-                "estimator": "+".join(sorted(est)), "pair_rule": component_name(self._pair_rule),
-                "tie_margin": getattr(self._pair_rule, "margin", None), "futility": self._futility, **versions()}
+                "estimator": "+".join(sorted(est)), "pair_rule": component_name(rule),
+                "tie_margin": getattr(rule, "margin", None), "futility": self._futility, **versions()}
 
     # ------------------------------------------------------------------ state (read-only)
     @property
@@ -440,7 +449,7 @@ class AdaptiveRanker:
 
     @property
     def pending(self) -> Mapping[tuple[str, int], Request]:
-        """The requests in flight, by (model, bank index): a read-only view."""
+        """The requests in flight, by (model, item index): a read-only view."""
         return MappingProxyType(self._pending)
 
     @property
@@ -483,6 +492,10 @@ class AdaptiveRanker:
         """The models still ranked (not failed)."""
         return [m for m in self._models if m not in self._failed]
 
+    def item_index(self, item) -> int:
+        """The index of ``item`` (an item id, or an index, checked) in the items requests name."""
+        return self._index(item)
+
     def peek(self, model: str) -> int:
         """The item ``model`` would be given next (-1: none left), without reserving it.
 
@@ -495,53 +508,60 @@ class AdaptiveRanker:
     def open_pairs(self) -> list[tuple[str, str]]:
         """Adjacent pairs of the current θ̂ order (better first) that more items could settle: the
         pair rule leaves them open and the futility stop does not call them inseparable (the pairs
-        :meth:`ask` gives items to once the warm-up is over)."""
-        models, th, se, order = self._state()
+        :meth:`ask` gives items to once the warm-up is over; a result's ``open_pairs``)."""
+        return self._open_pairs_of(self._judge)
+
+    def _open_pairs_of(self, judge) -> list[tuple[str, str]]:
+        models = self.active
         if len(models) < 2:
             return []
-        status = np.asarray(self._pair_rule.judge(th[order[:-1]], se[order[:-1]], th[order[1:]], se[order[1:]]))
-        unsettled = np.flatnonzero(status == PairStatus.OPEN)
-        unsettled = unsettled[~self._inseparable(order, unsettled, models)]
-        return [(models[order[u]], models[order[u + 1]]) for u in unsettled.tolist()]
+        op = judge.open_pairs(models)
+        order = op.order
+        return [(models[order[u]], models[order[u + 1]]) for u in op.open]
 
     # -------------------------------------------------------------------- internals
-    def _examinee(self, model: str) -> Examinee:
+    def _examinee(self, model: str):
         try:
             return self._examinees[model]
         except (KeyError, TypeError):
             raise ValueError(f"unknown model {model!r} (the ranker's models: {list(self._models)})") from None
 
+    def _ids_to_indices(self, ids: list) -> np.ndarray:
+        """Indices of item ids (an error naming those not known)."""
+        return self._bank.index_of(ids)
+
     def _index(self, item) -> int:
-        """Bank index of ``item``: an item id (str) or a bank index (int)."""
+        """Index of ``item``: an item id (str) or an index (int)."""
         if isinstance(item, str):
-            return int(self._bank.index_of([item])[0])
+            return int(self._ids_to_indices([item])[0])
         if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
-            raise ValueError(f"an item is a bank item id (str) or index (int), got {item!r}")
-        if not 0 <= item < self._bank.n_items:
-            raise ValueError(f"item index {item} is outside the bank (0..{self._bank.n_items - 1})")
+            raise ValueError(f"an item is a {self._item_word} id (str) or index (int), got {item!r}")
+        if not 0 <= item < self._n_items:
+            raise ValueError(f"item index {item} is outside {self._items_name} (0..{self._n_items - 1})")
         return int(item)
 
     def _indices(self, items) -> np.ndarray:
-        """Bank indices of ``items``: item ids (str) or bank indices (int), one or many."""
+        """Indices of ``items``: item ids (str) or indices (int), one or many."""
         arr = np.atleast_1d(np.asarray(items, dtype=object if _has_str(items) else None))
         if arr.size == 0:
             return np.zeros(0, dtype=np.int64)
         if arr.ndim != 1:
-            raise ValueError("items must be a 1-d sequence of item ids or bank indices")
+            raise ValueError("items must be a 1-d sequence of item ids or indices")
         if arr.dtype.kind in "iu":
             return self._range_checked(arr.astype(np.int64))
         if all(isinstance(x, str) for x in arr.tolist()):
-            return self._bank.index_of(arr.tolist())
+            return self._ids_to_indices(arr.tolist())
         return np.array([self._index(x) for x in arr.tolist()], dtype=np.int64)
 
     def _range_checked(self, idx: np.ndarray) -> np.ndarray:
-        bad = idx[(idx < 0) | (idx >= self._bank.n_items)]
+        bad = idx[(idx < 0) | (idx >= self._n_items)]
         if bad.size:
-            raise ValueError(f"item index {int(bad[0])} is outside the bank (0..{self._bank.n_items - 1})")
+            raise ValueError(f"item index {int(bad[0])} is outside {self._items_name} (0..{self._n_items - 1})")
         return idx
 
-    def _peek(self, m: str) -> int:
-        """The model's next item (cached until its examinee changes)."""
+    def _peek(self, m: str, needs=None) -> int:
+        """The model's next item (cached until its examinee changes); ``needs`` (the open pairs that make
+        it a candidate) does not change a single bank's choice."""
         e = self._examinees[m]
         cached = self._next[m]
         version = e.version
@@ -568,79 +588,22 @@ class AdaptiveRanker:
             committed = self.spent + self.reserved
         return committed + need <= self._budget * (1 + 1e-12)
 
+    def _fits(self, m: str, item: int) -> bool:
+        """:meth:`_affordable` with what is spent and reserved read once per ask (it does not change
+        while one ask weighs its candidates)."""
+        if self._committed is None:
+            self._committed = self.spent + self.reserved
+        return self._affordable(m, item, self._committed)
+
     def _request(self, m: str, item: int, phase: str) -> Request:
         e = self._examinees[m]
         item = int(item)
         costs = e.item_costs
-        req = Request(m, item, str(self._bank.item_ids[item]), 0.0 if costs is None else float(costs[item]), phase)
+        req = Request(m, item, str(self._item_ids[item]), 0.0 if costs is None else float(costs[item]), phase)
         e.reserve(item)
         self._next[m] = None
         self._pending[(m, item)] = req
         return req
-
-    def _inseparable(self, order: np.ndarray, pairs: np.ndarray, models: list) -> np.ndarray:
-        """Which adjacent pairs ``pairs`` (positions u: order[u] vs order[u+1]) the bank's model error
-        keeps from settling (see ``futility``)."""
-        if self._futility == 0 or pairs.size == 0:
-            return np.zeros(pairs.size, dtype=bool)
-        stats = [self._stats_of(m, self._examinees[m]) for m in models]
-        return np.array([self._inseparable_pair(stats[order[u]], stats[order[u + 1]]) for u in pairs.tolist()],
-                        dtype=bool)
-
-    def _inseparable_pair(self, a: tuple, b: tuple) -> bool:
-        """The futility stop for one pair, given both models' :meth:`_stats_of`."""
-        gap = abs(a[1] - b[1])
-        reach = Z95 * math.hypot(a[4], b[4])  # the gap a pair needs to settle with infinitely many items
-        # clearly hopeless now, or confidently below what could ever settle
-        return gap < self._futility * reach or gap + Z95 * math.hypot(a[3], b[3]) < reach
-
-    def _open_positions(self, models: list) -> tuple[list, list, list, list, list]:
-        """(models, θ̂, SE, order, open), all plain lists: θ̂ and SE per model, the θ̂ order (best first;
-        equal θ̂ by position) and the positions u of the adjacent pairs (order[u], order[u + 1]) that the
-        pair rule leaves open and the futility stop does not call inseparable (:meth:`_state`,
-        ``adjacent_status`` and :meth:`_inseparable`). With :class:`OrderConfidence` (the default rule)
-        in plain floats, pair by pair, with the same decisions; any other rule judges the arrays."""
-        rule = self._pair_rule
-        if type(rule) is not OrderConfidence:
-            models, th, se, order = self._state()
-            status = adjacent_status(rule, th[order], se[order])  # a family rule sees every pair
-            unsettled = np.flatnonzero(status == PairStatus.OPEN)
-            unsettled = unsettled[~self._inseparable(order, unsettled, models)]
-            return models, th.tolist(), se.tolist(), order.tolist(), unsettled.tolist()
-        examinees, cache = self._examinees, self._stats
-        stats = []
-        for m in models:
-            st, e = cache.get(m), examinees[m]
-            stats.append(st if st is not None and st[0] == e.version else self._stats_of(m, e))
-        th = [st[1] for st in stats]
-        se = [st[2] for st in stats]
-        neg = [-t for t in th]
-        order = sorted(range(len(models)), key=neg.__getitem__)  # stable, as np.argsort(-th, kind="stable")
-        futility = self._futility
-        unsettled = []
-        for u in range(len(models) - 1):
-            a, b = order[u], order[u + 1]
-            if rule.ordered(th[a], se[a], th[b], se[b]):
-                continue
-            if futility and self._inseparable_pair(stats[a], stats[b]):
-                continue
-            unsettled.append(u)
-        return models, th, se, order, unsettled
-
-    def _stats_of(self, m: str, e: Examinee) -> tuple:
-        """(version, θ̂, SE, measurement SE, model error SD) of model ``m``, read again only when its
-        examinee's version changed."""
-        st = self._stats.get(m)
-        if st is None or st[0] != e.version:
-            st = self._stats[m] = (e.version, e.theta, e.se, e.measurement_se, e.model_error_sd)
-        return st
-
-    def _state(self):
-        models = self.active
-        th = np.array([self._examinees[m].theta for m in models])
-        se = np.array([self._examinees[m].se for m in models])
-        order = np.argsort(-th, kind="stable")
-        return models, th, se, order
 
     # --------------------------------------------------------------------- ask/tell
     def ask(self) -> Request | None:
@@ -656,41 +619,7 @@ class AdaptiveRanker:
         # 1. warm-up, round robin: fewest items first (a model with no unseen item left is done)
         if self._warm_up:
             n_warm = min(self._n_init, self._n_max)
-            m, fewest, item = None, n_warm, -1
-            cache, blocked_now, most = self._next, self._blocked, self._max_in_flight
-            if flight or blocked_now:
-                for x in active:
-                    k = flight.get(x, 0)
-                    e = ex[x]
-                    n = e.n + k
-                    if n < n_warm and k < most and x not in blocked_now:
-                        c = cache[x]
-                        nxt = c[1] if c is not None and c[0] == e.version else self._peek(x)
-                        if nxt >= 0 and (m is None or n < fewest):
-                            m, fewest, item = x, n, nxt
-            else:  # nothing in flight and nothing blocked (k = 0 < most): the first model with fewest items
-                for x in active:
-                    n = ex[x].n
-                    if n < fewest:
-                        m, fewest = x, n
-                if m is not None:  # its next item (_peek, inline); none left: every model in order, as above
-                    e = ex[m]
-                    c = cache[m]
-                    v = e.version
-                    if c is not None and c[0] == v:
-                        item = c[1]
-                    else:
-                        item = e.next_item(self._rng)
-                        cache[m] = (v, item)
-                    if item < 0:
-                        m, fewest, item = None, n_warm, -1
-                        for x in active:
-                            e = ex[x]
-                            n = e.n
-                            if n < n_warm:
-                                nxt = self._peek(x)
-                                if nxt >= 0 and (m is None or n < fewest):
-                                    m, fewest, item = x, n, nxt
+            m, item = warm_up_choice(active, ex, n_warm, flight, self._blocked, self._max_in_flight, self._peek)
             if m is not None:
                 if self._budget is not None and not self._affordable(m, item):
                     self._stop_if_idle("budget")
@@ -699,61 +628,27 @@ class AdaptiveRanker:
             if self._pending:
                 if any(ex[m].n < n_warm for (m, _) in self._pending):
                     return None  # warm-up items still in flight
-            elif not blocked_now:  # every model was looked at: none needs warm-up items, now or later
+            elif not self._blocked:  # every model was looked at: none needs warm-up items, now or later
                 self._warm_up = False
-        # 2. adaptive phase: the pair rule judges every adjacent pair of the θ̂ order
-        models, th, se, order, unsettled = self._open_positions(active)
-        if not unsettled:
+        # 2. adaptive phase: each metric's judgement says which adjacent pairs more items could settle
+        judges = self._judges
+        views = (judges[0].open_pairs(active),) if len(judges) == 1 else [j.open_pairs(active) for j in judges]
+        for v in views:
+            if v.open:
+                break
+        else:
             self._stop_if_idle("settled")
             return None
-        partners: dict[int, list[int]] = {}  # model (position in models) -> its open pairs' partners
-        for u in unsettled:
-            a, b = order[u], order[u + 1]
-            partners.setdefault(a, []).append(b)
-            partners.setdefault(b, []).append(a)
-        best, best_val, blocked, committed = None, -math.inf, set(), None
-        blocked_now, most, n_max, budget = self._blocked, self._max_in_flight, self._n_max, self._budget
-        rel = self._relative_costs
-        for j in sorted(partners):
-            m = models[j]
-            e = ex[m]
-            # items for m cannot settle a pair whose partner may not be asked now (blocked) when
-            # the pair rule says m's items alone cannot settle it: do not buy them
-            if blocked_now and all(models[p] in blocked_now and self._pair_rule.futile(th[j], se[j], th[p], se[p])
-                                   for p in partners[j]):
-                blocked.add("pending" if self.in_flight(m) else "budget")
-                continue
-            k = flight.get(m, 0) if flight else 0
-            if k >= most:
-                blocked.add("pending")
-                continue
-            n = e.n
-            if n + k >= n_max:
-                blocked.add("pending" if k else "max_items")
-                continue
-            if blocked_now and m in blocked_now:
-                blocked.add("pending" if k else "budget")
-                continue
-            item = self._peek(m)
-            if item < 0:
-                blocked.add("pending" if k else "bank_exhausted")
-                continue
-            if budget is not None:
-                if committed is None:  # what is spent and reserved does not change in this loop
-                    committed = self.spent + self.reserved
-                if not self._affordable(m, item, committed):
-                    blocked.add("budget")
-                    continue
-            # the uncertainty more items can remove (the model error cannot), per unit cost
-            val = self._stats_of(m, e)[3] ** 2 / ((n + k + 1) * rel[m])
-            if val > best_val:
-                best, best_val = m, val
+        self._committed = None
+        best, item, passed = adaptive_choice(views, active, ex, flight, self._blocked, self._max_in_flight,
+                                             self._n_max, self._peek, None if self._budget is None else self._fits,
+                                             self._relative_costs)
         if best is None:
-            if "pending" not in blocked:
-                reason = next(r for r in ("budget", "max_items", "bank_exhausted") if r in blocked)
+            reason = stop_reason(passed)
+            if reason is not None:
                 self._stop_if_idle(reason)
             return None
-        return self._request(best, self._peek(best), "adaptive")
+        return self._request(best, item, "adaptive")
 
     def _flight_counts(self) -> dict:
         """Requests in flight per model (models with none are absent)."""
@@ -766,7 +661,11 @@ class AdaptiveRanker:
         if not self._pending:
             self._stopped_because = reason
 
-    def tell(self, request: Request, y: float, *, cost: float | None = None) -> None:
+    def _told(self, y, model: str, item_id: str):
+        """A told score, checked (a finite number in [0, 1])."""
+        return check_score(y, model=model, item=item_id)
+
+    def tell(self, request: Request, y, *, cost: float | None = None) -> None:
         """Record the scaled score y ∈ [0, 1] for a request from :meth:`ask`.
 
         ``cost`` is the real charge when it differs from the reserved estimate. ValueError,
@@ -778,11 +677,11 @@ class AdaptiveRanker:
         if pending is not request and pending != request:
             raise ValueError(f"no pending request {request}")
         if not (type(y) is float and 0.0 <= y <= 1.0):  # the common case needs no more checking
-            y = check_score(y, model=request.model, item=request.item_id)
+            y = self._told(y, request.model, request.item_id)
         if cost is not None:
             cost = check_cost(cost, model=request.model, item=request.item_id)
+        self._examinees[request.model].record(request.item, y, cost=cost)  # refused: nothing changed
         del self._pending[key]
-        self._examinees[request.model].record(request.item, y, cost=cost)
         self._next[request.model] = None
 
     def cancel(self, request: Request) -> None:
@@ -907,7 +806,7 @@ class AdaptiveRanker:
             try:
                 i = self._index(ev.item)
             except ValueError as err:
-                raise ReplayError(k, f"item {ev.item!r} is not in the bank ({err})") from None
+                raise ReplayError(k, f"item {ev.item!r} is not in {self._items_name} ({err})") from None
             e = self._examinees[m]
             item_id = e.item_id(i)
             if ev.kind == "lost":
@@ -923,7 +822,7 @@ class AdaptiveRanker:
                 continue
             if ev.kind == "score":
                 try:
-                    y = check_score(ev.y, model=m, item=item_id)
+                    y = self._told(ev.y, m, item_id)
                     cost = check_cost(ev.cost, model=m, item=item_id)
                 except ValueError as err:
                     raise ReplayError(k, str(err)) from None
@@ -984,26 +883,16 @@ class AdaptiveRanker:
 
     # ------------------------------------------------------------------------ result
     def result(self) -> RankingResult:
-        models, th, se, order = self._state()
-        ranking = [models[i] for i in order]
-        th_o, se_o = th[order], se[order]
-        P = pairwise_matrix(th_o, se_o)
-        n = len(ranking)
-        iu, ju = _upper_pairs(n)
-        status = np.asarray(self._pair_rule.judge(th_o[iu], se_o[iu], th_o[ju], se_o[ju]))
-        ties = [(ranking[i], ranking[j]) for i, j, st in zip(iu.tolist(), ju.tolist(), status.tolist())
-                if st != PairStatus.ORDERED]
-        equivalent = [(ranking[i], ranking[j]) for i, j, st in zip(iu.tolist(), ju.tolist(), status.tolist())
-                      if st == PairStatus.EQUIVALENT]
-        adj = [float(P[i, i + 1]) for i in range(n - 1)]
-        adj_status = adjacent_status(self._pair_rule, th_o, se_o)
-        groups = tie_groups(ranking, [bool(st == PairStatus.ORDERED) for st in adj_status.tolist()])
-        open_adj = np.flatnonzero(adj_status == PairStatus.OPEN)
-        cut = open_adj[self._inseparable(order, open_adj, models)]
-        inseparable = [(ranking[u], ranking[u + 1]) for u in cut.tolist()]
-        ex = self._examinees
+        return self._ranking_result(self._judge, self._examinees, self._bank, self.signature())
+
+    def _ranking_result(self, judge, examinees: Mapping[str, Examinee], bank: ItemBank, signature: dict) -> RankingResult:
+        """One metric's result: ``judge``'s report of the active models' pairs, and what ``examinees`` (every
+        model's on ``bank``) hold."""
+        rep = judge.report(self.active)
+        ranking = rep.ranking
+        ex = examinees
         every = ranking + [m for m in self._models if m in self._failed]
-        ids = self._bank.item_ids
+        ids = bank.item_ids
         logs = {}
         for m in every:
             e = ex[m]
@@ -1015,21 +904,13 @@ class AdaptiveRanker:
             se={m: ex[m].se for m in every},
             items={m: ex[m].n for m in every},
             cost={m: ex[m].spent for m in every},
-            pairwise=P, ties=ties, tie_groups=groups, adjacent_confidence=adj,
+            pairwise=rep.pairwise, ties=rep.ties, tie_groups=rep.tie_groups,
+            adjacent_confidence=rep.adjacent_confidence,
             stopped_because=self._stopped_because or "running",
             confidence=self._confidence, budget=self._budget, total_cost=self.spent,
-            item_log=logs, failed=dict(self._failed), signature=self.signature(), equivalent=equivalent,
-            inseparable=inseparable,
+            item_log=logs, failed=dict(self._failed), signature=signature, equivalent=rep.equivalent,
+            inseparable=rep.inseparable, open_pairs=rep.open_pairs,
         )
-
-
-@functools.lru_cache(maxsize=32)
-def _upper_pairs(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """``np.triu_indices(n, 1)``, built once per n (read-only)."""
-    iu, ju = np.triu_indices(n, 1)
-    iu.flags.writeable = False
-    ju.flags.writeable = False
-    return iu, ju
 
 
 def _has_str(items) -> bool:

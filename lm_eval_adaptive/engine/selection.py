@@ -19,19 +19,24 @@ from __future__ import annotations
 
 import math
 import weakref
-from typing import Protocol, runtime_checkable
+from typing import Mapping, NamedTuple, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from lm_eval_adaptive.engine.response_model import ResponseModel
 
 __all__ = ["Selector", "MaxInfoSelector", "RandomShareSelector", "select_max_information", "DEFAULT_RANDOM_SHARE",
-           "default_selector", "shared_default_selector"]
+           "default_selector", "shared_default_selector", "JointAbility", "JointInformationSelector", "ITEM_WEIGHTINGS"]
 
 #: Share of every model's items drawn at random (docs/honesty.md): maximum information alone
 #: concentrates a test on a narrow band of items where a model's curve may differ from the
 #: bank's; a random half keeps θ̂ close to what every item would give.
 DEFAULT_RANDOM_SHARE = 0.5
+
+#: How :class:`JointInformationSelector` sums an item's information over the metrics that count:
+#: ``normalised`` Σ m_k² · I_k (the share of each metric's measurement variance the item removes; the
+#: default) or ``summed`` Σ I_k (each bank's information as it is, on its own scale).
+ITEM_WEIGHTINGS = ("normalised", "summed")
 
 
 @runtime_checkable
@@ -338,6 +343,90 @@ class RandomShareSelector(MaxInfoSelector):
                 break
             out.append(item)
             m[self.rank[item]] = True
+        return np.asarray(out, dtype=np.int64)
+
+
+class JointAbility(NamedTuple):
+    """What :class:`JointInformationSelector` reads of one model where one bank's selector reads θ̂: per
+    metric (in the selector's metric order) θ̂, the measurement SE (what more items reduce) and whether
+    the metric's information counts for this choice (``focus``: e.g. only the metrics that still need
+    the model)."""
+
+    theta: tuple
+    se: tuple
+    focus: tuple
+
+
+class JointInformationSelector(RandomShareSelector):
+    """Item choice over the *joint* items of several banks (one per metric of one task): each item is
+    generated once and scored by every metric, so its worth is summed over the metrics.
+
+    The layout is the joint items' order (``item_ids``; bank ``k``'s index of joint item ``j`` is
+    ``indices[k][j]``). Slot ``n`` of a model is random as :class:`RandomShareSelector`'s (the first
+    untaken item of one seeded permutation of the joint items, shared by every model); any other slot
+    takes the untaken item of largest Σ_k w_k · I_k(θ̂_k) over the metrics in the ability's ``focus``,
+    I_k the bank's own information (2PL/3PL banks count their items' a and c), w_k = m_k² (the
+    metric's measurement variance: the share of it the item removes) with ``weighting="normalised"``,
+    1 with ``"summed"``. ``theta`` is a :class:`JointAbility`; ties go to the lower joint index.
+    """
+
+    def __init__(self, banks: Mapping[str, object], item_ids: Sequence[str], *, weighting: str = "normalised",
+                 share: float = DEFAULT_RANDOM_SHARE, seed=None):
+        if weighting not in ITEM_WEIGHTINGS:
+            raise ValueError(f"item_weighting must be one of {ITEM_WEIGHTINGS}, got {weighting!r}")
+        if not banks:
+            raise ValueError("a joint selector needs at least one metric bank")
+        ids = [str(i) for i in item_ids]
+        if not ids:
+            raise ValueError("the metric banks share no item id")
+        super().__init__(np.zeros(len(ids)), share=share, seed=seed)
+        self.weighting = weighting
+        self.metrics = tuple(str(k) for k in banks)
+        self.banks = tuple(banks.values())
+        self.item_ids = ids
+        self.indices = tuple(np.asarray(b.index_of(ids), dtype=np.int64) for b in self.banks)
+
+    @property
+    def name(self) -> str:
+        return f"joint-info({self.weighting})+random(share={self.share:g},seed={self.seed})"
+
+    def value(self, ability: JointAbility) -> np.ndarray:
+        """Σ_k w_k · I_k(θ̂_k) of every joint item, over the metrics in ``ability.focus``."""
+        value = np.zeros(self.n_items)
+        normalised = self.weighting == "normalised"
+        for bank, index, theta, se, on in zip(self.banks, self.indices, ability.theta, ability.se, ability.focus):
+            if on:
+                w = se ** 2 if normalised else 1.0
+                value += w * bank.information(theta, index)
+        return value
+
+    def select(self, theta, mask: np.ndarray, n_used: int, rng: np.random.Generator | None = None) -> int:
+        if self.is_random_slot(n_used):
+            return self._random(mask, n_used)
+        value = self.value(theta)
+        value[mask] = -np.inf
+        i = int(np.argmax(value))
+        return -1 if mask[i] else i
+
+    def candidates(self, theta, mask: np.ndarray, n_used: int, k: int) -> np.ndarray:
+        """The next ``k`` slots' items in order (random slots from the permutation, the others by
+        the summed information at ``theta``, most informative first)."""
+        m = mask.copy()
+        value = None
+        out = []
+        for j in range(k):
+            if self.is_random_slot(n_used + j):
+                item = self._random(m, n_used + j)
+            else:
+                if value is None:
+                    value = self.value(theta)
+                v = np.where(m, -np.inf, value)
+                item = int(np.argmax(v))
+                item = -1 if m[item] else item
+            if item < 0:
+                break
+            out.append(item)
+            m[item] = True
         return np.asarray(out, dtype=np.int64)
 
 

@@ -1,12 +1,14 @@
 """Stopping: the rules that end a single-model test.
 
-Single-model CAT (:class:`~lm_eval_adaptive.engine.cat.AdaptiveTest`) stops on the first of
+Single-model CAT (:class:`~lm_eval_adaptive.engine.cat.AdaptiveTest`, and
+:class:`~lm_eval_adaptive.engine.multi_metric_test.MultiMetricTest` with a bank per metric) stops on the first of
 a list of :class:`StoppingRule` objects that fires: :class:`BankExhausted`,
 :class:`MaxItems`, :class:`SETarget` (after a minimum length) and :class:`Budget` are the
 usual ones (METHOD.md §3); any object with the same methods can be added.
 
 A rule reads the model under test through :class:`ExamineeState` (what
-:class:`~lm_eval_adaptive.engine.cat.Examinee` offers: items given, SE, spend, item costs), so
+:class:`~lm_eval_adaptive.engine.cat.Examinee` and
+:class:`~lm_eval_adaptive.engine.cat.JointExaminee` offer: items given, SE, spend, item costs), so
 this module does not import :mod:`~lm_eval_adaptive.engine.cat`. The rules that settle a pair
 of models (the rankers') are in :mod:`lm_eval_adaptive.engine.pair_rules`.
 """
@@ -19,7 +21,6 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from lm_eval_adaptive.engine.bank import ItemBank
 
 __all__ = ["ExamineeState", "StoppingRule", "Rule", "BankExhausted", "MaxItems", "SETarget", "Budget"]
 
@@ -29,7 +30,8 @@ class ExamineeState(Protocol):
     (:class:`~lm_eval_adaptive.engine.cat.Examinee` has it)."""
 
     @property
-    def bank(self) -> ItemBank:
+    def n_items(self) -> int:
+        """Items the examinee can be given at most (its bank's, or the joint items of several banks)."""
         ...
 
     @property
@@ -103,7 +105,7 @@ class BankExhausted(Rule):
     reason = "bank_exhausted"
 
     def reached(self, examinee: ExamineeState) -> bool:
-        return examinee.n >= examinee.bank.n_items
+        return examinee.n >= examinee.n_items
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ leaderboard):
   :mod:`lm_eval_adaptive.data.shipped_banks`). An existing file wins over a name. A bare
   shipped name also says its task, so with several tasks ``--bank wmt24_en-de.bleu
   wmt24_en-es.bleu`` needs no ``TASK=``.
-* several banks for one task (``run --adaptive`` only: ``--bank wmt24_en-de.bleu
+* several banks for one task (``run --adaptive`` and ``rank``: ``--bank wmt24_en-de.bleu
   wmt24_en-de.chrf``, or ``TASK=SPEC`` given twice): a multi-metric run, one bank per metric,
   each generation scored with every one of them.
 * no bank for a task: when exactly one shipped bank fits the task (and ``--metric``, when

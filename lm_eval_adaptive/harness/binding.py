@@ -38,8 +38,8 @@ from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.errors import BankError, InputError
 from lm_eval_adaptive.harness.bank_source import load_bank
 
-__all__ = ["DOC_ID", "SAMPLE_LOGS_SOURCE", "ITEM_FIELD_KEY", "BankBinding", "bind_bank", "task_metrics",
-           "record_item_field", "recorded_item_field"]
+__all__ = ["DOC_ID", "SAMPLE_LOGS_SOURCE", "ITEM_FIELD_KEY", "BankBinding", "bind_bank", "bind_banks",
+           "check_metric_bindings", "task_metrics", "record_item_field", "recorded_item_field"]
 
 #: ``item_field`` value meaning "the ids are harness doc ids (positions in the evaluation split)".
 DOC_ID = "doc_id"
@@ -104,6 +104,40 @@ def bind_bank(bank, task_name: str, task_obj, *, metric: str | None = None,
     doc_of_item = _map_items(bank, docs, field, task_name, how)
     return BankBinding(bank=bank, task=task_name, metric=metric, n_docs=len(docs),
                        item_field=field or DOC_ID, doc_of_item=doc_of_item)
+
+
+def bind_banks(banks, task_name: str, task_obj, *, metric: str | None = None,
+               item_field: str | None = None) -> list[BankBinding]:
+    """Bind a task's banks: one (:func:`bind_bank`), or several, one per metric (a several-metric run: each
+    document generated once and scored by every bank's metric), each checked as :func:`bind_bank` checks
+    it and together by :func:`check_metric_bindings`. ``metric`` names a single bank's metric only."""
+    banks = list(banks) if isinstance(banks, (list, tuple)) else [banks]
+    if len(banks) > 1 and metric:
+        raise InputError(f"task {task_name!r} is given {len(banks)} banks (one per metric): each bank says its "
+                         "metric; --metric is for a single bank")
+    bindings = [bind_bank(b, task_name, task_obj, metric=metric, item_field=item_field) for b in banks]
+    return check_metric_bindings(task_name, bindings) if len(bindings) > 1 else bindings
+
+
+def check_metric_bindings(task: str, bindings: list) -> list:
+    """The bindings of a task's several banks: one per metric, the ids they share naming the same documents."""
+    metrics = [b.metric for b in bindings]
+    dup = sorted({m for m in metrics if metrics.count(m) > 1})
+    if dup:
+        raise InputError(f"task {task!r}: several banks for the metric(s) {', '.join(dup)}; a multi-metric run "
+                         "takes one bank per metric")
+    first = bindings[0].doc_of
+    for b in bindings[1:]:
+        other = b.doc_of
+        shared = [i for i in other if i in first]
+        if not shared:
+            raise InputError(f"task {task!r}: the banks {bindings[0].bank.describe()} and {b.bank.describe()} "
+                             "share no item id; a multi-metric run gives the items every bank has")
+        clash = [i for i in shared if other[i] != first[i]]
+        if clash:
+            raise InputError(f"task {task!r}: item {clash[0]!r} is document {first[clash[0]]} in "
+                             f"{bindings[0].bank.describe()} but {other[clash[0]]} in {b.bank.describe()}")
+    return bindings
 
 
 def record_item_field(bank: ItemBank, field: str | None) -> ItemBank:

@@ -118,9 +118,10 @@ def parse_model_spec(spec: str) -> ModelSpec:
 
 @dataclass
 class ItemScore:
-    """The outcome of one document: the task's metric value and what the calls used."""
+    """The outcome of one document: the task's metric value (several metrics: metric → value) and what
+    the calls used."""
 
-    raw: float
+    raw: float | dict
     usage: list = field(default_factory=list)  # one OpenAI-style usage dict per call (None if unreported)
     calls: int = 0
     response: str | None = None
@@ -305,10 +306,13 @@ class HarnessItemScorer:
     lm: the harness LM (default: built from ``spec``).
     timeout: seconds per model or judge call.
     loaded: a ``(name, task object)`` from ``task.load()`` to use (default: a fresh one).
+    metrics: the per-document metrics to read, one per bank of a several-bank run (default: the
+        binding's metric alone); with them an :class:`ItemScore`'s ``raw`` is metric → value, all from
+        one generation.
     """
 
     def __init__(self, spec: ModelSpec, task: HarnessTask, binding: BankBinding, *, lm=None,
-                 timeout: float | None = None, loaded=None):
+                 timeout: float | None = None, loaded=None, metrics=None):
         self.spec = spec
         self.name = spec.name
         self.timeout = resolve_timeout(timeout, spec.args)
@@ -316,6 +320,7 @@ class HarnessItemScorer:
         self.task_name, self.task = loaded if loaded is not None else task.load()
         self.binding = binding
         self.metric = binding.metric
+        self.metrics = None if metrics is None else [str(k) for k in metrics]
         apply = bool(task.apply_chat_template)
         self.task.build_all_requests(
             limit=None, samples=None, rank=0, world_size=1, cache_requests=False,
@@ -399,13 +404,8 @@ class HarnessItemScorer:
                 key = next(iter(instances[0].filtered_resps))
                 metrics = self.task.process_results(instances[0].doc,
                                                     [i.filtered_resps[key] for i in instances])
-            if self.metric not in metrics:
-                have = sorted(k for k, v in metrics.items() if isinstance(v, (int, float)))
-                raise InputError(f"task {self.task_name!r} gave no per-document metric {self.metric!r} "
-                                 f"(it gives: {', '.join(have) or 'none'})")
-            raw = float(metrics[self.metric])
-            if not math.isfinite(raw):
-                raise InputError(f"task {self.task_name!r}, item {item_id}: metric {self.metric!r} is {raw}")
+            values = {k: self._metric_value(metrics, k, item_id) for k in (self.metrics or [self.metric])}
+            raw = values if self.metrics is not None else values[self.metric]
         except Exception as e:
             done.judge += judged
             if done.usage or done.judge:  # answered, so paid for
@@ -417,6 +417,17 @@ class HarnessItemScorer:
         resp = instances[0].resps[0] if instances[0].resps else None
         return ItemScore(raw=raw, usage=list(done.usage), calls=len(done.usage),
                          response=resp if isinstance(resp, str) else None, judge=list(done.judge))
+
+    def _metric_value(self, metrics: dict, metric: str, item_id) -> float:
+        """The task's per-document value of ``metric`` (an InputError when it gives none, or not a number)."""
+        if metric not in metrics:
+            have = sorted(k for k, v in metrics.items() if isinstance(v, (int, float)))
+            raise InputError(f"task {self.task_name!r} gave no per-document metric {metric!r} "
+                             f"(it gives: {', '.join(have) or 'none'})")
+        raw = float(metrics[metric])
+        if not math.isfinite(raw):
+            raise InputError(f"task {self.task_name!r}, item {item_id}: metric {metric!r} is {raw}")
+        return raw
 
     def _generate(self, instances) -> None:
         by_type = defaultdict(list)

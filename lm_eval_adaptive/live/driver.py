@@ -34,6 +34,11 @@ function in simulation) — and an upper cost estimate per item, and it drives a
    does not hold the process (the journal stays valid; ``--resume`` counts such a call as
    lost in flight).
 
+With a bank per metric the ranker is a
+:class:`~lm_eval_adaptive.engine.multi_metric_ranker.MultiMetricRanker`: each call generates one
+document, the caller's ``raw`` is metric → value, ``scale`` maps each, and the journal's score record
+holds every metric's raw and scaled score of that one generation; nothing else changes.
+
 Resume (:meth:`LiveRun.resume_from`): score and failure records are replayed into a fresh
 ranker without calling anything, their costs and those of the ``attempt`` records (failed
 attempts charged before a retry) enter the ledger as known charges, once each, and calls
@@ -158,14 +163,16 @@ class LiveRun:
 
     Parameters
     ----------
-    ranker: the engine, built with per-model ``item_costs`` (bank estimates for planning),
-        the budget and ``max_in_flight``.
-    callers: model → ``caller(item_id) -> ItemScore`` (with ``.raw`` and ``.usage``).
+    ranker: the engine (an :class:`AdaptiveRanker`, or a ``MultiMetricRanker`` with a bank per metric),
+        built with per-model ``item_costs`` (bank estimates for planning), the budget and ``max_in_flight``.
+    callers: model → ``caller(item_id) -> ItemScore`` (with ``.raw``, metric → value with a bank per
+        metric, and ``.usage``).
     upper_cost: ``upper_cost(model, item_id) -> USD`` no call for that item can exceed.
     actual_cost: ``actual_cost(model, ItemScore) -> USD`` from the provider's usage (the
         model's calls and any judge's).
     judge_cost: ``judge_cost(model, ItemScore) -> USD``, the judge's part of it (reported apart).
-    scale: ``scale(bank_index, raw) -> scaled score in [0, 1]``.
+    scale: ``scale(item_index, raw) -> scaled score in [0, 1]`` (metric → scaled score with a bank per
+        metric, None where a metric has none).
     ledger: the hard cap (shared by every thread).
     journal: where every request, score, failure and stop goes (None: not journaled).
     """
@@ -208,10 +215,9 @@ class LiveRun:
     def resume_from(self, journal: Journal) -> dict:
         """Replay ``journal`` (of an earlier process of this run) into the fresh ranker."""
         stats = journal.replay_into(self.ranker)
-        bank = self.ranker.bank
+        r = self.ranker
         for rec in journal.records("score"):
-            i = int(bank.index_of([rec["item_id"]])[0])
-            self.raw[rec["model"]][i] = float(rec["raw"])
+            self.raw[rec["model"]][r.item_index(rec["item_id"])] = _raw(rec["raw"])
         for key, usd in journal.costs():
             self.ledger.charge_known(key, usd)
         done = {(r["model"], r["item_id"]) for r in journal.records() if r.get("type") in ("score", "failure")}
@@ -220,7 +226,7 @@ class LiveRun:
             if rec.get("type") != "request" or (rec["model"], rec["item_id"]) in done:
                 continue
             m, item_id, usd = rec["model"], rec["item_id"], float(rec.get("reserved_usd") or 0.0)
-            i = int(bank.index_of([item_id])[0])
+            i = r.item_index(item_id)
             self.ranker.exclude(m, [i])  # never asked again: the provider may have answered (and billed) it
             self.ranker.charge(m, usd)
             self.ledger.charge_known(f"lost:{m}:{item_id}", usd)
@@ -404,8 +410,10 @@ class LiveRun:
             r.charge(m, out.earlier)
         if out.error is None:
             cost, judge = out.charge or 0.0, out.judge
-            raw = float(out.score.raw)
-            scaled = float(self.scale(req.item, raw))
+            raw = _raw(out.score.raw)
+            scaled = self.scale(req.item, raw)
+            scaled = float(scaled) if not isinstance(scaled, Mapping) else {
+                k: (None if v is None or not math.isfinite(v) else float(v)) for k, v in scaled.items()}
             self.judge_spent[m] += judge
             self._journal({"type": "score", "model": m, "item_id": req.item_id, "raw": raw, "scaled": scaled,
                            "cost_usd": cost, "usage": list(out.score.usage or []), "attempts": out.attempts,
@@ -494,10 +502,25 @@ class LiveRun:
                 self._finish(f.result())
 
     # ------------------------------------------------------------------ result
-    def raw_scores(self, model: str) -> tuple[np.ndarray, np.ndarray]:
-        """(bank indices, raw metric values) of the model's scored items, in the order given."""
+    def raw_scores(self, model: str, metric: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(bank indices, raw metric values) of the model's scored items, in the order given; with a bank
+        per metric, those ``metric`` scored (indices into its bank)."""
         e = self.ranker.examinees[model]
-        items = np.asarray(e.items, dtype=np.int64)
         raw = self.raw[model]
-        vals = np.array([raw.get(int(i), math.nan) for i in items], dtype=float)
+        if metric is None:
+            items = np.asarray(e.items, dtype=np.int64)
+            vals = np.array([raw.get(int(i), math.nan) for i in items], dtype=float)
+            return items, vals
+        r = self.ranker
+        part = r.metric_examinees(metric)[model]
+        joint = {r.bank_item(metric, j): j for j in e.items}
+        items = np.asarray(part.items, dtype=np.int64)
+        vals = np.array([(raw.get(joint[int(i)]) or {}).get(metric, math.nan) for i in items], dtype=float)
         return items, vals
+
+
+def _raw(value):
+    """A raw metric value as a number, or (a bank per metric) metric → number."""
+    if isinstance(value, Mapping):
+        return {str(k): float(v) for k, v in value.items()}
+    return float(value)

@@ -6,6 +6,8 @@ line was written and ``os.fsync``-ed: a record *counts* once ``append`` has retu
 types used by the live ranking::
 
     {"type": "score", "model", "item_id", "raw", "scaled", "cost_usd", "usage", "ts"}
+        (with a bank per metric, ``raw`` and ``scaled`` are objects metric → value: one generation,
+        every metric's score; null where a metric could not score it)
     {"type": "failure", "model", "item_id", "error", "cost_usd", "ts", ...}
     {"type": "request", "model", "item_id", "reserved_usd", "ts", ...}
     {"type": "model_failed", "model", "error", "ts"}
@@ -37,7 +39,8 @@ One process writes a journal at a time: opening for writing takes an exclusive `
 (on systems that have it), so two resumes of the same run cannot both pay for the same items.
 
 Resume: :meth:`Journal.replay_into` feeds the score and failure records back into a fresh
-:class:`~lm_eval_adaptive.engine.ranker.AdaptiveRanker` (through its public
+:class:`~lm_eval_adaptive.engine.ranker.AdaptiveRanker` or
+:class:`~lm_eval_adaptive.engine.multi_metric_ranker.MultiMetricRanker` (through their public
 :meth:`~lm_eval_adaptive.engine.ranker.AdaptiveRanker.replay`); :meth:`Journal.completed_keys` says which
 (model, item) pairs are done; :meth:`Journal.costs` lists what was paid, for
 :meth:`BudgetLedger.charge_known <lm_eval_adaptive.live.ledger.BudgetLedger.charge_known>`.
@@ -150,12 +153,21 @@ def _usd_or_null(v: Any) -> bool:
     return v is None or (_finite_number(v) and v >= 0)
 
 
+def _score_value(v: Any) -> bool:
+    """A score record's ``raw`` or ``scaled``: a finite number, or (a run with a bank per metric) an object
+    metric → a finite number, or null where the metric could not score the generation."""
+    if isinstance(v, dict):
+        return bool(v) and all(_text(k) and (x is None or _finite_number(x)) for k, x in v.items())
+    return _finite_number(v)
+
+
 #: the fields each record type needs, and what each must be: (field, test, what)
 RECORD_FIELDS: dict[str, tuple[tuple[str, Callable[[Any], bool], str], ...]] = {
     "request": (("model", _text, "a non-empty string"), ("item_id", _text, "a non-empty string"),
                 ("reserved_usd", _usd_or_null, "a number >= 0 or null")),
     "score": (("model", _text, "a non-empty string"), ("item_id", _text, "a non-empty string"),
-              ("raw", _finite_number, "a finite number"), ("scaled", _finite_number, "a finite number")),
+              ("raw", _score_value, "a finite number, or metric → a finite number or null"),
+              ("scaled", _score_value, "a finite number, or metric → a finite number or null")),
     "failure": (("model", _text, "a non-empty string"), ("item_id", _text, "a non-empty string")),
     "attempt": (("model", _text, "a non-empty string"), ("item_id", _text, "a non-empty string"),
                 ("attempt", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "an integer >= 1")),

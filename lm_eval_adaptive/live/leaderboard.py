@@ -18,6 +18,12 @@ live, adaptively (the ranker's allocation over unsettled adjacent pairs), until 
 against its neighbours is settled at γ or the dollar cap is hit, and is entered with its
 interval, estimated full-task metric and tie group. The file is replaced atomically:
 a failed or interrupted refresh leaves it as it was.
+
+Several leaderboards of one task, one per metric (``refresh --leaderboard bleu.json chrf.json``),
+are refreshed together: their full-run entries must be the same models; each new model's
+documents are generated once and scored by every board's metric
+(:class:`~lm_eval_adaptive.engine.multi_metric_ranker.MultiMetricRanker`, one bank per board),
+under one cap and one journal, and each board gets its own entries.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from lm_eval_adaptive.data.files import read_json
 from lm_eval_adaptive.data.tables import load_any_table, table_item_field
 from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.estimation import Z95
+from lm_eval_adaptive.engine.multi_metric_ranker import MultiMetricRanker
 from lm_eval_adaptive.engine.pair_rules import pair_rule_for
 from lm_eval_adaptive.engine.person_fit import misfit_note
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
@@ -188,6 +195,33 @@ def _anchor_examinees(bank, table, anchors, ranker) -> None:
         ranker.exclude(m, np.arange(bank.n_items))
 
 
+def _joint_anchor_examinees(banks: dict, tables: dict, anchors, ranker) -> None:
+    """:func:`_anchor_examinees` for a several-board refresh: each anchor's full-run scores under every
+    board's metric, recorded on the joint items at no cost (NaN where a metric has none)."""
+    ids = ranker.item_ids
+    scores = {}
+    for k, bank in banks.items():
+        table = tables[k]
+        raw = table.mean_matrix()
+        pos = {str(v): i for i, v in enumerate(np.asarray(table.items, dtype=object).tolist())}
+        cols = np.array([pos[i] for i in ids])
+        names = [str(m) for m in table.models]
+        idx = bank.index_of(ids)
+        scores[k] = {}
+        for m in anchors:
+            row = raw[names.index(m), cols]
+            y = np.full(row.size, np.nan)
+            ok = ~np.isnan(row)
+            y[ok] = np.clip(bank.scale(idx[ok], row[ok]), 0.0, 1.0)
+            scores[k][m] = y
+    every = np.arange(len(ids))
+    for m in anchors:
+        ys = {k: scores[k][m] for k in banks}
+        have = np.flatnonzero(np.any([~np.isnan(y) for y in ys.values()], axis=0))
+        ranker.record_many(m, have, {k: y[have] for k, y in ys.items()}, costs=np.zeros(have.size))
+        ranker.exclude(m, every)
+
+
 def _full_run_metric(table, model) -> float:
     raw = table.mean_matrix()
     return float(np.nanmean(raw[[str(m) for m in table.models].index(model)]))
@@ -236,7 +270,7 @@ def create_leaderboard(history: str | None, *, task: str, metric: str, models=No
     ranker = AdaptiveRanker(bank, models, confidence=confidence)
     _anchor_examinees(bank, table, models, ranker)
     res = ranker.result()
-    lb["entries"] = _entries(res, ranker, {m: {"model": m, "source": "full_run",
+    lb["entries"] = _entries(res, ranker.examinees, {m: {"model": m, "source": "full_run",
                                                "metric": {"value": _full_run_metric(table, m)}} for m in models},
                              new={})
     lb["bank_id"] = bank.bank_id
@@ -254,13 +288,14 @@ def _write(path: Path, lb: dict) -> None:
     write_json(path, redact(lb, by_key=False))
 
 
-def _entries(res, ranker, old: dict, new: dict) -> list[dict]:
-    """Entries in rank order with θ, SE, interval and tie group (groups named by their best member)."""
+def _entries(res, examinees, old: dict, new: dict) -> list[dict]:
+    """Entries in rank order with θ, SE, interval and tie group (groups named by their best member);
+    ``examinees``: model → its examinee on the board's bank."""
     group_of = {m: g[0] for g in res.tie_groups for m in g}
     out = []
     for k, m in enumerate(res.ranking):
         e = dict(old.get(m) or new.get(m) or {"model": m})
-        ex = ranker.examinees[m]
+        ex = examinees[m]
         e.update({"rank": k + 1, "theta": ex.theta, "se": ex.se,
                   "theta_ci95": [ex.theta - Z95 * ex.se, ex.theta + Z95 * ex.se],
                   "items": ex.n, "tie_group": group_of.get(m)})
@@ -275,45 +310,69 @@ REFRESH_KEYS = ("leaderboard", "add", "budget_usd", "confidence", "min_items", "
 
 
 def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, report=None) -> int:
-    """Place ``settings.add`` on the leaderboard ``settings.leaderboard`` live (see the module docstring);
-    the exit status: 0 placed, 1 no new model placed, 130 interrupted. The plan and progress go to
-    ``console``, the result (the new leaderboard, what failed, why it stopped) to ``report``
-    (default: ``console``)."""
+    """Place ``settings.add`` on the leaderboard ``settings.leaderboard`` live (see the module docstring; a
+    list of leaderboards of one task, one per metric, are refreshed together); the exit status: 0 placed,
+    1 no new model placed, 130 interrupted. The plan and progress go to ``console``, the result (the new
+    leaderboard(s), what failed, why it stopped) to ``report`` (default: ``console``)."""
     report = report if report is not None else console
 
-    if not settings.leaderboard:
+    given = settings.leaderboard
+    paths = [Path(p) for p in (given if isinstance(given, (list, tuple)) else [given] if given else [])]
+    if not paths:
         raise InputError("--leaderboard FILE: the leaderboard to refresh")
-    path = Path(settings.leaderboard)
-    lb = load_leaderboard(path)
+    boards = [load_leaderboard(p) for p in paths]
+    joint = len(boards) > 1
+    if joint:
+        _check_joint_boards(paths, boards)
     if not settings.add:
         raise InputError("--add: give the new models as harness specs TYPE:ARGS")
     if settings.budget_usd is None or not (settings.budget_usd > 0 and math.isfinite(settings.budget_usd)):
         raise InputError("--budget-usd: a refresh needs a positive dollar cap")
     check_live_settings(settings)
-    table = _history_table(lb, path)
-    anchors = _anchors(lb, table, path)
-    bank = _bank(lb, table, anchors)
-    # the settings Setup and LiveRun read, from the leaderboard and the command line
+    if joint and settings.metric:
+        raise InputError(f"--metric {settings.metric}: the {len(boards)} leaderboards say their metrics")
+    if joint and settings.dry_run:
+        raise InputError("--dry-run: the cost forecast of a refresh of several leaderboards is not available yet "
+                         "(forecast each leaderboard alone for an upper bound)")
+    tables = [_history_table(lb, p) for lb, p in zip(boards, paths)]
+    anchors = _anchors(boards[0], tables[0], paths[0])
+    for lb, table, p in zip(boards[1:], tables[1:], paths[1:]):
+        other = _anchors(lb, table, p)
+        if set(other) != set(anchors):
+            raise InputError(f"the full-run entries of {p} ({', '.join(other)}) are not those of {paths[0]} "
+                             f"({', '.join(anchors)}); leaderboards refreshed together share their full runs",
+                             path=str(p))
+    banks = [_bank(lb, table, anchors) for lb, table in zip(boards, tables)]
+    lb, path, bank = boards[0], paths[0], banks[0]
+    # the settings Setup and LiveRun read, from the leaderboard(s) and the command line
     settings.models, settings.tasks, settings.bank = settings.add, lb["task"], None
-    settings.metric = settings.metric or lb["metric"]
+    settings.metric = None if joint else settings.metric or lb["metric"]
     settings.item_field = settings.item_field or lb.get("item_field")
     settings.confidence = settings.confidence or float(lb.get("confidence", 0.95))
-    setup = Setup(settings, bank, anchors=[e["model"] for e in lb["entries"]])
+    entries = {e["model"] for b in boards for e in b["entries"]}
+    setup = Setup(settings, banks if joint else bank, anchors=sorted(entries))
     new = [s.name for s in setup.specs]
     models = anchors + new
-    zeros = np.zeros(bank.n_items)
+    zeros = np.zeros(len(setup.item_ids))
     item_costs = {**{m: zeros for m in anchors}, **setup.bank_costs}
     mean_cost = {m: float(np.mean(c)) for m, c in setup.bank_costs.items()}
     lo = min(mean_cost.values()) or 1.0
     rel = {**{m: 1.0 for m in anchors}, **{m: (mean_cost[m] / lo if lo > 0 else 1.0) for m in new}}
+    by_metric = {b.metric: (lb_, p, t) for b, lb_, p, t in zip(setup.bindings, boards, paths, tables)}
 
     def new_ranker():
-        ranker = AdaptiveRanker(bank, models, item_costs=item_costs, relative_costs=rel,
-                                confidence=settings.confidence, n_init=settings.min_items, n_max=settings.max_items,
-                                budget=settings.budget_usd, seed=settings.seed, max_in_flight=settings.concurrency,
-                                pair_rule=pair_rule_for(bank, settings.confidence, settings.tie_margin,
-                                                          settings.family_wise))
-        _anchor_examinees(bank, table, anchors, ranker)
+        common = dict(item_costs=item_costs, relative_costs=rel, confidence=settings.confidence,
+                      n_init=settings.min_items, n_max=settings.max_items, budget=settings.budget_usd,
+                      seed=settings.seed, max_in_flight=settings.concurrency)
+        if joint:
+            ranker = MultiMetricRanker(setup.banks, models, **common, pair_rules={
+                k: pair_rule_for(b, settings.confidence, settings.tie_margin, settings.family_wise)
+                for k, b in setup.banks.items()})
+            _joint_anchor_examinees(setup.banks, {k: v[2] for k, v in by_metric.items()}, anchors, ranker)
+            return ranker
+        ranker = AdaptiveRanker(bank, models, **common, pair_rule=pair_rule_for(
+            bank, settings.confidence, settings.tie_margin, settings.family_wise))
+        _anchor_examinees(bank, tables[0], anchors, ranker)
         return ranker
 
     if settings.dry_run:
@@ -328,14 +387,16 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
     if out_dir is not None and journal is None:
         saved = {k: getattr(settings, k) for k in REFRESH_KEYS}
         saved["add"] = list(settings.models)
-        saved["leaderboard"] = str(path.resolve())
+        saved["leaderboard"] = [str(p.resolve()) for p in paths] if joint else str(path.resolve())
         saved["include_path"] = str(Path(settings.include_path).resolve()) if settings.include_path else None
         saved["item_field"] = setup.binding.item_field
-        journal = start_run(out_dir, "refresh", saved, {"command": "refresh", "leaderboard": str(path),
-                                                           "models": new, "bank_id": bank.bank_id}, bank.bank_id)
-    elif journal is not None and journal.header.get("bank_id") != bank.bank_id:
+        journal = start_run(out_dir, "refresh", saved, {"command": "refresh",
+                                                           "leaderboard": [str(p) for p in paths] if joint
+                                                           else str(path),
+                                                           "models": new, "bank_id": setup.bank_ids}, setup.bank_ids)
+    elif journal is not None and journal.header.get("bank_id") != setup.bank_ids:
         raise InputError(f"the leaderboard's history changed since the refresh started (bank "
-                         f"{journal.header.get('bank_id')} → {bank.bank_id})", path=str(out_dir / JOURNAL_NAME))
+                         f"{journal.header.get('bank_id')} → {setup.bank_ids})", path=str(out_dir / JOURNAL_NAME))
     live = LiveRun(ranker, {**{m: anchor_call for m in anchors}, **setup.scorers},
                    upper_cost=setup.upper_cost, actual_cost=setup.actual_cost, judge_cost=setup.judge_cost,
                    scale=setup.scale,
@@ -348,18 +409,56 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
                       f"call(s) lost in flight (not requested again), ${info['spent_usd']:.4f} already spent")
         journal_cap_change(journal, settings, setup.ledger, console)
     announce(console, setup, settings)
-    console.print(f"anchors: {len(anchors)} full-run entries of {path} (bank {bank.bank_id}, {bank.n_items} items)")
+    console.print(f"anchors: {len(anchors)} full-run entries of {', '.join(map(str, paths))} (bank "
+                  f"{setup.bank_ids}, {len(setup.item_ids)} items)")
     with LiveProgress(console, live, setup, enabled=not settings.no_progress) as prog:
         live.on_progress = prog.update
         live.run()
-    res = ranker.result()
+    result = ranker.result()
     if live.interrupted:
         console.print(styled("interrupted", "red", ": the leaderboard was not changed" +
                       (f"; continue with refresh --resume {out_dir}" if out_dir is not None else "")))
         return 130
-    # is every new model's order against its neighbours settled?
-    pos = {m: k for k, m in enumerate(res.ranking)}
+    per = result.results if joint else {setup.metric: result}
+    failed = next(iter(per.values())).failed
+    placed = [m for m in new if m not in failed]
+    if not placed:  # nothing to enter: the leaderboard is left as it was
+        for m, why in failed.items():
+            report.print(styled("failed", "red", f": {m}: {why}"))
+        report.print(styled("no new model placed", "red", f": {len(failed)} of {len(new)} failed; spent "
+                     f"${setup.ledger.spent:.4f} of a ${settings.budget_usd:g} cap; "
+                     f"{', '.join(map(str, paths))} {'were' if joint else 'was'} not changed"
+                     + (f"; the journal is in {out_dir}" if out_dir is not None else "")))
+        return 1
     upper = 1 - (1 - settings.confidence) / 2
+    stops = []
+    for metric, res in per.items():
+        board, bpath, _ = by_metric[metric] if joint else (lb, path, tables[0])
+        examinees = ranker.metric_examinees(metric) if joint else ranker.examinees
+        stops.append(_enter(board, bpath, res, examinees, new, setup, settings, live, ranker, upper, report,
+                            metric if joint else None))
+    stopped = stops[0] if len(set(stops)) == 1 else ", ".join(f"{k}: {x}" for k, x in zip(per, stops))
+    report.print(f"stopped because: {stopped}; spent ${setup.ledger.spent:.4f} of a ${settings.budget_usd:g} cap; "
+                 f"{', '.join(map(str, paths))} updated")
+    return 0
+
+
+def _check_joint_boards(paths, boards) -> None:
+    """Leaderboards refreshed together: one task, one board per metric."""
+    tasks = {str(b["task"]) for b in boards}
+    if len(tasks) > 1:
+        raise InputError(f"--leaderboard: {', '.join(map(str, paths))} are of tasks {', '.join(sorted(tasks))}; "
+                         "leaderboards refreshed together are of one task (one per metric)")
+    metrics = [str(b["metric"]) for b in boards]
+    dup = sorted({m for m in metrics if metrics.count(m) > 1})
+    if dup:
+        raise InputError(f"--leaderboard: two leaderboards of metric {dup[0]!r}; refresh one at a time")
+
+
+def _enter(lb, path, res, examinees, new, setup, settings, live, ranker, upper, report, metric) -> str:
+    """Enter the placed new models on one leaderboard (``metric``: its metric in a several-board refresh),
+    write it, print it; why its placement stopped."""
+    pos = {m: k for k, m in enumerate(res.ranking)}
     adj = res.adjacent_confidence  # adj[k] = P(ranking[k] > ranking[k+1])
 
     def settled(m):
@@ -367,35 +466,27 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
         return (k == 0 or adj[k - 1] > upper) and (k == len(res.ranking) - 1 or adj[k] > upper)
 
     placed = [m for m in new if m in pos]
-    if not placed:  # nothing to enter: the leaderboard is left as it was
-        for m, why in res.failed.items():
-            report.print(styled("failed", "red", f": {m}: {why}"))
-        report.print(styled("no new model placed", "red", f": {len(res.failed)} of {len(new)} failed; spent "
-                     f"${setup.ledger.spent:.4f} of a ${settings.budget_usd:g} cap; {path} was not "
-                     "changed" + (f"; the journal is in {out_dir}" if out_dir is not None else "")))
-        return 1
     if all(settled(m) for m in placed):
         stopped = "settled"
     else:
         stopped = ranker.stopped_because if ranker.stopped_because in ("budget", "max_items") else "bank_exhausted"
-    rows = {r["model"]: r for r in model_rows(live, setup, [m for m in new if m in pos])}
+    rows = {r["model"]: r for r in model_rows(live, setup, placed, metric=metric)}
     old = {e["model"]: e for e in lb["entries"] if e.get("source") == "full_run"}
     added = {}
-    for m in new:
-        if m not in pos:
-            continue
+    for m in placed:
         r = rows[m]
         added[m] = {"model": m, "source": "adaptive", "added": _now(),
                     "spec": next(f"{s.type}:{s.model_id}" for s in setup.specs if s.name == m),
                     "metric": {"estimate": r["est"], "lower": r["est_lo"], "upper": r["est_hi"], "level": 0.95},
                     "cost_usd": r["cost"], "judge_cost_usd": r["judge_cost"], "full_run_cost_usd": r["full_cost"],
                     "person_fit": r["person_fit"]}
-    entries = _entries(res, ranker, old, added)
+    entries = _entries(res, examinees, old, added)
     # earlier adaptive entries keep their stored place (same bank: the history is unchanged)
     earlier = [e for e in lb["entries"] if e.get("source") != "full_run" and e["model"] not in added]
     entries = sorted(entries + earlier, key=lambda e: -float(e.get("theta", -math.inf)))
     for k, e in enumerate(entries):
         e["rank"] = k + 1
+    bank = setup.banks[metric] if metric is not None else setup.bank
     lb.update({"entries": entries, "bank_id": bank.bank_id, "updated": _now()})
     lb.setdefault("refreshes", []).append({
         "at": _now(), "added": list(added), "failed": dict(res.failed), "budget_usd": settings.budget_usd,
@@ -408,9 +499,7 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
         note = misfit_note(e["person_fit"])
         if note:
             report.print(styled("misfit", "yellow", f": {m}: {note}"))
-    report.print(f"stopped because: {stopped}; spent ${setup.ledger.spent:.4f} of a ${settings.budget_usd:g} cap; "
-                  f"{path} updated")
-    return 0
+    return stopped
 
 
 def print_leaderboard(console, lb, added, failed) -> None:

@@ -1,7 +1,9 @@
 """One live session, shared by ``rank`` and ``refresh``: settings checked, models, prices, scorers, ledger, run folder, progress and report.
 
-A session is built from the command's settings and an item bank. Before any model call it
-binds the bank to the harness task (:func:`~lm_eval_adaptive.harness.binding.bind_bank`:
+A session is built from the command's settings and an item bank, or several banks of one task
+(one per metric: each document generated once and scored by every bank's metric, ranked by a
+:class:`~lm_eval_adaptive.engine.multi_metric_ranker.MultiMetricRanker`). Before any model call it
+binds the banks to the harness task (:func:`~lm_eval_adaptive.harness.binding.bind_banks`:
 task, metric, item ids → documents), resolves each model's price (and a declared judge's)
 once (:func:`~lm_eval_adaptive.data.price_map.model_price`), builds one harness document
 scorer per model, and owns the dollar ledger; the live driver
@@ -27,12 +29,14 @@ from lm_eval_adaptive.data.files import check_output_folder
 from lm_eval_adaptive.data.price_map import model_price, parse_prices
 from lm_eval_adaptive.data.prices import actual_cost, upper_estimate
 from lm_eval_adaptive.display import SHOWN_LOG_FILTER, shown
+from lm_eval_adaptive.engine.bank import joint_item_ids
 from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.full_task import full_task_estimate
+from lm_eval_adaptive.engine.multi_metric_ranker import MultiMetricRanker
 from lm_eval_adaptive.engine.pair_rules import pair_rule_for
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.errors import InputError
-from lm_eval_adaptive.harness.binding import bind_bank
+from lm_eval_adaptive.harness.binding import bind_banks
 from lm_eval_adaptive.harness.lm_eval_compat import harness_bars_off
 from lm_eval_adaptive.harness.judge_pricing import JudgePricing
 from lm_eval_adaptive.harness.scorer import (
@@ -83,7 +87,7 @@ class LiveSettings:
 
     models: list | None = None
     tasks: str | None = None
-    bank: str | None = None
+    bank: str | list | None = None  # a list: one bank per metric of the task (one generation, every metric)
     confidence: float | None = 0.95
     budget_usd: float | None = None
     min_items: int = 10
@@ -109,7 +113,7 @@ class LiveSettings:
     no_progress: bool = False
     output: str | None = None
     resume: str | None = None
-    leaderboard: str | None = None  # refresh: the leaderboard file
+    leaderboard: str | list | None = None  # refresh: the leaderboard file (a list: one task's, one per metric)
     add: list | None = None  # refresh: the new models
     dry_run: bool = False  # forecast the cost, call nothing (live/cost_forecast.py)
     given: dict | None = None  # resume: the settings the command line gave, compared with the journal's
@@ -160,8 +164,8 @@ def check_live_settings(a: LiveSettings) -> None:
 class Setup:
     """Everything a live run needs, built from the settings (shared by rank and refresh).
 
-    ``bank`` is an :class:`~lm_eval_adaptive.engine.bank.ItemBank` or a path to one.
-    Nothing is called and nothing is written here.
+    ``bank`` is an :class:`~lm_eval_adaptive.engine.bank.ItemBank` or a path to one, or a list of them
+    (one per metric of the task: :attr:`joint`). Nothing is called and nothing is written here.
     """
 
     def __init__(self, a: LiveSettings, bank, *, anchors=None):
@@ -184,20 +188,43 @@ class Setup:
                                 fewshot_as_multiturn=a.fewshot_as_multiturn,
                                 system_instruction=a.system_instruction, metadata=metadata)
         loaded = self.task.load()
-        self.binding = bind_bank(bank, loaded[0], loaded[1], metric=a.metric, item_field=a.item_field)
+        self.bindings = bind_banks(bank, loaded[0], loaded[1], metric=a.metric, item_field=a.item_field)
+        self.binding = self.bindings[0]
         self.bank = self.binding.bank
+        #: metric → bank, in the order given; several: one generation per document, every metric scored
+        self.banks = {b.metric: b.bank for b in self.bindings}
+        self.metrics = list(self.banks)
+        self.joint = len(self.bindings) > 1
+        if self.joint:
+            self.item_ids = joint_item_ids(self.banks)
+            self._bank_index = {k: b.index_of(self.item_ids) for k, b in self.banks.items()}
+            first = self._bank_index[self.metrics[0]]
+        else:
+            self.item_ids = [str(i) for i in self.bank.item_ids.tolist()]
+            first = slice(None)
         self.judges = JudgePricing(overrides, required=True)
         self.judges.declare(self.task.judges)  # a judge the task declared is priced before any call
         timeout = a.timeout
         self.scorers = {}
         for s in self.specs:
-            self.scorers[s.name] = HarnessItemScorer(s, self.task, self.binding, timeout=timeout, loaded=loaded)
+            self.scorers[s.name] = HarnessItemScorer(s, self.task, self.binding, timeout=timeout, loaded=loaded,
+                                                     metrics=self.metrics if self.joint else None)
             loaded = None  # the first scorer takes the task object the bank was bound on
         self.task_name, self.metric, self.n_docs = self.binding.task, self.binding.metric, self.binding.n_docs
+        #: how the report names the metric(s)
+        self.metric_label = " + ".join(self.metrics)
         self.ledger = BudgetLedger(a.budget_usd)
         bank = self.bank
-        self.bank_costs = {m: self.prices[m].item_costs(bank.input_tokens, bank.output_tokens) for m in names}
+        n = bank.n_items
+        inp = np.broadcast_to(np.asarray(bank.input_tokens, dtype=float), (n,))[first]
+        out = np.broadcast_to(np.asarray(bank.output_tokens, dtype=float), (n,))[first]
+        self.bank_costs = {m: self.prices[m].item_costs(inp, out) for m in names}
         self.full_cost = {m: float(np.mean(c)) * self.n_docs for m, c in self.bank_costs.items()}
+
+    @property
+    def bank_ids(self) -> str:
+        """The run's bank id, or its banks' ids joined by ', '."""
+        return ", ".join(b.bank_id for b in self.banks.values())
 
     def upper_cost(self, model: str, item_id: str) -> float:
         """The most the item may cost: the model's calls (prompt bytes, max output tokens) plus,
@@ -223,13 +250,24 @@ class Setup:
         """The judge's part of :meth:`actual_cost`."""
         return self.judges.cost(getattr(score, "judge", None) or [])
 
-    def scale(self, item: int, raw: float) -> float:
-        return float(self.bank.scale(item, raw))
+    def scale(self, item: int, raw):
+        """The raw metric value of item ``item`` on the bank's [0, 1] scale; with a bank per metric, every
+        metric's (``raw``: metric → value) by its own bank."""
+        if not self.joint:
+            return float(self.bank.scale(item, raw))
+        return {k: float(self.banks[k].scale(int(self._bank_index[k][item]), v)) for k, v in raw.items()}
 
 
 def rank_ranker(setup: Setup, a: LiveSettings) -> AdaptiveRanker:
-    """A fresh ranker for a ``rank`` run: the setup's models and bank-estimated item costs, the settings' rules."""
+    """A fresh ranker for a ``rank`` run: the setup's models and bank-estimated item costs, the settings' rules
+    (a :class:`MultiMetricRanker` with a bank per metric, each metric under the same rules)."""
     bank = setup.bank
+    if setup.joint:
+        return MultiMetricRanker(setup.banks, [s.name for s in setup.specs], item_costs=setup.bank_costs,
+                                 confidence=a.confidence, n_init=a.min_items, n_max=a.max_items, budget=a.budget_usd,
+                                 seed=a.seed, max_in_flight=a.concurrency,
+                                 pair_rules={k: pair_rule_for(b, a.confidence, a.tie_margin, a.family_wise)
+                                             for k, b in setup.banks.items()})
     return AdaptiveRanker(bank, [s.name for s in setup.specs], item_costs=setup.bank_costs, confidence=a.confidence,
                           n_init=a.min_items, n_max=a.max_items, budget=a.budget_usd, seed=a.seed,
                           max_in_flight=a.concurrency, pair_rule=pair_rule_for(bank, a.confidence, a.tie_margin,
@@ -343,17 +381,24 @@ def _same_setting(key: str, recorded, given, run: dict) -> bool:
     """Whether ``given`` (as the command line spells it) names the journal's setting ``recorded``."""
     if key in ("include_path", "leaderboard") and given is not None:
         given = [str(Path(g).resolve()) for g in (given if isinstance(given, list) else [given])]
-        return recorded in given if key == "leaderboard" else given == [recorded]
+        if key == "leaderboard":  # one board of those given, or (refreshed together) all of them
+            return all(x in given for x in recorded) if isinstance(recorded, list) else recorded in given
+        return given == [recorded]
     if key == "tasks" and isinstance(given, list):
         return recorded in given
     if key == "bank" and isinstance(given, list):
+        from lm_eval_adaptive.data.shipped_banks import shipped_bank
         from lm_eval_adaptive.harness.bank_source import bank_reference
 
         task = run.get("tasks")
-        mine = [s.split("=", 1)[1] for s in given if "=" in s and not Path(s).exists() and s.split("=", 1)[0] == task]
-        if not mine and len(given) == 1:
-            mine = given
-        return [bank_reference(b) for b in mine] == [recorded]
+        named = [s for s in given if "=" in s and not Path(s).exists()]
+        mine = [s.split("=", 1)[1] for s in named if s.split("=", 1)[0] == task]
+        bare = [s for s in given if s not in named]
+        if not mine:  # bare specs: a shipped bank of this task, or any bank file when they are all files
+            mine = [s for s in bare if (shipped_bank(s) is not None and not Path(s).exists()
+                                        and shipped_bank(s).task == task)] or (bare if bare == given else [])
+        want = recorded if isinstance(recorded, list) else [recorded]
+        return [bank_reference(b) for b in mine] == want
     if isinstance(recorded, (int, float)) and isinstance(given, (int, float)):
         return float(recorded) == float(given)
     if isinstance(recorded, list) or isinstance(given, list):
@@ -388,9 +433,8 @@ def cheapest_call_check(setup: Setup, a: LiveSettings, models=None) -> None:
     """Refuse a cap under the cheapest first call's reservation (nothing could be bought)."""
     if a.budget_usd is None:
         return
-    bank = setup.bank
     names = models or [s.name for s in setup.specs]
-    cheapest = min(setup.upper_cost(m, str(i)) for m in names for i in bank.item_ids)
+    cheapest = min(setup.upper_cost(m, str(i)) for m in names for i in setup.item_ids)
     spent = setup.ledger.spent
     if a.budget_usd - spent < cheapest:
         left = f" (${spent:.6g} of it already spent)" if spent else ""
@@ -400,9 +444,11 @@ def cheapest_call_check(setup: Setup, a: LiveSettings, models=None) -> None:
 
 def announce(console, setup, a: LiveSettings) -> None:
     bank = setup.bank
+    banks = (f"banks {setup.bank_ids}, {len(setup.item_ids)} items they share, metrics {setup.metric_label}: "
+             "one generation per document, every metric scored" if setup.joint else
+             f"bank {bank.bank_id}, {bank.n_items} items, metric {setup.metric}")
     console.print(styled("lm-eval-adaptive rank", "bold", f": {len(setup.specs)} models on {setup.task_name} "
-                  f"({setup.n_docs} documents; bank {bank.bank_id}, {bank.n_items} items, metric "
-                  f"{setup.metric}); γ = {a.confidence}, cap "
+                  f"({setup.n_docs} documents; {banks}); γ = {a.confidence}, cap "
                   + (f"${a.budget_usd:g}" if a.budget_usd is not None else "none")
                   + f", {a.concurrency} call(s) in flight per model"))
     for s in setup.specs:
@@ -427,16 +473,19 @@ class LiveProgress:
     def _table(self):
         from rich.table import Table
 
-        r, led = self.live_run.ranker, self.setup.ledger
+        r, led, setup = self.live_run.ranker, self.setup.ledger, self.setup
         t = Table(title=f"spent ${led.spent:.4f}" + (f" of ${led.cap:g}" if led.cap is not None else "")
                   + f", reserved ${led.reserved:.4f}, retries {self.live_run.retries}")
-        for c in ("model", "items", "in flight", "θ̂ ± SE", "$", "failed calls"):
+        thetas = [f"θ̂ ± SE ({shown(k)})" for k in setup.metrics] if setup.joint else ["θ̂ ± SE"]
+        for c in ("model", "items", "in flight", *thetas, "$", "failed calls"):
             t.add_column(c, justify="left" if c == "model" else "right",
                          overflow="fold" if c == "model" else "ellipsis")
         for m in r.models:
             e = r.examinees[m]
+            parts = [r.metric_examinees(k)[m] for k in setup.metrics] if setup.joint else [e]
             t.add_row(shown(m) + (" (failed)" if m in r.failed else ""), str(e.n), str(r.in_flight(m)),
-                      f"{e.theta:+.2f} ± {e.se:.2f}", f"{e.spent:.4f}", str(self.live_run.failed_calls[m]))
+                      *[f"{p.theta:+.2f} ± {p.se:.2f}" for p in parts], f"{e.spent:.4f}",
+                      str(self.live_run.failed_calls[m]))
         return t
 
     def __enter__(self):
@@ -470,58 +519,88 @@ class LiveProgress:
 
 
 # ----------------------------------------------------------------------------- report
-def model_rows(live, setup, models) -> list[dict]:
-
+def model_rows(live, setup, models, metric: str | None = None) -> list[dict]:
+    """Per model: θ̂ ± SE, the full-task estimate of the metric with its interval, items, dollars, person
+    fit; with a bank per metric, under ``metric`` (its items: the generations it scored)."""
     r = live.ranker
     z = Z95
     rows = []
     for m in models:
-        e = r.examinees[m]
-        items, raw = live.raw_scores(m)
-        est = full_task_estimate(setup.bank, items, raw, e.theta, e.se, misfit=e.misfit)
+        e = r.metric_examinees(metric)[m] if metric is not None else r.examinees[m]
+        bank = setup.banks[metric] if metric is not None else setup.bank
+        items, raw = live.raw_scores(m, metric)
+        est = full_task_estimate(bank, items, raw, e.theta, e.se, misfit=e.misfit)
         fit = e.person_fit
         rows.append({"model": m, "theta": e.theta, "se": e.se, "lo": e.theta - z * e.se, "hi": e.theta + z * e.se,
                      "est": est["estimate"], "est_lo": est["lower"], "est_hi": est["upper"], "items": e.n,
-                     "cost": e.spent, "judge_cost": live.judge_spent.get(m, 0.0), "full_cost": setup.full_cost[m],
-                     "person_fit": fit.to_dict()})
+                     "cost": r.examinees[m].spent, "judge_cost": live.judge_spent.get(m, 0.0),
+                     "full_cost": setup.full_cost[m], "person_fit": fit.to_dict()})
     return rows
 
 
-def build_report(live, setup, a: LiveSettings, *, command: str) -> dict:
-    res = live.ranker.result()
-    rows = model_rows(live, setup, res.ranking)
-    failed_rows = model_rows(live, setup, list(res.failed)) if res.failed else []
+def _ranking_block(res, rows, failed_rows, setup, metric: str, bank) -> dict:
+    """One metric's ranking as the report writes it: the result's fields, each entry with its interval,
+    full-task estimate, judge cost, person fit, full-run cost and price."""
     d = res.to_dict()
     by = {r["model"]: r for r in rows}
     for entry in d["ranking"]:
         r = by[entry["model"]]
         entry["theta_ci95"] = [r["lo"], r["hi"]]
         entry["metric_estimate"] = {"estimate": r["est"], "lower": r["est_lo"], "upper": r["est_hi"],
-                                    "level": 0.95, "metric": setup.metric}
+                                    "level": 0.95, "metric": metric}
         entry["judge_cost_usd"] = r["judge_cost"]
         entry["person_fit"] = r["person_fit"]
         entry["full_run_cost_usd"] = r["full_cost"]
         entry["price"] = {"input_per_mtok": setup.prices[entry["model"]].input_per_mtok,
                           "output_per_mtok": setup.prices[entry["model"]].output_per_mtok,
                           "source": setup.prices[entry["model"]].source}
+    d.update({"metric": metric, "bank_id": bank.bank_id, "rows": rows + failed_rows, "ranked": len(d["ranking"]) >= 2})
+    return d
+
+
+def build_report(live, setup, a: LiveSettings, *, command: str) -> dict:
+    """What ``ranking.json`` holds and the terminal report shows. With a bank per metric: ``metrics``, and
+    ``rankings`` (metric → that metric's ranking, as a single bank's report writes it) beside the run's
+    spend, calls and settings; ``generations`` are the documents generated (each scored by every metric)."""
+    res = live.ranker.result()
     snap = setup.ledger.snapshot()
+    failed = res.results[setup.metrics[0]].failed if setup.joint else res.failed
+    if setup.joint:
+        blocks = {}
+        for k, r in res.results.items():
+            rows = model_rows(live, setup, r.ranking, metric=k)
+            failed_rows = model_rows(live, setup, list(r.failed), metric=k) if r.failed else []
+            blocks[k] = _ranking_block(r, rows, failed_rows, setup, k, setup.banks[k])
+        first = blocks[setup.metrics[0]]
+        d = {"metrics": list(setup.metrics), "rankings": blocks, "generations": res.generations,
+             "items": dict(res.items), "confidence": res.results[setup.metrics[0]].confidence,
+             "stopped_because": res.stopped_because, "ranked": first["ranked"], "total_items": res.generations,
+             "bank_ids": {k: b.bank_id for k, b in setup.banks.items()}}
+        ranked = first["ranked"]
+        items = dict(res.items)
+    else:
+        rows = model_rows(live, setup, res.ranking)
+        failed_rows = model_rows(live, setup, list(res.failed)) if res.failed else []
+        d = _ranking_block(res, rows, failed_rows, setup, setup.metric, setup.bank)
+        ranked = d["ranked"]
+        items = res.items
     stopped = d["stopped_because"]
     if live.interrupted:
         stopped = "interrupted"
-    elif len(d["ranking"]) < 2:
+    elif not ranked:
         stopped = "failed"  # fewer than two models left: nothing was ranked
     d.update({
         "command": command,
-        "task": setup.task_name, "metric": setup.metric, "task_docs": setup.n_docs,
-        "bank_id": setup.bank.bank_id,
-        "stopped_because": stopped, "ranked": len(d["ranking"]) >= 2,
+        "task": setup.task_name, "metric": setup.metric_label, "task_docs": setup.n_docs,
+        "bank_id": setup.bank_ids,
+        "stopped_because": stopped, "ranked": ranked,
         "total_cost_usd": snap["spent"], "budget_usd": a.budget_usd,
         "judge_cost_usd": float(sum(live.judge_spent.values())),
         "judge_prices": {m: {"input_per_mtok": p.input_per_mtok, "output_per_mtok": p.output_per_mtok,
                              "source": p.source} for m, p in setup.judges.prices.items()},
         "full_run_cost_usd": float(sum(setup.full_cost[m] for m in live.ranker.models)),
-        "failed": [{"model": m, "error": why, "items": res.items[m], "cost_usd": res.cost[m],
-                    "judge_cost_usd": live.judge_spent.get(m, 0.0)} for m, why in res.failed.items()],
+        "failed": [{"model": m, "error": why, "items": items[m], "cost_usd": live.ranker.examinees[m].spent,
+                    "judge_cost_usd": live.judge_spent.get(m, 0.0)} for m, why in failed.items()],
         "calls": {"attempts": live.attempts, "retries": live.retries,
                   "billed_failures": live.billed_failures, "billed_failures_usd": live.billed_failures_usd,
                   "failed_items": int(sum(live.failed_calls.values())),
@@ -532,6 +611,9 @@ def build_report(live, setup, a: LiveSettings, *, command: str) -> dict:
                      "timeout_s": {m: sc.timeout for m, sc in setup.scorers.items()},
                      "max_attempts": a.max_attempts, "backoff_s": a.backoff,
                      "item_field": setup.binding.item_field},
-        "rows": rows + failed_rows,
     })
+    if setup.joint:
+        for k, block in d["rankings"].items():
+            block.update({"task": setup.task_name, "stopped_because": stopped, "ranked": block["ranked"],
+                          "budget_usd": a.budget_usd, "total_cost_usd": snap["spent"]})
     return redact_all(d, by_key=False)  # model names are keys here: only secrets by value and shape
