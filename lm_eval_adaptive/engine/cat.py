@@ -28,6 +28,7 @@ from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.checks import (
     check_cost,
     check_costs,
+    check_raw,
     check_score,
     check_scores,
 )
@@ -81,6 +82,13 @@ class Examinee:
 
     An item is *taken* once it is reserved (asked, score not known yet), scored or
     excluded; the selector never offers a taken item.
+
+    For the full-task metric (:mod:`lm_eval_adaptive.engine.metric_scale`) an examinee also keeps,
+    in bank order, each scored item's raw metric value (:attr:`raw`; told with the score, else the
+    scaled score mapped back through the bank's range) and whether a random slot of the selector
+    chose it (:attr:`random_mask`: :meth:`reserve` asks ``selector.is_random_slot`` for the slot it
+    fills; an item recorded without a reservation counts as random only when it is the random
+    share's own next item, see :meth:`record`).
     """
 
     def __init__(self, bank: ItemBank, selector: Selector, name: str = "model", *,
@@ -108,6 +116,11 @@ class Examinee:
         self._spent = 0.0
         self._version = 0
         self._fit: tuple[int, PersonFit] | None = None  # (items scored, person fit then)
+        self._raw = np.full(bank.n_items, np.nan)  # raw metric of each scored item (bank order)
+        self._random = np.zeros(bank.n_items, dtype=bool)  # taken by a random slot of the selector
+        self._n_random_taken = 0  # True entries of _random
+        self._is_random_slot = getattr(selector, "is_random_slot", None)
+        self._changes = 0  # scores and exclusions recorded (what the metric scale reads changed)
 
     # ----------------------------------------------------------------- reading
     @property
@@ -237,6 +250,33 @@ class Examinee:
         a cached next item is valid while the version is the same."""
         return self._version
 
+    @property
+    def changes(self) -> int:
+        """A counter that changes whenever a score or an exclusion is recorded (what the full-task
+        metric reads: :attr:`raw`, :attr:`random_mask`, :attr:`population`, θ̂); reservations leave it."""
+        return self._changes
+
+    @property
+    def raw(self) -> np.ndarray:
+        """Bank-order raw metric of every scored item, NaN elsewhere (read-only view)."""
+        v = self._raw.view()
+        v.flags.writeable = False
+        return v
+
+    @property
+    def random_mask(self) -> np.ndarray:
+        """Bank-order: True for the items a random slot of the selector chose (read-only view; for a
+        reserved item not scored yet it says what the slot was)."""
+        v = self._random.view()
+        v.flags.writeable = False
+        return v
+
+    @property
+    def population(self) -> np.ndarray:
+        """Bank-order: the items the model's full-task mean is over, every item except those excluded
+        without a score (e.g. it has no recorded answer)."""
+        return self._scored | ~self._excluded
+
     def item_id(self, item: int) -> str:
         return str(self._bank.item_ids[item])
 
@@ -305,11 +345,32 @@ class Examinee:
         self._n_taken = int(self._mask.sum())
         self._excluded[items] = True
         self._version += 1
+        self._changes += 1
 
     def reserve(self, item: int) -> None:
-        """Mark an item as taken (so it is never selected twice), before its score is known."""
-        self._mark(item if type(item) is int and 0 <= item < self._n_items else self._check_item(item))
+        """Mark an item as taken (so it is never selected twice), before its score is known; the slot it
+        fills is noted as random when the selector says so (``is_random_slot``)."""
+        item = item if type(item) is int and 0 <= item < self._n_items else self._check_item(item)
+        pos = self._selector.positions(item)
+        if not self._mask[pos]:
+            is_random = self._is_random_slot
+            if is_random is not None and is_random(self._n_taken):
+                self._random[item] = True
+                self._n_random_taken += 1
+            self._mask[pos] = True
+            self._n_taken += 1
         self._version += 1
+
+    def _random_unreserved(self, item: int) -> bool:
+        """Whether an item recorded without a reservation counts as a random slot's: it is the random
+        share's next item (the first untaken item of the selector's permutation) and fewer items are
+        marked random than there are random slots among the first ``n_taken + 1``. A run told its
+        scores in another order than it asked them (a replay) marks its random items this way."""
+        sel = self._selector
+        head = getattr(sel, "random_item", None)
+        if head is None or sel.random_slots(self._n_taken + 1) <= self._n_random_taken:
+            return False
+        return head(self._mask, self._n_taken) == item
 
     def unreserve(self, item: int) -> None:
         """Undo :meth:`reserve`: the item may be selected again (an excluded item stays excluded)."""
@@ -322,6 +383,9 @@ class Examinee:
             if self._mask[pos]:
                 self._mask[pos] = False
                 self._n_taken -= 1
+        if self._random[item]:
+            self._random[item] = False
+            self._n_random_taken -= 1
         self._version += 1
 
     def _check_binary(self, y, ids) -> None:
@@ -341,12 +405,16 @@ class Examinee:
         if self._excluded[item]:
             raise ValueError(f"model {self._name!r}, item {self.item_id(item)!r}: excluded for this model")
 
-    def record(self, item: int, y: float, *, cost: float | None = None) -> None:
+    def record(self, item: int, y: float, *, cost: float | None = None, raw: float | None = None,
+               random: bool | None = None) -> None:
         """Add the scaled score ``y`` ∈ [0, 1] of bank item ``item`` (reserved or not).
 
-        ``cost``: USD charged for it (default: its item cost). ValueError, with nothing
-        changed, for a score that is not a finite number in [0, 1], a negative or
-        non-finite cost, an item already scored or excluded.
+        ``cost``: USD charged for it (default: its item cost). ``raw``: the raw metric value the score
+        was scaled from (default: ``y`` mapped back through the bank's range, which a scaled score
+        clipped at 0 or 1 cannot restore). ``random``: whether a random slot chose it (default: as
+        :meth:`reserve` noted it, or for an item not reserved, see :meth:`_random_unreserved`).
+        ValueError, with nothing changed, for a score that is not a finite number in [0, 1], a
+        negative or non-finite cost or raw value, an item already scored or excluded.
         """
         if not (type(item) is int and 0 <= item < self._n_items):  # the common case needs no more checking
             item = self._check_item(item)
@@ -355,6 +423,10 @@ class Examinee:
         if cost is not None:
             cost = check_cost(cost, model=self._name, item=self.item_id(item))
         bank = self._bank
+        if raw is None:
+            raw = float(bank.lo[item]) + y * (float(bank.hi[item]) - float(bank.lo[item]))
+        elif not (type(raw) is float and math.isfinite(raw)):
+            raw = check_raw(raw, model=self._name, item=self.item_id(item))
         model = bank.model
         if model.per_item:  # a 2PL/3PL bank: 0/1 scores only, and the item's a, c
             self._check_binary(y, [self.item_id(item)])
@@ -363,6 +435,12 @@ class Examinee:
             params = None  # a one-parameter bank has none
         if self._scored[item] or self._excluded[item]:
             self._check_new(item)
+        if random is None:
+            random = bool(self._random[item]) if self._mask[self._selector.positions(item)] \
+                else self._random_unreserved(item)
+        if bool(random) != bool(self._random[item]):
+            self._random[item] = bool(random)
+            self._n_random_taken += 1 if random else -1
         b = float(bank.b[item])
         estimator = self._estimator
         if getattr(estimator, "estimated", True):  # θ̂ known now: the information now, else on first read
@@ -380,17 +458,20 @@ class Examinee:
         self._items.append(item)
         self._scores.append(y)
         self._scored[item] = True
+        self._raw[item] = raw
         if cost is None:
             cost = 0.0 if self._item_costs is None else float(self._item_costs[item])
         self._spent += cost
         self._version += 1
+        self._changes += 1
 
-    def record_many(self, items, scores, *, costs=None) -> None:
+    def record_many(self, items, scores, *, costs=None, raws=None) -> None:
         """Add the scores of several items at once (one vectorised update; e.g. a full run).
 
-        The items were not chosen one by one, so their information at selection is NaN.
-        ``costs``: USD per item (default: the item costs). Checked like :meth:`record`;
-        nothing is changed when anything is refused.
+        The items were not chosen one by one, so their information at selection is NaN and none
+        counts as a random slot's. ``costs``: USD per item (default: the item costs); ``raws``: the raw
+        metric values (default: the scores mapped back through the bank's ranges). Checked like
+        :meth:`record`; nothing is changed when anything is refused.
         """
         items = self._check_items(items)
         ids = [self.item_id(i) for i in items]
@@ -401,6 +482,14 @@ class Examinee:
             c = check_costs(costs, model=self._name, items=ids)
             if c.shape != items.shape:
                 raise ValueError(f"model {self._name!r}: {items.size} items but {c.size} costs")
+        if raws is None:
+            r = self._bank.unscale(items, y) if items.size else np.zeros(0)
+        else:
+            r = np.atleast_1d(np.asarray(raws, dtype=float))
+            if r.shape != items.shape:
+                raise ValueError(f"model {self._name!r}: {items.size} items but {r.size} raw values")
+            if not np.all(np.isfinite(r)):
+                check_raw(float(r[~np.isfinite(r)][0]), model=self._name, item=ids[int(np.argmin(np.isfinite(r)))])
         if np.unique(items).size != items.size:
             raise ValueError(f"model {self._name!r}: an item appears twice in one record_many")
         self._check_binary(y, ids)
@@ -417,11 +506,17 @@ class Examinee:
         self._scores.extend(y.tolist())
         self._info.extend([math.nan] * items.size)
         self._scored[items] = True
+        self._raw[items] = r
+        was = self._random[items]
+        if was.any():  # reserved at a random slot, then recorded in bulk: not a random slot's after all
+            self._n_random_taken -= int(was.sum())
+            self._random[items] = False
         if costs is not None:
             self._spent += float(np.sum(c))
         elif self._item_costs is not None:
             self._spent += float(np.sum(np.asarray(self._item_costs, dtype=float)[items]))
         self._version += 1
+        self._changes += 1
 
     def charge(self, usd: float) -> None:
         """Add money spent on this model without a score (a call lost in flight, a paid call
@@ -457,6 +552,11 @@ class JointExaminee:
         self._parts = {k: Examinee(bank, shared_default_selector(bank, seed=0), name, estimator=estimator)
                        for k, bank in zip(self._metrics, selector.banks)}
         self._part_list = tuple(self._parts.values())
+        for p, index in zip(self._part_list, self._index):  # a bank's items no other bank has are never given
+            other = np.ones(p.bank.n_items, dtype=bool)
+            other[index] = False
+            if other.any():
+                p.exclude(np.flatnonzero(other))
         self._all = (True,) * len(self._metrics)
         n = len(self._ids)
         self._n_items = n
@@ -469,11 +569,20 @@ class JointExaminee:
         self._item_costs = item_costs
         self._spent = 0.0
         self._version = 0
+        self._random = np.zeros(n, dtype=bool)  # joint items a random slot chose
 
     # ----------------------------------------------------------------- reading
     @property
     def name(self) -> str:
         return self._name
+
+    @property
+    def random_mask(self) -> np.ndarray:
+        """Joint items a random slot of the joint selector chose (read-only view; each part's
+        :attr:`Examinee.random_mask` holds the same items in its bank's order)."""
+        v = self._random.view()
+        v.flags.writeable = False
+        return v
 
     @property
     def metrics(self) -> list[str]:
@@ -603,6 +712,8 @@ class JointExaminee:
     def reserve(self, item: int) -> None:
         item = self._check_item(item)
         if not self._mask[item]:
+            if self._selector.is_random_slot(self._n_taken):
+                self._random[item] = True
             self._mask[item] = True
             self._n_taken += 1
         self._version += 1
@@ -615,6 +726,7 @@ class JointExaminee:
         if not self._excluded[item] and self._mask[item]:
             self._mask[item] = False
             self._n_taken -= 1
+        self._random[item] = False
         self._version += 1
 
     def checked_scores(self, scores, item_id: str) -> dict:
@@ -636,10 +748,13 @@ class JointExaminee:
             out[k] = None if y is None or np.isnan(y) else float(y)
         return out
 
-    def record(self, item: int, scores, *, cost: float | None = None) -> None:
+    def record(self, item: int, scores, *, cost: float | None = None, raw=None) -> None:
         """Record the generation of joint ``item``: ``scores`` metric → scaled score (None or NaN: the
         metric could not score it; the item is excluded for that metric, which is charged its cost).
-        ``cost``: USD it cost (default: its item cost). Nothing changes when anything is refused."""
+        ``cost``: USD it cost (default: its item cost); ``raw``: metric → the raw value each score was
+        scaled from (a metric absent or None: its score mapped back through its bank's range). The item
+        counts as a random slot's as :meth:`Examinee.record` says, on the joint items. Nothing changes
+        when anything is refused."""
         item = self._check_item(item)
         iid = self.item_id(item)
         if self._scored[item]:
@@ -651,6 +766,11 @@ class JointExaminee:
             cost = check_cost(cost, model=self._name, item=iid)
         else:
             cost = self.cost_of(item)
+        raws = {}
+        for k in self._metrics:
+            v = None if raw is None else raw.get(k) if isinstance(raw, Mapping) else None
+            if v is not None and ys[k] is not None:
+                raws[k] = check_raw(v, model=self._name, item=iid)
         for k, p, index in zip(self._metrics, self._part_list, self._index):  # every check before any change
             y = ys[k]
             if y is not None:
@@ -658,13 +778,20 @@ class JointExaminee:
                 i = int(index[item])
                 if p._scored[i] or p._excluded[i]:
                     p._check_new(i)
+        if self._mask[item]:
+            random = bool(self._random[item])
+        else:
+            sel = self._selector
+            random = sel.random_slots(self._n_taken + 1) > int(self._random.sum()) and \
+                sel.random_item(self._mask, self._n_taken) == item
+            self._random[item] = random
         for k, p, index in zip(self._metrics, self._part_list, self._index):
             y, i = ys[k], int(index[item])
             if y is None:
                 p.exclude([i])
                 p.charge(cost)
             else:
-                p.record(i, y, cost=cost)
+                p.record(i, y, cost=cost, raw=raws.get(k), random=random)
         if not self._mask[item]:
             self._mask[item] = True
             self._n_taken += 1
@@ -674,10 +801,11 @@ class JointExaminee:
         self._spent += cost
         self._version += 1
 
-    def record_many(self, items, scores, *, costs=None) -> None:
+    def record_many(self, items, scores, *, costs=None, raws=None) -> None:
         """Record several generations at once (e.g. a full run): ``scores`` metric → one scaled score
         per item (NaN: the metric has none; the item is then excluded for it). ``costs``: USD per item
-        (default: the item costs). Nothing changes when anything is refused."""
+        (default: the item costs); ``raws``: metric → the raw values (default: the scores mapped back).
+        Nothing changes when anything is refused."""
         arr = np.atleast_1d(np.asarray(items))
         if arr.size and (arr.ndim != 1 or arr.dtype.kind not in "iu"):
             raise ValueError(f"model {self._name!r}: items must be joint item indices (ints), got {items!r}")
@@ -713,17 +841,29 @@ class JointExaminee:
             bad = bi[p._scored[bi] | p._excluded[bi]]
             if bad.size:
                 p._check_new(int(bad[0]))
+        rs = {}
+        for k in self._metrics:
+            if raws is not None and raws.get(k) is not None:
+                r = np.asarray(raws[k], dtype=float)
+                if r.shape != arr.shape:
+                    raise ValueError(f"model {self._name!r}, metric {k!r}: {arr.size} items but {r.size} raw values")
+                bad = np.flatnonzero(~np.isnan(ys[k]) & ~np.isfinite(r))
+                if bad.size:
+                    check_raw(float(r[bad[0]]), model=self._name, item=self.item_id(int(arr[bad[0]])))
+                rs[k] = r
         for k, p, index in zip(self._metrics, self._part_list, self._index):
             y = ys[k]
             have = ~np.isnan(y)
             if have.any():
-                p.record_many(index[arr[have]], y[have], costs=c[have])
+                p.record_many(index[arr[have]], y[have], costs=c[have],
+                              raws=rs[k][have] if k in rs else None)
             if (~have).any():
                 p.exclude(index[arr[~have]])
                 p.charge(float(np.sum(c[~have])))
         self._n_taken += int(np.count_nonzero(~self._mask[arr]))
         self._mask[arr] = True
         self._scored[arr] = True
+        self._random[arr] = False
         self._items.extend(arr.tolist())
         self._scores.extend({k: (None if np.isnan(ys[k][j]) else float(ys[k][j])) for k in self._metrics}
                             for j in range(arr.size))

@@ -1,4 +1,4 @@
-"""Checks on what the engine is told: scaled scores and costs.
+"""Checks on what the engine is told: scaled scores, raw metric values and costs.
 
 A scaled score must be a real number in [0, 1] and a cost a real number >= 0, both finite.
 A NaN score would make θ̂ NaN (and a ranker keep asking for ever); a score outside [0, 1]
@@ -14,7 +14,7 @@ from numbers import Real
 
 import numpy as np
 
-__all__ = ["check_score", "check_scores", "check_cost", "check_costs"]
+__all__ = ["check_score", "check_scores", "check_cost", "check_costs", "check_raw"]
 
 
 def _where(model, item) -> str:
@@ -44,6 +44,13 @@ def check_cost(usd, *, model=None, item=None) -> float | None:
     if not _is_real(usd) or not math.isfinite(usd) or usd < 0:
         raise ValueError(f"{_where(model, item)}a cost must be a finite number >= 0 (USD), got {usd!r}")
     return float(usd)
+
+
+def check_raw(v, *, model=None, item=None) -> float:
+    """A raw metric value as a float; ValueError unless it is a finite real number."""
+    if not _is_real(v) or not math.isfinite(v):
+        raise ValueError(f"{_where(model, item)}a raw metric value must be a finite number, got {v!r}")
+    return float(v)
 
 
 def _items_at(items, k):

@@ -43,8 +43,10 @@ into outcomes, costs to settle and rank ranges.
 
 from __future__ import annotations
 
+import math
 import weakref
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from scipy.special import stdtrit
@@ -52,7 +54,8 @@ from scipy.special import stdtrit
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.selection import DEFAULT_RANDOM_SHARE
 
-__all__ = ["MetricScale", "ScaleEntry", "random_share_mask", "predicted_raw", "shrink_factor", "MIN_RANDOM_ITEMS"]
+__all__ = ["MetricScale", "ScaleEntry", "ModelPart", "model_part", "random_share_mask", "predicted_raw",
+           "shrink_factor", "residual_correlation", "pair_variance", "MIN_RANDOM_ITEMS"]
 
 #: Fewest random-share items for the design-based interval (a variance needs two).
 MIN_RANDOM_ITEMS = 2
@@ -91,15 +94,127 @@ def _predicted(bank: ItemBank, theta) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _model_variance(bank: ItemBank, mu: np.ndarray) -> np.ndarray:
-    """The response model's variance of a raw score, (K, N): μ'(θ)²/I(θ) in scaled units, which is
-    k·μ(1−μ) for the continuous model and P(1−P) for the binary ones, times the item's range²."""
+    """The response model's variance of a raw score, μ'(θ)²/I(θ) in scaled units, which is
+    k·μ(1−μ) for the continuous model and P(1−P) for the binary ones, times the item's range²
+    (``mu``: one row of the bank's items, or (K, N))."""
     k = bank.k if bank.k is not None else 1.0
-    return k * mu * (1.0 - mu) * ((bank.hi - bank.lo) ** 2)[None, :]
+    return k * mu * (1.0 - mu) * _range2(bank)
 
 
-def _slope(bank: ItemBank, theta: np.ndarray, h: float = 1e-4) -> np.ndarray:
+def _slope(bank: ItemBank, theta, h: float = 1e-4) -> np.ndarray:
     """dŷ/dθ of every item at each ability, (K, N), by central difference."""
+    theta = np.asarray(theta, dtype=float)
     return (predicted_raw(bank, theta + h) - predicted_raw(bank, theta - h)) / (2 * h)
+
+
+class ModelPart(NamedTuple):
+    """One model's full-task mean on one bank and what its pairs need (:func:`model_part`).
+
+    ``var``: Var(T̂ − T) (0 for a full run); ``df``: the interval's degrees of freedom (inf: normal or
+    exact); ``method``: ``"exact"``, ``"design"`` or ``"model"`` (see :class:`ScaleEntry`); ``ws``: the
+    influence weights times the residual SD, bank order (N_U/n_R·s on a comparable random item, −s on
+    an unseen one, over N; zeros for a full run or the fallback), so that Var = Σ ws² for a design
+    model; ``dev``: each comparable random item's residual less their mean (0 elsewhere); ``rnd``,
+    ``unseen``, ``drawn``: bank-order masks of the comparable random items, the unseen items of the
+    population and the random-slot items scored."""
+
+    estimate: float
+    var: float
+    df: float
+    method: str
+    n_seen: int
+    n_random: int
+    n_unseen: int
+    n_total: int
+    n_drawn: int
+    s2_design: float
+    fallback_var: float
+    ws: np.ndarray
+    dev: np.ndarray
+    rnd: np.ndarray
+    unseen: np.ndarray
+    drawn: np.ndarray
+    raw: np.ndarray
+    predicted: np.ndarray
+
+
+def model_part(bank: ItemBank, raw, random, theta: float, *, population=None, se_theta: float | None = None,
+               floor: float | None = None) -> ModelPart:
+    """One model's :class:`ModelPart`: ``raw`` (N,) its raw metric, NaN where unseen; ``random`` (N,)
+    bool, the items random slots chose; ``theta`` its ability estimate; ``population`` (N,) bool, the
+    items its full-task mean is over (default every bank item); ``se_theta`` θ̂'s SE (the fallback's;
+    None: its interval is infinite); ``floor``: the residual variance floor as a share of the
+    response model's noise (default :attr:`MetricScale.model_floor`). One vectorised pass over the
+    bank (see the module docstring for the formulas)."""
+    raw = np.asarray(raw, dtype=float)
+    N = raw.shape[-1]
+    if N != bank.n_items:
+        raise ValueError(f"raw has {N} items per model, the bank {bank.n_items}")
+    random = np.asarray(random, dtype=bool)
+    finite = ~np.isnan(raw)
+    if population is None:
+        seen = finite
+        unseen = ~finite
+    else:
+        pop = np.asarray(population, dtype=bool)
+        seen = finite & pop
+        unseen = pop & ~finite
+    drawn = random & seen
+    rnd = drawn & ~_swept_row(bank, unseen, seen & ~random)  # the random items comparable with the unseen ones
+    n_seen = int(np.count_nonzero(seen))
+    n_u = int(np.count_nonzero(unseen))
+    n_r = int(np.count_nonzero(rnd))
+    n_tot = n_seen + n_u
+    if n_tot == 0:
+        raise ValueError("a model's population has no items")
+    mu, pred = _predicted(bank, theta)
+    mu, pred = mu[0], pred[0]
+    design = n_r >= MIN_RANDOM_ITEMS and n_u > 0
+    exact = n_u == 0
+    resid = raw[rnd] - pred[rnd]
+    rbar = float(resid.mean()) if n_r else 0.0
+    d = resid - rbar
+    s2 = float(d @ d) / (n_r - 1) if n_r >= 2 else 0.0
+    s2_design = s2
+    floor = MetricScale.model_floor if floor is None else floor
+    if floor > 0 and n_u + n_r > 0:
+        # a floor at a share of the response model's own noise on these items: scatter beyond it widens the
+        # interval, scatter below it does not narrow it further (a sample of residuals that missed the rare
+        # large ones is caught)
+        noise = _model_variance(bank, mu)
+        s2 = max(s2, floor * (float(noise[unseen].sum()) + float(noise[rnd].sum())) / (n_u + n_r))
+    total = float(raw[seen].sum()) + float(pred[unseen].sum()) + (n_u * rbar if design else 0.0)
+    estimate = total / n_tot
+    dev = np.zeros(N)
+    dev[rnd] = d
+    ws = np.zeros(N)
+    fallback_var = 0.0
+    if exact:
+        var, df, method = 0.0, math.inf, "exact"
+    elif design:
+        # influence weights on the residuals: e = Σ w·(r − E r), so Var(e) = s²·Σw² for independent items:
+        # N_U/n_R on a comparable random item, −1 on an unseen one, over N
+        scale = 1.0 / n_tot
+        w_r = n_u / n_r * scale
+        var = s2 * (n_r * w_r * w_r + n_u * scale * scale)
+        s = math.sqrt(s2)
+        ws[rnd] = w_r * s
+        ws[unseen] = -scale * s
+        df, method = max(n_r - 1.0, 1.0), "design"
+    else:
+        if se_theta is None or not math.isfinite(se_theta):
+            fallback_var = math.inf
+        else:
+            slope = float(_slope(bank, theta)[0][unseen].sum())
+            noise = float(_model_variance(bank, mu)[unseen].sum())
+            fallback_var = ((slope * se_theta) ** 2 + noise) / n_tot ** 2
+            if math.isnan(fallback_var):
+                fallback_var = math.inf
+        var, df, method = fallback_var, math.inf, "model"
+    return ModelPart(estimate=estimate, var=var, df=df, method=method, n_seen=n_seen, n_random=n_r,
+                     n_unseen=n_u, n_total=n_tot, n_drawn=int(np.count_nonzero(drawn)), s2_design=s2_design,
+                     fallback_var=fallback_var, ws=ws, dev=dev, rnd=rnd, unseen=unseen, drawn=drawn,
+                     raw=np.where(seen, raw, np.nan), predicted=pred)
 
 
 @dataclass(frozen=True)
@@ -158,6 +273,8 @@ class MetricScale:
     level:
         The level of :meth:`entry` intervals.
 
+    Each model is one :func:`model_part` (the same computation a ranker keeps per model and redoes only
+    for the model a score changed); :meth:`from_parts` builds the scale from parts already computed.
     Attributes (arrays over models): ``estimate``, ``se``, ``df``, ``n_seen``, ``n_random``,
     ``n_unseen``, ``n_total``, ``method`` (see :class:`ScaleEntry`).
     """
@@ -175,81 +292,52 @@ class MetricScale:
             raise ValueError(f"raw has {N} items per model, the bank {bank.n_items}")
         random = np.broadcast_to(np.asarray(random, dtype=bool), (K, N))
         theta = np.broadcast_to(np.asarray(theta, dtype=float), (K,)).astype(float)
-        pop = np.ones((K, N), dtype=bool) if population is None else \
-            np.broadcast_to(np.asarray(population, dtype=bool), (K, N))
+        pop = None if population is None else np.broadcast_to(np.asarray(population, dtype=bool), (K, N))
+        se_t = None if se_theta is None else np.broadcast_to(np.asarray(se_theta, dtype=float), (K,))
+        parts = [model_part(bank, raw[k], random[k], float(theta[k]), population=None if pop is None else pop[k],
+                            se_theta=None if se_t is None else float(se_t[k])) for k in range(K)]
+        self._init(bank, parts, theta, names, level)
+
+    @classmethod
+    def from_parts(cls, bank: ItemBank, parts, theta, *, names=None, level: float = 0.95) -> MetricScale:
+        """The scale of models whose :func:`model_part` s are computed already (``theta``: their θ̂)."""
+        self = cls.__new__(cls)
+        self._init(bank, list(parts), np.asarray(theta, dtype=float), names, level)
+        return self
+
+    def _init(self, bank, parts, theta, names, level) -> None:
         if not (0 < level < 1):
             raise ValueError(f"level must be in (0, 1), got {level}")
+        K = len(parts)
         self.bank = bank
         self.level = float(level)
         self.names = [str(k) for k in range(K)] if names is None else [str(n) for n in names]
         if len(self.names) != K:
             raise ValueError(f"{len(self.names)} names for {K} models")
         self.theta = theta
-        seen = pop & np.isfinite(raw)
-        unseen = pop & ~seen
-        drawn = random & seen
-        swept = _swept(bank, unseen, seen & ~random)
-        rnd = drawn & ~swept  # the random items comparable with the unseen ones
-        mu, pred = _predicted(bank, theta)
-        y = np.where(seen, raw, 0.0)
-        resid = np.where(rnd, y - pred, 0.0)
-        n_seen = seen.sum(1)
-        n_r = rnd.sum(1)
-        self.n_drawn = drawn.sum(1)
-        n_u = unseen.sum(1)
-        n_tot = pop.sum(1)
-        if np.any(n_tot == 0):
-            raise ValueError("a model's population has no items")
-        design = (n_r >= MIN_RANDOM_ITEMS) & (n_u > 0)
-        exact = n_u == 0
-        with np.errstate(invalid="ignore", divide="ignore"):
-            rbar = np.where(n_r > 0, resid.sum(1) / np.maximum(n_r, 1), 0.0)
-        dev = np.where(rnd, resid - rbar[:, None], 0.0)
-        s2 = np.where(n_r >= 2, (dev * dev).sum(1) / np.maximum(n_r - 1, 1), 0.0)
-        self.s2_design = s2
-        if self.model_floor > 0:
-            # a floor at a share of the response model's own noise on these items: scatter beyond
-            # it widens the interval, scatter below it does not narrow it further (a sample of
-            # residuals that missed the rare large ones is caught)
-            pool = rnd | unseen
-            noise = np.where(pool, _model_variance(bank, mu), 0.0).sum(1) / np.maximum(pool.sum(1), 1)
-            s2 = np.maximum(s2, self.model_floor * noise)
-        total = y.sum(1) + np.where(unseen, pred, 0.0).sum(1) + np.where(design, n_u * rbar, 0.0)
-        self.estimate = total / n_tot
-        # influence weights on the residuals: e = Σ w·(r − E r), so Var(e) = s²·Σw² for independent items:
-        # N_U/n_R on a comparable random item, −1 on an unseen one, over N (0 for a full run or the fallback)
-        scale = np.where(design, 1.0 / n_tot, 0.0)
-        w_r = np.where(n_r > 0, n_u / np.maximum(n_r, 1), 0.0) * scale
-        var = s2 * (n_r * w_r ** 2 + n_u * scale ** 2)
-        s = np.sqrt(s2)
-        ws = (np.where(rnd, w_r[:, None], 0.0) - np.where(unseen, scale[:, None], 0.0)) * s[:, None]
-        df = np.maximum(n_r - 1.0, 1.0)
-        fallback = ~design & ~exact
-        self._fallback_var = np.zeros(K)
-        if np.any(fallback):
-            se_t = np.full(K, np.inf) if se_theta is None else np.broadcast_to(
-                np.asarray(se_theta, dtype=float), (K,))
-            d, noise = _slope(bank, theta), _model_variance(bank, mu)
-            slope = np.where(unseen, d, 0.0).sum(1)
-            fb = ((slope * se_t) ** 2 + np.where(unseen, noise, 0.0).sum(1)) / n_tot ** 2
-            with np.errstate(invalid="ignore"):
-                fb = np.where(np.isnan(fb), np.inf, fb)
-            self._fallback_var = np.where(fallback, fb, 0.0)
-            var = np.where(fallback, self._fallback_var, var)
-        self.var = np.where(exact, 0.0, var)
+        self.parts = parts
+
+        def col(name, dtype=float):
+            return np.array([getattr(p, name) for p in parts], dtype=dtype)
+
+        self.estimate = col("estimate")
+        self.var = col("var")
         self.se = np.sqrt(self.var)
-        self.df = np.where(design, df, np.inf)
-        self.n_seen, self.n_random, self.n_unseen, self.n_total = n_seen, n_r, n_u, n_tot
-        self.method = np.where(exact, "exact", np.where(design, "design", "model"))
-        self._ws = ws
-        self._design = design
-        self._dev = dev
-        self._rnd = rnd
-        self.unseen_mask = unseen
-        self.random_mask = rnd
-        self.drawn_mask = drawn
-        self.raw = np.where(seen, raw, np.nan)
-        self.predicted = pred
+        self.df = col("df")
+        self.n_seen, self.n_random, self.n_unseen, self.n_total = (col(k, np.int64) for k in
+                                                                   ("n_seen", "n_random", "n_unseen", "n_total"))
+        self.n_drawn = col("n_drawn", np.int64)
+        self.s2_design = col("s2_design")
+        self.method = np.array([p.method for p in parts])
+        self._fallback_var = col("fallback_var")
+        self._ws = np.array([p.ws for p in parts]).reshape(K, bank.n_items)
+        self._dev = np.array([p.dev for p in parts]).reshape(K, bank.n_items)
+        self._rnd = np.array([p.rnd for p in parts], dtype=bool).reshape(K, bank.n_items)
+        self.unseen_mask = np.array([p.unseen for p in parts], dtype=bool).reshape(K, bank.n_items)
+        self.random_mask = self._rnd
+        self.drawn_mask = np.array([p.drawn for p in parts], dtype=bool).reshape(K, bank.n_items)
+        self.raw = np.array([p.raw for p in parts]).reshape(K, bank.n_items)
+        self.predicted = np.array([p.predicted for p in parts]).reshape(K, bank.n_items)
 
     # ------------------------------------------------------------------ models
     @property
@@ -286,21 +374,7 @@ class MetricScale:
     def residual_correlation(self) -> np.ndarray:
         """(K, K) correlation of two models' residuals over the items both drew at random (0 where
         fewer than 3 such items or a constant residual)."""
-        r, m = self._dev, self._rnd.astype(float)
-        n = m @ m.T
-        sa = r @ m.T  # [a, b]: Σ over common items of r_a
-        sb = sa.T
-        saa = (r * r) @ m.T
-        sbb = saa.T
-        sab = r @ r.T
-        with np.errstate(invalid="ignore", divide="ignore"):
-            cov = sab - sa * sb / n
-            va = saa - sa * sa / n
-            vb = sbb - sb * sb / n
-            rho = cov / np.sqrt(va * vb)
-        rho = np.where((n >= _MIN_COMMON) & np.isfinite(rho), np.clip(rho, -1.0, 1.0), 0.0)
-        np.fill_diagonal(rho, 1.0)
-        return rho
+        return residual_correlation(self._dev, self._rnd)
 
     def differences(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(D, SE, DF), each (K, K): D[a, b] = T̂_a − T̂_b, its SE and degrees of freedom.
@@ -312,15 +386,7 @@ class MetricScale:
         the two models' (a full run's is infinite).
         """
         D = self.estimate[:, None] - self.estimate[None, :]
-        ws = self._ws
-        cross = ws @ ws.T  # s_a·s_b·Σ w_a·w_b
-        rho = self.residual_correlation()
-        own = np.diag(cross)
-        V = own[:, None] + own[None, :] - 2 * rho * cross
-        fb = self._fallback_var
-        V = V + fb[:, None] + fb[None, :]
-        V = np.maximum(V, 0.0)
-        np.fill_diagonal(V, 0.0)
+        V = pair_variance(self._ws, self.residual_correlation(), self._fallback_var)
         df = np.where(self.var == 0, np.inf, self.df)
         DF = np.minimum(df[:, None], df[None, :])
         return D, np.sqrt(V), DF
@@ -350,8 +416,53 @@ def shrink_factor(n_unseen, n_random, extra, random_share: float = DEFAULT_RANDO
         return np.where(f0 > 0, (u * u / (nr + random_share * m) + u) / f0, 0.0)
 
 
-def _swept(bank: ItemBank, unseen: np.ndarray, adaptive: np.ndarray) -> np.ndarray:
-    """(K, N) bool: the items the adaptive slots have swept, for each model.
+def residual_correlation(dev: np.ndarray, rnd: np.ndarray, rows=None) -> np.ndarray:
+    """Correlation of two models' residuals over the items both drew at random (comparable ones):
+    (K, K), or (len(rows), K) for the models ``rows`` against every model; 0 where fewer than 3 such
+    items or a constant residual, 1 for a model with itself. ``dev``: (K, N) residual deviations
+    (0 off the comparable random items), ``rnd``: (K, N) those items."""
+    m = rnd.astype(float)
+    r = dev
+    if rows is None:
+        ra, ma, idx = r, m, np.arange(r.shape[0])
+    else:
+        idx = np.asarray(rows, dtype=np.int64)
+        ra, ma = r[idx], m[idx]
+    n = ma @ m.T
+    sa = ra @ m.T  # [a, b]: Σ over common items of r_a
+    sb = ma @ r.T  # Σ over common items of r_b
+    saa = (ra * ra) @ m.T
+    sbb = ma @ (r * r).T
+    sab = ra @ r.T
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cov = sab - sa * sb / n
+        va = saa - sa * sa / n
+        vb = sbb - sb * sb / n
+        rho = cov / np.sqrt(va * vb)
+    rho = np.where((n >= _MIN_COMMON) & np.isfinite(rho), np.clip(rho, -1.0, 1.0), 0.0)
+    rho[np.arange(idx.size), idx] = 1.0
+    return rho
+
+
+def pair_variance(ws: np.ndarray, rho: np.ndarray, fallback_var: np.ndarray, rows=None) -> np.ndarray:
+    """Var(D̂ − D) of the pairs of models: (K, K), or (len(rows), K) for ``rows`` against every model.
+
+    Var = s_a²·Σw_a² + s_b²·Σw_b² − 2·ρ_ab·s_a·s_b·Σw_a·w_b (``ws``: (K, N) each model's ``ModelPart.ws``;
+    ``rho``: :func:`residual_correlation` of the same rows), plus both models' fallback variances;
+    0 for a model with itself."""
+    idx = np.arange(ws.shape[0]) if rows is None else np.asarray(rows, dtype=np.int64)
+    wa = ws[idx]
+    cross = wa @ ws.T  # s_a·s_b·Σ w_a·w_b
+    own = np.einsum("ij,ij->i", ws, ws)
+    V = own[idx][:, None] + own[None, :] - 2 * rho * cross
+    V = V + fallback_var[idx][:, None] + fallback_var[None, :]
+    V = np.maximum(V, 0.0)
+    V[np.arange(idx.size), idx] = 0.0
+    return V
+
+
+def _swept_row(bank: ItemBank, unseen: np.ndarray, adaptive: np.ndarray) -> np.ndarray:
+    """Bank-order bool: the items the adaptive slots have swept, for one model.
 
     Maximum information on a one-parameter bank takes the untaken item nearest θ̂ in
     difficulty, so every item between θ̂ and an adaptive pick was taken before it: in the
@@ -360,37 +471,51 @@ def _swept(bank: ItemBank, unseen: np.ndarray, adaptive: np.ndarray) -> np.ndarr
     random share not taken it first, so no unseen item is like it. (A 2PL/3PL bank selects by
     information, not by nearness in b: there the runs in difficulty order are an approximation.)
 
-    Computed on the taken items only (O(T log T), T the items taken by all models): a taken item's
-    run is its place in difficulty order less the taken items before it (= the unseen ones before it).
+    In difficulty order, a taken (or out-of-population) item's run is the number of unseen items
+    before it; the runs that hold an adaptive pick are swept.
     """
-    K, N = unseen.shape
-    rank = _bank_rank(bank)
-    k, item = np.nonzero(~unseen)  # every taken (or out-of-population) item, by model
-    out = np.zeros((K, N), dtype=bool)
-    if item.size == 0:
-        return out
-    key = k * N + rank[item]
-    o = np.argsort(key, kind="stable")
-    k, item, key = k[o], item[o], key[o]
-    start = np.searchsorted(k, np.arange(K))  # first taken item of each model in this order
-    run = rank[item] - (np.arange(item.size) - start[k])  # unseen items before it in difficulty order
-    run_key = k * (N + 1) + run
-    picked = np.zeros(K * (N + 1), dtype=bool)
-    picked[run_key[adaptive[k, item]]] = True
-    out[k, item] = picked[run_key]
+    order = _bank_order(bank)
+    u = unseen[order]
+    run = np.cumsum(u)  # unseen items at or before each place (a taken item: before it)
+    picked = np.zeros(run.size + 1, dtype=bool)
+    picked[run[adaptive[order]]] = True
+    out = np.empty_like(u)
+    out[order] = picked[run] & ~u
     return out
 
 
-_ORDER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+def _swept(bank: ItemBank, unseen: np.ndarray, adaptive: np.ndarray) -> np.ndarray:
+    """(K, N) :func:`_swept_row` of each model."""
+    return np.array([_swept_row(bank, u, a) for u, a in zip(unseen, adaptive)], dtype=bool).reshape(unseen.shape)
 
 
-def _bank_rank(bank: ItemBank) -> np.ndarray:
-    """Each item's place in difficulty order, the order the selector's window runs through (computed
+def _range2(bank: ItemBank) -> np.ndarray:
+    """(hi − lo)² of every item (computed once per bank)."""
+    cached = _RANGE2.get(bank)
+    if cached is None or cached[0] is not bank.hi or cached[1] is not bank.lo:
+        cached = _RANGE2[bank] = (bank.hi, bank.lo, (bank.hi - bank.lo) ** 2)
+    return cached[2]
+
+
+_RANGE2: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _bank_order(bank: ItemBank) -> np.ndarray:
+    """The items in difficulty order (stable), the order the selector's window runs through (computed
     once per bank)."""
     cached = _ORDER.get(bank)
     if cached is None or cached[0] is not bank.b:
         order = np.argsort(bank.b, kind="stable")
         rank = np.empty_like(order)
         rank[order] = np.arange(order.size)
-        cached = _ORDER[bank] = (bank.b, rank)
-    return cached[1]
+        cached = _ORDER[bank] = (bank.b, rank, order)
+    return cached[2]
+
+
+_ORDER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _bank_rank(bank: ItemBank) -> np.ndarray:
+    """Each item's place in difficulty order (computed once per bank)."""
+    _bank_order(bank)
+    return _ORDER[bank][1]

@@ -87,7 +87,9 @@ class ReplayEvent:
 
     ``kind``:
       * ``"score"``: ``model`` was given ``item`` and scored ``y`` (scaled, in [0, 1]) at
-        ``cost`` USD (None: the item's planned cost);
+        ``cost`` USD (None: the item's planned cost), ``raw`` the raw metric value it was scaled
+        from (None: ``y`` mapped back through the bank's range; a mapping metric → value for a
+        several-metric run);
       * ``"failure"``: the call for ``item`` failed for good (its request was cancelled;
         nothing charged, the item is not asked again unless a later score event names it);
       * ``"lost"``: the call was in flight when the run died and its outcome is unknown:
@@ -101,14 +103,15 @@ class ReplayEvent:
     item: str | int
     y: float | None = None
     cost: float | None = None
+    raw: object = None
 
     def __post_init__(self):
         if self.kind not in REPLAY_KINDS:
             raise ValueError(f"replay event kind must be one of {REPLAY_KINDS}, got {self.kind!r}")
 
     @classmethod
-    def score(cls, model: str, item, y: float, cost: float | None = None) -> ReplayEvent:
-        return cls("score", model, item, y, cost)
+    def score(cls, model: str, item, y: float, cost: float | None = None, raw=None) -> ReplayEvent:
+        return cls("score", model, item, y, cost, raw)
 
     @classmethod
     def failure(cls, model: str, item) -> ReplayEvent:
@@ -665,10 +668,12 @@ class AdaptiveRanker:
         """A told score, checked (a finite number in [0, 1])."""
         return check_score(y, model=model, item=item_id)
 
-    def tell(self, request: Request, y, *, cost: float | None = None) -> None:
+    def tell(self, request: Request, y, *, cost: float | None = None, raw=None) -> None:
         """Record the scaled score y ∈ [0, 1] for a request from :meth:`ask`.
 
-        ``cost`` is the real charge when it differs from the reserved estimate. ValueError,
+        ``cost`` is the real charge when it differs from the reserved estimate. ``raw`` is the raw
+        metric value y was scaled from (the full-task metric is on that scale; None: y mapped back
+        through the bank's range, which is the raw value unless the scaling clipped it). ValueError,
         with nothing changed, for a request not pending, a score that is not a finite number
         in [0, 1], or a negative or non-finite cost.
         """
@@ -680,7 +685,10 @@ class AdaptiveRanker:
             y = self._told(y, request.model, request.item_id)
         if cost is not None:
             cost = check_cost(cost, model=request.model, item=request.item_id)
-        self._examinees[request.model].record(request.item, y, cost=cost)  # refused: nothing changed
+        if raw is None:
+            self._examinees[request.model].record(request.item, y, cost=cost)  # refused: nothing changed
+        else:
+            self._examinees[request.model].record(request.item, y, cost=cost, raw=raw)
         del self._pending[key]
         self._next[request.model] = None
 
@@ -745,29 +753,33 @@ class AdaptiveRanker:
         e.exclude(self._indices(items))
         self._next[model] = None
 
-    def record(self, model: str, item, y: float, *, cost: float | None = None) -> None:
+    def record(self, model: str, item, y: float, *, cost: float | None = None, raw=None) -> None:
         """Administer ``item`` (an id or bank index) to ``model`` directly, with scaled score ``y``.
 
         For scores obtained outside :meth:`ask` (a full run, a replay). ``cost``: USD charged
-        (default: the item's cost). ValueError, with nothing changed, for a bad score or
-        cost, an item in flight, already scored or excluded for the model.
+        (default: the item's cost); ``raw``: as :meth:`tell`'s. ValueError, with nothing changed,
+        for a bad score or cost, an item in flight, already scored or excluded for the model.
         """
         e = self._examinee(model)
         i = self._index(item)
         if (model, i) in self._pending:
             raise ValueError(f"model {model!r}, item {e.item_id(i)!r}: in flight; tell() its request")
-        e.record(i, y, cost=cost)
+        if raw is None:
+            e.record(i, y, cost=cost)
+        else:
+            e.record(i, y, cost=cost, raw=raw)
         self._next[model] = None
 
-    def record_many(self, model: str, items, scores, *, costs=None) -> None:
+    def record_many(self, model: str, items, scores, *, costs=None, raws=None) -> None:
         """Administer several items to ``model`` at once (one vectorised update; e.g. a full
-        run's scores). Checked like :meth:`record`; nothing changes when anything is refused."""
+        run's scores; ``raws``: their raw metric values, as :meth:`tell`'s ``raw``). Checked like
+        :meth:`record`; nothing changes when anything is refused."""
         e = self._examinee(model)
         idx = self._indices(items)
         busy = [i for i in idx.tolist() if (model, i) in self._pending]
         if busy:
             raise ValueError(f"model {model!r}, item {e.item_id(busy[0])!r}: in flight; tell() its request")
-        e.record_many(idx, scores, costs=costs)
+        e.record_many(idx, scores, costs=costs, raws=raws)
         self._next[model] = None
 
     # ------------------------------------------------------------------------ replay
@@ -837,14 +849,14 @@ class AdaptiveRanker:
                 stats.failures += 1
                 continue
             if req is not None:
-                self.tell(req, y, cost=cost)
+                self.tell(req, y, cost=cost, raw=ev.raw)
                 stats.asked += 1
             else:
                 if e.is_taken(i) and (m, i) not in failed:
                     raise ReplayError(k, f"item {item_id!r} was already given to model {m!r} or is excluded "
                                          "for it: the events do not match this ranker")
                 try:
-                    self.record(m, i, y, cost=cost)
+                    self.record(m, i, y, cost=cost, raw=ev.raw)
                 except ValueError as err:
                     raise ReplayError(k, str(err)) from None
                 stats.direct += 1

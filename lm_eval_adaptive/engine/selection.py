@@ -297,6 +297,14 @@ class RandomShareSelector(MaxInfoSelector):
         s = self.share
         return s > 0 and math.floor((k + 1) * s) > math.floor(k * s)
 
+    def random_slots(self, n: int) -> int:
+        """How many of the first ``n`` slots are random (⌊n·share⌋)."""
+        return math.floor(n * self.share)
+
+    def random_item(self, mask: np.ndarray, n_used: int | None = None) -> int:
+        """The item a random slot takes now: the first untaken item of the permutation (-1: none)."""
+        return self._random(mask, n_used)
+
     def uses_theta(self, n_used: int) -> bool:
         """The next slot (``n_used`` items taken) needs θ̂: it is not a random one (a caller may pass NaN
         for θ̂ otherwise, and skip estimating it)."""
