@@ -3,12 +3,19 @@
 Defaults are chosen on the TUNING half (WMT25 en-de, en-ja, en-zh, en-ko × 5 metrics, the
 WMT24 tables, AlpacaEval judge); the REPORT half (WMT25 cs-de, en-ar, en-et, en-it × 5
 metrics) is only reported. For each table and pooled per half: mean Kendall τ (adaptive,
-random at the same spend, fixed-length CAT), items per 4-model set, confident-pair accuracy,
-tie precision and recall, the share of runs with any wrongly ordered confident pair, full-task 95% interval coverage, the share of |z| > 1.96 (z of θ̂ at
-the stop against θ̂ on every bank item), and the cost share of a full run.
+random at the same spend, fixed-length CAT), items per 4-model set, confident-order accuracy,
+the share of runs with any wrongly ordered confident pair, equivalence accuracy (equivalent claims
+within the tie margin), the share of truly tied pairs (full-task |Δ| < δ, δ = 2% of the range of the
+table's full-task means) reported ordered, tie recall under the bootstrap-overlap truth (the earlier
+definition, for comparison; its precision is retired), the coverage of the metric-scale 95% interval
+(and of the θ-scale full-task interval), the share of |z| > 1.96 (z of θ̂ at the stop against θ̂ on
+every bank item), the cost share of a full run, and for the unresolved pairs of the first seed of each
+fold the stated cost to settle against the measured one (run on until settled).
 
     python benchmarks/bench_honesty.py [--seeds 5] [--half tuning|report|both] [--json out.json]
-        [--tie-margin DELTA] [--family-wise] [--holdout-size K] [--target-items N] [--tables NAME ...]
+        [--judgement metric|theta] [--full-run-share S|off] [--budget-share R|off] [--optimism K]
+        [--tie-margin DELTA | --tie-margin-share SHARE] [--settle-seeds N] [--settle-runs N]
+        [--family-wise] [--holdout-size K] [--target-items N] [--tables NAME ...]
         [--jobs N | --ray ADDRESS]
 
 Uniform prices (the paper-comparison setting); 5 folds of 4 hold-out models. Every table × fold
@@ -39,8 +46,13 @@ TUNING = ([f"wmt25/{p}/{m}" for p in ("en-de", "en-ja", "en-zh", "en-ko") for m 
 REPORT = [f"wmt25/{p}/{m}" for p in ("cs-de", "en-ar", "en-et", "en-it") for m in WMT25_METRICS]
 
 COLS = ("adaptive_tau", "random_tau", "fixed_tau", "items", "confident_accuracy", "any_wrong_share",
-        "tie_precision", "tie_recall",
-        "full_task_coverage", "share_abs_z_over_1_96", "cost_share_of_full_run")
+        "equivalence_accuracy", "tied_pairs_ordered_share", "tie_recall",
+        "full_task_coverage", "theta_full_task_coverage", "share_abs_z_over_1_96", "cost_share_of_full_run")
+SHORT = {"adaptive_tau": "tau", "random_tau": "random tau", "fixed_tau": "fixed tau", "items": "items",
+         "confident_accuracy": "conf acc", "any_wrong_share": "any wrong", "equivalence_accuracy": "equiv acc",
+         "tied_pairs_ordered_share": "tied ordered", "tie_recall": "tie recall", "full_task_coverage": "coverage",
+         "theta_full_task_coverage": "theta cov", "share_abs_z_over_1_96": "|z|>1.96",
+         "cost_share_of_full_run": "cost share"}
 
 
 def row(name, r) -> dict:
@@ -49,9 +61,18 @@ def row(name, r) -> dict:
 
 def show(rows, title):
     print(f"\n{title}")
-    print(f"{'table':<26}" + "".join(f"{c[:12]:>13}" for c in COLS))
+    print(f"{'table':<26}" + "".join(f"{SHORT[c]:>13}" for c in COLS))
     for x in rows:
         print(f"{x['table']:<26}" + "".join(f"{x[c]:>13.3f}" for c in COLS))
+    st = rows[-1].get("settle") or {}
+    if st.get("pairs"):
+        print(f"cost to settle, {st['pairs']} unresolved pairs run on: mean stated {st['mean_stated']:.0f} items, "
+              f"measured {st['mean_measured']:.0f} (median of {st['runs_per_pair']} continuations: "
+              f"{st['mean_measured_median']:.0f}); within a factor 2: {st['within_2x']:.2f} of one continuation, "
+              f"{st['within_2x_median']:.2f} of the median")
+    worst = min((x for x in rows[:-1] if x["confident_pairs"]), key=lambda x: x["confident_accuracy"], default=None)
+    if worst is not None:
+        print(f"lowest confident-order accuracy of a table: {worst['confident_accuracy']:.3f} ({worst['table']})")
 
 
 def done_line(name, t0):
@@ -62,12 +83,26 @@ def done_line(name, t0):
     return progress
 
 
+def _share_or_off(v: str):
+    return None if v == "off" else float(v)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--half", choices=("tuning", "report", "both"), default="both")
     ap.add_argument("--tables", nargs="+", default=None, help="only these tables (one half named 'custom')")
     ap.add_argument("--tie-margin", type=float, default=None)
+    ap.add_argument("--tie-margin-share", type=float, default=None,
+                    help="the tie margin as a share of the range of each table's full-task means")
+    ap.add_argument("--judgement", choices=("metric", "theta"), default="metric")
+    ap.add_argument("--full-run-share", type=_share_or_off, default=BacktestConfig.full_run_share,
+                    help="the stopping policy's share of a full run (off: none)")
+    ap.add_argument("--budget-share", type=_share_or_off, default=BacktestConfig.budget_share,
+                    help="the stopping policy's share of the budget left (off: none)")
+    ap.add_argument("--optimism", type=float, default=None, help="the stopping policy's optimism (SEs)")
+    ap.add_argument("--settle-seeds", type=int, default=1, help="seeds per fold whose unresolved pairs are run on")
+    ap.add_argument("--settle-runs", type=int, default=1, help="continuations per pair (the median is reported)")
     ap.add_argument("--futility", type=float, default=None, help="the ranker's futility factor (default: the engine's)")
     ap.add_argument("--family-wise", action="store_true", help="the whole ranking at γ (Holm over every pair)")
     ap.add_argument("--holdout-size", type=int, default=None, help="models ranked per fold (default: the backtest's 4)")
@@ -80,12 +115,20 @@ def main(argv=None) -> int:
     halves = {"custom": a.tables} if a.tables else {
         k: v for k, v in (("tuning", TUNING), ("report", REPORT)) if a.half in (k, "both")}
     config = BacktestConfig(seeds=a.seeds, tie_margin=a.tie_margin, family_wise=a.family_wise,
+                            judgement=a.judgement, tie_margin_share=a.tie_margin_share,
+                            full_run_share=a.full_run_share, budget_share=a.budget_share,
+                            settle_seeds=a.settle_seeds, settle_runs=a.settle_runs,
+                            **({} if a.optimism is None else {"optimism": a.optimism}),
                             **({} if a.futility is None else {"futility": a.futility}),
                             **({} if a.holdout_size is None else {"holdout_size": a.holdout_size}),
                             **({} if a.target_items is None else {"target_items": a.target_items}))
     out = {"settings": {"seeds": a.seeds, "tie_margin": a.tie_margin, "futility": config.futility, "prices": "uniform",
                         "family_wise": a.family_wise, "holdout_size": config.holdout_size,
-                        "target_items": config.target_items}}
+                        "target_items": config.target_items, "judgement": config.judgement,
+                        "tie_margin_share": config.tie_margin_share, "truth_margin_share": config.truth_margin_share,
+                        "full_run_share": config.full_run_share, "budget_share": config.budget_share,
+                        "optimism": config.optimism, "settle_seeds": config.settle_seeds,
+                        "settle_runs": config.settle_runs}}
     t0 = time.perf_counter()
     for half, names in halves.items():
         results = run_backtests([load_any_table(n) for n in names], config=config, jobs=a.jobs,

@@ -320,9 +320,9 @@ def test_rank_ranges_from_settled_pairs_only_no_transitivity():
 
 def test_equivalence_is_pairwise_and_never_chained():
     # a ≈ b and b ≈ c settled as ties, a ? c not: no tie group {a, b, c}, every rank open
-    from lm_eval_adaptive.engine.pair_outcomes import PairJudgement
+    from lm_eval_adaptive.engine.pair_outcomes import PairOutcomes
     z = np.zeros(3)
-    j = PairJudgement(names=["a", "b", "c"], a=np.array([0, 1, 0]), b=np.array([1, 2, 2]),
+    j = PairOutcomes(names=["a", "b", "c"], a=np.array([0, 1, 0]), b=np.array([1, 2, 2]),
                       outcome=np.array([EQUIVALENT, EQUIVALENT, UNRESOLVED]), difference=z, se=z, df=z,
                       p_order=z, items_to_settle=np.array([0, 0, 40]), cost_to_settle=z, confidence=0.95,
                       tie_margin=0.01)

@@ -7,11 +7,14 @@ generation scored by every metric) both decide with these two functions:
 1. :func:`warm_up_choice`: round robin, fewest items first (items scored plus calls in flight), in
    the models' order; a model with ``max_in_flight`` calls in flight, one the caller blocked, or one
    with no item left is passed over.
-2. :func:`adaptive_choice`: among the models in an adjacent pair that some metric leaves open
+2. :func:`adaptive_choice`: among the models in a pair that some metric leaves open
    (:class:`~lm_eval_adaptive.engine.pair_status.OpenPairs`, one per metric), the one with the largest
-   uncertainty reduction per dollar, Σ_k m_k² / ((n + f + 1) · c_m): m_k the SE one more item removes
-   under metric k, summed over the metrics whose open pairs include the model, n its items, f its
-   calls in flight, c_m its relative cost. A candidate is passed over, and the reason noted, when it
+   uncertainty reduction per dollar, Σ_k worth_k(m, f) / c_m: worth_k what one more item of the model
+   removes from the uncertainty of its open pairs under metric k (its calls in flight f counted as
+   given), summed over the metrics whose open pairs include the model, c_m its relative cost. On the
+   full-task metric's scale (the default judgement) worth is the share of the open pairs' variance the
+   item removes; on the ability scale it is m²/(n + f + 1), m the measurement SE and n the items.
+   A candidate is passed over, and the reason noted, when it
    has ``max_in_flight`` calls in flight (``pending``), reached ``n_max`` (``max_items``), was blocked
    by the caller or cannot afford its next item (``budget``), has no item left (``bank_exhausted``), or
    when every partner of its open pairs is blocked and items for it alone cannot settle them
@@ -79,9 +82,7 @@ def adaptive_choice(views: Sequence, models: Sequence[str], examinees: Mapping, 
     it (None: no budget). See the module docstring for the rule."""
     partners: dict[int, list] = {}  # model (position) -> its open pairs' (view, partner)
     for v in views:
-        order = v.order
-        for u in v.open:
-            a, b = order[u], order[u + 1]
+        for a, b in v.pairs:
             partners.setdefault(a, []).append((v, b))
             partners.setdefault(b, []).append((v, a))
     several = len(views) > 1
@@ -98,9 +99,7 @@ def adaptive_choice(views: Sequence, models: Sequence[str], examinees: Mapping, 
         if k >= most:
             passed.add("pending")
             continue
-        e = examinees[m]
-        n = e.n
-        if n + k >= n_max:
+        if examinees[m].n + k >= n_max:
             passed.add("pending" if k else "max_items")
             continue
         if blocked and m in blocked:
@@ -113,16 +112,16 @@ def adaptive_choice(views: Sequence, models: Sequence[str], examinees: Mapping, 
         if affordable is not None and not affordable(m, item):
             passed.add("budget")
             continue
-        # the uncertainty more items can remove (the model error cannot), per unit cost
+        # the uncertainty one more item removes (the θ scale's model error: none), per unit cost
         v0 = ps[0][0]
-        gain = v0.gain[j] ** 2
+        gain = v0.worth(j, k)
         if several:  # every other metric whose open pairs include m, once each
             seen = [v0]
             for v, _ in ps:
                 if all(v is not s for s in seen):
                     seen.append(v)
-                    gain += v.gain[j] ** 2
-        val = gain / ((n + k + 1) * relative_costs[m])
+                    gain += v.worth(j, k)
+        val = gain / relative_costs[m]
         if val > best_val:
             best, best_item, best_val = m, item, val
     return best, best_item, passed

@@ -5,13 +5,24 @@ partition): calibrate a bank on the other models; for each seed rank the hold-ou
 with the adaptive ranker, with fixed-length CAT (every model gets as many items as the
 adaptive run's busiest model) and with random sampling at the adaptive runs' mean spend;
 compare each ranking with the full-data ranking (mean raw score over every item) by
-Kendall τ; ground-truth ties are pairs whose bootstrap 95% intervals of the mean overlap.
-Hold-out scores are mapped into [0, 1] with the ranges stored in the bank and clipped,
-exactly as a live model's would be.
+Kendall τ. Hold-out scores are mapped into [0, 1] with the ranges stored in the bank and clipped,
+exactly as a live model's would be, and told to the ranker with their raw values.
+
+The ground truth of a pair (issue 21): it is *truly tied at δ* when its full-task means differ by less
+than δ = ``truth_margin_share`` × the range of the table's full-task means (every model's). Reported
+per run and pooled: confident-order accuracy (pairs reported ordered, in the true order),
+``equivalence_accuracy`` (pairs reported equivalent that are within the ranker's tie margin),
+``tied_pairs_ordered_share`` (truly tied pairs reported ordered), the coverage of each model's
+metric-scale interval (its full-task mean over the bank's items; the θ-scale full-task interval's
+as ``theta_full_task_coverage``), the share of |z| > 1.96 for θ̂, tie recall under the bootstrap-overlap
+truth (pairs whose 95% intervals of the mean overlap, the earlier definition; its precision is retired),
+and for the unresolved pairs of ``settle_seeds`` seeds per fold their stated cost to settle against the
+measured one (:func:`~lm_eval_adaptive.engine.settle_check.run_on_to_settle`).
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Mapping
@@ -29,9 +40,20 @@ from lm_eval_adaptive.engine.calibration import (
 from lm_eval_adaptive.engine.estimation import DEFAULT_PRIOR_SD, Z95, GridPosterior
 from lm_eval_adaptive.engine.full_task import full_task_estimate
 from lm_eval_adaptive.engine.model_error import correction_from_records
+from lm_eval_adaptive.engine.metric_scale import model_part
+from lm_eval_adaptive.engine.pair_outcomes import EQUIVALENT, ORDERED, UNRESOLVED, t_quantile
 from lm_eval_adaptive.engine.pair_rules import pair_rule_for
+from lm_eval_adaptive.engine.pair_status import ThetaJudgement
 from lm_eval_adaptive.engine.ranker import DEFAULT_FUTILITY, AdaptiveRanker
+from lm_eval_adaptive.engine.scale_judgement import MetricScaleJudgement
 from lm_eval_adaptive.engine.selection import default_selector
+from lm_eval_adaptive.engine.settle_check import run_on_to_settle
+from lm_eval_adaptive.engine.settle_policy import (
+    DEFAULT_BUDGET_SHARE,
+    DEFAULT_FULL_RUN_SHARE,
+    DEFAULT_OPTIMISM,
+    SettlePolicy,
+)
 from lm_eval_adaptive.engine.signature import format_signature, versions
 from lm_eval_adaptive.errors import InputError
 
@@ -65,6 +87,14 @@ class BacktestConfig:
     response_model: str | None = None  # calibrate(response_model=...): None = by the table (0/1 → 2pl)
     guessing: float | None = None  # 3pl: every item's c (None: estimated)
     family_wise: bool = False  # the whole ranking at γ (pair_rules.FamilyWise) instead of each pair
+    judgement: str = "metric"  # "metric": the full-task metric's scale (the default); "theta": the θ-scale judgement
+    tie_margin_share: float | None = None  # the tie margin as a share of the range of the table's full-task means
+    truth_margin_share: float = 0.02  # δ of the ground truth (truly tied pairs), the same kind of share
+    full_run_share: float | None = DEFAULT_FULL_RUN_SHARE  # the stopping policy (engine/settle_policy.py)
+    budget_share: float | None = DEFAULT_BUDGET_SHARE
+    optimism: float = DEFAULT_OPTIMISM
+    settle_seeds: int = 1  # seeds per fold whose unresolved pairs are run on to settle (0: none)
+    settle_runs: int = 1  # continuations per pair: the run's own, then fresh permutations (the median is reported)
 
     def folds_that_fit(self, n_models: int) -> int:
         """Complete hold-out sets that fit with at least 2 models left to calibrate on (at most ``folds``)."""
@@ -82,6 +112,8 @@ class BacktestConfig:
             raise InputError(f"--confidence must be in (0.5, 1), got {self.confidence}")
         if self.min_items < 1 or self.target_items < 1:
             raise InputError("--min-items and --target-items must be at least 1")
+        if self.judgement not in ("metric", "theta"):
+            raise InputError(f"the judgement is 'metric' or 'theta', got {self.judgement!r}")
 
 
 @dataclass(frozen=True)
@@ -141,6 +173,11 @@ class BacktestResult:
     any_wrong_share: float = float("nan")  # share of runs with at least one confident pair in the wrong order
     counts: dict = field(default_factory=dict)  # the counts behind the shares, for pooling over tables
     records: list = field(default_factory=list, repr=False)  # per held-out model run (for the self-check)
+    equivalence_accuracy: float = float("nan")  # share of equivalent claims within the tie margin
+    tied_pairs_ordered_share: float = float("nan")  # share of truly tied pairs (|Δ| < δ) reported ordered
+    theta_full_task_coverage: float = float("nan")  # the θ-scale full-task interval's coverage
+    settle: dict = field(default_factory=dict)  # stated against measured cost to settle (see settle_summary)
+    settle_records: list = field(default_factory=list, repr=False)  # per unresolved pair run on (for pooling)
 
     def method(self, name: str) -> MethodSummary:
         """The summary of ``adaptive``, ``random`` or ``fixed``."""
@@ -151,6 +188,7 @@ class BacktestResult:
     def to_dict(self) -> dict:
         d = asdict(self)
         d.pop("records")
+        d.pop("settle_records")
         return d
 
 
@@ -287,6 +325,10 @@ class _Run:
     z: list = field(default_factory=list)  # per model with SE_stop > SE_all: the SE-calibration z
     records: list = field(default_factory=list)  # per model: what the self-check needs (see _honesty)
     misfit: list = field(default_factory=list)  # per model: flagged by the person-fit statistic
+    covered_theta: list = field(default_factory=list)  # per model: the θ-scale full-task interval holds the truth
+    equivalent: tuple = (0, 0)  # (within the margin, all) pairs reported equivalent
+    tied: tuple = (0, 0)  # (reported ordered, all) truly tied pairs
+    settle: list = field(default_factory=list)  # per unresolved pair run on: stated and measured items
 
 
 #: Fewest models a self-check can run on: a hold-out pair and two to calibrate on.
@@ -302,7 +344,8 @@ def self_check_backtest(table, config: BacktestConfig) -> BacktestResult | None:
     if n < SELF_CHECK_MIN_MODELS:
         return None
     inner = replace(config, holdout_size=min(config.holdout_size, n - 2), seeds=config.self_check_seeds,
-                    bootstrap=200, partition_seed=BacktestConfig.partition_seed, self_check=False, family_wise=False)
+                    bootstrap=200, partition_seed=BacktestConfig.partition_seed, self_check=False, family_wise=False,
+                    settle_seeds=0)
     return backtest(table, config=inner)
 
 
@@ -321,17 +364,23 @@ def _ability_on_every_item(bank, scaled_row: np.ndarray) -> tuple[float, float]:
     return post.mean, post.sd
 
 
-def _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all) -> dict:
-    """For each ranked model at the stop: does its full-task 95% interval hold its true mean; the
-    SE-calibration z = (θ̂_stop - θ̂_all) / √(SE_stop² - SE_all²); is it flagged as misfitting."""
-    covered, zs, misfit, records = [], [], [], []
+def _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all, bank_mean) -> dict:
+    """For each ranked model at the stop: does its metric-scale 95% interval hold its true mean over the
+    bank's items (``bank_mean``), and does the θ-scale full-task interval hold its full-task mean
+    (``truth_mean``); the SE-calibration z = (θ̂_stop - θ̂_all) / √(SE_stop² - SE_all²); is it flagged as
+    misfitting."""
+    covered, covered_theta, zs, misfit, records = [], [], [], [], []
     for m in res.ranking:
         e = ranker.examinees[m]
         items = np.asarray(e.items, dtype=np.int64)
         theta, se = res.theta[m], res.se[m]
         raw = raw_bank[row[m], items]
+        part = model_part(bank, e.raw, e.random_mask, e.theta, population=e.population, se_theta=e.se)
+        half = 0.0 if part.var == 0 else t_quantile(part.df, 0.975) * float(np.sqrt(part.var))
+        tol = 1e-9 * max(1.0, abs(bank_mean[m]))  # a full run's zero-width interval: float rounding only
+        covered.append(bool(part.estimate - half - tol <= bank_mean[m] <= part.estimate + half + tol))
         est = full_task_estimate(bank, items, raw, theta, se, misfit=e.misfit)
-        covered.append(bool(est["lower"] <= truth_mean[m] <= est["upper"]))
+        covered_theta.append(bool(est["lower"] <= truth_mean[m] <= est["upper"]))
         t_all, s_all = se_all[m]
         if se * se > s_all * s_all:
             zs.append(float((theta - t_all) / np.sqrt(se * se - s_all * s_all)))
@@ -342,7 +391,42 @@ def _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all) -> dict:
                         "err": truth_mean[m] - est["estimate"],
                         "lo": est["estimate"] - est["lower"], "hi": est["upper"] - est["estimate"],
                         "lo2": wide["estimate"] - wide["lower"], "hi2": wide["upper"] - wide["estimate"]})
-    return {"covered": covered, "z": zs, "misfit": misfit, "records": records}
+    return {"covered": covered, "covered_theta": covered_theta, "z": zs, "misfit": misfit, "records": records}
+
+
+def _pair_claims(res, truth_mean: dict, margin: float, delta: float) -> dict:
+    """(right, all) equivalent claims (within ``margin``) and (ordered, all) truly tied pairs (|Δ| < ``delta``)."""
+    eq = {frozenset(p) for p in res.equivalent}
+    ties = {frozenset(p) for p in res.ties}
+    eq_right = sum(abs(truth_mean[a] - truth_mean[b]) <= margin for a, b in (tuple(p) for p in eq))
+    tied = ordered = 0
+    ms = list(res.ranking)
+    for i, a in enumerate(ms):
+        for b in ms[i + 1:]:
+            if abs(truth_mean[a] - truth_mean[b]) < delta:
+                tied += 1
+                ordered += frozenset((a, b)) not in ties
+    return {"equivalent": (int(eq_right), len(eq)), "tied": (ordered, tied)}
+
+
+def _settle_checks(ranker, res, score_of, config: BacktestConfig, margin: float, seed_base) -> list:
+    """For each unresolved pair of ``res``: its stated items to settle and the items it took run on
+    (``config.settle_runs`` continuations: the run's own, then fresh permutations)."""
+    out = []
+    ex = ranker.examinees
+    for rec in res.pairs:
+        if rec["outcome"] != UNRESOLVED or rec.get("items_to_settle") is None:
+            continue
+        a, b = rec["a"], rec["b"]
+        measured = []
+        for k in range(config.settle_runs):
+            run = run_on_to_settle((ex[a], ex[b]), lambda j, i, ab=(a, b): score_of(ab[j], i),
+                                   confidence=config.confidence, margin=margin,
+                                   seed=None if k == 0 else [*seed_base, a, b, k])
+            measured.append(run.items)
+        out.append({"stated": int(rec["items_to_settle"]), "measured": int(measured[0]),
+                    "median": float(np.median(measured)), "runs": measured, "beyond_policy": bool(rec["beyond_policy"])})
+    return out
 
 
 def _summary(vals) -> tuple[float, float]:
@@ -469,14 +553,28 @@ def fold_ground_truth(raw_h: np.ndarray, hold: list, config: BacktestConfig, f: 
 
 
 def fold_ranker(bank, hold: list, config: BacktestConfig, f: int, seed: int, **kwargs) -> AdaptiveRanker:
-    """The adaptive ranker of seed ``seed`` in fold ``f``: ``config``'s settings, the default selector
-    with the bank's selection information, seeded by (partition seed, fold, seed); ``kwargs`` (item
-    costs, budget, exclude, pair rule) go to :class:`AdaptiveRanker`."""
+    """The adaptive ranker of seed ``seed`` in fold ``f``: ``config``'s settings (its judgement and
+    stopping policy), the default selector with the bank's selection information, seeded by (partition
+    seed, fold, seed); ``kwargs`` (item costs, budget, exclude, pair rule) go to :class:`AdaptiveRanker`."""
     selector = default_selector(bank.b, top_k=config.top_k, seed=[config.partition_seed, f, seed],
                                 information=bank.selection_information)
     return AdaptiveRanker(bank, hold, confidence=config.confidence, n_init=config.min_items,
                           n_max=config.max_items, top_k=config.top_k, seed=seed, selector=selector,
-                          futility=config.futility, **kwargs)
+                          futility=config.futility, judgement=judgement_for(config), **kwargs)
+
+
+def judgement_for(config: BacktestConfig):
+    """The ranker's judgement factory for ``config`` (its judgement and stopping policy)."""
+    if config.judgement == "theta":
+        return ThetaJudgement
+    policy = SettlePolicy(config.full_run_share, config.budget_share, config.optimism)
+    return functools.partial(MetricScaleJudgement, policy=policy)
+
+
+def table_range(raw_all: np.ndarray) -> float:
+    """The range of the table's full-task means (every model's mean raw score): the unit δ is stated in."""
+    means = np.nanmean(raw_all, axis=1)
+    return float(np.nanmax(means) - np.nanmin(means))
 
 
 def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
@@ -512,14 +610,28 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
     def scaled_score(m, i):
         return float(scaled[row[m], i])
 
-    pair_rule = pair_rule_for(bank, config.confidence, config.tie_margin, config.family_wise)
+    spread = table_range(raw_all)
+    margin = config.tie_margin if config.tie_margin_share is None else config.tie_margin_share * spread
+    delta = config.truth_margin_share * spread
+    bank_mean = {m: float(np.nanmean(raw_bank[j])) for j, m in enumerate(hold)}
+    pair_rule = pair_rule_for(bank, config.confidence, margin, config.family_wise)
+
+    def score_of(m, i):
+        return float(scaled[row[m], i]), float(raw_bank[row[m], i])
+
     fold_runs = []
     for seed in range(config.seeds):
         ranker = fold_ranker(bank, hold, config, f, seed, item_costs=bank_costs, budget=budget, exclude=missing,
                              pair_rule=pair_rule)
         selector = ranker.selector
-        res = ranker.run(scaled_score)
-        honesty = _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all)
+        while (req := ranker.ask()) is not None:
+            y, raw = score_of(req.model, req.item)
+            ranker.tell(req, y, raw=raw)
+        res = ranker.result()
+        honesty = _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all, bank_mean)
+        claims = _pair_claims(res, truth_mean, margin or 0.0, delta)
+        settle = _settle_checks(ranker, res, score_of, config, margin or 0.0, [config.partition_seed, f, seed]) \
+            if seed < config.settle_seeds and config.judgement == "metric" else []
         pred_ties = {frozenset(p) for p in res.ties}
         prec, rec, f1 = tie_metrics(pred_ties, gt["ties"])
         right, confident = confident_counts(res.ranking, truth, pred_ties)
@@ -536,7 +648,7 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
             cost_share=res.total_cost / full_run_cost if full_run_cost > 0 else float("nan"),
             confident=(right, confident),
             tie_counts=(len(pred_ties & gt["ties"]), len(pred_ties - gt["ties"]), len(gt["ties"] - pred_ties)),
-            **honesty))
+            equivalent=claims["equivalent"], tied=claims["tied"], settle=settle, **honesty))
     matched = float(np.mean([r.adaptive_cost for r in fold_runs]))
     available = {m: np.flatnonzero(~np.isnan(raw_h[j])) for j, m in enumerate(hold)}
 
@@ -554,6 +666,7 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
                "discrimination": bank.discrimination, "k": bank.k,
                "conformance_r2": bank.diagnostics.get("conformance_r2"),
                "budget_usd": budget, "matched_cost_usd": matched, "truth_ranking": truth,
+               "tie_margin": margin, "truth_delta": delta,
                "truth_ties": sorted(sorted(t) for t in gt["ties"]),
                "adaptive_tau": _summary(r.adaptive_tau for r in fold_runs)[0],
                "random_tau": _summary(r.random_tau for r in fold_runs)[0],
@@ -607,6 +720,10 @@ def assemble_backtest(table, plan: BacktestPlan, outcomes, *, seconds: float) ->
         stopped_because=stops, settings=settings, folds=folds,
         signature=backtest_signature(config, settings["prices"]),
         full_task_coverage=_share(c for r in runs for c in r.covered),
+        theta_full_task_coverage=_share(c for r in runs for c in r.covered_theta),
+        equivalence_accuracy=_ratio(sum(r.equivalent[0] for r in runs), sum(r.equivalent[1] for r in runs)),
+        tied_pairs_ordered_share=_ratio(sum(r.tied[0] for r in runs), sum(r.tied[1] for r in runs)),
+        settle=settle_summary([x for r in runs for x in r.settle]),
         se_calibration=_z_summary([z for r in runs for z in r.z]),
         person_misfit_flags={"share": _share(x for r in runs for x in r.misfit),
                              "n": int(sum(len(r.misfit) for r in runs))},
@@ -620,8 +737,36 @@ def assemble_backtest(table, plan: BacktestPlan, outcomes, *, seconds: float) ->
                 "covered": sum(sum(r.covered) for r in runs), "models": sum(len(r.covered) for r in runs),
                 "z_over_1_96": sum(int(abs(z) > Z95) for r in runs for z in r.z),
                 "z": sum(len(r.z) for r in runs),
-                "runs_any_wrong": sum(int(r.confident[0] < r.confident[1]) for r in runs), "runs": len(runs)},
+                "runs_any_wrong": sum(int(r.confident[0] < r.confident[1]) for r in runs), "runs": len(runs),
+                "covered_theta": sum(sum(r.covered_theta) for r in runs),
+                "equivalent_right": sum(r.equivalent[0] for r in runs), "equivalent": sum(r.equivalent[1] for r in runs),
+                "tied_ordered": sum(r.tied[0] for r in runs), "tied": sum(r.tied[1] for r in runs)},
+        settle_records=[x for r in runs for x in r.settle],
     )
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else float("nan")
+
+
+def settle_summary(records: list) -> dict:
+    """The stated cost to settle of the unresolved pairs run on against the measured one: pairs, the
+    mean stated and measured items (one continuation: the run's own), the share within a factor 2 of the
+    one continuation and of the median of several (``median``), and the median ratio."""
+    if not records:
+        return {"pairs": 0}
+    st = np.array([max(r["stated"], 1) for r in records], dtype=float)
+    one = np.array([max(r["measured"], 1) for r in records], dtype=float)
+    med = np.array([max(r["median"], 1) for r in records], dtype=float)
+
+    def within(x):
+        ratio = st / x
+        return float(np.mean((ratio <= 2) & (ratio >= 0.5)))
+
+    return {"pairs": len(records), "mean_stated": float(st.mean()), "mean_measured": float(one.mean()),
+            "mean_measured_median": float(med.mean()), "within_2x": within(one), "within_2x_median": within(med),
+            "median_ratio": float(np.median(st / one)), "median_ratio_median": float(np.median(st / med)),
+            "runs_per_pair": int(max(len(r["runs"]) for r in records))}
 
 
 def _share(flags) -> float:
@@ -653,6 +798,9 @@ def pooled(results) -> dict:
         return c[a] / c[b] if c[b] else float("nan")
 
     tp, fp, fn = c["ties_tp"], c["ties_fp"], c["ties_fn"]
+    extra = {k: sum(r.counts.get(k, 0) for r in results) for k in
+             ("covered_theta", "equivalent_right", "equivalent", "tied_ordered", "tied")}
+    settle = settle_summary([x for r in results for x in r.settle_records])
     return {"tables": len(results),
             "adaptive_tau": float(np.mean([r.adaptive.tau for r in results])),
             "random_tau": float(np.mean([r.random.tau for r in results])),
@@ -663,5 +811,10 @@ def pooled(results) -> dict:
             "tie_precision": tp / (tp + fp) if tp + fp else float("nan"),
             "tie_recall": tp / (tp + fn) if tp + fn else float("nan"),
             "full_task_coverage": share("covered", "models"),
+            "theta_full_task_coverage": _ratio(extra["covered_theta"], c["models"]),
             "share_abs_z_over_1_96": share("z_over_1_96", "z"),
+            "equivalence_accuracy": _ratio(extra["equivalent_right"], extra["equivalent"]),
+            "equivalent_claims": extra["equivalent"],
+            "tied_pairs_ordered_share": _ratio(extra["tied_ordered"], extra["tied"]), "tied_pairs": extra["tied"],
+            "settle": settle,
             "cost_share_of_full_run": float(np.mean([r.cost_share_of_full_run for r in results]))}

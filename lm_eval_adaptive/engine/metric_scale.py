@@ -55,7 +55,7 @@ from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.selection import DEFAULT_RANDOM_SHARE
 
 __all__ = ["MetricScale", "ScaleEntry", "ModelPart", "model_part", "random_share_mask", "predicted_raw",
-           "shrink_factor", "residual_correlation", "pair_variance", "MIN_RANDOM_ITEMS"]
+           "shrink_factor", "shrink_one", "residual_correlation", "pair_variance", "MIN_RANDOM_ITEMS"]
 
 #: Fewest random-share items for the design-based interval (a variance needs two).
 MIN_RANDOM_ITEMS = 2
@@ -93,6 +93,17 @@ def _predicted(bank: ItemBank, theta) -> tuple[np.ndarray, np.ndarray]:
     return mu, bank.lo[None, :] + mu * (bank.hi - bank.lo)[None, :]
 
 
+def _predicted_row(bank: ItemBank, theta: float) -> tuple[np.ndarray, np.ndarray]:
+    """(μ, ŷ) of every item at one ability, (N,) each."""
+    if bank.model.per_item:
+        mu, pred = _predicted(bank, theta)
+        return mu[0], pred[0]
+    mu = bank.model.mean(float(theta), bank.b)
+    pred = mu * _span(bank)
+    pred += bank.lo
+    return mu, pred
+
+
 def _model_variance(bank: ItemBank, mu: np.ndarray) -> np.ndarray:
     """The response model's variance of a raw score, μ'(θ)²/I(θ) in scaled units, which is
     k·μ(1−μ) for the continuous model and P(1−P) for the binary ones, times the item's range²
@@ -110,15 +121,21 @@ def _slope(bank: ItemBank, theta, h: float = 1e-4) -> np.ndarray:
 class ModelPart(NamedTuple):
     """One model's full-task mean on one bank and what its pairs need (:func:`model_part`).
 
-    ``var``: Var(T̂ − T) (0 for a full run); ``df``: the interval's degrees of freedom (inf: normal or
+    ``estimate``: the difference estimator T̂ (the interval's centre); ``prediction``: the response model's
+    own estimate, the scores seen and the bank's predictions for the rest without the random share's
+    correction; ``point``: the point estimate of record, the composite of the two (:func:`model_part`;
+    all three equal for a full run); ``var``: Var(T̂ − T) (0 for a full run); ``df``: the interval's degrees of freedom (inf: normal or
     exact); ``method``: ``"exact"``, ``"design"`` or ``"model"`` (see :class:`ScaleEntry`); ``ws``: the
     influence weights times the residual SD, bank order (N_U/n_R·s on a comparable random item, −s on
     an unseen one, over N; zeros for a full run or the fallback), so that Var = Σ ws² for a design
     model; ``dev``: each comparable random item's residual less their mean (0 elsewhere); ``rnd``,
     ``unseen``, ``drawn``: bank-order masks of the comparable random items, the unseen items of the
-    population and the random-slot items scored."""
+    population and the random-slot items scored; ``raw``, ``seen``, ``predicted``: the scores (0 where not
+    seen), the seen items and the bank's prediction of every item."""
 
     estimate: float
+    prediction: float
+    point: float
     var: float
     df: float
     method: str
@@ -134,7 +151,8 @@ class ModelPart(NamedTuple):
     rnd: np.ndarray
     unseen: np.ndarray
     drawn: np.ndarray
-    raw: np.ndarray
+    raw: np.ndarray  # the raw metric where seen, 0 elsewhere
+    seen: np.ndarray
     predicted: np.ndarray
 
 
@@ -145,34 +163,43 @@ def model_part(bank: ItemBank, raw, random, theta: float, *, population=None, se
     items its full-task mean is over (default every bank item); ``se_theta`` θ̂'s SE (the fallback's;
     None: its interval is infinite); ``floor``: the residual variance floor as a share of the
     response model's noise (default :attr:`MetricScale.model_floor`). One vectorised pass over the
-    bank (see the module docstring for the formulas)."""
+    bank (see the module docstring for the formulas; a ranker calls it after every score of a model,
+    so it is written in few NumPy calls).
+
+    The point estimate of record (``point``) is a composite estimator (Purcell & Kish 1979; Särndal,
+    Swensson & Wretman 1992 on small domains): the response model's prediction P plus the random share's
+    correction C = T̂ − P shrunk by w = max(0, 1 − V_C/C²), V_C the correction's variance, the estimated
+    share of C that is bias rather than noise (the weight minimising the mean squared error with the
+    bias² estimated by C² − V_C). A model the bank fits keeps nearly its prediction (a noisy correction is
+    mostly noise); one it does not fit moves to T̂. It always lies inside T̂'s interval (|point − T̂| =
+    min(|C|, V_C/|C|) ≤ √V_C ≤ SE); the interval and the pair decisions are T̂'s."""
     raw = np.asarray(raw, dtype=float)
     N = raw.shape[-1]
     if N != bank.n_items:
         raise ValueError(f"raw has {N} items per model, the bank {bank.n_items}")
     random = np.asarray(random, dtype=bool)
-    finite = ~np.isnan(raw)
+    seen = raw == raw  # scored (not NaN)
     if population is None:
-        seen = finite
-        unseen = ~finite
+        unseen = ~seen
     else:
         pop = np.asarray(population, dtype=bool)
-        seen = finite & pop
-        unseen = pop & ~finite
-    drawn = random & seen
-    rnd = drawn & ~_swept_row(bank, unseen, seen & ~random)  # the random items comparable with the unseen ones
+        seen &= pop
+        unseen = pop ^ seen  # in the population and not seen
+    drawn = seen & random
+    # the random items comparable with the unseen ones: those no adaptive pick has swept past
+    rnd = drawn > _swept_row(bank, unseen, seen > random)
     n_seen = int(np.count_nonzero(seen))
     n_u = int(np.count_nonzero(unseen))
-    n_r = int(np.count_nonzero(rnd))
     n_tot = n_seen + n_u
     if n_tot == 0:
         raise ValueError("a model's population has no items")
-    mu, pred = _predicted(bank, theta)
-    mu, pred = mu[0], pred[0]
+    ridx = np.flatnonzero(rnd)
+    n_r = int(ridx.size)
+    mu, pred = _predicted_row(bank, theta)
     design = n_r >= MIN_RANDOM_ITEMS and n_u > 0
     exact = n_u == 0
-    resid = raw[rnd] - pred[rnd]
-    rbar = float(resid.mean()) if n_r else 0.0
+    resid = raw[ridx] - pred[ridx]
+    rbar = float(np.add.reduce(resid)) / n_r if n_r else 0.0
     d = resid - rbar
     s2 = float(d @ d) / (n_r - 1) if n_r >= 2 else 0.0
     s2_design = s2
@@ -182,15 +209,16 @@ def model_part(bank: ItemBank, raw, random, theta: float, *, population=None, se
         # interval, scatter below it does not narrow it further (a sample of residuals that missed the rare
         # large ones is caught)
         noise = _model_variance(bank, mu)
-        s2 = max(s2, floor * (float(noise[unseen].sum()) + float(noise[rnd].sum())) / (n_u + n_r))
-    total = float(raw[seen].sum()) + float(pred[unseen].sum()) + (n_u * rbar if design else 0.0)
-    estimate = total / n_tot
+        s2 = max(s2, floor * (float(noise @ unseen) + float(np.add.reduce(noise[ridx]))) / (n_u + n_r))
+    y = np.where(seen, raw, 0.0)
+    synthetic = float(np.add.reduce(y)) + float(pred @ unseen)
+    estimate = (synthetic + (n_u * rbar if design else 0.0)) / n_tot
     dev = np.zeros(N)
-    dev[rnd] = d
-    ws = np.zeros(N)
+    dev[ridx] = d
     fallback_var = 0.0
     if exact:
         var, df, method = 0.0, math.inf, "exact"
+        ws = np.zeros(N)
     elif design:
         # influence weights on the residuals: e = Σ w·(r − E r), so Var(e) = s²·Σw² for independent items:
         # N_U/n_R on a comparable random item, −1 on an unseen one, over N
@@ -198,32 +226,44 @@ def model_part(bank: ItemBank, raw, random, theta: float, *, population=None, se
         w_r = n_u / n_r * scale
         var = s2 * (n_r * w_r * w_r + n_u * scale * scale)
         s = math.sqrt(s2)
-        ws[rnd] = w_r * s
-        ws[unseen] = -scale * s
+        ws = unseen * (-scale * s)
+        ws[ridx] = w_r * s
         df, method = max(n_r - 1.0, 1.0), "design"
     else:
+        ws = np.zeros(N)
         if se_theta is None or not math.isfinite(se_theta):
             fallback_var = math.inf
         else:
-            slope = float(_slope(bank, theta)[0][unseen].sum())
-            noise = float(_model_variance(bank, mu)[unseen].sum())
+            slope = float(_slope(bank, theta)[0] @ unseen)
+            noise = float(_model_variance(bank, mu) @ unseen)
             fallback_var = ((slope * se_theta) ** 2 + noise) / n_tot ** 2
             if math.isnan(fallback_var):
                 fallback_var = math.inf
         var, df, method = fallback_var, math.inf, "model"
-    return ModelPart(estimate=estimate, var=var, df=df, method=method, n_seen=n_seen, n_random=n_r,
+    prediction = synthetic / n_tot
+    point = prediction if design else estimate
+    if design:
+        # the composite point estimate: the correction shrunk toward 0 by how much of it its noise explains
+        corr = estimate - prediction
+        v_corr = var * n_u / (n_u + n_r)  # the correction's own variance (the part of var from r̄)
+        if corr * corr > v_corr:
+            point = prediction + (1.0 - v_corr / (corr * corr)) * corr
+    return ModelPart(estimate=estimate, prediction=prediction, point=point, var=var, df=df, method=method,
+                     n_seen=n_seen, n_random=n_r,
                      n_unseen=n_u, n_total=n_tot, n_drawn=int(np.count_nonzero(drawn)), s2_design=s2_design,
                      fallback_var=fallback_var, ws=ws, dev=dev, rnd=rnd, unseen=unseen, drawn=drawn,
-                     raw=np.where(seen, raw, np.nan), predicted=pred)
+                     raw=y, seen=seen, predicted=pred)
 
 
 @dataclass(frozen=True)
 class ScaleEntry:
     """One model's full-task mean on the metric's own scale.
 
-    ``method``: ``"exact"`` (every item seen: the full-task mean, zero width), ``"design"``
-    (the random share's correction and its finite-population interval) or ``"model"``
-    (fewer than :data:`MIN_RANDOM_ITEMS` random items: the response model's interval).
+    ``estimate``: the point estimate of record (:attr:`ModelPart.point`, the composite; inside the
+    interval); ``center``: the interval's centre, the difference estimator T̂; ``prediction``: the
+    response model's own estimate. ``method``: ``"exact"`` (every item seen: the full-task mean, zero
+    width), ``"design"`` (the random share's correction and its finite-population interval) or
+    ``"model"`` (fewer than :data:`MIN_RANDOM_ITEMS` random items: the response model's interval).
     ``df``: the degrees of freedom of the interval's t quantile (inf: normal, or exact).
     """
 
@@ -238,6 +278,8 @@ class ScaleEntry:
     items_random: int
     items_total: int
     method: str
+    center: float = float("nan")
+    prediction: float = float("nan")
 
     @property
     def exact(self) -> bool:
@@ -246,7 +288,8 @@ class ScaleEntry:
     def to_dict(self) -> dict:
         return {"name": self.name, "estimate": self.estimate, "se": self.se, "lower": self.lower,
                 "upper": self.upper, "level": self.level, "df": self.df, "items_seen": self.items_seen,
-                "items_random": self.items_random, "items_total": self.items_total, "method": self.method}
+                "items_random": self.items_random, "items_total": self.items_total, "method": self.method,
+                "center": self.center, "prediction": self.prediction}
 
 
 class MetricScale:
@@ -321,6 +364,8 @@ class MetricScale:
             return np.array([getattr(p, name) for p in parts], dtype=dtype)
 
         self.estimate = col("estimate")
+        self.point = col("point")
+        self.prediction = col("prediction")
         self.var = col("var")
         self.se = np.sqrt(self.var)
         self.df = col("df")
@@ -336,7 +381,8 @@ class MetricScale:
         self.unseen_mask = np.array([p.unseen for p in parts], dtype=bool).reshape(K, bank.n_items)
         self.random_mask = self._rnd
         self.drawn_mask = np.array([p.drawn for p in parts], dtype=bool).reshape(K, bank.n_items)
-        self.raw = np.array([p.raw for p in parts]).reshape(K, bank.n_items)
+        self.raw = np.where(np.array([p.seen for p in parts], dtype=bool).reshape(K, bank.n_items),
+                            np.array([p.raw for p in parts]).reshape(K, bank.n_items), np.nan)
         self.predicted = np.array([p.predicted for p in parts]).reshape(K, bank.n_items)
 
     # ------------------------------------------------------------------ models
@@ -362,7 +408,8 @@ class MetricScale:
 
     def entry(self, k: int) -> ScaleEntry:
         lo, hi = self.interval()
-        return ScaleEntry(name=self.names[k], estimate=float(self.estimate[k]), se=float(self.se[k]),
+        return ScaleEntry(name=self.names[k], estimate=float(self.point[k]), center=float(self.estimate[k]),
+                          prediction=float(self.prediction[k]), se=float(self.se[k]),
                           lower=float(lo[k]), upper=float(hi[k]), level=self.level, df=float(self.df[k]),
                           items_seen=int(self.n_seen[k]), items_random=int(self.n_random[k]),
                           items_total=int(self.n_total[k]), method=str(self.method[k]))
@@ -416,44 +463,77 @@ def shrink_factor(n_unseen, n_random, extra, random_share: float = DEFAULT_RANDO
         return np.where(f0 > 0, (u * u / (nr + random_share * m) + u) / f0, 0.0)
 
 
+def shrink_one(nu: float, nr: float, m: float, share: float = DEFAULT_RANDOM_SHARE) -> float:
+    """:func:`shrink_factor` of one model in plain floats (a ranker's hot path)."""
+    nr = max(nr, 1.0)
+    f0 = nu * nu / nr + nu
+    if f0 <= 0:
+        return 0.0
+    u = max(nu - m, 0.0)
+    return (u * u / (nr + share * m) + u) / f0
+
+
 def residual_correlation(dev: np.ndarray, rnd: np.ndarray, rows=None) -> np.ndarray:
     """Correlation of two models' residuals over the items both drew at random (comparable ones):
     (K, K), or (len(rows), K) for the models ``rows`` against every model; 0 where fewer than 3 such
     items or a constant residual, 1 for a model with itself. ``dev``: (K, N) residual deviations
     (0 off the comparable random items), ``rnd``: (K, N) those items."""
+    if rows is not None:
+        return np.array([_correlation_row(dev, rnd, int(k)) for k in rows]).reshape(len(rows), dev.shape[0])
     m = rnd.astype(float)
     r = dev
-    if rows is None:
-        ra, ma, idx = r, m, np.arange(r.shape[0])
-    else:
-        idx = np.asarray(rows, dtype=np.int64)
-        ra, ma = r[idx], m[idx]
-    n = ma @ m.T
-    sa = ra @ m.T  # [a, b]: Σ over common items of r_a
-    sb = ma @ r.T  # Σ over common items of r_b
-    saa = (ra * ra) @ m.T
-    sbb = ma @ (r * r).T
-    sab = ra @ r.T
+    n = m @ m.T
+    sa = r @ m.T  # [a, b]: Σ over common items of r_a
+    sb = sa.T
+    saa = (r * r) @ m.T
+    sbb = saa.T
+    sab = r @ r.T
     with np.errstate(invalid="ignore", divide="ignore"):
         cov = sab - sa * sb / n
         va = saa - sa * sa / n
         vb = sbb - sb * sb / n
         rho = cov / np.sqrt(va * vb)
     rho = np.where((n >= _MIN_COMMON) & np.isfinite(rho), np.clip(rho, -1.0, 1.0), 0.0)
-    rho[np.arange(idx.size), idx] = 1.0
+    np.fill_diagonal(rho, 1.0)
     return rho
 
 
-def pair_variance(ws: np.ndarray, rho: np.ndarray, fallback_var: np.ndarray, rows=None) -> np.ndarray:
+def _correlation_row(dev: np.ndarray, rnd: np.ndarray, k: int) -> np.ndarray:
+    """Row k of :func:`residual_correlation`, over model k's comparable random items only (O(K·n_R))."""
+    idx = np.flatnonzero(rnd[k])
+    K = dev.shape[0]
+    rho = np.zeros(K)
+    if idx.size >= _MIN_COMMON:
+        mf = rnd[:, idx].astype(float)
+        r = dev[:, idx]  # 0 off each model's own comparable items
+        rk = r[k]
+        n = np.add.reduce(mf, axis=1)
+        sa = mf @ rk  # Σ over common items of r_k
+        sb = np.add.reduce(r, axis=1)  # Σ over common items of r_j (r_j is 0 where its item is not comparable)
+        saa = mf @ (rk * rk)
+        sbb = np.add.reduce(r * r, axis=1)
+        sab = r @ rk
+        nn = np.maximum(n, 1.0)
+        cov = sab - sa * sb / nn
+        den = (saa - sa * sa / nn) * (sbb - sb * sb / nn)
+        ok = (n >= _MIN_COMMON) & (den > 0)
+        np.divide(cov, np.sqrt(np.maximum(den, 0.0)), out=rho, where=ok)
+        np.clip(rho, -1.0, 1.0, out=rho)
+    rho[k] = 1.0
+    return rho
+
+
+def pair_variance(ws: np.ndarray, rho: np.ndarray, fallback_var: np.ndarray, rows=None, own=None) -> np.ndarray:
     """Var(D̂ − D) of the pairs of models: (K, K), or (len(rows), K) for ``rows`` against every model.
 
     Var = s_a²·Σw_a² + s_b²·Σw_b² − 2·ρ_ab·s_a·s_b·Σw_a·w_b (``ws``: (K, N) each model's ``ModelPart.ws``;
-    ``rho``: :func:`residual_correlation` of the same rows), plus both models' fallback variances;
-    0 for a model with itself."""
+    ``rho``: :func:`residual_correlation` of the same rows; ``own``: Σ ws² per model, if known), plus both
+    models' fallback variances; 0 for a model with itself."""
     idx = np.arange(ws.shape[0]) if rows is None else np.asarray(rows, dtype=np.int64)
     wa = ws[idx]
     cross = wa @ ws.T  # s_a·s_b·Σ w_a·w_b
-    own = np.einsum("ij,ij->i", ws, ws)
+    if own is None:
+        own = np.einsum("ij,ij->i", ws, ws)
     V = own[idx][:, None] + own[None, :] - 2 * rho * cross
     V = V + fallback_var[idx][:, None] + fallback_var[None, :]
     V = np.maximum(V, 0.0)
@@ -474,14 +554,12 @@ def _swept_row(bank: ItemBank, unseen: np.ndarray, adaptive: np.ndarray) -> np.n
     In difficulty order, a taken (or out-of-population) item's run is the number of unseen items
     before it; the runs that hold an adaptive pick are swept.
     """
+    rank = _bank_rank(bank)
     order = _bank_order(bank)
-    u = unseen[order]
-    run = np.cumsum(u)  # unseen items at or before each place (a taken item: before it)
+    run = np.add.accumulate(unseen[order], dtype=np.intp)[rank]  # bank order: unseen items at or before it
     picked = np.zeros(run.size + 1, dtype=bool)
-    picked[run[adaptive[order]]] = True
-    out = np.empty_like(u)
-    out[order] = picked[run] & ~u
-    return out
+    picked[run[adaptive]] = True
+    return picked[run] > unseen  # in a picked run, and taken
 
 
 def _swept(bank: ItemBank, unseen: np.ndarray, adaptive: np.ndarray) -> np.ndarray:
@@ -491,31 +569,42 @@ def _swept(bank: ItemBank, unseen: np.ndarray, adaptive: np.ndarray) -> np.ndarr
 
 def _range2(bank: ItemBank) -> np.ndarray:
     """(hi − lo)² of every item (computed once per bank)."""
+    return _spans(bank)[1]
+
+
+def _span(bank: ItemBank) -> np.ndarray:
+    """hi − lo of every item (computed once per bank)."""
+    return _spans(bank)[0]
+
+
+def _spans(bank: ItemBank) -> tuple[np.ndarray, np.ndarray]:
     cached = _RANGE2.get(bank)
     if cached is None or cached[0] is not bank.hi or cached[1] is not bank.lo:
-        cached = _RANGE2[bank] = (bank.hi, bank.lo, (bank.hi - bank.lo) ** 2)
-    return cached[2]
+        span = bank.hi - bank.lo
+        cached = _RANGE2[bank] = (bank.hi, bank.lo, span, span * span)
+    return cached[2], cached[3]
 
 
 _RANGE2: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_ORDER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _bank_order(bank: ItemBank) -> np.ndarray:
     """The items in difficulty order (stable), the order the selector's window runs through (computed
     once per bank)."""
+    return _ranks(bank)[1]
+
+
+def _bank_rank(bank: ItemBank) -> np.ndarray:
+    """Each item's place in difficulty order (computed once per bank)."""
+    return _ranks(bank)[0]
+
+
+def _ranks(bank: ItemBank) -> tuple[np.ndarray, np.ndarray]:
     cached = _ORDER.get(bank)
     if cached is None or cached[0] is not bank.b:
         order = np.argsort(bank.b, kind="stable")
         rank = np.empty_like(order)
         rank[order] = np.arange(order.size)
         cached = _ORDER[bank] = (bank.b, rank, order)
-    return cached[2]
-
-
-_ORDER: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _bank_rank(bank: ItemBank) -> np.ndarray:
-    """Each item's place in difficulty order (computed once per bank)."""
-    _bank_order(bank)
-    return _ORDER[bank][1]
+    return cached[1], cached[2]

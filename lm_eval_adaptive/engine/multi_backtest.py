@@ -45,6 +45,7 @@ from lm_eval_adaptive.engine.backtest import (
     fold_bank_costs,
     fold_ground_truth,
     fold_ranker,
+    judgement_for,
     kendall_tau,
     plan_for_models,
     table_item_tokens,
@@ -195,6 +196,9 @@ def multi_backtest_fold(tables: Mapping[str, object], plan: MultiBacktestPlan, f
     def joint_score(m, j):
         return {k: float(scaled[k][row[m], bidx[k][j]]) for k in metrics}
 
+    def joint_raw(m, j):
+        return {k: float(raw_bank[k][row[m], bidx[k][j]]) for k in metrics}
+
     runs = []
     for seed in range(config.seeds):
         for spend in plan.spends:
@@ -203,8 +207,10 @@ def multi_backtest_fold(tables: Mapping[str, object], plan: MultiBacktestPlan, f
                                       n_init=config.min_items, n_max=config.max_items, budget=budget,
                                       seed=[config.partition_seed, f, seed], pair_rules=rules,
                                       futility=config.futility, exclude=joint_missing,
-                                      item_weighting=plan.item_weighting)
-            res = multi.run(joint_score)
+                                      item_weighting=plan.item_weighting, judgement=judgement_for(config))
+            while (req := multi.ask()) is not None:  # told with the raw values (the metric scale's)
+                multi.tell(req, joint_score(req.model, req.item), raw=joint_raw(req.model, req.item))
+            res = multi.result()
             per = {k: _metric_figures(multi.metric_examinees(k), res.results[k], banks[k], raw_bank[k], row, truth[k],
                                       truth_mean[k]) for k in metrics}
             runs.append({"fold": f, "seed": seed, "spend": spend, "mode": "joint", "generations": res.generations,
@@ -216,7 +222,10 @@ def multi_backtest_fold(tables: Mapping[str, object], plan: MultiBacktestPlan, f
             for k in metrics:
                 ranker = fold_ranker(banks[k], hold, config, f, seed, item_costs=bank_costs[k], budget=budget / K,
                                      exclude=missing[k], pair_rule=rules[k])
-                r = ranker.run(lambda m, i, _s=scaled[k]: float(_s[row[m], i]))
+                while (req := ranker.ask()) is not None:
+                    ranker.tell(req, float(scaled[k][row[req.model], req.item]),
+                                raw=float(raw_bank[k][row[req.model], req.item]))
+                r = ranker.result()
                 per[k] = _metric_figures(ranker.examinees, r, banks[k], raw_bank[k], row, truth[k], truth_mean[k])
                 gens |= {(m, str(i)) for m in hold for i, _ in r.item_log[m]}
                 generated += r.total_items

@@ -12,20 +12,23 @@ It is the ranker's own core with two parts plugged in, not a copy of it:
   :class:`~lm_eval_adaptive.engine.cat.Examinee` per metric on that metric's bank (θ̂, SE, person fit),
   into which every generation's score under that metric is recorded (a metric that cannot score it
   excludes the item for that metric only);
-* a :class:`~lm_eval_adaptive.engine.pair_status.ThetaJudgement` per metric (its pair rule, the futility
-  stop) says which adjacent pairs of that metric's ranking more items could settle.
+* a judgement per metric says which pairs of that metric's ranking more items should settle (by default
+  :class:`~lm_eval_adaptive.engine.scale_judgement.MetricScaleJudgement`: the metric's full-task means,
+  each pair ordered, equivalent or unresolved with its cost to settle, and the stopping policy; each
+  metric's examinees keep the joint run's random-slot items and raw scores under that metric).
 
 Everything else is :class:`~lm_eval_adaptive.engine.ranker.AdaptiveRanker`'s: the warm-up, the
 allocation (:mod:`lm_eval_adaptive.engine.allocation`: the model given the next generation maximises
-Σ_k m_k² / ((n + 1) · c_m) over the metrics whose open pairs include it, m_k the metric's measurement
-SE), the budget with its mean-cost reservation, calls in flight, blocking, failures, charges,
+Σ_k worth_k / c_m over the metrics whose open pairs include it, worth_k the share of its open pairs'
+variance under metric k one more item removes), the budget with its mean-cost reservation, calls in flight, blocking, failures, charges,
 cancel/release, exclusions, stops and the replay of a journal. The item: every second slot of a model
 is the first untaken item of one seeded random permutation of the joint items; the others maximise the
 summed information Σ_k w_k · I_k(θ̂_k) over the metrics that need the model (all of them in the warm-up)
 (:class:`~lm_eval_adaptive.engine.selection.JointInformationSelector`; w_k = m_k², the share of each
 needing metric's measurement variance the item removes, or 1 with ``item_weighting="summed"``).
 
-A run stops when no metric has an open adjacent pair ("settled"), or nothing more can be bought
+A run stops when no metric has an open pair ("settled", or "cost_to_settle" when the stopping policy
+gave up some pair for its cost), or nothing more can be bought
 ("budget", "max_items", "bank_exhausted"), or fewer than two models are left ("failed"). Told scores
 are ``{metric: scaled score}``; :meth:`MultiMetricRanker.result` gives a
 :class:`~lm_eval_adaptive.engine.ranker.RankingResult` per metric.
@@ -33,6 +36,7 @@ are ``{metric: scaled score}``; :meth:`MultiMetricRanker.result` gives a
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Callable, Mapping, Sequence
@@ -43,8 +47,8 @@ from lm_eval_adaptive.engine.bank import ItemBank, joint_item_ids
 from lm_eval_adaptive.engine.cat import Examinee, JointExaminee
 from lm_eval_adaptive.engine.estimation import EstimatorFactory
 from lm_eval_adaptive.engine.pair_rules import OrderConfidence, PairRule
-from lm_eval_adaptive.engine.pair_status import PairJudgement, ThetaJudgement
-from lm_eval_adaptive.engine.ranker import DEFAULT_FUTILITY, AdaptiveRanker, RankingResult, Request
+from lm_eval_adaptive.engine.pair_status import PairJudgement
+from lm_eval_adaptive.engine.ranker import DEFAULT_FUTILITY, AdaptiveRanker, RankingResult, Request, default_judgement
 from lm_eval_adaptive.engine.selection import DEFAULT_RANDOM_SHARE, ITEM_WEIGHTINGS, JointInformationSelector
 
 __all__ = ["ITEM_WEIGHTINGS", "MultiMetricRanker", "MultiRequest", "MultiRankingResult"]
@@ -100,14 +104,16 @@ class MultiMetricRanker(AdaptiveRanker):
     pair_rules:
         Metric → :class:`~lm_eval_adaptive.engine.pair_rules.PairRule` (default
         ``OrderConfidence(confidence)``; a tie margin or the family-wise rule per metric,
-        :func:`~lm_eval_adaptive.engine.pair_rules.pair_rule_for`).
+        :func:`~lm_eval_adaptive.engine.pair_rules.pair_rule_for`; the judgement applies its confidence,
+        margin and family-wise setting).
     exclude:
         Per model, joint item ids or indices never to give it (e.g. a metric has no score).
     item_weighting:
         One of :data:`ITEM_WEIGHTINGS` (default ``normalised``).
     judgement:
         As :class:`AdaptiveRanker`'s: ``judgement(examinees, pair_rule, futility, metric)`` builds each
-        metric's :class:`~lm_eval_adaptive.engine.pair_status.PairJudgement`.
+        metric's :class:`~lm_eval_adaptive.engine.pair_status.PairJudgement` (default: the metric scale,
+        its projection counting the joint selector's random share).
     """
 
     _item_word = "joint item"
@@ -148,7 +154,7 @@ class MultiMetricRanker(AdaptiveRanker):
             raise ValueError(f"pair rules for unknown metrics {sorted(unknown)} (the run's: {self._metrics})")
         self._parts = {k: MappingProxyType({m: e.parts[k] for m, e in self._examinees.items()})
                        for k in self._metrics}
-        make = judgement or ThetaJudgement
+        make = judgement or functools.partial(default_judgement, random_share=self._selector.share)
         self._judges = tuple(make(self._parts[k], rules.get(k) or OrderConfidence(self._confidence), self._futility, k)
                              for k in self._metrics)
         self._judge = self._judges[0]

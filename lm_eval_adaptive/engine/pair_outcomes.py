@@ -5,7 +5,8 @@ difference of the two full-task means, D̂ = T̂_a − T̂_b, with its SE and de
 (METHOD.md §7-8; docs/metric-scale.md):
 
 * ``ordered``: the two-sided test at γ rejects D = 0, |D̂|/SE > t_{1−(1−γ)/2}; ``a`` is the
-  higher. Two full runs with different means are ordered (SE = 0).
+  higher. Two full runs with different means are ordered (SE = 0). Family-wise (``family_wise``):
+  Holm's step-down over every pair's two-sided p-value at level 1 − γ instead.
 * ``equivalent``: both one-sided tests at 1 − γ put D inside ±δ (the tie margin, metric units):
   |D̂| + t_γ·SE ≤ δ (Schuirmann 1987). Two full runs with equal means are equivalent at any δ.
   ``ordered`` is checked first: a pair known to differ is ordered even when within δ.
@@ -15,27 +16,34 @@ difference of the two full-task means, D̂ = T̂_a − T̂_b, with its SE and de
   rest of a full run of both models), and their dollars. Never "no number of items settles it".
 
 :func:`rank_ranges` turns the ordered pairs into each entry's best and worst rank (as Chatbot
-Arena reports them); equivalence is a separate claim (:meth:`PairJudgement.equivalents`) and is
+Arena reports them); equivalence is a separate claim (:meth:`PairOutcomes.equivalents`) and is
 never chained.
+
+:func:`decide` and :func:`settles_after` are the same decisions for one pair in plain floats (a
+ranker judges its pairs after every score with them; tests check they agree with :func:`judge_pairs`).
 """
 
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import stdtr
+from scipy.special import stdtr, stdtrit
 
-from lm_eval_adaptive.engine.metric_scale import MetricScale, shrink_factor
+from lm_eval_adaptive.engine.metric_scale import MetricScale, shrink_factor, shrink_one
+from lm_eval_adaptive.engine.pair_rules import holm
 from lm_eval_adaptive.engine.selection import DEFAULT_RANDOM_SHARE
 
-__all__ = ["ORDERED", "EQUIVALENT", "UNRESOLVED", "PairJudgement", "judge_pairs", "rank_ranges"]
+__all__ = ["ORDERED", "EQUIVALENT", "UNRESOLVED", "PairOutcomes", "judge_pairs", "rank_ranges", "decide",
+           "settles_after", "t_quantile"]
 
 ORDERED, EQUIVALENT, UNRESOLVED = "ordered", "equivalent", "unresolved"
 
 
 @dataclass(frozen=True)
-class PairJudgement:
+class PairOutcomes:
     """Every pair of K models, judged (arrays aligned by pair; ``a`` is the higher estimate).
 
     ``p_order``: P(T_a > T_b) = F_t(D̂/SE) (1 for an exact positive difference);
@@ -54,6 +62,7 @@ class PairJudgement:
     cost_to_settle: np.ndarray
     confidence: float
     tie_margin: float
+    family_wise: bool = False
 
     def matrix(self) -> np.ndarray:
         """(K, K) int: +1 where row is ordered above column, −1 below, 0 otherwise."""
@@ -99,14 +108,17 @@ def rank_ranges(ordered) -> tuple[np.ndarray, np.ndarray]:
 
 def judge_pairs(scale: MetricScale, *, confidence: float = 0.95, tie_margin: float = 0.0,
                 item_costs=None, settle_cost: bool = True,
-                random_share: float = DEFAULT_RANDOM_SHARE) -> PairJudgement:
+                random_share: float = DEFAULT_RANDOM_SHARE, family_wise: bool = False) -> PairOutcomes:
     """Judge every pair of ``scale``'s models (see the module docstring).
 
     ``confidence``: γ. ``tie_margin``: δ ≥ 0 in metric units (0: no equivalence except exact
     equality). ``item_costs``: USD per item, (K, N) or (K,) (one price per item of each model;
     None: dollars are 0); ``settle_cost=False`` skips the costs (0 for every pair: the outcomes
-    alone, as a ranker needs them after each score). The cost of an unresolved pair is the items each model would add
-    (the share ``random_share`` of them random, as the selector gives them) times its mean unseen item cost.
+    alone). The cost of an unresolved pair is the items each model would add (the share
+    ``random_share`` of them random, as the selector gives them) times its mean unseen item cost.
+    ``family_wise``: the orders hold jointly at γ (Holm over every pair's two-sided p-value; an
+    unresolved pair's cost to settle is then at the level Holm would next test it at, 1 − (1 − γ)/m
+    with m the pairs not ordered); equivalence stays pairwise.
     """
     if not (0.5 < confidence < 1):
         raise ValueError(f"confidence must be in (0.5, 1), got {confidence}")
@@ -123,20 +135,75 @@ def judge_pairs(scale: MetricScale, *, confidence: float = 0.95, tie_margin: flo
     two = scale.quantile(df, 1 - (1 - confidence) / 2)
     one = scale.quantile(df, confidence)
     exact = s == 0
-    ordered = np.where(exact, d > 0, d > two * s)
-    equivalent = ~ordered & (d + np.where(exact, 0.0, one * s) <= tie_margin)
-    outcome = np.where(ordered, ORDERED, np.where(equivalent, EQUIVALENT, UNRESOLVED))
     with np.errstate(invalid="ignore", divide="ignore"):
         z = np.where(exact, np.where(d > 0, np.inf, 0.0), d / s)
     p = stdtr(df, z)
-    items, cost = _cost_to_settle(scale, a, b, d, s, (outcome == UNRESOLVED) & settle_cost, confidence,
-                                  tie_margin, item_costs, float(random_share))
-    return PairJudgement(names=list(scale.names), a=a, b=b, outcome=outcome, difference=d, se=s, df=df,
-                         p_order=p, items_to_settle=items, cost_to_settle=cost, confidence=float(confidence),
-                         tie_margin=float(tie_margin))
+    if family_wise:
+        ordered = holm(np.minimum(1.0, 2 * (1 - p)), 1 - confidence) | (exact & (d > 0))
+    else:
+        ordered = np.where(exact, d > 0, d > two * s)
+    equivalent = ~ordered & (d + np.where(exact, 0.0, one * s) <= tie_margin)
+    outcome = np.where(ordered, ORDERED, np.where(equivalent, EQUIVALENT, UNRESOLVED))
+    level = settle_level(confidence, int(np.count_nonzero(~ordered)), family_wise)
+    items, cost = _cost_to_settle(scale, a, b, d, s, (outcome == UNRESOLVED) & settle_cost, level,
+                                  tie_margin, item_costs, float(random_share), confidence)
+    return PairOutcomes(names=list(scale.names), a=a, b=b, outcome=outcome, difference=d, se=s, df=df,
+                        p_order=p, items_to_settle=items, cost_to_settle=cost, confidence=float(confidence),
+                        tie_margin=float(tie_margin), family_wise=bool(family_wise))
 
 
-def _cost_to_settle(scale: MetricScale, a, b, d, s, open_, confidence, margin, item_costs, share):
+def settle_level(confidence: float, n_open: int, family_wise: bool) -> float:
+    """The confidence an open pair's order must reach to settle: γ, or family-wise 1 − (1 − γ)/m with m
+    the pairs not ordered (the level Holm tests the first of them at)."""
+    return 1 - (1 - confidence) / max(n_open, 1) if family_wise else confidence
+
+
+@functools.lru_cache(maxsize=4096)
+def t_quantile(df: float, upper: float) -> float:
+    """Student t quantile at ``upper`` with ``df`` degrees of freedom (normal for inf), cached."""
+    return float(stdtrit(df, upper))
+
+
+def decide(d: float, se: float, df: float, confidence: float, margin: float) -> str:
+    """:func:`judge_pairs`' outcome of one pair (not family-wise) from |D̂| = ``d``, its SE and degrees of
+    freedom, in plain floats."""
+    d = abs(d)
+    if se == 0:
+        return ORDERED if d > 0 else (EQUIVALENT if d <= margin else UNRESOLVED)
+    if d > t_quantile(df, 1 - (1 - confidence) / 2) * se:
+        return ORDERED
+    if margin > 0 and d + t_quantile(df, confidence) * se <= margin:
+        return EQUIVALENT
+    return UNRESOLVED
+
+
+def settles_after(m: float, d: float, var: float, share_a: float, nu_a: int, nr_a: int, design_a: bool,
+                  nu_b: int, nr_b: int, design_b: bool, confidence: float, margin: float,
+                  random_share: float = DEFAULT_RANDOM_SHARE) -> bool:
+    """Whether a pair would be settled after each of its models adds ``m`` items, at the current |D̂| =
+    ``d`` (:func:`judge_pairs`' projection, for one pair in plain floats): the pair's variance ``var``
+    shrinks as its models' own (``share_a``: model a's share of it; ``nu``/``nr``: unseen and comparable
+    random items; ``design``: the model's interval is design-based), its degrees of freedom grow with the
+    random share of the new items; settled when the projected interval orders it or (``margin`` > 0) puts
+    it within ±margin, or the variance is 0 (both full runs)."""
+    d = abs(d)
+    if m <= 0:
+        v = var
+    else:
+        v = var * (share_a * shrink_one(nu_a, nr_a, m, random_share)
+                   + (1 - share_a) * shrink_one(nu_b, nr_b, m, random_share))
+    if v <= 0:
+        return True
+    dfa = nr_a + random_share * m - 1 if design_a and nu_a > m else math.inf
+    dfb = nr_b + random_share * m - 1 if design_b and nu_b > m else math.inf
+    df = max(min(dfa, dfb), 1.0)
+    se = math.sqrt(v)
+    if d > t_quantile(df, 1 - (1 - confidence) / 2) * se:
+        return True
+    return margin > 0 and d + t_quantile(df, confidence) * se <= margin
+
+
+def _cost_to_settle(scale: MetricScale, a, b, d, s, open_, confidence, margin, item_costs, share, margin_level=None):
     """Items (both models together) and dollars for each open pair to settle at the current D̂.
 
     Each model of the pair adds m items (up to its unseen ones); the pair's variance is assumed to
@@ -145,6 +212,7 @@ def _cost_to_settle(scale: MetricScale, a, b, d, s, open_, confidence, margin, i
     the new items. m is the smallest that orders the pair (t·SE < |D̂|) or, with a margin, makes it
     equivalent (|D̂| + t·SE ≤ δ); found by bisection, vectorised over pairs."""
     n_pairs = a.size
+    eq_level = confidence if margin_level is None else margin_level  # the equivalence test is pairwise
     items = np.zeros(n_pairs, dtype=np.int64)
     cost = np.zeros(n_pairs)
     idx = np.flatnonzero(open_)
@@ -177,7 +245,7 @@ def _cost_to_settle(scale: MetricScale, a, b, d, s, open_, confidence, margin, i
         df = dof(m)
         se = np.sqrt(v)
         order = dd > scale.quantile(df, 1 - (1 - confidence) / 2) * se  # t·SE < |D̂|
-        equiv = dd + scale.quantile(df, confidence) * se <= margin  # |D̂| + t·SE ≤ δ
+        equiv = dd + scale.quantile(df, eq_level) * se <= margin  # |D̂| + t·SE ≤ δ
         return order | equiv | (v == 0)
 
     lo = np.zeros(idx.size)  # open at m = lo (it is open now)

@@ -4,19 +4,21 @@ A ranker keeps one :class:`PairJudgement` per metric (one for a single bank, one
 several-metric run) and asks it two things:
 
 * :meth:`PairJudgement.open_pairs` (at every ask after the warm-up): the order of the models and the
-  adjacent pairs that more items could settle, as an :class:`OpenPairs` — with, per model, the
-  uncertainty one more of its items removes, and whether items for a model alone could settle its pair
-  with a partner the caller cannot pay for now. The allocation policy
-  (:mod:`lm_eval_adaptive.engine.allocation`) buys items for the models in those pairs.
+  pairs more items should settle, as an :class:`OpenPairs` — with, per model, the uncertainty one more
+  of its items removes, and whether items for a model alone could settle its pair with a partner the
+  caller cannot pay for now. The allocation policy (:mod:`lm_eval_adaptive.engine.allocation`) buys
+  items for the models in those pairs.
 * :meth:`PairJudgement.report` (for a result): the ranking, the status of every pair (ordered,
-  equivalent or open), the adjacent confidences, the pairs no number of items settles (inseparable)
-  and the pairs still open.
+  equivalent or unresolved, with what settling it costs where the judgement knows), rank ranges, the
+  adjacent confidences and the pairs still open.
 
-:class:`ThetaJudgement` is the judgement on the ability scale: models ordered by θ̂, a
-:class:`~lm_eval_adaptive.engine.pair_rules.PairRule` (METHOD.md §4, §7) deciding each pair, and the
-futility stop for pairs the bank's measured model error keeps from settling (docs/honesty.md). Another
-judgement (e.g. one on the full-task metric's scale, with a cost to settle per pair) plugs in by
-answering the same two questions; the rankers and the allocation do not change.
+Both take the budget left (USD; None without a budget), for a judgement whose stopping policy weighs it.
+
+The default judgement is :class:`~lm_eval_adaptive.engine.scale_judgement.MetricScaleJudgement`, on the
+full-task metric's own scale. :class:`ThetaJudgement` is the judgement on the ability scale, kept as an
+option: models ordered by θ̂, a :class:`~lm_eval_adaptive.engine.pair_rules.PairRule` (METHOD.md §4, §7)
+deciding each adjacent pair, and the futility stop for pairs the bank's measured model error keeps from
+settling (docs/honesty.md).
 """
 
 from __future__ import annotations
@@ -30,25 +32,31 @@ import numpy as np
 from scipy.special import ndtr
 
 from lm_eval_adaptive.engine.estimation import Z95
+from lm_eval_adaptive.engine.pair_outcomes import EQUIVALENT, ORDERED, UNRESOLVED, rank_ranges
 from lm_eval_adaptive.engine.pair_rules import OrderConfidence, PairRule, PairStatus, adjacent_status
 
-__all__ = ["OpenPairs", "PairReport", "PairJudgement", "ThetaJudgement", "pairwise_matrix", "tie_groups"]
+__all__ = ["OpenPairs", "PairReport", "PairJudgement", "ThetaJudgement", "pairwise_matrix", "tie_groups",
+           "theta_pair_records"]
 
 
 class OpenPairs(NamedTuple):
     """What the allocation reads of one metric's pairs, by position in the models it was asked about.
 
-    ``order``: positions, best first; ``open``: positions u of the adjacent pairs (order[u],
-    order[u + 1]) more items could settle; ``gain``: per position, the SE one more item of that model
-    reduces (the allocation weighs its square); ``futile(j, p)``: True when items for model j alone
-    cannot settle its pair with p (asked only when p cannot be given items now); ``metric``: whose
-    pairs these are (the judgement's metric name, None for a single bank)."""
+    ``order``: positions, best first; ``pairs``: the pairs (a, b) of positions, a ranked above b, that
+    more items should settle (the allocation buys items for their models); ``worth(j, k)``: the
+    uncertainty one more item of model j removes from its pairs in ``pairs``, given k of its items in
+    flight (in the judgement's own units; the allocation adds them over metrics and divides by the
+    model's relative cost); ``futile(j, p)``: True when items for model j alone cannot settle its pair
+    with p (asked only when p cannot be given items now); ``metric``: whose pairs these are (the
+    judgement's metric name, None for a single bank); ``stopped``: the pairs not settled that the
+    judgement gives no more items (its stopping policy), none of them in ``pairs``."""
 
     order: list
-    open: list
-    gain: list
+    pairs: list
+    worth: Callable[[int, int], float]
     futile: Callable[[int, int], bool]
     metric: str | None = None
+    stopped: int = 0
 
 
 @dataclass
@@ -56,7 +64,12 @@ class PairReport:
     """What a result reads of one metric's pairs: the ranking (best first) and, for it, θ̂ and SE,
     P(ranking[i] > ranking[j]), every pair not ordered (``ties``), those settled as equivalent, the
     adjacent confidences and tie groups, the adjacent pairs no number of items settles
-    (``inseparable``) and those more items could settle (``open_pairs``)."""
+    (``inseparable``: the θ-scale judgement's futility stop only) and those more items would settle
+    that the run still buys for (``open_pairs``); ``pairs``: one record per pair
+    (:meth:`~lm_eval_adaptive.engine.pair_outcomes.PairOutcomes.to_records`' keys, a ranked above b
+    where ordered); ``rank_range``: model → [best, worst] rank from the ordered pairs; ``estimates``:
+    model → its estimate of record (the metric-scale judgement's full-task mean, interval and method;
+    empty for the θ-scale judgement); ``judgement``: which judgement made it."""
 
     ranking: list
     theta: np.ndarray
@@ -68,16 +81,20 @@ class PairReport:
     tie_groups: list
     inseparable: list
     open_pairs: list = field(default_factory=list)
+    pairs: list = field(default_factory=list)
+    rank_range: dict = field(default_factory=dict)
+    estimates: dict = field(default_factory=dict)
+    judgement: str = "theta"
 
 
 @runtime_checkable
 class PairJudgement(Protocol):
     """One metric's judgement of a ranking's pairs (see the module docstring)."""
 
-    def open_pairs(self, models: Sequence[str]) -> OpenPairs:
+    def open_pairs(self, models: Sequence[str], remaining: float | None = None) -> OpenPairs:
         ...
 
-    def report(self, models: Sequence[str]) -> PairReport:
+    def report(self, models: Sequence[str], remaining: float | None = None) -> PairReport:
         ...
 
 
@@ -169,7 +186,22 @@ class ThetaJudgement:
         se = np.array([ex[m].se for m in models])
         return th, se, np.argsort(-th, kind="stable")
 
-    def open_pairs(self, models: Sequence[str]) -> OpenPairs:
+    name = "theta"
+
+    def signature(self) -> dict:
+        """What this judgement adds to a run's signature."""
+        return {"judgement": self.name}
+
+    def _worth(self, gain: list, models: Sequence[str]):
+        ex = self._examinees
+        n = [ex[m].n for m in models]
+
+        def worth(j: int, k: int = 0) -> float:
+            """θ̂'s measurement variance one more item removes, m²/(n + k + 1)."""
+            return gain[j] ** 2 / (n[j] + k + 1)
+        return worth
+
+    def open_pairs(self, models: Sequence[str], remaining: float | None = None) -> OpenPairs:
         rule = self.rule
         if not self._fast:
             th, se, order = self._arrays(models)
@@ -178,7 +210,8 @@ class ThetaJudgement:
             unsettled = unsettled[~self._inseparable(models, order, unsettled)]
             th, se = th.tolist(), se.tolist()
             gain = [self.stats(m)[3] for m in models]
-            return OpenPairs(order.tolist(), unsettled.tolist(), gain,
+            order = order.tolist()
+            return OpenPairs(order, [(order[u], order[u + 1]) for u in unsettled.tolist()], self._worth(gain, models),
                              lambda j, p: rule.futile(th[j], se[j], th[p], se[p]), self.metric)
         examinees, cache = self._examinees, self._stats
         stats = []
@@ -189,17 +222,18 @@ class ThetaJudgement:
         neg = [-t for t in th]
         order = sorted(range(len(models)), key=neg.__getitem__)  # stable, as np.argsort(-th, kind="stable")
         futility = self.futility
-        unsettled = []
+        pairs = []
         for u in range(len(models) - 1):
             a, b = order[u], order[u + 1]
             if rule.ordered(th[a], se[a], th[b], se[b]):
                 continue
             if futility and self._inseparable_pair(stats[a], stats[b]):
                 continue
-            unsettled.append(u)
-        return OpenPairs(order, unsettled, gain, lambda j, p: rule.futile(th[j], se[j], th[p], se[p]), self.metric)
+            pairs.append((a, b))
+        return OpenPairs(order, pairs, self._worth(gain, models),
+                         lambda j, p: rule.futile(th[j], se[j], th[p], se[p]), self.metric)
 
-    def report(self, models: Sequence[str]) -> PairReport:
+    def report(self, models: Sequence[str], remaining: float | None = None) -> PairReport:
         th, se, order = self._arrays(models)
         ranking = [models[i] for i in order]
         th_o, se_o = th[order], se[order]
@@ -218,5 +252,24 @@ class ThetaJudgement:
         cut = self._inseparable(models, order, open_adj)
         inseparable = [(ranking[u], ranking[u + 1]) for u in open_adj[cut].tolist()]
         still_open = [(ranking[u], ranking[u + 1]) for u in open_adj[~cut].tolist()]
+        records, ranges = theta_pair_records(ranking, P, iu, ju, status)
         return PairReport(ranking=ranking, theta=th_o, se=se_o, pairwise=P, ties=ties, equivalent=equivalent,
-                          adjacent_confidence=adj, tie_groups=groups, inseparable=inseparable, open_pairs=still_open)
+                          adjacent_confidence=adj, tie_groups=groups, inseparable=inseparable, open_pairs=still_open,
+                          pairs=records, rank_range=ranges, judgement=self.name)
+
+
+def theta_pair_records(ranking: Sequence[str], P: np.ndarray, iu, ju, status) -> tuple[list, dict]:
+    """The pair records and rank ranges of a θ-scale judgement: ``status`` per pair (i, j) of ``ranking``
+    (i above j); no cost to settle (None: the θ scale does not project one)."""
+    names = {int(PairStatus.ORDERED): ORDERED, int(PairStatus.EQUIVALENT): EQUIVALENT, int(PairStatus.OPEN): UNRESOLVED}
+    n = len(ranking)
+    m = np.zeros((n, n), dtype=np.int8)
+    records = []
+    for i, j, st in zip(np.asarray(iu).tolist(), np.asarray(ju).tolist(), np.asarray(status).tolist()):
+        outcome = names[int(st)]
+        if outcome == ORDERED:
+            m[i, j], m[j, i] = 1, -1
+        records.append({"a": ranking[i], "b": ranking[j], "outcome": outcome, "p_order": float(P[i, j]),
+                        "items_to_settle": None, "cost_to_settle_usd": None, "beyond_policy": False})
+    best, worst = rank_ranges(m)
+    return records, {r: [int(best[k]), int(worst[k])] for k, r in enumerate(ranking)}

@@ -9,25 +9,30 @@ cost reserved against the budget until told.
 Algorithm
 1. Warm-up: every model gets ``n_init`` items from the selector (by default every second one
    at random, the others by maximum information).
-2. Rank models by θ̂. An adjacent pair (i, j) is settled when
-   P(θ_i > θ_j) = Φ((θ̂_i - θ̂_j)/√(SE_i² + SE_j²)) lies outside [(1-γ)/2, 1-(1-γ)/2].
-3. Candidates: models in unsettled adjacent pairs, under ``n_max``, with an unseen item
-   whose cost fits in the budget. None → stop. Otherwise give
-   m* = argmax m_m² / ((n_m + 1)·c_m) (uncertainty reduction per dollar; m_m is the
-   measurement SE, the part of the SE items reduce, and c_m the model's relative cost) its
-   next item.
-   An adjacent pair the bank's model error keeps from ever settling (``futility``) gets no
-   more items.
-4. Stop when every adjacent pair is settled or inseparable, or nothing more can be bought.
-   Report the ranking, pairwise confidences and, as ties, the pairs never settled.
+2. Judge the pairs on the full-task metric's own scale (the default,
+   :class:`~lm_eval_adaptive.engine.scale_judgement.MetricScaleJudgement`; docs/metric-scale.md): each
+   model's estimate of record is its full-task mean (its scores, the bank's predictions for the rest,
+   the random half's correction; a full run is exact); a pair is ``ordered`` when the difference of
+   the two is confidently not 0 at γ, ``equivalent`` when it is confidently within the pair rule's
+   tie margin, else ``unresolved`` with its items and dollars to settle.
+3. Candidates: models in unresolved pairs the stopping policy still buys for
+   (:class:`~lm_eval_adaptive.engine.settle_policy.SettlePolicy`: a pair whose cost to settle is too
+   high for its share of a full run or of the budget left gets no more items), under ``n_max``, with
+   an unseen item whose cost fits in the budget. None → stop. Otherwise give the model whose next
+   item removes the largest share of its open pairs' variance per unit of cost its next item.
+4. Stop when every pair is settled or beyond the policy, or nothing more can be bought. Report the
+   ranking by the estimates, every pair's outcome (with the cost to settle the unresolved ones) and
+   each model's rank range.
 
 The parts are swappable: ``selector`` (a :class:`~lm_eval_adaptive.engine.selection.Selector`),
-``estimator`` (an :class:`~lm_eval_adaptive.engine.estimation.EstimatorFactory`) and
-``pair_rule`` (a :class:`~lm_eval_adaptive.engine.pair_rules.PairRule`; step 2's rule is
-:class:`~lm_eval_adaptive.engine.pair_rules.OrderConfidence`). Steps 1 and 3 are the allocation
-policy of :mod:`lm_eval_adaptive.engine.allocation`; step 2 is a
-:class:`~lm_eval_adaptive.engine.pair_status.PairJudgement` (:class:`~lm_eval_adaptive.engine.pair_status.ThetaJudgement`:
-the pair rule and the futility stop on the ability scale). The same core ranks by several metrics at
+``estimator`` (an :class:`~lm_eval_adaptive.engine.estimation.EstimatorFactory`),
+``pair_rule`` (a :class:`~lm_eval_adaptive.engine.pair_rules.PairRule`: its confidence, tie margin
+and family-wise setting) and ``judgement``. Steps 1 and 3 are the allocation policy of
+:mod:`lm_eval_adaptive.engine.allocation`; step 2 is a
+:class:`~lm_eval_adaptive.engine.pair_status.PairJudgement`. The judgement on the ability scale,
+:class:`~lm_eval_adaptive.engine.pair_status.ThetaJudgement` (models ordered by θ̂, the pair rule on
+P(θ_i > θ_j) for adjacent pairs, the futility stop for pairs the bank's model error keeps from
+settling), is kept as an option (``judgement=ThetaJudgement``). The same core ranks by several metrics at
 once (:class:`~lm_eval_adaptive.engine.multi_metric_ranker.MultiMetricRanker`: a judgement per metric,
 one generation per administration).
 
@@ -51,19 +56,29 @@ from lm_eval_adaptive.engine.cat import Examinee
 from lm_eval_adaptive.engine.checks import check_cost, check_score
 from lm_eval_adaptive.engine.estimation import EstimatorFactory
 from lm_eval_adaptive.engine.pair_rules import OrderConfidence, PairRule
-from lm_eval_adaptive.engine.pair_status import PairJudgement, ThetaJudgement, pairwise_matrix, tie_groups
+from lm_eval_adaptive.engine.pair_status import PairJudgement, pairwise_matrix, tie_groups
+from lm_eval_adaptive.engine.scale_judgement import MetricScaleJudgement
 from lm_eval_adaptive.engine.selection import Selector, shared_default_selector
 from lm_eval_adaptive.engine.signature import component_name, format_signature, versions
 
 __all__ = ["AdaptiveRanker", "Request", "RankingResult", "ReplayEvent", "ReplayError", "ReplayStats",
-           "STOP_REASONS", "REPLAY_KINDS", "pairwise_matrix", "tie_groups", "DEFAULT_FUTILITY"]
+           "STOP_REASONS", "REPLAY_KINDS", "pairwise_matrix", "tie_groups", "DEFAULT_FUTILITY", "default_judgement"]
 
-#: A pair stops drawing items when its gap is below this share of the gap the bank's model
-#: error alone keeps it from settling (docs/honesty.md; chosen on the tuning tables).
+#: With :class:`~lm_eval_adaptive.engine.pair_status.ThetaJudgement`: a pair stops drawing items when its
+#: gap is below this share of the gap the bank's model error alone keeps it from settling
+#: (docs/honesty.md; chosen on the tuning tables). The default judgement has no such stop.
 DEFAULT_FUTILITY = 0.25
 
 #: Why a ranking run ended (``AdaptiveRanker.stopped_because``; :meth:`AdaptiveRanker.stop` takes these).
-STOP_REASONS = ("settled", "budget", "max_items", "bank_exhausted", "failed")
+#: ``cost_to_settle``: every pair not settled costs more to settle than the stopping policy allows.
+STOP_REASONS = ("settled", "cost_to_settle", "budget", "max_items", "bank_exhausted", "failed")
+
+
+def default_judgement(examinees, rule, futility, metric=None, **kwargs) -> PairJudgement:
+    """The rankers' default judgement: :class:`~lm_eval_adaptive.engine.scale_judgement.MetricScaleJudgement`
+    with the default :class:`~lm_eval_adaptive.engine.settle_policy.SettlePolicy` (``kwargs``: its
+    ``policy`` and ``random_share``)."""
+    return MetricScaleJudgement(examinees, rule, futility, metric, **kwargs)
 #: Kinds of :class:`ReplayEvent`.
 REPLAY_KINDS = ("score", "failure", "lost")
 
@@ -152,8 +167,8 @@ class RankingResult:
     items: dict
     cost: dict
     pairwise: np.ndarray  # P(ranking[i] > ranking[j])
-    ties: list  # pairs (a, b), a ranked above b, whose order the pair rule did not settle
-    tie_groups: list
+    ties: list  # pairs (a, b), a ranked above b, whose order was not settled (equivalent or unresolved)
+    tie_groups: list  # metric scale: runs of the ranking every two of which are equivalent (never chained)
     adjacent_confidence: list  # P(ranking[i] > ranking[i+1])
     stopped_because: str
     confidence: float
@@ -163,8 +178,15 @@ class RankingResult:
     failed: dict = field(default_factory=dict)  # model -> why it was dropped (not ranked)
     signature: dict = field(default_factory=dict)  # what produced it (AdaptiveRanker.signature)
     equivalent: list = field(default_factory=list)  # of the ties, those settled as ties (within a margin)
-    inseparable: list = field(default_factory=list)  # adjacent ties closer than the bank's model error resolves
-    open_pairs: list = field(default_factory=list)  # adjacent pairs more items could settle (the ranker's open_pairs())
+    inseparable: list = field(default_factory=list)  # θ-scale judgement only: adjacent ties its futility stop ended
+    open_pairs: list = field(default_factory=list)  # unresolved pairs the run still buys items for
+    # every pair: {"a", "b", "outcome" (ordered | equivalent | unresolved), "p_order" (P(a > b)),
+    # "items_to_settle", "cost_to_settle_usd" (0 once settled; None on the θ scale), "beyond_policy"
+    # (unresolved and the stopping policy buys no more items for it), "difference", "se"}; ordered: a higher
+    pairs: list = field(default_factory=list)
+    rank_range: dict = field(default_factory=dict)  # model -> [best, worst] rank from the ordered pairs
+    estimates: dict = field(default_factory=dict)  # model -> its estimate of record (metric scale; see to_dict)
+    judgement: str = "theta"  # which judgement decided the pairs ("metric-scale" or "theta")
 
     @property
     def total_items(self) -> int:
@@ -194,9 +216,19 @@ class RankingResult:
         return format_signature(self.signature)
 
     def to_dict(self) -> dict:
+        def entry(m):
+            e = {"model": m, "theta": self.theta[m], "se": self.se[m], "items": self.items[m],
+                 "cost_usd": self.cost[m]}
+            if m in self.rank_range:
+                e["rank_range"] = list(self.rank_range[m])
+            if m in self.estimates:
+                e["estimate"] = dict(self.estimates[m])
+            return e
+
         return {
-            "ranking": [{"model": m, "theta": self.theta[m], "se": self.se[m], "items": self.items[m],
-                         "cost_usd": self.cost[m]} for m in self.ranking],
+            "ranking": [entry(m) for m in self.ranking],
+            "judgement": self.judgement,
+            "pairs": [dict(p) for p in self.pairs],
             "ties": [list(p) for p in self.ties],
             "equivalent": [list(p) for p in self.equivalent],
             "inseparable": [list(p) for p in self.inseparable],
@@ -265,10 +297,13 @@ class AdaptiveRanker:
         removes). An adjacent pair whose gap |θ̂_a - θ̂_b| is below ``futility`` times that, or
         confidently below it (gap + z · √(m_a² + m_b²) with m the measurement SEs), is given no
         more items and is reported as a tie (``inseparable``). 0: off.
+        Used by :class:`~lm_eval_adaptive.engine.pair_status.ThetaJudgement` only.
     judgement:
         ``judgement(examinees, pair_rule, futility, metric) -> PairJudgement``: what judges the
-        ranking's pairs (default :class:`~lm_eval_adaptive.engine.pair_status.ThetaJudgement`, the
-        pair rule and the futility stop on the ability scale); another judgement plugs in here.
+        ranking's pairs (default :func:`default_judgement`: the full-task metric's scale with the
+        default stopping policy; ``ThetaJudgement``: the pair rule and the futility stop on the
+        ability scale; ``functools.partial(MetricScaleJudgement, policy=SettlePolicy(...))``: another
+        stopping policy).
     """
 
     def __init__(self, bank: ItemBank, models: Sequence[str], *,
@@ -290,7 +325,7 @@ class AdaptiveRanker:
         self._examinees = {m: Examinee(bank, self._selector, m, item_costs=costs[m], estimator=estimator)
                            for m in self._models}
         rule = pair_rule if pair_rule is not None else OrderConfidence(self._confidence)
-        self._judge = (judgement or ThetaJudgement)(self._examinees, rule, self._futility, None)
+        self._judge = (judgement or default_judgement)(self._examinees, rule, self._futility, None)
         self._judges = (self._judge,)
         for m, items in (exclude or {}).items():
             self._examinee(m).exclude(self._indices(items))
@@ -442,7 +477,8 @@ class AdaptiveRanker:
                 "top_k": getattr(self._selector, "top_k", None), "seed": _seed_value(self._seed),
                 "max_in_flight": self._max_in_flight, "selector": component_name(self._selector),
                 "estimator": "+".join(sorted(est)), "pair_rule": component_name(rule),
-                "tie_margin": getattr(rule, "margin", None), "futility": self._futility, **versions()}
+                "tie_margin": getattr(rule, "margin", None), "futility": self._futility,
+                **_judgement_signature(self._judge), **versions()}
 
     # ------------------------------------------------------------------ state (read-only)
     @property
@@ -509,18 +545,23 @@ class AdaptiveRanker:
         return self._peek(model)
 
     def open_pairs(self) -> list[tuple[str, str]]:
-        """Adjacent pairs of the current θ̂ order (better first) that more items could settle: the
-        pair rule leaves them open and the futility stop does not call them inseparable (the pairs
-        :meth:`ask` gives items to once the warm-up is over; a result's ``open_pairs``)."""
+        """The pairs (better first) more items should settle: not settled, and (the default judgement)
+        within the stopping policy, or (the θ-scale judgement) adjacent and not inseparable; the pairs
+        :meth:`ask` gives items to once the warm-up is over; a result's ``open_pairs``."""
         return self._open_pairs_of(self._judge)
 
     def _open_pairs_of(self, judge) -> list[tuple[str, str]]:
         models = self.active
         if len(models) < 2:
             return []
-        op = judge.open_pairs(models)
-        order = op.order
-        return [(models[order[u]], models[order[u + 1]]) for u in op.open]
+        op = judge.open_pairs(models, self._remaining())
+        return [(models[a], models[b]) for a, b in op.pairs]
+
+    def _remaining(self) -> float | None:
+        """The budget left after what is spent and in flight (None: no budget)."""
+        if self._budget is None:
+            return None
+        return max(0.0, self._budget - self.spent - self.reserved)
 
     # -------------------------------------------------------------------- internals
     def _examinee(self, model: str):
@@ -633,14 +674,16 @@ class AdaptiveRanker:
                     return None  # warm-up items still in flight
             elif not self._blocked:  # every model was looked at: none needs warm-up items, now or later
                 self._warm_up = False
-        # 2. adaptive phase: each metric's judgement says which adjacent pairs more items could settle
+        # 2. adaptive phase: each metric's judgement says which pairs more items should settle
         judges = self._judges
-        views = (judges[0].open_pairs(active),) if len(judges) == 1 else [j.open_pairs(active) for j in judges]
+        remaining = None if self._budget is None else self._remaining()
+        views = (judges[0].open_pairs(active, remaining),) if len(judges) == 1 else \
+            [j.open_pairs(active, remaining) for j in judges]
         for v in views:
-            if v.open:
+            if v.pairs:
                 break
         else:
-            self._stop_if_idle("settled")
+            self._stop_if_idle("cost_to_settle" if any(v.stopped for v in views) else "settled")
             return None
         self._committed = None
         best, item, passed = adaptive_choice(views, active, ex, flight, self._blocked, self._max_in_flight,
@@ -900,7 +943,7 @@ class AdaptiveRanker:
     def _ranking_result(self, judge, examinees: Mapping[str, Examinee], bank: ItemBank, signature: dict) -> RankingResult:
         """One metric's result: ``judge``'s report of the active models' pairs, and what ``examinees`` (every
         model's on ``bank``) hold."""
-        rep = judge.report(self.active)
+        rep = judge.report(self.active, self._remaining())
         ranking = rep.ranking
         ex = examinees
         every = ranking + [m for m in self._models if m in self._failed]
@@ -921,8 +964,15 @@ class AdaptiveRanker:
             stopped_because=self._stopped_because or "running",
             confidence=self._confidence, budget=self._budget, total_cost=self.spent,
             item_log=logs, failed=dict(self._failed), signature=signature, equivalent=rep.equivalent,
-            inseparable=rep.inseparable, open_pairs=rep.open_pairs,
+            inseparable=rep.inseparable, open_pairs=rep.open_pairs, pairs=rep.pairs, rank_range=rep.rank_range,
+            estimates=rep.estimates, judgement=rep.judgement,
         )
+
+
+def _judgement_signature(judge) -> dict:
+    """What ``judge`` adds to a run's signature (its ``signature()``; nothing for a judgement without one)."""
+    sig = getattr(judge, "signature", None)
+    return sig() if callable(sig) else {}
 
 
 def _has_str(items) -> bool:
