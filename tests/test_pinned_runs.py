@@ -5,6 +5,12 @@ speed work (issue 13 item 5): the same items, in the same order, and the same θ
 information at selection up to floating-point rounding. It was written again when θ̂ before any
 score became the prior's centre exactly (issue 19): the first item of every scenario had been a
 float tie between the two items nearest an even bank's median, decided by BLAS rounding.
+
+Issue 21 made the full-task metric's scale the rankers' default judgement, which changes which model
+gets each item and when a run stops: the default scenarios were written again (with each model's
+estimate of record, every pair's outcome and the rank ranges). The ``theta_*`` scenarios are the same
+runs with the θ-scale judgement and hold the figures written before issue 21, byte for byte: the old
+path is unchanged.
 """
 
 from __future__ import annotations
@@ -30,9 +36,17 @@ def test_pinned_run(name):
 
 
 def test_the_fixture_covers_the_paths():
-    """The pinned runs reach the adaptive phase, the model error, a misfit, a budget and futility."""
-    assert EXPECTED["default_1k"]["stopped_because"] == "settled"
-    assert EXPECTED["default_1k"]["inseparable"]
-    assert any(EXPECTED["default_1k"]["misfit"].values())
+    """The pinned runs reach the adaptive phase, the model error, a misfit, a budget, the θ-scale futility
+    stop and the metric scale's stopping policy, and every outcome of a pair."""
+    assert EXPECTED["theta_default_1k"]["stopped_because"] == "settled"
+    assert EXPECTED["theta_default_1k"]["inseparable"]
+    assert any(EXPECTED["theta_default_1k"]["misfit"].values())
+    assert EXPECTED["theta_topk_budget"]["stopped_because"] == "budget"
     assert EXPECTED["topk_budget"]["stopped_because"] == "budget"
     assert EXPECTED["adaptive_test"]["stopped_because"] == "se_target"
+    # the metric scale: never an impossibility, its stopping policy reached, ordered and unresolved pairs
+    assert not any(EXPECTED[k]["inseparable"] for k in EXPECTED if "pairs" in EXPECTED[k])
+    assert EXPECTED["bernoulli"]["stopped_because"] == "cost_to_settle"
+    outcomes = {p["outcome"] for k in EXPECTED if "pairs" in EXPECTED[k] for p in EXPECTED[k]["pairs"]}
+    assert {"ordered", "unresolved"} <= outcomes
+    assert any(p["beyond_policy"] for p in EXPECTED["bernoulli"]["pairs"])

@@ -1,12 +1,18 @@
-"""AdaptiveRanker (METHOD.md §4): stopping, budget, warm-up, allocation, ask/tell, pairwise."""
+"""AdaptiveRanker (METHOD.md §4, §8): stopping, budget, warm-up, allocation, ask/tell, pairwise.
+
+The default judgement is the full-task metric's scale; tests of the θ-scale judgement name it
+(``judgement=ThetaJudgement``)."""
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import pytest
 from conftest import make_sim_bank
 from scipy import stats
 
+from lm_eval_adaptive.engine.pair_status import ThetaJudgement
 from lm_eval_adaptive.engine.ranker import (
     STOP_REASONS,
     AdaptiveRanker,
@@ -14,6 +20,11 @@ from lm_eval_adaptive.engine.ranker import (
     pairwise_matrix,
     tie_groups,
 )
+from lm_eval_adaptive.engine.scale_judgement import MetricScaleJudgement
+from lm_eval_adaptive.engine.settle_policy import SettlePolicy
+
+#: the metric-scale judgement with no stopping policy: a run buys until its pairs settle or a cap binds
+NO_POLICY = functools.partial(MetricScaleJudgement, policy=SettlePolicy(None, None))
 
 
 @pytest.fixture(scope="module")
@@ -53,17 +64,31 @@ def test_well_separated_models_settle_in_order(bank, simulate):
     assert d["stopped_because"] == "settled"
 
 
-def test_identical_models_are_reported_as_ties(bank, simulate):
+def test_identical_models_are_settled_as_equivalent_on_the_metric_scale(bank, simulate):
+    """The very same scores for every model: the same items, and every paired difference 0 with no
+    variance, so every pair is equivalent (never ordered) right after the warm-up."""
     y = simulate(0.4, bank.b, k=bank.k, rng=np.random.default_rng(3))
     same = lambda m, i: float(y[i])  # noqa: E731 - the very same scores for every model
     models = ["a", "b", "c"]
     res = AdaptiveRanker(bank, models, n_init=5, n_max=40, seed=0).run(same)
+    assert res.stopped_because == "settled" and res.total_items == 15
+    assert {p["outcome"] for p in res.pairs} == {"equivalent"} and not res.inseparable
+    assert len(res.tie_groups) == 1 and sorted(res.tie_groups[0]) == models
+    assert all(r == [1, 3] for r in res.rank_range.values())
+
+
+def test_identical_models_are_reported_as_ties(bank, simulate):
+    y = simulate(0.4, bank.b, k=bank.k, rng=np.random.default_rng(3))
+    same = lambda m, i: float(y[i])  # noqa: E731 - the very same scores for every model
+    models = ["a", "b", "c"]
+    res = AdaptiveRanker(bank, models, n_init=5, n_max=40, seed=0, judgement=ThetaJudgement).run(same)
     assert res.stopped_because == "max_items"
     assert all(n == 40 for n in res.items.values())
     assert len(res.tie_groups) == 1 and sorted(res.tie_groups[0]) == models
     assert {frozenset(p) for p in res.ties} == {frozenset(p) for p in (("a", "b"), ("a", "c"), ("b", "c"))}
     costs = {m: np.full(bank.n_items, 0.01) for m in models}
-    res = AdaptiveRanker(bank, models, item_costs=costs, budget=0.6, n_init=5, seed=0).run(same)
+    res = AdaptiveRanker(bank, models, item_costs=costs, budget=0.6, n_init=5, seed=0,
+                         judgement=ThetaJudgement).run(same)
     assert res.stopped_because == "budget"
     assert res.total_cost <= 0.6 + 1e-12
     assert res.tie_groups and res.ties
@@ -118,7 +143,7 @@ def test_warmup_gives_every_model_n_init_first(bank, simulate):
 
 def test_n_max_is_respected(bank, simulate):
     thetas = {"a": 0.0, "b": 0.05, "c": 0.1}
-    r = AdaptiveRanker(bank, list(thetas), n_init=5, n_max=25, seed=0)
+    r = AdaptiveRanker(bank, list(thetas), n_init=5, n_max=25, seed=0, judgement=NO_POLICY)
     res = r.run(scorer(bank, thetas, simulate, 9))
     assert max(res.items.values()) == 25  # close models: the cap binds
     assert res.stopped_because == "max_items"
@@ -150,7 +175,7 @@ def _expected_choice(r: AdaptiveRanker):
 def test_allocation_rule_maximises_se2_per_cost(bank, simulate):
     thetas = {"a": -1.5, "b": 0.0, "c": 0.12, "d": 0.3, "e": 1.6}
     costs = {m: np.full(bank.n_items, c) for m, c in zip(thetas, (1.0, 2.0, 1.0, 5.0, 1.0))}
-    r = AdaptiveRanker(bank, list(thetas), item_costs=costs, n_init=5, n_max=80, seed=0)
+    r = AdaptiveRanker(bank, list(thetas), item_costs=costs, n_init=5, n_max=80, seed=0, judgement=ThetaJudgement)
     assert r.relative_costs == {"a": 1.0, "b": 2.0, "c": 1.0, "d": 5.0, "e": 1.0}
     score = scorer(bank, thetas, simulate, 21)
     checked = 0
@@ -170,17 +195,68 @@ def test_allocation_rule_maximises_se2_per_cost(bank, simulate):
     assert checked > 20
 
 
-def test_ten_times_more_expensive_model_gets_fewer_items(bank, simulate):
-    y = simulate(0.0, bank.b, k=bank.k, rng=np.random.default_rng(4))
-    same = lambda m, i: float(y[i])  # noqa: E731
+def _metric_choice(r: AdaptiveRanker):
+    """The metric scale's allocation, recomputed from a MetricScale of the ranker's state (no budget, nothing
+    pending): per candidate, Σ over its unresolved pairs of its share of the pair's variance times the share
+    of its own variance one more item removes, per relative cost."""
+    from lm_eval_adaptive.engine.metric_scale import MetricScale, shrink_factor
+    from lm_eval_adaptive.engine.pair_outcomes import UNRESOLVED, judge_pairs
+    ex = r.examinees
+    models = r.models
+    sc = MetricScale(r.bank, np.array([ex[m].raw for m in models]), np.array([ex[m].random_mask for m in models]),
+                     [ex[m].theta for m in models], population=np.array([ex[m].population for m in models]),
+                     se_theta=[ex[m].se for m in models])
+    j = judge_pairs(sc, confidence=r.confidence, settle_cost=False)
+    vals = {}
+    for a, b, o in zip(j.a, j.b, j.outcome):
+        if o != UNRESOLVED:
+            continue
+        for x, y in ((a, b), (b, a)):
+            w = sc.var[x] / (sc.var[x] + sc.var[y])
+            step = 1 - float(shrink_factor(sc.n_unseen[x], sc.n_random[x], 1))
+            if ex[models[x]].n < r.n_max:
+                vals[models[x]] = vals.get(models[x], 0.0) + w * step / r.relative_costs[models[x]]
+    return vals
+
+
+def test_the_metric_scale_allocation_maximises_the_share_of_variance_removed_per_cost(bank, simulate):
+    thetas = {"a": -1.5, "b": 0.0, "c": 0.12, "d": 0.3, "e": 1.6}
+    costs = {m: np.full(bank.n_items, c) for m, c in zip(thetas, (1.0, 2.0, 1.0, 5.0, 1.0))}
+    r = AdaptiveRanker(bank, list(thetas), item_costs=costs, n_init=5, n_max=80, seed=0, judgement=NO_POLICY)
+    score = scorer(bank, thetas, simulate, 21)
+    checked = 0
+    while True:
+        warm = any(r.examinees[m].n < r.n_init for m in r.models)
+        vals = None if warm else _metric_choice(r)
+        req = r.ask()
+        if req is None:
+            break
+        if req.phase == "adaptive":
+            assert vals, "an adaptive request although every pair is settled"
+            assert req.model in vals  # only models in unresolved pairs
+            assert vals[req.model] == pytest.approx(max(vals.values()), rel=1e-6)
+            checked += 1
+        r.tell(req, score(req.model, req.item))
+    assert checked > 20
+
+
+@pytest.mark.parametrize("judgement", [NO_POLICY, ThetaJudgement])
+def test_ten_times_more_expensive_model_gets_fewer_items(bank, simulate, judgement):
+    """Both judgements split a budget between two equally uncertain models as √(cost ratio): the variance
+    of their difference, ∝ 1/n_a + 1/n_b, falls fastest per dollar there."""
+    rng = np.random.default_rng(4)
+    ys = {m: simulate(0.0, bank.b, k=bank.k, rng=rng) for m in ("cheap", "dear")}  # a tie: never settled
+    same = (lambda m, i: float(ys["cheap"][i])) if judgement is ThetaJudgement else (lambda m, i: float(ys[m][i]))
     costs = {"cheap": np.full(bank.n_items, 0.001), "dear": np.full(bank.n_items, 0.01)}
-    res = AdaptiveRanker(bank, ["cheap", "dear"], item_costs=costs, n_init=5, budget=0.4, seed=0).run(same)
+    res = AdaptiveRanker(bank, ["cheap", "dear"], item_costs=costs, n_init=5, budget=0.4, seed=0,
+                         judgement=judgement).run(same)
     assert res.stopped_because == "budget"
     # SE² ≈ 1/(n·I): the rule balances n_cheap ≈ √10 · n_dear
     assert 2.5 < res.items["cheap"] / res.items["dear"] < 4.5
     # equal costs: the same split between identical models
     costs = {"cheap": np.full(bank.n_items, 0.001), "dear": np.full(bank.n_items, 0.001)}
-    res = AdaptiveRanker(bank, ["cheap", "dear"], item_costs=costs, n_init=5, budget=0.2, seed=0).run(same)
+    res = AdaptiveRanker(bank, ["cheap", "dear"], item_costs=costs, n_init=5, budget=0.2, seed=0,
+                         judgement=judgement).run(same)
     assert abs(res.items["cheap"] - res.items["dear"]) <= 1
 
 
@@ -208,9 +284,29 @@ def test_pending_requests_and_tell(bank, simulate):
     assert r.ask() is None
 
 
-def test_pairwise_matrix(bank, simulate):
+def test_pairwise_matrix_on_the_metric_scale(bank, simulate):
+    """P(ranking[i] > ranking[j]) is each pair's p_order (its complement the other way round); the ties are
+    the pairs not ordered, and every ordered pair is in the ranking's order."""
     thetas = {"a": -0.5, "b": 0.0, "c": 0.3, "d": 1.0}
     res = AdaptiveRanker(bank, list(thetas), n_init=6, n_max=30, seed=0).run(scorer(bank, thetas, simulate, 8))
+    P = res.pairwise
+    n = len(res.ranking)
+    np.testing.assert_allclose(P + P.T, np.ones((n, n)), atol=1e-12)
+    pos = {m: k for k, m in enumerate(res.ranking)}
+    for p in res.pairs:
+        assert P[pos[p["a"]], pos[p["b"]]] == pytest.approx(p["p_order"])
+        if p["outcome"] == "ordered":
+            assert pos[p["a"]] < pos[p["b"]] and p["p_order"] > 1 - (1 - res.confidence) / 2
+    assert {frozenset(p) for p in res.ties} == {frozenset((p["a"], p["b"])) for p in res.pairs
+                                                if p["outcome"] != "ordered"}
+    assert res.adjacent_confidence == pytest.approx([P[i, i + 1] for i in range(n - 1)])
+    assert res.judgement == "metric-scale" and not res.inseparable
+
+
+def test_pairwise_matrix(bank, simulate):
+    thetas = {"a": -0.5, "b": 0.0, "c": 0.3, "d": 1.0}
+    res = AdaptiveRanker(bank, list(thetas), n_init=6, n_max=30, seed=0,
+                         judgement=ThetaJudgement).run(scorer(bank, thetas, simulate, 8))
     P = res.pairwise
     n = len(res.ranking)
     np.testing.assert_allclose(P + P.T, np.ones((n, n)), atol=1e-12)
@@ -245,7 +341,7 @@ def test_tie_groups_helper():
 def test_items_never_repeat_and_exclusions_hold(bank, simulate):
     thetas = {"a": 0.0, "b": 0.02, "c": -0.03}
     excl = {"a": np.argsort(np.abs(bank.b - bank.prior_mean))[:20]}
-    r = AdaptiveRanker(bank, list(thetas), n_init=10, n_max=150, top_k=3, seed=3, exclude=excl)
+    r = AdaptiveRanker(bank, list(thetas), n_init=10, n_max=150, top_k=3, seed=3, exclude=excl, judgement=NO_POLICY)
     res = r.run(scorer(bank, thetas, simulate, 13))
     for m in thetas:
         ids = [i for i, _ in res.item_log[m]]

@@ -59,7 +59,8 @@ __all__ = ["MetricScale", "ScaleEntry", "ModelPart", "model_part", "random_share
 
 #: Fewest random-share items for the design-based interval (a variance needs two).
 MIN_RANDOM_ITEMS = 2
-_MIN_COMMON = 3  # fewest items both models drew at random to estimate their residual correlation
+_MIN_COMMON = 4  # fewest items both models drew at random to estimate their residual correlation
+_Z_LOWER = 1.6448536269514722  # the one-sided 95% normal quantile (the correlation's lower bound)
 
 
 def random_share_mask(selector, items, n_items: int, *, first_slot: int = 0) -> np.ndarray:
@@ -420,7 +421,7 @@ class MetricScale:
     # ------------------------------------------------------------------- pairs
     def residual_correlation(self) -> np.ndarray:
         """(K, K) correlation of two models' residuals over the items both drew at random (0 where
-        fewer than 3 such items or a constant residual)."""
+        fewer than 4 such items or a constant residual; the 95% lower bound, never below 0: :func:`_lower_bound`)."""
         return residual_correlation(self._dev, self._rnd)
 
     def differences(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -475,7 +476,7 @@ def shrink_one(nu: float, nr: float, m: float, share: float = DEFAULT_RANDOM_SHA
 
 def residual_correlation(dev: np.ndarray, rnd: np.ndarray, rows=None) -> np.ndarray:
     """Correlation of two models' residuals over the items both drew at random (comparable ones):
-    (K, K), or (len(rows), K) for the models ``rows`` against every model; 0 where fewer than 3 such
+    (K, K), or (len(rows), K) for the models ``rows`` against every model; 0 where fewer than 4 such
     items or a constant residual, 1 for a model with itself. ``dev``: (K, N) residual deviations
     (0 off the comparable random items), ``rnd``: (K, N) those items."""
     if rows is not None:
@@ -493,7 +494,7 @@ def residual_correlation(dev: np.ndarray, rnd: np.ndarray, rows=None) -> np.ndar
         va = saa - sa * sa / n
         vb = sbb - sb * sb / n
         rho = cov / np.sqrt(va * vb)
-    rho = np.where((n >= _MIN_COMMON) & np.isfinite(rho), np.clip(rho, -1.0, 1.0), 0.0)
+    rho = _lower_bound(np.where((n >= _MIN_COMMON) & np.isfinite(rho), rho, 0.0), n)
     np.fill_diagonal(rho, 1.0)
     return rho
 
@@ -518,9 +519,20 @@ def _correlation_row(dev: np.ndarray, rnd: np.ndarray, k: int) -> np.ndarray:
         den = (saa - sa * sa / nn) * (sbb - sb * sb / nn)
         ok = (n >= _MIN_COMMON) & (den > 0)
         np.divide(cov, np.sqrt(np.maximum(den, 0.0)), out=rho, where=ok)
-        np.clip(rho, -1.0, 1.0, out=rho)
+        rho = _lower_bound(rho, n)
     rho[k] = 1.0
     return rho
+
+
+def _lower_bound(rho: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """The correlation a pair's variance uses: the one-sided 95% lower bound of ρ̂ (Fisher's z, n common
+    items), and 0 below 0. A positive ρ narrows a pair's interval, and ρ̂ from a handful of items both drew
+    at random is wild (4 items can give 0.9 by chance and order a near tie after 8 items each); the bound
+    uses the correlation only where the items show it, and never lets it widen the pair's variance."""
+    z = np.arctanh(np.clip(rho, -0.999999, 0.999999))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        low = np.tanh(z - _Z_LOWER / np.sqrt(np.maximum(n - 3.0, 1e-12)))
+    return np.where(n > 3, np.maximum(low, 0.0), 0.0)
 
 
 def pair_variance(ws: np.ndarray, rho: np.ndarray, fallback_var: np.ndarray, rows=None, own=None) -> np.ndarray:

@@ -55,8 +55,8 @@ from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.cat import Examinee
 from lm_eval_adaptive.engine.checks import check_cost, check_score
 from lm_eval_adaptive.engine.estimation import EstimatorFactory
-from lm_eval_adaptive.engine.pair_rules import OrderConfidence, PairRule
-from lm_eval_adaptive.engine.pair_status import PairJudgement, pairwise_matrix, tie_groups
+from lm_eval_adaptive.engine.pair_rules import EquivalenceMargin, FamilyWise, OrderConfidence, PairRule
+from lm_eval_adaptive.engine.pair_status import PairJudgement, ThetaJudgement, pairwise_matrix, tie_groups
 from lm_eval_adaptive.engine.scale_judgement import MetricScaleJudgement
 from lm_eval_adaptive.engine.selection import Selector, shared_default_selector
 from lm_eval_adaptive.engine.signature import component_name, format_signature, versions
@@ -77,7 +77,13 @@ STOP_REASONS = ("settled", "cost_to_settle", "budget", "max_items", "bank_exhaus
 def default_judgement(examinees, rule, futility, metric=None, **kwargs) -> PairJudgement:
     """The rankers' default judgement: :class:`~lm_eval_adaptive.engine.scale_judgement.MetricScaleJudgement`
     with the default :class:`~lm_eval_adaptive.engine.settle_policy.SettlePolicy` (``kwargs``: its
-    ``policy`` and ``random_share``)."""
+    ``policy`` and ``random_share``), applying the pair rule's confidence, tie margin and family-wise
+    setting. A pair rule of another kind (a custom :class:`~lm_eval_adaptive.engine.pair_rules.PairRule`
+    deciding pairs from θ̂ and SE) is a θ-scale rule: it gets
+    :class:`~lm_eval_adaptive.engine.pair_status.ThetaJudgement`, which applies it."""
+    base = rule.base if isinstance(rule, FamilyWise) else rule
+    if not isinstance(base, (OrderConfidence, EquivalenceMargin)):
+        return ThetaJudgement(examinees, rule, futility, metric)
     return MetricScaleJudgement(examinees, rule, futility, metric, **kwargs)
 #: Kinds of :class:`ReplayEvent`.
 REPLAY_KINDS = ("score", "failure", "lost")
@@ -282,10 +288,13 @@ class AdaptiveRanker:
         ability estimator (default ``DispersionEAP()``: grid EAP, the SE scaled by the
         model's own dispersion).
     pair_rule:
-        :class:`~lm_eval_adaptive.engine.pair_rules.PairRule` deciding when an adjacent pair is
-        settled (default ``OrderConfidence(confidence)``); called in :meth:`ask` and
-        :meth:`result`. A rule that judges pairs jointly (``family = True``, e.g.
-        :class:`~lm_eval_adaptive.engine.pair_rules.FamilyWise`) is given every pair of the ranking.
+        :class:`~lm_eval_adaptive.engine.pair_rules.PairRule` (default ``OrderConfidence(confidence)``):
+        the default judgement applies its confidence, its tie margin
+        (:class:`~lm_eval_adaptive.engine.pair_rules.EquivalenceMargin`) and whether it is family-wise
+        (:class:`~lm_eval_adaptive.engine.pair_rules.FamilyWise`: Holm over every pair's p-value) on the
+        metric scale. With :class:`~lm_eval_adaptive.engine.pair_status.ThetaJudgement` (and for a rule of
+        another kind) the rule itself decides pairs on the θ scale, in :meth:`ask` and :meth:`result`; a
+        rule that judges pairs jointly (``family = True``) is given every pair of the ranking.
     exclude:
         Per model, bank items never to give it (e.g. it has no recorded answer).
     max_in_flight:
