@@ -15,14 +15,20 @@ bills (ceil(len/4) tokens of the prompt the harness sends and of the recorded an
 own journal is checked against it: every served item must carry exactly the usage computed here.
 
 Prints the true gaps (full-data means, 95% bootstrap intervals over documents, paired intervals
-of each gap), total spend, the full-run cost and the share, items per model, the ranking, ties,
-every confident pair and whether the full data agrees, and one PASS/FAIL line per criterion:
+of each gap), total spend, the full-run cost and the share, items per model, the ranking with each
+model's estimate of record and rank range, every pair's outcome (ordered, equivalent, unresolved
+with its items and dollars to settle), every confident pair and whether the full data agrees, and one
+PASS/FAIL line per criterion (issue 21):
 
 1. total spend ≤ max_spend_share (10%) of a full run;
-2. the near-tie pair reported as a tie (its order not settled);
-3. every confident pair ordered as the full data orders it.
+2. the near-tie pair not ordered (with ``--tie-margin``: reported ``equivalent``);
+3. every confident (ordered) pair ordered as the full data orders it;
+4. no impossibility claim (no pair "inseparable") and every unresolved pair with its cost to settle.
 
     python benchmarks/bench_near_tie.py [--case benchmarks/near_tie_case.json] [--json out.json]
+        [--tie-margin DELTA] [--seed S ...]
+
+``--seed``: run the case with each of these ranking seeds (``rank --seed``; default 0) and print each.
 """
 
 from __future__ import annotations
@@ -140,16 +146,19 @@ def full_run_cost(usage: dict, prices: dict[str, Price]) -> dict[str, float]:
 
 
 # ----------------------------------------------------------------------------- the live run
-def run_case(case: dict, workdir: Path, *, server: ReplayServer) -> dict:
+def run_case(case: dict, workdir: Path, *, server: ReplayServer, tie_margin: float | None = None,
+             seed: int | None = None) -> dict:
     """Calibrate the bank without the case's systems, rank them live, and collect the figures.
 
-    ``server`` is a running ReplayServer that litellm already reaches (OPENAI_API_BASE)."""
+    ``server`` is a running ReplayServer that litellm already reaches (OPENAI_API_BASE); ``tie_margin``
+    and ``seed`` are passed to ``rank`` (None: its defaults). The bank is calibrated once per workdir."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     bank_path = workdir / "bank.json"
     t0 = time.perf_counter()
-    assert cli(["calibrate", case["table"], "--exclude-models", *case["systems"], "--task", case["task"],
-                "--metric", case["metric"], "--out", str(bank_path)]) == 0
+    if not bank_path.exists():
+        assert cli(["calibrate", case["table"], "--exclude-models", *case["systems"], "--task", case["task"],
+                    "--metric", case["metric"], "--out", str(bank_path)]) == 0
     t_cal = time.perf_counter() - t0
     bank = ItemBank.load(bank_path)
     item_ids = [str(i) for i in bank.item_ids]
@@ -158,13 +167,15 @@ def run_case(case: dict, workdir: Path, *, server: ReplayServer) -> dict:
     full = full_run_cost(usage, prices)
     full_total = sum(full.values())
     cap = round(case["cap_over_full_run"] * full_total, 6)
-    out = workdir / "rank"
+    out = workdir / f"rank-{seed}-{tie_margin}"
+    extra = ([] if tie_margin is None else ["--tie-margin", str(tie_margin)]) + \
+        ([] if seed is None else ["--seed", str(seed)])
     server.reset_stats()
     t1 = time.perf_counter()
     rc = cli(["rank", "--models", *[f"{m}=litellm:model=openai/{m}" for m in case["systems"]],
               "--tasks", case["task"], "--bank", str(bank_path), "--include_path", str(TASK_CONFIGS),
               "--apply_chat_template", "--item-field", "id", "--budget-usd", f"{cap:.6f}",
-              "--output", str(out), "--no-progress", *price_arguments(prices)])
+              "--output", str(out), "--no-progress", *price_arguments(prices), *extra])
     t_rank = time.perf_counter() - t1
     if rc != 0:
         raise RuntimeError(f"rank exited {rc}")
@@ -178,7 +189,8 @@ def run_case(case: dict, workdir: Path, *, server: ReplayServer) -> dict:
             mismatched.append((s["model"], s["item_id"], u, usage[s["model"]][s["item_id"]]))
     charged = {e["model"]: (e["price"]["input_per_mtok"], e["price"]["output_per_mtok"]) for e in report["ranking"]}
     assumed = {m: (p.input_per_mtok, p.output_per_mtok) for m, p in prices.items()}
-    return {"case": case, "bank_items": len(item_ids), "bank_id": report["bank_id"], "prices": assumed,
+    return {"case": case, "tie_margin": tie_margin, "seed": seed,
+            "bank_items": len(item_ids), "bank_id": report["bank_id"], "prices": assumed,
             "charged_prices": charged, "usage_mismatches": mismatched[:5], "n_usage_mismatches": len(mismatched),
             "full_run_cost_usd": full, "full_run_cost_total_usd": full_total,
             "report_full_run_cost_usd": report["full_run_cost_usd"], "cap_usd": cap, "report": report,
@@ -200,14 +212,24 @@ def judge(result: dict, truth: dict) -> dict:
     share = spent / result["full_run_cost_total_usd"]
     near = frozenset(case["near_tie"])
     near_tied = near in {frozenset(p) for p in report["ties"]}
+    pairs = report.get("pairs") or []
+    outcome = {frozenset((p["a"], p["b"])): p["outcome"] for p in pairs}
     conf = [{"higher": a, "lower": b, "p": report["pairwise"][a][b], "right": truth["mean"][a] > truth["mean"][b]}
             for a, b in confident_pairs(report)]
+    unresolved = [p for p in pairs if p["outcome"] == "unresolved"]
     return {
         "spent_usd": spent, "spend_share": share,
         "spend_ok": share <= case["max_spend_share"],
         "near_tie_reported_as_tie": near_tied,
+        "near_tie_outcome": outcome.get(near),
+        "near_tie_equivalent": outcome.get(near) == "equivalent",
         "confident_pairs": conf,
         "confident_all_right": all(c["right"] for c in conf),
+        "no_impossibility_claim": not report.get("inseparable"),
+        "unresolved_with_cost": all(p.get("items_to_settle") and p.get("cost_to_settle_usd") is not None
+                                    for p in unresolved),
+        "unresolved": [{k: p.get(k) for k in ("a", "b", "items_to_settle", "cost_to_settle_usd", "beyond_policy")}
+                       for p in unresolved],
     }
 
 
@@ -234,12 +256,20 @@ def show(result: dict, truth: dict, verdict: dict) -> None:
     print(f"total spend ${verdict['spent_usd']:.4f} = {100 * verdict['spend_share']:.1f}% of a full run; "
           f"stopped because: {report['stopped_because']}; items {report['total_items']}; "
           f"rank {result['seconds']['rank']:.1f} s")
-    print("ranking (best first):")
+    print("ranking (best first; the estimate of record on the metric scale, its 95% interval, the rank range):")
     for e in report["ranking"]:
-        me = e["metric_estimate"]
+        me = e.get("estimate") or e["metric_estimate"]
+        rr = e.get("rank_range")
         print(f"  {e['model']:<14} θ {e['theta']:+.3f} ± {e['se']:.3f}  items {e['items']:>4}  "
               f"${e['cost_usd']:.4f} of ${result['full_run_cost_usd'][e['model']]:.4f}  "
-              f"est. {me['estimate']:.4f} [{me['lower']:.4f}, {me['upper']:.4f}]")
+              f"est. {me['estimate']:.4f} [{me['lower']:.4f}, {me['upper']:.4f}]"
+              + (f"  rank {rr[0]}-{rr[1]}" if rr else ""))
+    print("pairs:")
+    for p in report.get("pairs") or []:
+        cost = (f"; to settle: {p['items_to_settle']} more items, ${p['cost_to_settle_usd']:.4f}"
+                + (" (beyond the stopping policy)" if p.get("beyond_policy") else "")) \
+            if p["outcome"] == "unresolved" else ""
+        print(f"  {p['a']} vs {p['b']}: {p['outcome']}, P(order) {p['p_order']:.4f}{cost}")
     print("ties: " + ("; ".join(" ≈ ".join(p) for p in report["ties"]) or "none")
           + ("; settled as ties: " + "; ".join(" ≈ ".join(p) for p in report["equivalent"])
              if report["equivalent"] else ""))
@@ -252,29 +282,47 @@ def show(result: dict, truth: dict, verdict: dict) -> None:
     n_ok = sum(c["right"] for c in verdict["confident_pairs"])
     print(f"{'PASS' if verdict['spend_ok'] else 'FAIL'}: total spend ≤ {100 * case['max_spend_share']:g}% of a full "
           f"run ({100 * verdict['spend_share']:.1f}%)")
-    print(f"{'PASS' if verdict['near_tie_reported_as_tie'] else 'FAIL'}: the near tie "
-          f"{' vs '.join(case['near_tie'])} reported as a tie")
+    if result.get("tie_margin") is None:
+        print(f"{'PASS' if verdict['near_tie_reported_as_tie'] else 'FAIL'}: the near tie "
+              f"{' vs '.join(case['near_tie'])} not ordered ({verdict['near_tie_outcome']})")
+    else:
+        print(f"{'PASS' if verdict['near_tie_equivalent'] else 'FAIL'}: the near tie "
+              f"{' vs '.join(case['near_tie'])} reported equivalent at tie margin {result['tie_margin']:g} "
+              f"({verdict['near_tie_outcome']})")
     print(f"{'PASS' if verdict['confident_all_right'] else 'FAIL'}: every confident pair right "
           f"({n_ok} of {n_conf})")
+    print(f"{'PASS' if verdict['no_impossibility_claim'] and verdict['unresolved_with_cost'] else 'FAIL'}: no "
+          f"impossibility claim, every unresolved pair with its cost to settle ({len(verdict['unresolved'])} unresolved)")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--case", default=str(CASE_PATH))
     ap.add_argument("--json", default=None, help="write the figures here")
+    ap.add_argument("--tie-margin", type=float, default=None, help="rank --tie-margin (metric units)")
+    ap.add_argument("--seed", type=int, nargs="+", default=[None], help="rank --seed, one run each")
     a = ap.parse_args(argv)
     case = load_case(a.case)
     truth = full_data_truth(case)
+    runs = []
     with tempfile.TemporaryDirectory(prefix="bench-near-tie-") as tmp, ReplayServer() as srv:
         os.environ["OPENAI_API_BASE"] = srv.url
         os.environ["OPENAI_API_KEY"] = "replay"
-        result = run_case(case, Path(tmp), server=srv)
-    verdict = judge(result, truth)
-    show(result, truth, verdict)
+        for seed in a.seed:
+            result = run_case(case, Path(tmp), server=srv, tie_margin=a.tie_margin, seed=seed)
+            verdict = judge(result, truth)
+            if len(a.seed) > 1:
+                print(f"\n=== rank --seed {seed} ===")
+            show(result, truth, verdict)
+            runs.append({"verdict": verdict, **{k: v for k, v in result.items() if k != "usage_mismatches"}})
+    if len(runs) > 1:
+        shares = [r["verdict"]["spend_share"] for r in runs]
+        print(f"\n{len(runs)} seeds: spend {100 * min(shares):.1f}-{100 * max(shares):.1f}% of a full run; every "
+              f"confident pair right in {sum(r['verdict']['confident_all_right'] for r in runs)} of {len(runs)}; "
+              f"near tie not ordered in {sum(r['verdict']['near_tie_reported_as_tie'] for r in runs)}")
     if a.json:
-        Path(a.json).write_text(json.dumps({"truth": truth, "verdict": verdict,
-                                            **{k: v for k, v in result.items() if k != "usage_mismatches"}},
-                                           indent=2, default=str))
+        Path(a.json).write_text(json.dumps({"truth": truth, "runs": runs} if len(runs) > 1 else
+                                           {"truth": truth, **runs[0]}, indent=2, default=str))
     return 0
 
 

@@ -413,9 +413,12 @@ def test_a_custom_pair_rule_is_used_in_ask_and_result(bank, world):
     never = Always(PairStatus.OPEN)
     res = AdaptiveRanker(bank, list(THETAS), n_init=4, n_max=20, seed=0, pair_rule=never).run(score)
     assert res.stopped_because == "max_items" and all(n == 20 for n in res.items.values())
-    # the default rule is METHOD.md §4's, at the ranker's γ
+    # a custom rule is a θ-scale rule: the default judgement hands it to the θ-scale judgement, which applies it
+    assert res.judgement == "theta"
+    # the default rule is METHOD.md §4's, at the ranker's γ (the metric scale's test at that γ)
     r = AdaptiveRanker(bank, ["a", "b"], confidence=0.9)
     assert isinstance(r.pair_rule, OrderConfidence) and r.pair_rule.upper == pytest.approx(0.95) == r.upper
+    assert r.judgements[0].confidence == 0.9 and r.judgements[0].name == "metric-scale"
     codes = OrderConfidence(0.9).judge(np.array([1.0, 0.1, 0.0]), np.array([0.3, 0.3, 0.0]),
                                        np.array([0.0, 0.0, 0.0]), np.array([0.3, 0.3, 0.0]))
     assert codes.tolist() == [PairStatus.ORDERED, PairStatus.OPEN, PairStatus.OPEN]

@@ -225,7 +225,32 @@ def _pair_runs(kind, reps, share, seed, gap=0.3):
 def test_a_shared_item_effect_makes_the_paired_se_smaller_and_it_still_covers():
     cov, ratio = _pair_runs("shared", 300, 0.3, seed=21)
     assert 0.91 <= cov <= 0.99, cov
-    assert ratio < 0.8, ratio  # the variance the two models share cancels
+    # the variance the two models share cancels (the correlation used is ρ̂'s 95% lower bound: most of it)
+    assert ratio < 0.85, ratio
+
+
+def test_a_correlation_from_a_handful_of_items_is_not_used():
+    """ρ̂ from 4 common random items can be 0.9 by chance; the pair's variance uses its one-sided 95%
+    lower bound (0 here), and never a negative one. With many items a real correlation is used."""
+    from lm_eval_adaptive.engine.metric_scale import residual_correlation
+    rng = np.random.default_rng(1)
+    rnd = np.zeros((2, 50), dtype=bool)
+    rnd[:, :4] = True
+    base = rng.normal(size=4)
+    dev = np.zeros((2, 50))
+    dev[0, :4] = base
+    dev[1, :4] = base + 0.6 * rng.normal(size=4)
+    assert 0.8 < np.corrcoef(dev[0, :4], dev[1, :4])[0, 1] < 0.95  # a high ρ̂ on 4 items
+    assert residual_correlation(dev, rnd)[0, 1] == 0.0
+    rnd[:, :40] = True
+    shared = rng.normal(size=40)
+    dev[0, :40] = shared + 0.5 * rng.normal(size=40)
+    dev[1, :40] = shared + 0.5 * rng.normal(size=40)
+    rho = residual_correlation(dev, rnd)[0, 1]
+    full = np.corrcoef(dev[0, :40], dev[1, :40])[0, 1]
+    assert 0.3 < rho < full < 1
+    dev[1, :40] = -dev[0, :40]  # a negative correlation would widen the pair: not used either
+    assert residual_correlation(dev, rnd)[0, 1] == 0.0
 
 
 def test_without_a_shared_effect_paired_and_unpaired_agree():

@@ -21,6 +21,7 @@ from lm_eval_adaptive.engine.multi_metric_ranker import MultiMetricRanker
 from lm_eval_adaptive.engine.multi_metric_test import MultiMetricTest
 from lm_eval_adaptive.engine.pair_rules import FamilyWise, pair_rule_for
 from lm_eval_adaptive.engine.pair_status import OpenPairs, PairJudgement, ThetaJudgement
+from lm_eval_adaptive.engine.scale_judgement import MetricScaleJudgement
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker, ReplayError, ReplayEvent
 from lm_eval_adaptive.engine.response_model import BinaryIRTModel
 from lm_eval_adaptive.engine.stopping import MaxItems, Rule, SETarget
@@ -83,8 +84,12 @@ def test_the_allocation_sums_each_metrics_gain_once_over_the_metrics_that_need_a
             self.n = n
 
     never = (lambda j, p: False)
-    a = OpenPairs([0, 1, 2], [0], [0.5, 0.4, 0.3], never, "a")  # pair (0, 1) open under a
-    b = OpenPairs([2, 1, 0], [0, 1], [0.2, 0.1, 0.6], never, "b")  # (2, 1) and (1, 0) open under b
+
+    def worth(gain):  # the θ scale's worth at n = 4 items, nothing in flight: m²/(n + 1)
+        return lambda j, k: gain[j] ** 2 / (4 + k + 1)
+
+    a = OpenPairs([0, 1, 2], [(0, 1)], worth([0.5, 0.4, 0.3]), never, "a")  # pair (0, 1) open under a
+    b = OpenPairs([2, 1, 0], [(2, 1), (1, 0)], worth([0.2, 0.1, 0.6]), never, "b")  # (2, 1), (1, 0) open under b
     models = ["x", "y", "z"]
     ex = {m: E(4) for m in models}
     got, item, passed = adaptive_choice([a, b], models, ex, flight={}, blocked=set(), most=1, n_max=50,
@@ -113,10 +118,12 @@ def test_the_pair_status_seam_is_a_protocol_a_judgement_plugs_into(cont):
     """The ranker asks its judgement which pairs are open; a judgement that says none is the run's stop."""
 
     class NothingOpen(ThetaJudgement):
-        def open_pairs(self, models):
-            return super().open_pairs(models)._replace(open=[])
+        def open_pairs(self, models, remaining=None):
+            return super().open_pairs(models, remaining)._replace(pairs=[])
 
     r = AdaptiveRanker(cont, list(THETAS), n_init=3, seed=0)
+    assert isinstance(r.judgements[0], MetricScaleJudgement) and isinstance(r.judgements[0], PairJudgement)
+    r = AdaptiveRanker(cont, list(THETAS), n_init=3, seed=0, judgement=ThetaJudgement)
     assert isinstance(r.judgements[0], ThetaJudgement) and isinstance(r.judgements[0], PairJudgement)
     ys = scores_of({"m": cont}, THETAS, 3)["m"]
     r = AdaptiveRanker(cont, list(THETAS), n_init=3, seed=0, judgement=NothingOpen)

@@ -1,4 +1,4 @@
-"""Issue 11, "Must show": a near tie ranked live, cheaply, and reported as a tie.
+"""Issues 11 and 21, "Must show": a near tie ranked live, cheaply, with every claim right.
 
 Four WMT24 systems, two of them a near tie on the full data, ranked through the real harness,
 litellm and HTTP against the replay endpoint with the default settings and a cap above a full
@@ -7,13 +7,12 @@ so the benchmark and this test measure the same thing). Criteria, all on one run
 
 1. total spend within the cap and never above a full run (every bank item asked of each system,
    as billed): no item is bought twice (test_the_measurement_is_sound);
-2. the near-tie pair reported as a tie;
-3. every confident pair ordered as the full data orders it (and there is at least one).
-
-How small a share of a full run the near tie costs is measured, not guaranteed: it depends on
-whether a model's scatter flags it as misfitting (which sets the model error the futility stop
-uses). `python benchmarks/bench_near_tie.py` prints it against the case's 10% target
-(``max_spend_share``); a test pins what the engine guarantees.
+2. total spend ≤ 10% of a full run (``max_spend_share``): what the engine guarantees by construction
+   with its defaults (the stopping policy gives up a pair whose cost to settle would take the run
+   beyond 10% of a full run), not by chance of a person-fit flag;
+3. the near-tie pair not ordered, and stated as unresolved with its items and dollars to settle;
+4. every ordered pair ordered as the full data orders it (and there is at least one);
+5. no pair claimed impossible to settle ("inseparable").
 """
 
 from __future__ import annotations
@@ -76,9 +75,21 @@ def test_the_measurement_is_sound(measured):
     assert report["budget_usd"] > result["full_run_cost_total_usd"] >= verdict["spent_usd"]
 
 
-def test_the_near_tie_is_reported_as_a_tie(measured, case):
+def test_the_spend_stays_within_ten_percent_of_a_full_run(measured, case):
+    result, verdict = measured
+    assert verdict["spend_ok"], (verdict["spend_share"], case["max_spend_share"])
+    assert result["report"]["stopped_because"] == "cost_to_settle"
+
+
+def test_the_near_tie_is_not_ordered_and_its_cost_to_settle_is_stated(measured, case):
     result, verdict = measured
     assert verdict["near_tie_reported_as_tie"], (case["near_tie"], result["report"]["ties"])
+    assert verdict["near_tie_outcome"] == "unresolved"
+    (near,) = [p for p in result["report"]["pairs"] if {p["a"], p["b"]} == set(case["near_tie"])]
+    # a cost, never an impossibility: items and dollars to settle, beyond the stopping policy's share
+    assert near["beyond_policy"] and 0 < near["items_to_settle"] <= 2 * result["bank_items"]
+    assert near["cost_to_settle_usd"] > 0
+    assert verdict["no_impossibility_claim"] and verdict["unresolved_with_cost"]
 
 
 def test_every_confident_pair_is_right(measured):

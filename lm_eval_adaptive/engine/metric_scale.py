@@ -157,12 +157,12 @@ class ModelPart(NamedTuple):
     predicted: np.ndarray
 
 
-def model_part(bank: ItemBank, raw, random, theta: float, *, population=None, se_theta: float | None = None,
+def model_part(bank: ItemBank, raw, random, theta: float, *, population=None, se_theta=None,
                floor: float | None = None) -> ModelPart:
     """One model's :class:`ModelPart`: ``raw`` (N,) its raw metric, NaN where unseen; ``random`` (N,)
     bool, the items random slots chose; ``theta`` its ability estimate; ``population`` (N,) bool, the
     items its full-task mean is over (default every bank item); ``se_theta`` θ̂'s SE (the fallback's;
-    None: its interval is infinite); ``floor``: the residual variance floor as a share of the
+    None: its interval is infinite; a callable is called only when the fallback needs it); ``floor``: the residual variance floor as a share of the
     response model's noise (default :attr:`MetricScale.model_floor`). One vectorised pass over the
     bank (see the module docstring for the formulas; a ranker calls it after every score of a model,
     so it is written in few NumPy calls).
@@ -205,10 +205,10 @@ def model_part(bank: ItemBank, raw, random, theta: float, *, population=None, se
     s2 = float(d @ d) / (n_r - 1) if n_r >= 2 else 0.0
     s2_design = s2
     floor = MetricScale.model_floor if floor is None else floor
-    if floor > 0 and n_u + n_r > 0:
+    if floor > 0 and n_u + n_r > 0 and s2 < floor * _noise_bound(bank):
         # a floor at a share of the response model's own noise on these items: scatter beyond it widens the
         # interval, scatter below it does not narrow it further (a sample of residuals that missed the rare
-        # large ones is caught)
+        # large ones is caught). Skipped when s² is above any item's noise (the floor cannot bind).
         noise = _model_variance(bank, mu)
         s2 = max(s2, floor * (float(noise @ unseen) + float(np.add.reduce(noise[ridx]))) / (n_u + n_r))
     y = np.where(seen, raw, 0.0)
@@ -232,6 +232,8 @@ def model_part(bank: ItemBank, raw, random, theta: float, *, population=None, se
         df, method = max(n_r - 1.0, 1.0), "design"
     else:
         ws = np.zeros(N)
+        if callable(se_theta):  # read only here: the fallback is the one part that needs θ̂'s SE
+            se_theta = se_theta()
         if se_theta is None or not math.isfinite(se_theta):
             fallback_var = math.inf
         else:
@@ -500,28 +502,38 @@ def residual_correlation(dev: np.ndarray, rnd: np.ndarray, rows=None) -> np.ndar
 
 
 def _correlation_row(dev: np.ndarray, rnd: np.ndarray, k: int) -> np.ndarray:
-    """Row k of :func:`residual_correlation`, over model k's comparable random items only (O(K·n_R))."""
+    """Row k of :func:`residual_correlation`, over model k's comparable random items only (O(K·n_R): two
+    small matrix products, then each model's correlation and its lower bound in plain floats)."""
     idx = np.flatnonzero(rnd[k])
     K = dev.shape[0]
-    rho = np.zeros(K)
+    rho = [0.0] * K
     if idx.size >= _MIN_COMMON:
-        mf = rnd[:, idx].astype(float)
         r = dev[:, idx]  # 0 off each model's own comparable items
         rk = r[k]
-        n = np.add.reduce(mf, axis=1)
-        sa = mf @ rk  # Σ over common items of r_k
-        sb = np.add.reduce(r, axis=1)  # Σ over common items of r_j (r_j is 0 where its item is not comparable)
-        saa = mf @ (rk * rk)
-        sbb = np.add.reduce(r * r, axis=1)
-        sab = r @ rk
-        nn = np.maximum(n, 1.0)
-        cov = sab - sa * sb / nn
-        den = (saa - sa * sa / nn) * (sbb - sb * sb / nn)
-        ok = (n >= _MIN_COMMON) & (den > 0)
-        np.divide(cov, np.sqrt(np.maximum(den, 0.0)), out=rho, where=ok)
-        rho = _lower_bound(rho, n)
+        one = np.ones(idx.size)
+        # per model j: n, Σ r_k, Σ r_k² over the common items; Σ r_j, Σ r_j·r_k (r_j is 0 off them); Σ r_j²
+        na = (rnd[:, idx].astype(float) @ np.stack((one, rk, rk * rk), axis=1)).tolist()
+        nb = (r @ np.stack((one, rk), axis=1)).tolist()
+        sbb = np.einsum("ij,ij->i", r, r).tolist()
+        for j in range(K):
+            n, sa, saa = na[j]
+            if n < _MIN_COMMON:
+                continue
+            sb, sab = nb[j]
+            den = (saa - sa * sa / n) * (sbb[j] - sb * sb / n)
+            if not den > 0:
+                continue
+            rho[j] = _lower_bound_one((sab - sa * sb / n) / math.sqrt(den), n)
     rho[k] = 1.0
-    return rho
+    return np.array(rho)
+
+
+def _lower_bound_one(rho: float, n: float) -> float:
+    """:func:`_lower_bound` of one correlation, in plain floats."""
+    if n <= 3:
+        return 0.0
+    z = math.atanh(min(max(rho, -0.999999), 0.999999))
+    return max(math.tanh(z - _Z_LOWER / math.sqrt(n - 3.0)), 0.0)
 
 
 def _lower_bound(rho: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -584,17 +596,24 @@ def _range2(bank: ItemBank) -> np.ndarray:
     return _spans(bank)[1]
 
 
+def _noise_bound(bank: ItemBank) -> float:
+    """The largest noise the response model gives any item, k·¼·max range² (μ(1−μ) ≤ ¼)."""
+    k = bank.k if bank.k is not None else 1.0
+    return 0.25 * k * _spans(bank)[2]
+
+
 def _span(bank: ItemBank) -> np.ndarray:
     """hi − lo of every item (computed once per bank)."""
     return _spans(bank)[0]
 
 
-def _spans(bank: ItemBank) -> tuple[np.ndarray, np.ndarray]:
+def _spans(bank: ItemBank) -> tuple[np.ndarray, np.ndarray, float]:
+    """(hi − lo, its square, the square's largest value) of every item, computed once per bank."""
     cached = _RANGE2.get(bank)
     if cached is None or cached[0] is not bank.hi or cached[1] is not bank.lo:
         span = bank.hi - bank.lo
-        cached = _RANGE2[bank] = (bank.hi, bank.lo, span, span * span)
-    return cached[2], cached[3]
+        cached = _RANGE2[bank] = (bank.hi, bank.lo, span, span * span, float((span * span).max()))
+    return cached[2], cached[3], cached[4]
 
 
 _RANGE2: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -120,7 +120,8 @@ class MetricScaleJudgement:
         m = self._names[k]
         e = self._examinees[m]
         theta = e.theta
-        part = model_part(self._bank, e.raw, e.random_mask, theta, population=e.population, se_theta=e.se)
+        part = model_part(self._bank, e.raw, e.random_mask, theta, population=e.population,
+                          se_theta=lambda: e.se)
         self._parts[k] = part
         self._theta[k] = theta
         self._ws[k] = part.ws

@@ -419,7 +419,7 @@ class LiveRun:
                            "cost_usd": cost, "usage": list(out.score.usage or []), "attempts": out.attempts,
                            "seconds": round(out.seconds, 4), **_judge_fields(out.score, judge)})
             if r.is_pending(req):
-                r.tell(req, scaled, cost=cost)
+                r.tell(req, scaled, cost=cost, raw=raw)  # the raw value: the metric scale's (scaling clips)
             else:  # the model was dropped meanwhile: paid for and journaled, not ranked
                 r.charge(m, cost)
             self.raw[m][req.item] = raw

@@ -81,6 +81,15 @@ log.addFilter(SHOWN_LOG_FILTER)  # names in messages shown escaped
 JOURNAL_NAME = "journal.jsonl"
 JOURNAL_VERSION = 1
 
+def _raw_of(rec: dict):
+    """A score record's raw metric value (a number, or metric → number), None when it has none: the
+    ranker then maps the scaled score back (older journals)."""
+    raw = rec.get("raw")
+    if isinstance(raw, dict):
+        return {str(k): float(v) for k, v in raw.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+    return float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) and math.isfinite(raw) else None
+
+
 # ---------------------------------------------------------------------------
 # Redaction
 # ---------------------------------------------------------------------------
@@ -495,7 +504,8 @@ class Journal:
                 kind = rec.get("type")
                 if kind == "score":
                     lines.append(n)
-                    yield ReplayEvent.score(rec["model"], rec["item_id"], scaled_of(rec), rec.get("cost_usd"))
+                    yield ReplayEvent.score(rec["model"], rec["item_id"], scaled_of(rec), rec.get("cost_usd"),
+                                            _raw_of(rec))
                 elif (kind == "failure" and failures and isinstance(rec.get("model"), str)
                       and isinstance(rec.get("item_id"), str)):
                     lines.append(n)

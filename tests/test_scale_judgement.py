@@ -1,0 +1,257 @@
+"""The rankers' default judgement on the full-task metric's scale (issue 21): engine/scale_judgement.py,
+engine/settle_policy.py, engine/settle_check.py and what the ranker records for them.
+
+* the incremental judgement decides what the batch MetricScale + judge_pairs decide, at every step;
+* the random-slot items and raw values the examinees keep are the selector's and the caller's;
+* a family-wise rule is Holm over the pairs' p-values on the metric scale;
+* the stopping policy never lets a run spend beyond its share of a full run, says so as a cost, and
+  never calls a pair inseparable;
+* the result's fields: every pair's record, rank ranges from the ordered pairs only, tie groups from
+  equivalence only (never chained), the estimate of record per model; full runs are exact.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+from conftest import make_sim_bank, simulate_scores
+
+from lm_eval_adaptive.engine.metric_scale import MetricScale, random_share_mask
+from lm_eval_adaptive.engine.pair_outcomes import EQUIVALENT, ORDERED, UNRESOLVED, decide, judge_pairs
+from lm_eval_adaptive.engine.pair_rules import holm, pair_rule_for
+from lm_eval_adaptive.engine.ranker import AdaptiveRanker, ReplayEvent
+from lm_eval_adaptive.engine.scale_judgement import MetricScaleJudgement, equivalence_groups, ranking_order
+from lm_eval_adaptive.engine.settle_check import run_on_to_settle
+from lm_eval_adaptive.engine.settle_policy import SettlePolicy, most_items
+
+THETAS = {"a": -0.8, "b": -0.1, "c": 0.0, "d": 0.9}
+
+
+@pytest.fixture(scope="module")
+def bank():
+    return make_sim_bank(n_items=400, seed=5)
+
+
+def world(bank, thetas=THETAS, seed=0, noise=None):
+    rng = np.random.default_rng(seed)
+    noise = noise or {}
+    out = {}
+    for m, t in thetas.items():
+        y = simulate_scores(t, bank.b, k=bank.k * noise.get(m, 1.0) ** 2, rng=rng)
+        out[m] = y
+    return out
+
+
+def batch_scale(r: AdaptiveRanker) -> MetricScale:
+    ex = r.examinees
+    ms = r.models
+    return MetricScale(r.bank, np.array([ex[m].raw for m in ms]), np.array([ex[m].random_mask for m in ms]),
+                       [ex[m].theta for m in ms], population=np.array([ex[m].population for m in ms]),
+                       se_theta=[ex[m].se for m in ms], names=ms)
+
+
+# ------------------------------------------------------------------------------------ the same decisions
+def test_the_incremental_judgement_decides_as_the_batch_scale_at_every_step(bank):
+    ys = world(bank, seed=1, noise={"c": 2.0})
+    r = AdaptiveRanker(bank, list(THETAS), n_init=5, n_max=80, seed=2,
+                       judgement=functools.partial(MetricScaleJudgement, policy=SettlePolicy(None, None)))
+    j = r.judgements[0]
+    checked = 0
+    while (req := r.ask()) is not None:
+        r.tell(req, float(ys[req.model][req.item]))
+        if r.examinees[req.model].n % 7:
+            continue
+        sc = batch_scale(r)
+        small = j.scale(r.models)
+        np.testing.assert_allclose(small.estimate, sc.estimate, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(small.se, sc.se, rtol=1e-10, atol=1e-14)
+        D, S, F = sc.differences()
+        want = judge_pairs(sc, confidence=0.95, settle_cost=False)
+        op = j.open_pairs(r.models)
+        got = {frozenset((r.models[a], r.models[b])) for a, b in op.pairs}
+        unresolved = {frozenset((sc.names[a], sc.names[b])) for a, b, o in zip(want.a, want.b, want.outcome)
+                      if o == UNRESOLVED}
+        assert got == unresolved  # no stopping policy: every unresolved pair is open
+        for a in range(4):  # the per-pair float decision is judge_pairs'
+            for b in range(a + 1, 4):
+                k = next(i for i in range(want.a.size) if {want.a[i], want.b[i]} == {a, b})
+                assert decide(D[a, b], S[a, b], F[a, b], 0.95, 0.0) == want.outcome[k]
+        checked += 1
+    assert checked >= 8
+
+
+def test_the_random_slots_and_raw_values_are_recorded(bank):
+    ys = world(bank, seed=3)
+    r = AdaptiveRanker(bank, list(THETAS), n_init=6, n_max=40, seed=4)
+    raw_of = {m: 10.0 + ys[m] for m in THETAS}  # what the caller says the raw metric was (scaling clipped it)
+    while (req := r.ask()) is not None:
+        r.tell(req, float(ys[req.model][req.item]), raw=float(raw_of[req.model][req.item]))
+    for m, e in r.examinees.items():
+        assert np.array_equal(e.random_mask, random_share_mask(e.selector, e.items, bank.n_items))
+        seen = np.asarray(e.items)
+        assert np.array_equal(e.raw[seen], raw_of[m][seen]) and np.isnan(np.delete(e.raw, seen)).all()
+    # told without a raw value: the scaled score mapped back through the bank's range
+    r2 = AdaptiveRanker(bank, list(THETAS), n_init=3, n_max=3, seed=4)
+    r2.run(lambda m, i: float(ys[m][i]))
+    e = r2.examinees["a"]
+    assert np.allclose(e.raw[e.items], bank.unscale(np.asarray(e.items), np.asarray(e.scores)))
+    # a replay told in another order than asked marks the same random slots (the permutation's next item)
+    events = [ReplayEvent.score(m, i, float(ys[m][i])) for m in THETAS for i in r.examinees[m].items]
+    r3 = AdaptiveRanker(bank, list(THETAS), n_init=6, n_max=40, seed=4)
+    r3.replay(events)
+    for m in THETAS:
+        assert np.array_equal(r3.examinees[m].random_mask, r.examinees[m].random_mask)
+
+
+# ------------------------------------------------------------------------------------------ family-wise
+def test_family_wise_is_holm_over_the_metric_scale_p_values(bank):
+    ys = world(bank, thetas={"a": -0.3, "b": -0.1, "c": 0.0, "d": 0.15, "e": 0.4}, seed=6)
+    rule = pair_rule_for(bank, 0.95, None, family_wise=True)
+    r = AdaptiveRanker(bank, list(ys), n_init=8, n_max=60, seed=1, pair_rule=rule)
+    res = r.run(lambda m, i: float(ys[m][i]))
+    assert res.judgement == "metric-scale" and res.signature["pair_rule"].startswith("family")
+    sc = batch_scale(r)
+    pw = judge_pairs(sc, confidence=0.95, settle_cost=False)
+    fw = judge_pairs(sc, confidence=0.95, settle_cost=False, family_wise=True)
+    want = holm(np.minimum(1.0, 2 * (1 - pw.p_order)), 0.05)
+    assert np.array_equal(fw.outcome == ORDERED, want)
+    assert np.all((fw.outcome == ORDERED) <= (pw.outcome == ORDERED))  # never more orders than pair by pair
+    got = {frozenset((p["a"], p["b"])) for p in res.pairs if p["outcome"] == ORDERED}
+    assert got == {frozenset((sc.names[a], sc.names[b])) for a, b, o in zip(fw.a, fw.b, fw.outcome) if o == ORDERED}
+
+
+# ---------------------------------------------------------------------------------------- the policy
+def test_most_items_within_a_limit():
+    assert most_items(100.0, 500, 1.0, 500, 1.0) == 50
+    assert most_items(-1.0, 500, 1.0, 500, 1.0) == -1
+    assert most_items(float("inf"), 10, 1.0, 10, 1.0) == float("inf")
+    assert most_items(30.0, 10, 1.0, 500, 2.0) == 10  # past a's 10 unseen items only b adds, at 2 each
+    assert most_items(0.5, 10, 1.0, 10, 1.0) == 0
+
+
+@pytest.mark.parametrize("share", [0.05, 0.1])
+def test_the_policy_never_lets_a_run_spend_beyond_its_share_of_a_full_run(bank, share):
+    """A near tie ranked with a cap above a full run: the run stops on the pairs' cost to settle, within
+    its share of a full run (never "inseparable"), and states what each unresolved pair would cost."""
+    near = {"a": 0.0, "b": 0.02, "c": 0.04}
+    ys = world(bank, thetas=near, seed=8)
+    costs = {m: np.full(bank.n_items, 0.002) for m in near}
+    full = 3 * bank.n_items * 0.002
+    r = AdaptiveRanker(bank, list(near), item_costs=costs, budget=2 * full, n_init=5, seed=0,
+                       judgement=functools.partial(MetricScaleJudgement, policy=SettlePolicy(share)))
+    res = r.run(lambda m, i: float(ys[m][i]))
+    assert res.stopped_because == "cost_to_settle" and not res.inseparable
+    assert res.total_cost <= share * full + 1e-12
+    unresolved = [p for p in res.pairs if p["outcome"] == UNRESOLVED]
+    assert unresolved and all(p["beyond_policy"] for p in unresolved)
+    assert all(0 < p["items_to_settle"] <= 2 * bank.n_items and p["cost_to_settle_usd"] > 0 for p in unresolved)
+    # the cost is the items at the model's price
+    assert all(p["cost_to_settle_usd"] == pytest.approx(p["items_to_settle"] * 0.002) for p in unresolved)
+    # without the policy the same run goes on
+    r = AdaptiveRanker(bank, list(near), item_costs=costs, budget=2 * full, n_init=5, seed=0, n_max=150,
+                       judgement=functools.partial(MetricScaleJudgement, policy=SettlePolicy(None, None)))
+    res_off = r.run(lambda m, i: float(ys[m][i]))
+    assert res_off.total_items > res.total_items
+
+
+def test_the_budget_share_gives_up_a_pair_its_remaining_budget_cannot_settle(bank):
+    near = {"a": 0.0, "b": 0.01}
+    ys = world(bank, thetas=near, seed=14)
+    costs = {m: np.full(bank.n_items, 0.01) for m in near}
+    kw = dict(item_costs=costs, budget=1.0, n_init=5, seed=0)
+    off = AdaptiveRanker(bank, list(near), **kw, judgement=functools.partial(
+        MetricScaleJudgement, policy=SettlePolicy(None, None))).run(lambda m, i: float(ys[m][i]))
+    on = AdaptiveRanker(bank, list(near), **kw, judgement=functools.partial(
+        MetricScaleJudgement, policy=SettlePolicy(None, 1.0))).run(lambda m, i: float(ys[m][i]))
+    assert off.stopped_because == "budget"
+    assert on.stopped_because == "cost_to_settle" and on.total_cost < off.total_cost
+    assert on.pairs[0]["beyond_policy"] and on.pairs[0]["cost_to_settle_usd"] > 1.0 - on.total_cost
+
+
+# ------------------------------------------------------------------------------------------- results
+def test_the_result_records_every_pair_and_rank_ranges_from_ordered_pairs_only(bank):
+    ys = world(bank, seed=11)
+    res = AdaptiveRanker(bank, list(THETAS), n_init=8, n_max=60, seed=3).run(lambda m, i: float(ys[m][i]))
+    assert len(res.pairs) == 6
+    pos = {m: k for k, m in enumerate(res.ranking)}
+    above = {m: 0 for m in THETAS}
+    below = {m: 0 for m in THETAS}
+    for p in res.pairs:
+        assert {"a", "b", "outcome", "p_order", "items_to_settle", "cost_to_settle_usd"} <= set(p)
+        if p["outcome"] == ORDERED:  # a is the higher, and the ranking keeps it above
+            assert pos[p["a"]] < pos[p["b"]] and p["items_to_settle"] == 0
+            above[p["b"]] += 1
+            below[p["a"]] += 1
+        else:
+            assert p["items_to_settle"] > 0
+    for m in THETAS:
+        assert res.rank_range[m] == [1 + above[m], 4 - below[m]]
+    d = res.to_dict()
+    assert d["judgement"] == "metric-scale" and len(d["pairs"]) == 6
+    for e in d["ranking"]:
+        est = e["estimate"]
+        assert e["rank_range"] == res.rank_range[e["model"]]
+        assert est["lower"] <= est["estimate"] <= est["upper"] and est["lower"] <= est["center"] <= est["upper"]
+        assert est["method"] in ("design", "model", "exact")
+
+
+def test_full_runs_are_exact_and_ordered_whenever_their_means_differ(bank):
+    """A leaderboard's full runs: zero width, every pair with different means ordered (no model error,
+    no tie group of full runs), an adaptive entry placed among them with a rank range."""
+    ys = world(bank, thetas={"f1": -0.3, "f2": -0.29, "f3": 0.5, "new": -0.2}, seed=12)
+    r = AdaptiveRanker(bank, list(ys), n_init=10, n_max=30, seed=0)
+    for m in ("f1", "f2", "f3"):
+        r.record_many(m, np.arange(bank.n_items), ys[m], costs=np.zeros(bank.n_items))
+        r.exclude(m, np.arange(bank.n_items))
+    res = r.run(lambda m, i: float(ys["new"][i]))
+    for m in ("f1", "f2", "f3"):
+        est = res.estimates[m]
+        assert est["method"] == "exact" and est["se"] == 0 and est["lower"] == est["upper"] == est["estimate"]
+        assert est["estimate"] == pytest.approx(float(np.mean(ys[m])))
+    full = [p for p in res.pairs if {p["a"], p["b"]} <= {"f1", "f2", "f3"}]
+    assert all(p["outcome"] == ORDERED for p in full)  # f1 and f2 differ by 0.01 in θ: still ordered
+    assert res.ranking.index("f3") < res.ranking.index("f2") or res.ranking.index("f3") < res.ranking.index("f1")
+    assert not any(set(g) <= {"f1", "f2", "f3"} for g in res.tie_groups)
+    lo, hi = res.rank_range["new"]
+    assert 1 <= lo <= hi <= 4
+
+
+def test_tie_groups_come_from_equivalence_alone_and_are_never_chained():
+    assert equivalence_groups(list("abcd"), [("a", "b"), ("b", "c")]) == [["a", "b"]]  # a ≈ c not claimed
+    assert equivalence_groups(list("abcd"), [("a", "b"), ("b", "c"), ("a", "c")]) == [["a", "b", "c"]]
+    assert equivalence_groups(list("abcd"), []) == []
+    # the order keeps every ordered pair; the rest follows the point estimates
+    assert ranking_order([0.5, 0.6, 0.4], []) == [1, 0, 2]
+    assert ranking_order([0.5, 0.6, 0.4], [(0, 1)]) == [0, 1, 2]
+
+
+def test_a_tie_margin_settles_a_near_tie_as_equivalent(bank):
+    near = {"a": 0.0, "b": 0.0}
+    ys = world(bank, thetas=near, seed=13)
+    gap = abs(float(np.mean(ys["a"]) - np.mean(ys["b"])))
+    rule = pair_rule_for(bank, 0.95, 0.08, False)
+    res = AdaptiveRanker(bank, list(near), n_init=10, seed=0, pair_rule=rule).run(lambda m, i: float(ys[m][i]))
+    assert res.pairs[0]["outcome"] == EQUIVALENT and gap < 0.08
+    assert res.stopped_because == "settled" and res.tie_groups == [res.ranking]
+    assert res.signature["tie_margin"] == 0.08 and res.signature["judgement"] == "metric-scale"
+
+
+# -------------------------------------------------------------------------------------- run on to settle
+def test_running_a_pair_on_settles_it_and_leaves_the_ranker_alone(bank):
+    ys = world(bank, thetas={"a": 0.0, "b": 0.3}, seed=14)
+    r = AdaptiveRanker(bank, ["a", "b"], n_init=5, n_max=5, seed=0)
+    res = r.run(lambda m, i: float(ys[m][i]))
+    (p,) = res.pairs
+    before = {m: (e.n, e.version) for m, e in r.examinees.items()}
+    names = ["a", "b"]
+    run = run_on_to_settle((r.examinees["a"], r.examinees["b"]),
+                           lambda k, i: (float(ys[names[k]][i]), float(ys[names[k]][i])))
+    assert {m: (e.n, e.version) for m, e in r.examinees.items()} == before
+    assert run.outcome in (ORDERED, EQUIVALENT) and 0 < run.items <= 2 * (bank.n_items - 5)
+    if p["outcome"] == UNRESOLVED:
+        assert p["items_to_settle"] > 0
+    other = run_on_to_settle((r.examinees["a"], r.examinees["b"]),
+                             lambda k, i: (float(ys[names[k]][i]), float(ys[names[k]][i])), seed=7)
+    assert other.outcome in (ORDERED, EQUIVALENT)  # another permutation: another continuation
