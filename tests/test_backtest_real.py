@@ -103,6 +103,29 @@ def test_backtest_reports_how_honest_its_numbers_are(wmt_bleu):
     assert {"full_task_coverage", "se_calibration", "person_misfit_flags", "cost_share_of_full_run"} <= set(d)
 
 
+def test_backtest_reports_the_metric_scale_figures_of_issue_21(wmt_bleu):
+    """The ground truth at δ (truly tied pairs), equivalence claims against the tie margin, and each
+    unresolved pair's stated cost to settle against the items it took run on (one continuation and the
+    median of several); the θ-scale judgement's run reports the same figures, without costs."""
+    from lm_eval_adaptive.engine.backtest import pooled
+
+    cfg = BacktestConfig(seeds=1, folds=3, settle_runs=3, tie_margin_share=0.5, truth_margin_share=0.1)
+    r = backtest(wmt_bleu, config=cfg)
+    p = pooled([r])
+    assert 0 <= p["tied_pairs_ordered_share"] <= 1 and p["tied_pairs"] > 0
+    assert p["equivalent_claims"] > 0 and 0 <= p["equivalence_accuracy"] <= 1
+    st = r.settle
+    assert st["pairs"] > 0 and st["runs_per_pair"] == 3
+    assert st["mean_stated"] > 0 and st["mean_measured"] > 0 and 0 <= st["within_2x_median"] <= 1
+    for x in r.settle_records:
+        assert len(x["runs"]) == 3 and x["measured"] == x["runs"][0] and x["median"] == np.median(x["runs"])
+    for f in r.folds:  # δ and the margin are the stated shares of the range of the table's full-task means
+        assert f["tie_margin"] == pytest.approx(0.5 / cfg.truth_margin_share * f["truth_delta"])
+    th = backtest(wmt_bleu, config=BacktestConfig(seeds=1, folds=3, judgement="theta", truth_margin_share=0.1))
+    assert th.settle == {"pairs": 0} and 0 <= th.tied_pairs_ordered_share <= 1
+    assert 0 <= th.theta_full_task_coverage <= 1 and 0 <= th.full_task_coverage <= 1
+
+
 def test_backtest_on_a_small_table_runs_the_hold_out_sets_that_fit(wmt_bleu):
     small = wmt_bleu.select_models(list(wmt_bleu.models)[:11])  # room for 2 sets of 4 + 3 to calibrate on
     r = backtest(small, config=BacktestConfig(seeds=1))
@@ -123,5 +146,6 @@ def test_the_self_check_predicts_the_coverage_measured_on_left_out_models():
     except InputError as e:
         pytest.skip(f"real data not available: {e}")
     p = pooled([backtest(t, config=BacktestConfig(seeds=3)) for t in tables])
-    assert abs(p["full_task_coverage"] - 0.95) <= 0.05
+    assert abs(p["theta_full_task_coverage"] - 0.95) <= 0.05  # the θ-scale interval the self-check corrects
     assert p["share_abs_z_over_1_96"] <= 0.10
+    assert abs(p["full_task_coverage"] - 0.95) <= 0.05  # the metric scale's, which needs no correction

@@ -418,11 +418,12 @@ def _settle_checks(ranker, res, score_of, config: BacktestConfig, margin: float,
         if rec["outcome"] != UNRESOLVED or rec.get("items_to_settle") is None:
             continue
         a, b = rec["a"], rec["b"]
+        ia, ib = ranker.models.index(a), ranker.models.index(b)
         measured = []
         for k in range(config.settle_runs):
             run = run_on_to_settle((ex[a], ex[b]), lambda j, i, ab=(a, b): score_of(ab[j], i),
                                    confidence=config.confidence, margin=margin,
-                                   seed=None if k == 0 else [*seed_base, a, b, k])
+                                   seed=None if k == 0 else [*seed_base, ia, ib, k])
             measured.append(run.items)
         out.append({"stated": int(rec["items_to_settle"]), "measured": int(measured[0]),
                     "median": float(np.median(measured)), "runs": measured, "beyond_policy": bool(rec["beyond_policy"])})

@@ -540,7 +540,8 @@ def _lower_bound(rho: np.ndarray, n: np.ndarray) -> np.ndarray:
     """The correlation a pair's variance uses: the one-sided 95% lower bound of ρ̂ (Fisher's z, n common
     items), and 0 below 0. A positive ρ narrows a pair's interval, and ρ̂ from a handful of items both drew
     at random is wild (4 items can give 0.9 by chance and order a near tie after 8 items each); the bound
-    uses the correlation only where the items show it, and never lets it widen the pair's variance."""
+    uses the correlation only where the items show it. A negative ρ̂ is taken as 0: the pair counts as
+    unpaired (its lower bound would double the variance of every early pair)."""
     z = np.arctanh(np.clip(rho, -0.999999, 0.999999))
     with np.errstate(invalid="ignore", divide="ignore"):
         low = np.tanh(z - _Z_LOWER / np.sqrt(np.maximum(n - 3.0, 1e-12)))
