@@ -255,3 +255,26 @@ def test_running_a_pair_on_settles_it_and_leaves_the_ranker_alone(bank):
     other = run_on_to_settle((r.examinees["a"], r.examinees["b"]),
                              lambda k, i: (float(ys[names[k]][i]), float(ys[names[k]][i])), seed=7)
     assert other.outcome in (ORDERED, EQUIVALENT)  # another permutation: another continuation
+
+
+def test_the_float_cost_to_settle_is_judge_pairs_cost(bank):
+    """settle_items (one pair, plain floats, any gap) states what judge_pairs states at the estimated gap."""
+    from lm_eval_adaptive.engine.pair_outcomes import settle_items
+    ys = world(bank, thetas={"a": 0.0, "b": 0.15, "c": 0.3}, seed=15)
+    r = AdaptiveRanker(bank, list("abc"), n_init=12, n_max=12, seed=0)
+    r.run(lambda m, i: float(ys[m][i]))
+    sc = batch_scale(r)
+    j = judge_pairs(sc, confidence=0.95)
+    checked = 0
+    for a, b, o, d, s, n in zip(j.a, j.b, j.outcome, j.difference, j.se, j.items_to_settle):
+        if o != UNRESOLVED:
+            continue
+        va, vb = sc.var[a], sc.var[b]
+        got = settle_items(d, s * s, va / (va + vb), int(sc.n_unseen[a]), int(sc.n_random[a]), sc.method[a] == "design",
+                           int(sc.n_unseen[b]), int(sc.n_random[b]), sc.method[b] == "design", 0.95, 0.0)
+        assert got == n
+        # a wider true gap settles sooner, a narrower one later
+        assert settle_items(2 * d, s * s, va / (va + vb), int(sc.n_unseen[a]), int(sc.n_random[a]), True,
+                            int(sc.n_unseen[b]), int(sc.n_random[b]), True, 0.95, 0.0) <= got
+        checked += 1
+    assert checked >= 1

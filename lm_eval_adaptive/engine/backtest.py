@@ -41,7 +41,7 @@ from lm_eval_adaptive.engine.estimation import DEFAULT_PRIOR_SD, Z95, GridPoster
 from lm_eval_adaptive.engine.full_task import full_task_estimate
 from lm_eval_adaptive.engine.model_error import correction_from_records
 from lm_eval_adaptive.engine.metric_scale import model_part
-from lm_eval_adaptive.engine.pair_outcomes import EQUIVALENT, ORDERED, UNRESOLVED, t_quantile
+from lm_eval_adaptive.engine.pair_outcomes import EQUIVALENT, ORDERED, UNRESOLVED, settle_items, t_quantile
 from lm_eval_adaptive.engine.pair_rules import pair_rule_for
 from lm_eval_adaptive.engine.pair_status import ThetaJudgement
 from lm_eval_adaptive.engine.ranker import DEFAULT_FUTILITY, AdaptiveRanker
@@ -409,16 +409,28 @@ def _pair_claims(res, truth_mean: dict, margin: float, delta: float) -> dict:
     return {"equivalent": (int(eq_right), len(eq)), "tied": (ordered, tied)}
 
 
-def _settle_checks(ranker, res, score_of, config: BacktestConfig, margin: float, seed_base) -> list:
-    """For each unresolved pair of ``res``: its stated items to settle and the items it took run on
+def _settle_checks(ranker, res, score_of, config: BacktestConfig, margin: float, seed_base, bank_mean) -> list:
+    """For each unresolved pair of ``res``: its stated items to settle, what the same projection states at
+    the pair's true gap (``bank_mean``: an oracle that knows the gap), and the items it took run on
     (``config.settle_runs`` continuations: the run's own, then fresh permutations)."""
     out = []
     ex = ranker.examinees
+    judge = ranker.judgements[0]
+    scale = judge.scale(ranker.active) if hasattr(judge, "scale") else None
     for rec in res.pairs:
         if rec["outcome"] != UNRESOLVED or rec.get("items_to_settle") is None:
             continue
         a, b = rec["a"], rec["b"]
         ia, ib = ranker.models.index(a), ranker.models.index(b)
+        oracle = None
+        if scale is not None:
+            ka, kb = scale.names.index(a), scale.names.index(b)
+            va, vb = float(scale.var[ka]), float(scale.var[kb])
+            oracle = settle_items(abs(bank_mean[a] - bank_mean[b]), float(rec["se"]) ** 2,
+                                  va / (va + vb) if va + vb > 0 else 0.5, int(scale.n_unseen[ka]),
+                                  int(scale.n_random[ka]), scale.method[ka] == "design", int(scale.n_unseen[kb]),
+                                  int(scale.n_random[kb]), scale.method[kb] == "design", config.confidence, margin,
+                                  judge.random_share)
         measured = []
         for k in range(config.settle_runs):
             run = run_on_to_settle((ex[a], ex[b]), lambda j, i, ab=(a, b): score_of(ab[j], i),
@@ -426,7 +438,8 @@ def _settle_checks(ranker, res, score_of, config: BacktestConfig, margin: float,
                                    seed=None if k == 0 else [*seed_base, ia, ib, k])
             measured.append(run.items)
         out.append({"stated": int(rec["items_to_settle"]), "measured": int(measured[0]),
-                    "median": float(np.median(measured)), "runs": measured, "beyond_policy": bool(rec["beyond_policy"])})
+                    "median": float(np.median(measured)), "runs": measured, "beyond_policy": bool(rec["beyond_policy"]),
+                    "oracle": oracle})
     return out
 
 
@@ -631,7 +644,8 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
         res = ranker.result()
         honesty = _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all, bank_mean)
         claims = _pair_claims(res, truth_mean, margin or 0.0, delta)
-        settle = _settle_checks(ranker, res, score_of, config, margin or 0.0, [config.partition_seed, f, seed]) \
+        settle = _settle_checks(ranker, res, score_of, config, margin or 0.0, [config.partition_seed, f, seed],
+                                bank_mean) \
             if seed < config.settle_seeds and config.judgement == "metric" else []
         pred_ties = {frozenset(p) for p in res.ties}
         prec, rec, f1 = tie_metrics(pred_ties, gt["ties"])
@@ -764,10 +778,17 @@ def settle_summary(records: list) -> dict:
         ratio = st / x
         return float(np.mean((ratio <= 2) & (ratio >= 0.5)))
 
-    return {"pairs": len(records), "mean_stated": float(st.mean()), "mean_measured": float(one.mean()),
-            "mean_measured_median": float(med.mean()), "within_2x": within(one), "within_2x_median": within(med),
-            "median_ratio": float(np.median(st / one)), "median_ratio_median": float(np.median(st / med)),
-            "runs_per_pair": int(max(len(r["runs"]) for r in records))}
+    out = {"pairs": len(records), "mean_stated": float(st.mean()), "mean_measured": float(one.mean()),
+           "mean_measured_median": float(med.mean()), "within_2x": within(one), "within_2x_median": within(med),
+           "median_ratio": float(np.median(st / one)), "median_ratio_median": float(np.median(st / med)),
+           "runs_per_pair": int(max(len(r["runs"]) for r in records))}
+    oracle = [r.get("oracle") for r in records]
+    if all(o is not None for o in oracle):  # the same projection at the true gap: what D̂'s noise costs
+        orc = np.maximum(np.array(oracle, dtype=float), 1)
+        out["oracle_within_2x"] = float(np.mean((orc / one <= 2) & (orc / one >= 0.5)))
+        out["oracle_within_2x_median"] = float(np.mean((orc / med <= 2) & (orc / med >= 0.5)))
+        out["mean_oracle"] = float(orc.mean())
+    return out
 
 
 def _share(flags) -> float:

@@ -37,7 +37,7 @@ from lm_eval_adaptive.engine.pair_rules import holm
 from lm_eval_adaptive.engine.selection import DEFAULT_RANDOM_SHARE
 
 __all__ = ["ORDERED", "EQUIVALENT", "UNRESOLVED", "PairOutcomes", "judge_pairs", "rank_ranges", "decide",
-           "settles_after", "t_quantile"]
+           "settles_after", "settle_items", "t_quantile"]
 
 ORDERED, EQUIVALENT, UNRESOLVED = "ordered", "equivalent", "unresolved"
 
@@ -201,6 +201,28 @@ def settles_after(m: float, d: float, var: float, share_a: float, nu_a: int, nr_
     if d > t_quantile(df, 1 - (1 - confidence) / 2) * se:
         return True
     return margin > 0 and d + t_quantile(df, confidence) * se <= margin
+
+
+def settle_items(d: float, var: float, share_a: float, nu_a: int, nr_a: int, design_a: bool, nu_b: int, nr_b: int,
+                 design_b: bool, confidence: float, margin: float,
+                 random_share: float = DEFAULT_RANDOM_SHARE) -> int:
+    """The items (both models together) one pair needs to settle at the gap ``d``: :func:`settles_after`'s
+    smallest m found by bisection, each model adding at most its unseen items (the cost to settle of
+    :func:`judge_pairs` for one pair in plain floats, at any gap: the backtest states it at the true gap
+    too, as an oracle)."""
+    hi = float(max(nu_a, nu_b))
+    if settles_after(0.0, d, var, share_a, nu_a, nr_a, design_a, nu_b, nr_b, design_b, confidence, margin,
+                     random_share):
+        return 0
+    lo, up = 0.0, hi
+    while up - lo > 1:
+        mid = math.floor((lo + up) / 2)
+        if settles_after(mid, d, var, share_a, nu_a, nr_a, design_a, nu_b, nr_b, design_b, confidence, margin,
+                         random_share):
+            up = mid
+        else:
+            lo = mid
+    return int(min(up, nu_a) + min(up, nu_b))
 
 
 def _cost_to_settle(scale: MetricScale, a, b, d, s, open_, confidence, margin, item_costs, share, margin_level=None):
