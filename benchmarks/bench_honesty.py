@@ -47,10 +47,10 @@ REPORT = [f"wmt25/{p}/{m}" for p in ("cs-de", "en-ar", "en-et", "en-it") for m i
 
 COLS = ("adaptive_tau", "random_tau", "fixed_tau", "items", "confident_accuracy", "any_wrong_share",
         "equivalence_accuracy", "tied_pairs_ordered_share", "tie_recall",
-        "full_task_coverage", "theta_full_task_coverage", "share_abs_z_over_1_96", "cost_share_of_full_run")
+        "metric_full_task_coverage", "theta_full_task_coverage", "share_abs_z_over_1_96", "cost_share_of_full_run")
 SHORT = {"adaptive_tau": "tau", "random_tau": "random tau", "fixed_tau": "fixed tau", "items": "items",
          "confident_accuracy": "conf acc", "any_wrong_share": "any wrong", "equivalence_accuracy": "equiv acc",
-         "tied_pairs_ordered_share": "tied ordered", "tie_recall": "tie recall", "full_task_coverage": "coverage",
+         "tied_pairs_ordered_share": "tied ordered", "tie_recall": "tie recall", "metric_full_task_coverage": "coverage",
          "theta_full_task_coverage": "theta cov", "share_abs_z_over_1_96": "|z|>1.96",
          "cost_share_of_full_run": "cost share"}
 

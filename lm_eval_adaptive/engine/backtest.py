@@ -13,8 +13,9 @@ than δ = ``truth_margin_share`` × the range of the table's full-task means (ev
 per run and pooled: confident-order accuracy (pairs reported ordered, in the true order),
 ``equivalence_accuracy`` (pairs reported equivalent that are within the ranker's tie margin),
 ``tied_pairs_ordered_share`` (truly tied pairs reported ordered), the coverage of each model's
-metric-scale interval (its full-task mean over the bank's items; the θ-scale full-task interval's
-as ``theta_full_task_coverage``), the share of |z| > 1.96 for θ̂, tie recall under the bootstrap-overlap
+metric-scale interval (its full-task mean over the bank's items; ``metric_full_task_coverage``) and of the
+θ-scale full-task interval (``theta_full_task_coverage``), ``full_task_coverage`` being the one of the
+run's judgement (the metric scale's by default; the θ scale's for the θ-scale judgement, as before), the share of |z| > 1.96 for θ̂, tie recall under the bootstrap-overlap
 truth (pairs whose 95% intervals of the mean overlap, the earlier definition; its precision is retired),
 and for the unresolved pairs of ``settle_seeds`` seeds per fold their stated cost to settle against the
 measured one (:func:`~lm_eval_adaptive.engine.settle_check.run_on_to_settle`).
@@ -176,6 +177,7 @@ class BacktestResult:
     equivalence_accuracy: float = float("nan")  # share of equivalent claims within the tie margin
     tied_pairs_ordered_share: float = float("nan")  # share of truly tied pairs (|Δ| < δ) reported ordered
     theta_full_task_coverage: float = float("nan")  # the θ-scale full-task interval's coverage
+    metric_full_task_coverage: float = float("nan")  # the metric-scale interval's coverage
     settle: dict = field(default_factory=dict)  # stated against measured cost to settle (see settle_summary)
     settle_records: list = field(default_factory=list, repr=False)  # per unresolved pair run on (for pooling)
 
@@ -326,6 +328,7 @@ class _Run:
     records: list = field(default_factory=list)  # per model: what the self-check needs (see _honesty)
     misfit: list = field(default_factory=list)  # per model: flagged by the person-fit statistic
     covered_theta: list = field(default_factory=list)  # per model: the θ-scale full-task interval holds the truth
+    covered_metric: list = field(default_factory=list)  # per model: the metric-scale interval holds the truth
     equivalent: tuple = (0, 0)  # (within the margin, all) pairs reported equivalent
     tied: tuple = (0, 0)  # (reported ordered, all) truly tied pairs
     settle: list = field(default_factory=list)  # per unresolved pair run on: stated and measured items
@@ -343,9 +346,11 @@ def self_check_backtest(table, config: BacktestConfig) -> BacktestResult | None:
     n = int(table.n_models)
     if n < SELF_CHECK_MIN_MODELS:
         return None
+    # the self-check measures the θ scale's misses (its model error corrects θ-scale SEs and intervals), on
+    # the θ-scale judgement's runs: a bank's build does not depend on the rankers' default judgement
     inner = replace(config, holdout_size=min(config.holdout_size, n - 2), seeds=config.self_check_seeds,
                     bootstrap=200, partition_seed=BacktestConfig.partition_seed, self_check=False, family_wise=False,
-                    settle_seeds=0)
+                    settle_seeds=0, judgement="theta", tie_margin_share=None)
     return backtest(table, config=inner)
 
 
@@ -369,7 +374,7 @@ def _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all, bank_mean) ->
     bank's items (``bank_mean``), and does the θ-scale full-task interval hold its full-task mean
     (``truth_mean``); the SE-calibration z = (θ̂_stop - θ̂_all) / √(SE_stop² - SE_all²); is it flagged as
     misfitting."""
-    covered, covered_theta, zs, misfit, records = [], [], [], [], []
+    covered_metric, covered_theta, zs, misfit, records = [], [], [], [], []
     for m in res.ranking:
         e = ranker.examinees[m]
         items = np.asarray(e.items, dtype=np.int64)
@@ -378,7 +383,7 @@ def _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all, bank_mean) ->
         part = model_part(bank, e.raw, e.random_mask, e.theta, population=e.population, se_theta=e.se)
         half = 0.0 if part.var == 0 else t_quantile(part.df, 0.975) * float(np.sqrt(part.var))
         tol = 1e-9 * max(1.0, abs(bank_mean[m]))  # a full run's zero-width interval: float rounding only
-        covered.append(bool(part.estimate - half - tol <= bank_mean[m] <= part.estimate + half + tol))
+        covered_metric.append(bool(part.estimate - half - tol <= bank_mean[m] <= part.estimate + half + tol))
         est = full_task_estimate(bank, items, raw, theta, se, misfit=e.misfit)
         covered_theta.append(bool(est["lower"] <= truth_mean[m] <= est["upper"]))
         t_all, s_all = se_all[m]
@@ -391,7 +396,8 @@ def _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all, bank_mean) ->
                         "err": truth_mean[m] - est["estimate"],
                         "lo": est["estimate"] - est["lower"], "hi": est["upper"] - est["estimate"],
                         "lo2": wide["estimate"] - wide["lower"], "hi2": wide["upper"] - wide["estimate"]})
-    return {"covered": covered, "covered_theta": covered_theta, "z": zs, "misfit": misfit, "records": records}
+    return {"covered_metric": covered_metric, "covered_theta": covered_theta, "z": zs, "misfit": misfit,
+            "records": records}
 
 
 def _pair_claims(res, truth_mean: dict, margin: float, delta: float) -> dict:
@@ -643,6 +649,7 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
             ranker.tell(req, y, raw=raw)
         res = ranker.result()
         honesty = _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all, bank_mean)
+        honesty["covered"] = honesty["covered_metric" if config.judgement == "metric" else "covered_theta"]
         claims = _pair_claims(res, truth_mean, margin or 0.0, delta)
         settle = _settle_checks(ranker, res, score_of, config, margin or 0.0, [config.partition_seed, f, seed],
                                 bank_mean) \
@@ -736,6 +743,7 @@ def assemble_backtest(table, plan: BacktestPlan, outcomes, *, seconds: float) ->
         signature=backtest_signature(config, settings["prices"]),
         full_task_coverage=_share(c for r in runs for c in r.covered),
         theta_full_task_coverage=_share(c for r in runs for c in r.covered_theta),
+        metric_full_task_coverage=_share(c for r in runs for c in r.covered_metric),
         equivalence_accuracy=_ratio(sum(r.equivalent[0] for r in runs), sum(r.equivalent[1] for r in runs)),
         tied_pairs_ordered_share=_ratio(sum(r.tied[0] for r in runs), sum(r.tied[1] for r in runs)),
         settle=settle_summary([x for r in runs for x in r.settle]),
@@ -754,6 +762,7 @@ def assemble_backtest(table, plan: BacktestPlan, outcomes, *, seconds: float) ->
                 "z": sum(len(r.z) for r in runs),
                 "runs_any_wrong": sum(int(r.confident[0] < r.confident[1]) for r in runs), "runs": len(runs),
                 "covered_theta": sum(sum(r.covered_theta) for r in runs),
+                "covered_metric": sum(sum(r.covered_metric) for r in runs),
                 "equivalent_right": sum(r.equivalent[0] for r in runs), "equivalent": sum(r.equivalent[1] for r in runs),
                 "tied_ordered": sum(r.tied[0] for r in runs), "tied": sum(r.tied[1] for r in runs)},
         settle_records=[x for r in runs for x in r.settle],
@@ -821,7 +830,7 @@ def pooled(results) -> dict:
 
     tp, fp, fn = c["ties_tp"], c["ties_fp"], c["ties_fn"]
     extra = {k: sum(r.counts.get(k, 0) for r in results) for k in
-             ("covered_theta", "equivalent_right", "equivalent", "tied_ordered", "tied")}
+             ("covered_theta", "covered_metric", "equivalent_right", "equivalent", "tied_ordered", "tied")}
     settle = settle_summary([x for r in results for x in r.settle_records])
     return {"tables": len(results),
             "adaptive_tau": float(np.mean([r.adaptive.tau for r in results])),
@@ -834,6 +843,7 @@ def pooled(results) -> dict:
             "tie_recall": tp / (tp + fn) if tp + fn else float("nan"),
             "full_task_coverage": share("covered", "models"),
             "theta_full_task_coverage": _ratio(extra["covered_theta"], c["models"]),
+            "metric_full_task_coverage": _ratio(extra["covered_metric"], c["models"]),
             "share_abs_z_over_1_96": share("z_over_1_96", "z"),
             "equivalence_accuracy": _ratio(extra["equivalent_right"], extra["equivalent"]),
             "equivalent_claims": extra["equivalent"],
