@@ -26,6 +26,7 @@ import pandas as pd
 import pytest
 
 from lm_eval_adaptive.cli.leaderboard_page import tie_groups
+from lm_eval_adaptive.live.pair_prose import pair_counts, rank_range_text
 from lm_eval_adaptive.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,6 +62,8 @@ class Page(HTMLParser):
     def __init__(self, text: str):
         super().__init__()
         self.rows, self.groups, self.urls, self.tags = [], [], [], set()
+        self.counts: dict[str, str] = {}
+        self._in_group = False
         self.ids: dict[str, str] = {}
         self._cell = self._id = None
         self._in_entry = False
@@ -79,6 +82,9 @@ class Page(HTMLParser):
             self.rows[-1]["cells"][self._cell] = ""
         elif tag == "li" and "tie-group" in cls:
             self.groups.append({"attrs": a, "text": ""})
+            self._in_group = True
+        if a.get("id") == "pair-counts":
+            self.counts = {k: a[f"data-{k}"] for k in ("ordered", "equivalent", "unresolved")}
         if a.get("id") in ("bank-id", "signature-line", "title"):
             self._id = a["id"]
             self.ids[self._id] = ""
@@ -88,13 +94,15 @@ class Page(HTMLParser):
             self._cell = None
         elif tag == "tr":
             self._in_entry = False
+        elif tag == "li":
+            self._in_group = False
         elif tag in ("dd", "div", "h1"):
             self._id = None
 
     def handle_data(self, data):
         if self._cell is not None:
             self.rows[-1]["cells"][self._cell] += data
-        if self.groups and self.lasttag in ("li", "span") and self._cell is None and not self._id:
+        if self._in_group and self._cell is None and not self._id:
             self.groups[-1]["text"] += data
         if self._id:
             self.ids[self._id] += data
@@ -120,8 +128,13 @@ def check_page(text: str, lb: dict) -> Page:
             assert c["metric"] == f"{met['estimate']:.4f} [{met['lower']:.4f}, {met['upper']:.4f}]"
             assert c["usd"] == f"${e['cost_usd'] + e['judge_cost_usd']:.4f}"
         assert c["items"] == str(e["items"]) and a["data-items"] == str(e["items"])
-        assert a["data-tie-group"] == (e["tie_group"] or "")
-        assert c["group"] == (e["tie_group"] or "settled")
+        assert a["data-tie-group"] == (e["tie_group"] or "") and c["group"] == (e["tie_group"] or "")
+        assert a["data-rank-range"] == c["ranks"] == rank_range_text(e["rank_range"])
+        best, worst = e["rank_range"]
+        assert best <= e["rank"] <= worst
+    counts = pair_counts(lb["pairs"])
+    assert page.counts == {k: str(v) for k, v in counts.items()}
+    assert sum(counts.values()) == len(entries) * (len(entries) - 1) // 2
     groups = tie_groups(lb["entries"])
     assert [g["attrs"]["data-tie-group"] for g in page.groups] == list(groups)
     for g, members in zip(page.groups, groups.values()):
@@ -142,8 +155,24 @@ def test_the_page_is_one_escaped_self_contained_file(board):
     text = html.read_text(encoding="utf-8")
     assert "http://" not in text and "https://" not in text
     assert "Aya&lt;23&gt; &amp; &#34;co&#34; &#39;x&#39;" in text and ODD not in text
-    assert len({e["tie_group"] for e in lb["entries"] if e["tie_group"]}) >= 2
     assert {e["source"] for e in lb["entries"]} == {"full_run", "adaptive"}
+    # full runs are exact: every two with different means are ordered, in the order of their means (two
+    # systems of this table have the same mean: equivalent, one tie group), and the adaptive entry placed
+    # among them leaves that order alone
+    full = [e for e in sorted(lb["entries"], key=lambda e: e["rank"]) if e["source"] == "full_run"]
+    values = [e["metric"]["value"] for e in full]
+    assert values == sorted(values, reverse=True) and len(set(values)) == len(values) - 1
+    outcome = {frozenset((p["a"], p["b"])): p["outcome"] for p in lb["pairs"]}
+    for i, x in enumerate(full):
+        for y in full[i + 1:]:
+            same = x["metric"]["value"] == y["metric"]["value"]
+            assert outcome[frozenset((x["model"], y["model"]))] == ("equivalent" if same else "ordered")
+            assert (x["tie_group"] is not None and x["tie_group"] == y["tie_group"]) == same
+    (new,) = [e for e in lb["entries"] if e["source"] == "adaptive"]
+    best, worst = new["rank_range"]
+    settled = [p for p in lb["pairs"] if new["model"] in (p["a"], p["b"]) and p["outcome"] == "ordered"]
+    assert best - 1 == sum(p["b"] == new["model"] for p in settled)  # the entries settled above it
+    assert len(lb["entries"]) - worst == sum(p["a"] == new["model"] for p in settled)
     check_page(text, lb)
 
 

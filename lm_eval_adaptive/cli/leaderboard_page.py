@@ -27,6 +27,7 @@ from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.signature import format_signature
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.live.leaderboard import load_leaderboard
+from lm_eval_adaptive.live.pair_prose import pair_counts, rank_range_text, settle_text
 
 __all__ = ["render_page", "write_page", "write_plot", "board_signature", "tie_groups"]
 
@@ -64,17 +65,31 @@ def _metric_cell(met: dict) -> tuple[str, str]:
     return "", ""
 
 
+def _metric_range(met: dict) -> tuple[float, float, float]:
+    """(point, lower, upper) of an entry's full-task metric (a full run's value: all three); NaN: none."""
+    if "value" in met:
+        v = float(met["value"])
+        return v, v, v
+    if "estimate" in met:
+        return float(met["estimate"]), float(met["lower"]), float(met["upper"])
+    nan = float("nan")
+    return nan, nan, nan
+
+
 def _rows(lb: dict, group_of: dict, colors: dict) -> list[dict]:
     rows = []
     for e in sorted(lb["entries"], key=lambda e: e.get("rank", 0)):
         lo, hi = e["theta_ci95"]
         value, interval = _metric_cell(e.get("metric") or {})
+        point, m_lo, m_hi = _metric_range(e.get("metric") or {})
         cost = e.get("cost_usd")
         judge = e.get("judge_cost_usd") or 0.0
         full = e.get("full_run_cost_usd")
         g = group_of.get(e["model"])
         rows.append({
             "model": e["model"], "rank": e["rank"], "source": e.get("source", ""),
+            "rank_range": rank_range_text(e.get("rank_range")) or str(e["rank"]),
+            "metric_point": point, "metric_lo": m_lo, "metric_hi": m_hi,
             "metric_value": value, "metric_interval": interval,
             "theta": e["theta"], "se": e["se"], "lo": lo, "hi": hi,
             "theta_text": f"{e['theta']:+.3f} ± {e['se']:.3f}", "ci_text": f"[{lo:+.3f}, {hi:+.3f}]",
@@ -90,8 +105,16 @@ def _rows(lb: dict, group_of: dict, colors: dict) -> list[dict]:
 
 
 def _plot(out, lb: dict, rows: list[dict], groups: dict[str, list[str]]) -> None:
-    plot_intervals(out, [{"model": r["model"], "theta": r["theta"], "lo": r["lo"], "hi": r["hi"]} for r in rows],
-                   list(groups.values()), title=f"{lb['task']} leaderboard ({lb['metric']})")
+    """The full-task metric of every entry with its 95% interval (a full run: a point), labelled with
+    its rank range; θ̂ where a board has no metric for an entry (written before the metric scale)."""
+    on_metric = all(r["metric_point"] == r["metric_point"] for r in rows)  # no NaN
+    pts = [{"model": r["model"], "theta": r["metric_point"], "lo": r["metric_lo"], "hi": r["metric_hi"],
+            "label": f"{r['model']}  (rank {r['rank_range']})"} if on_metric else
+           {"model": r["model"], "theta": r["theta"], "lo": r["lo"], "hi": r["hi"],
+            "label": f"{r['model']}  (rank {r['rank_range']})"} for r in rows]
+    plot_intervals(out, pts, list(groups.values()), title=f"{lb['task']} leaderboard ({lb['metric']})",
+                   xlabel=(f"full-task {lb['metric']} (95% interval; a full run is exact)" if on_metric
+                           else "ability θ (95% interval)") + "; colour = tie group")
 
 
 def _plot_png(lb: dict, rows: list[dict], groups: dict[str, list[str]]) -> str:
@@ -143,7 +166,10 @@ def render_page(lb: dict, *, source: str = "") -> str:
         lb=lb, rows=rows, source=source, signature=board_signature(lb), version=__version__,
         groups=[{"name": name, "members": members, "color": colors[name]} for name, members in groups.items()],
         n_full=sum(r["source"] == "full_run" for r in rows), n_adaptive=sum(r["source"] == "adaptive" for r in rows),
-        refreshes=refreshes, spent=_usd(spent), plot_png=_plot_png(lb, rows, groups))
+        refreshes=refreshes, spent=_usd(spent), plot_png=_plot_png(lb, rows, groups),
+        counts=pair_counts(lb.get("pairs") or []),
+        open_pairs=[{"a": p["a"], "b": p["b"], "settle": settle_text(p)} for p in lb.get("pairs") or []
+                    if p["outcome"] == "unresolved"])
 
 
 def write_page(board, html) -> Path:

@@ -50,6 +50,7 @@ from lm_eval_adaptive.cli.harness_options import (
     task_list,
 )
 from lm_eval_adaptive.cli.report import note_on_stderr, plot_ranking, print_inseparable, report_console
+from lm_eval_adaptive.live.pair_prose import pair_lines, rank_range_text
 from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.person_fit import misfit_note
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
@@ -402,7 +403,7 @@ def print_ranking(console, report: dict, *, judged: bool, title_metric: bool = F
         if isinstance(failed, dict) else failed
     t = Table(title=f"{report['task']}: adaptive ranking" + (f" by {report['metric']}" if title_metric else "")
               + f" (γ = {report['confidence']:.2f})")
-    cols = ["rank", "model", "θ̂ ± SE", f"est. full-task {report['metric']} [95%]", "items", "spent $"]
+    cols = ["rank", "ranks", "model", "θ̂ ± SE", f"est. full-task {report['metric']} [95%]", "items", "spent $"]
     cols += ["of it judge $"] if judged else []
     for c in cols + ["full run $", "tie group"]:
         t.add_column(c, justify="left" if c == "model" else "right",
@@ -410,12 +411,12 @@ def print_ranking(console, report: dict, *, judged: bool, title_metric: bool = F
     for i, e in enumerate(report["ranking"]):
         r = rows[e["model"]]
         g = groups.get(e["model"])
-        t.add_row(str(i + 1), shown(e["model"]), f"{r['theta']:+.2f} ± {r['se']:.2f}",
+        t.add_row(str(i + 1), rank_range_text(e.get("rank_range")), shown(e["model"]), f"{r['theta']:+.2f} ± {r['se']:.2f}",
                   f"{r['est']:.4f} [{r['est_lo']:.4f}, {r['est_hi']:.4f}]", str(r["items"]),
                   f"{r['cost']:.4f}", *([f"{r['judge_cost']:.4f}"] if judged else []),
                   f"{r['full_cost']:.4f}", f"T{g}" if g else "")
     for f in failed:
-        t.add_row("-", f"{shown(f['model'])} (failed)", "", "", str(f["items"]), f"{f['cost_usd']:.4f}",
+        t.add_row("-", "", f"{shown(f['model'])} (failed)", "", "", str(f["items"]), f"{f['cost_usd']:.4f}",
                   *([f"{f.get('judge_cost_usd', 0.0):.4f}"] if judged else []), "", "")
     console.print(t)
     if not report.get("ranked", True):
@@ -425,13 +426,18 @@ def print_ranking(console, report: dict, *, judged: bool, title_metric: bool = F
         adj = "  ".join(f"P({x['model']} > {y['model']}) = {p:.3f}" for x, y, p in
                         zip(report["ranking"], report["ranking"][1:], report["adjacent_confidence"]))
         console.print(f"adjacent pairs: {adj}")
-        console.print("ties (order not settled at γ): " + "; ".join(" ≈ ".join(g) for g in report["tie_groups"])
-                      if report["tie_groups"] else "ties: none — every adjacent pair is settled")
-        print_inseparable(console, report.get("inseparable"))
-        if report.get("equivalent"):
-            margin = report.get("signature", {}).get("tie_margin")
-            console.print(f"settled as ties (difference confidently within ±{margin:g}): "
-                          + "; ".join(" ≈ ".join(p) for p in report["equivalent"]))
+        if report.get("pairs"):  # the metric-scale judgement: three outcomes per pair
+            for line in pair_lines(report["pairs"], [e["model"] for e in report["ranking"]],
+                                   report.get("signature", {}).get("tie_margin")):
+                console.print(line, highlight=False)
+        else:
+            console.print("ties (order not settled at γ): " + "; ".join(" ≈ ".join(g) for g in report["tie_groups"])
+                          if report["tie_groups"] else "ties: none — every adjacent pair is settled")
+            print_inseparable(console, report.get("inseparable"))
+            if report.get("equivalent"):
+                margin = report.get("signature", {}).get("tie_margin")
+                console.print(f"settled as ties (difference confidently within ±{margin:g}): "
+                              + "; ".join(" ≈ ".join(p) for p in report["equivalent"]))
     print_misfits(console, report["rows"])
 
 

@@ -17,6 +17,7 @@ from rich.table import Table
 from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.model_error import describe_correction
+from lm_eval_adaptive.live.pair_prose import pair_lines, rank_range_text
 from lm_eval_adaptive.live.terminal import PIPE_WIDTH, TextConsole, text_console
 
 __all__ = ["PIPE_WIDTH", "plot_ranking", "plot_intervals", "plot_backtest", "backtest_figure", "plot_adaptive_run",
@@ -169,14 +170,14 @@ def print_ranking(console, rows, result, *, metric_name: str, full_cost: float) 
     groups = {m: gi + 1 for gi, g in enumerate(result.tie_groups) for m in g}
     has_truth = any("truth" in r for r in rows)
     t = Table(title=f"Adaptive ranking (γ = {result.confidence:.2f})")
-    for col in ["rank", "model", "θ̂ ± SE", "95% interval", f"est. full-task {metric_name} [95%]"] + \
+    for col in ["rank", "ranks", "model", "θ̂ ± SE", "95% interval", f"est. full-task {metric_name} [95%]"] + \
                (["full run (truth)"] if has_truth else []) + ["items", "spent $", "full run $", "tie group"]:
         t.add_column(col, justify="left" if col in ("model",) else "right",
                      overflow="fold" if col == "model" else "ellipsis")
     for i, r in enumerate(rows):
         g = groups.get(r["model"])
-        t.add_row(str(i + 1), shown(r["model"]), f"{r['theta']:+.2f} ± {r['se']:.2f}",
-                  f"[{r['lo']:+.2f}, {r['hi']:+.2f}]",
+        t.add_row(str(i + 1), rank_range_text(result.rank_range.get(r["model"])), shown(r["model"]),
+                  f"{r['theta']:+.2f} ± {r['se']:.2f}", f"[{r['lo']:+.2f}, {r['hi']:+.2f}]",
                   f"{r['est']:.4f} [{r['est_lo']:.4f}, {r['est_hi']:.4f}]",
                   *([f"{r['truth']:.4f}"] if has_truth else []),
                   str(r["items"]), f"{r['cost']:.4f}", f"{r['full_cost']:.4f}", f"T{g}" if g else "")
@@ -184,7 +185,10 @@ def print_ranking(console, rows, result, *, metric_name: str, full_cost: float) 
     adj = "  ".join(f"P({a} > {b}) = {p:.3f}" for a, b, p in
                     zip(result.ranking, result.ranking[1:], result.adjacent_confidence))
     console.print(f"adjacent pairs: {adj}")
-    if result.tie_groups:
+    if result.pairs:  # the metric-scale judgement: three outcomes per pair
+        for line in pair_lines(result.pairs, result.ranking, result.signature.get("tie_margin")):
+            console.print(line, highlight=False)
+    elif result.tie_groups:
         console.print("ties (order not settled at γ): " +
                       "; ".join(" ≈ ".join(g) for g in result.tie_groups))
     else:
@@ -197,11 +201,13 @@ def print_ranking(console, rows, result, *, metric_name: str, full_cost: float) 
 
 
 def print_inseparable(console, pairs) -> None:
-    """The line for adjacent pairs the futility stop ended (closer than the bank's model error resolves)."""
+    """The line for adjacent pairs the θ-scale judgement's futility stop ended buying for (closer than its
+    model error lets the θ scale resolve). Not settled, not unsettleable: a full run orders any pair whose
+    full-task means differ, and the metric-scale judgement (the default) keeps that open."""
     if pairs:
-        console.print("inseparable with this bank (closer than its measured model error lets any number of "
-                      "items settle; more budget would not order them): " + "; ".join(f"{a} ≈ {b}" for a, b in pairs),
-                      highlight=False)
+        console.print("not settled on the θ scale (closer than the bank's model error lets θ̂ resolve; the run "
+                      "stopped buying for them; a full run, or the metric-scale judgement, settles them): "
+                      + "; ".join(f"{a} ≈ {b}" for a, b in pairs), highlight=False)
 
 
 def group_colors(n: int) -> list[str]:
@@ -217,8 +223,9 @@ def plot_ranking(path, rows, result, *, title: str) -> None:
     plot_intervals(path, rows, result.tie_groups, title=title)
 
 
-def plot_intervals(path, rows, tie_groups, *, title: str) -> None:
-    """Abilities with 95% intervals (``rows``: model, theta, lo, hi; best first), one colour per
+def plot_intervals(path, rows, tie_groups, *, title: str, xlabel: str = "ability θ (95% interval); colour = tie group") -> None:
+    """Points with 95% intervals (``rows``: model, theta (the point), lo, hi, and an optional ``label``
+    drawn in place of the name; best first), one colour per
     tie group (``group_colors``; black: in no group), saved to ``path`` (a file name, its suffix
     the format, or a binary file: PNG). Model names are drawn as written (no mathtext), their control
     and bidi characters shown escaped (:func:`~lm_eval_adaptive.display.shown`)."""
@@ -236,8 +243,8 @@ def plot_intervals(path, rows, tie_groups, *, title: str) -> None:
         ax.errorbar(r["theta"], y, xerr=[[r["theta"] - r["lo"]], [r["hi"] - r["theta"]]], fmt="o", color=c,
                     capsize=3)
     ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([shown(r["model"]) for r in rows[::-1]], parse_math=False)
-    ax.set_xlabel("ability θ (95% interval); colour = tie group")
+    ax.set_yticklabels([shown(r.get("label", r["model"])) for r in rows[::-1]], parse_math=False)
+    ax.set_xlabel(xlabel)
     ax.set_title(shown(title), parse_math=False)
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()

@@ -36,7 +36,7 @@ from lm_eval_adaptive.engine.metric_scale import MetricScale, shrink_factor, shr
 from lm_eval_adaptive.engine.pair_rules import holm
 from lm_eval_adaptive.engine.selection import DEFAULT_RANDOM_SHARE
 
-__all__ = ["ORDERED", "EQUIVALENT", "UNRESOLVED", "PairOutcomes", "judge_pairs", "rank_ranges", "decide",
+__all__ = ["ORDERED", "EQUIVALENT", "UNRESOLVED", "PairOutcomes", "judge_pairs", "judge_apart", "rank_ranges", "decide",
            "settles_after", "settle_items", "t_quantile"]
 
 ORDERED, EQUIVALENT, UNRESOLVED = "ordered", "equivalent", "unresolved"
@@ -150,6 +150,36 @@ def judge_pairs(scale: MetricScale, *, confidence: float = 0.95, tie_margin: flo
     return PairOutcomes(names=list(scale.names), a=a, b=b, outcome=outcome, difference=d, se=s, df=df,
                         p_order=p, items_to_settle=items, cost_to_settle=cost, confidence=float(confidence),
                         tie_margin=float(tie_margin), family_wise=bool(family_wise))
+
+
+def judge_apart(names, points, ses, *, confidence: float = 0.95, tie_margin: float = 0.0) -> PairOutcomes:
+    """Every pair of K full-task estimates made apart (different runs, no item scored in common), each
+    a normal estimate ``points`` ± ``ses`` (SE 0: a full run, exact): the difference's SE is
+    √(SE_a² + SE_b²) (independent runs; runs that did share items would only be judged more
+    sharply) and the pair is decided as :func:`decide` does with df = ∞. Used where no scale holds
+    both models' items (a leaderboard's entries from different refreshes). ``items_to_settle`` is −1
+    and ``cost_to_settle`` NaN for an unresolved pair: what settles it is a run that holds both."""
+    x = np.asarray(points, dtype=float)
+    v = np.asarray(ses, dtype=float) ** 2
+    if x.shape != v.shape or x.ndim != 1 or len(names) != x.size:
+        raise ValueError("names, points and ses must be 1-d and of one length")
+    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(v))):
+        raise ValueError("points and ses must be finite")
+    i, j = np.triu_indices(x.size, 1)
+    d = x[i] - x[j]
+    swap = d < 0
+    a, b, d = np.where(swap, j, i), np.where(swap, i, j), np.abs(d)
+    s = np.sqrt(v[i] + v[j])
+    outcome = np.array([decide(float(dd), float(ss), math.inf, confidence, tie_margin) for dd, ss in zip(d, s)],
+                       dtype=object).astype(str) if d.size else np.array([], dtype=str)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        z = np.where(s == 0, np.where(d > 0, np.inf, 0.0), d / np.where(s == 0, 1.0, s))
+    p = stdtr(np.inf, z)
+    unresolved = outcome == UNRESOLVED
+    return PairOutcomes(names=list(names), a=a, b=b, outcome=outcome, difference=d, se=s, df=np.full(d.size, np.inf),
+                        p_order=p, items_to_settle=np.where(unresolved, -1, 0),
+                        cost_to_settle=np.where(unresolved, np.nan, 0.0), confidence=float(confidence),
+                        tie_margin=float(tie_margin))
 
 
 def settle_level(confidence: float, n_open: int, family_wise: bool) -> float:

@@ -34,6 +34,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import norm
 
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.files import read_json
@@ -41,9 +42,11 @@ from lm_eval_adaptive.data.tables import load_any_table, table_item_field
 from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.multi_metric_ranker import MultiMetricRanker
+from lm_eval_adaptive.engine.pair_outcomes import EQUIVALENT, ORDERED, judge_apart, rank_ranges
 from lm_eval_adaptive.engine.pair_rules import pair_rule_for
 from lm_eval_adaptive.engine.person_fit import misfit_note
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.scale_judgement import equivalence_groups, ranking_order
 from lm_eval_adaptive.engine.self_check import calibrate_checked
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import DOC_ID, record_item_field
@@ -63,6 +66,7 @@ from lm_eval_adaptive.live.session import (
     model_rows,
     start_run,
 )
+from lm_eval_adaptive.live.pair_prose import pair_lines, rank_range_text
 from lm_eval_adaptive.live.terminal import styled
 
 __all__ = ["LEADERBOARD_FORMAT", "REFRESH_KEYS", "load_leaderboard", "create_leaderboard", "history_beside", "refresh",
@@ -191,7 +195,7 @@ def _anchor_examinees(bank, table, anchors, ranker) -> None:
         row = raw[names.index(m), cols]
         items = np.flatnonzero(~np.isnan(row))
         y = np.clip(bank.scale(items, row[items]), 0.0, 1.0)
-        ranker.record_many(m, items, y, costs=np.zeros(items.size))
+        ranker.record_many(m, items, y, costs=np.zeros(items.size), raws=row[items])
         ranker.exclude(m, np.arange(bank.n_items))
 
 
@@ -220,11 +224,6 @@ def _joint_anchor_examinees(banks: dict, tables: dict, anchors, ranker) -> None:
         have = np.flatnonzero(np.any([~np.isnan(y) for y in ys.values()], axis=0))
         ranker.record_many(m, have, {k: y[have] for k, y in ys.items()}, costs=np.zeros(have.size))
         ranker.exclude(m, every)
-
-
-def _full_run_metric(table, model) -> float:
-    raw = table.mean_matrix()
-    return float(np.nanmean(raw[[str(m) for m in table.models].index(model)]))
 
 
 # ---------------------------------------------------------------------------- create
@@ -270,9 +269,8 @@ def create_leaderboard(history: str | None, *, task: str, metric: str, models=No
     ranker = AdaptiveRanker(bank, models, confidence=confidence)
     _anchor_examinees(bank, table, models, ranker)
     res = ranker.result()
-    lb["entries"] = _entries(res, ranker.examinees, {m: {"model": m, "source": "full_run",
-                                               "metric": {"value": _full_run_metric(table, m)}} for m in models},
-                             new={})
+    lb["entries"], lb["pairs"] = _entries(res, ranker.examinees, {m: {"model": m, "source": "full_run"} for m in models},
+                                          new={}, confidence=confidence)
     lb["bank_id"] = bank.bank_id
     lb["updated"] = _now()
     _write(out, lb)
@@ -288,19 +286,87 @@ def _write(path: Path, lb: dict) -> None:
     write_json(path, redact(lb, by_key=False))
 
 
-def _entries(res, examinees, old: dict, new: dict) -> list[dict]:
-    """Entries in rank order with θ, SE, interval and tie group (groups named by their best member);
-    ``examinees``: model → its examinee on the board's bank."""
-    group_of = {m: g[0] for g in res.tie_groups for m in g}
+def _entries(res, examinees, old: dict, new: dict, earlier=(), *, confidence: float, tie_margin: float = 0.0):
+    """The board's entries placed on the metric's scale, and its pairs: (entries best first with rank,
+    ``rank_range`` [best, worst], tie group (equivalence only, groups named by their best member),
+    θ, SE and interval on the bank; pair records). ``examinees``: model → its examinee on the board's
+    bank; ``earlier``: adaptive entries of earlier refreshes, as stored (not in this run).
+
+    Each entry's full-task metric is its estimate of record (a full run's is exact). Pairs of this
+    run's models are the run's own judgement (``res.pairs``: paired on the items both answered); a
+    pair with an earlier entry is judged on the two estimates made apart
+    (:func:`~lm_eval_adaptive.engine.pair_outcomes.judge_apart`). The order follows the estimates
+    except that no settled pair is reversed; rank ranges come from the ordered pairs alone."""
+    earlier = [dict(e) for e in earlier]
+    names = list(res.ranking) + [e["model"] for e in earlier]
+    points, ses = [], []
+    for m in res.ranking:
+        est = res.estimates.get(m)
+        stored = (old.get(m) or new.get(m) or {}).get("metric") or {}
+        if est is not None:
+            points.append(float(est["estimate"]))
+            ses.append(float(est["se"]))
+        else:
+            points.append(float(stored.get("value", stored.get("estimate", math.nan))))
+            ses.append(0.0 if "value" in stored else _stored_se(stored))
+    for e in earlier:
+        points.append(float((e.get("metric") or {}).get("estimate", (e.get("metric") or {}).get("value", math.nan))))
+        ses.append(_stored_se(e.get("metric") or {}))
+    if not all(map(math.isfinite, points)):
+        bad = [n for n, x in zip(names, points) if not math.isfinite(x)]
+        raise InputError(f"leaderboard entries without a metric value or estimate: {', '.join(bad)}")
+    apart = judge_apart(names, points, ses, confidence=confidence, tie_margin=tie_margin)
+    records = {frozenset((r["a"], r["b"])): _pair_record(r, "apart") for r in apart.to_records()}
+    for r in res.pairs:  # this run's own judgement of its models' pairs
+        records[frozenset((r["a"], r["b"]))] = _pair_record(r, "run")
+    pos = {m: k for k, m in enumerate(names)}
+    ordered = [(pos[r["a"]], pos[r["b"]]) for r in records.values() if r["outcome"] == ORDERED]
+    order = ranking_order(points, ordered)
+    ranking = [names[u] for u in order]
+    matrix = np.zeros((len(names), len(names)), dtype=np.int8)
+    for a, b in ordered:
+        matrix[a, b], matrix[b, a] = 1, -1
+    best, worst = rank_ranges(matrix)
+    groups = equivalence_groups(ranking, [(r["a"], r["b"]) for r in records.values() if r["outcome"] == EQUIVALENT])
+    group_of = {m: g[0] for g in groups for m in g}
+    stored = {e["model"]: e for e in earlier}
     out = []
-    for k, m in enumerate(res.ranking):
-        e = dict(old.get(m) or new.get(m) or {"model": m})
-        ex = examinees[m]
-        e.update({"rank": k + 1, "theta": ex.theta, "se": ex.se,
-                  "theta_ci95": [ex.theta - Z95 * ex.se, ex.theta + Z95 * ex.se],
-                  "items": ex.n, "tie_group": group_of.get(m)})
+    for k, m in enumerate(ranking):
+        u = pos[m]
+        if m in stored:
+            e = stored[m]
+        else:
+            e = dict(old.get(m) or new.get(m) or {"model": m})
+            ex = examinees[m]
+            e.update({"theta": ex.theta, "se": ex.se, "theta_ci95": [ex.theta - Z95 * ex.se, ex.theta + Z95 * ex.se],
+                      "items": ex.n})
+            if e.get("source") == "full_run":
+                e["metric"] = {"value": points[u]}
+        e.update({"rank": k + 1, "rank_range": [int(best[u]), int(worst[u])], "tie_group": group_of.get(m)})
         out.append(e)
-    return out
+    rank = {m: k for k, m in enumerate(ranking)}
+    pairs = sorted(records.values(), key=lambda r: (rank[r["a"]], rank[r["b"]]))
+    return out, pairs
+
+
+def _stored_se(met: dict) -> float:
+    """The SE of a stored metric: 0 for a full run's value, else from its interval (normal, its level)."""
+    if "value" in met:
+        return 0.0
+    if "se" in met:
+        return float(met["se"])
+    z = float(norm.ppf(0.5 + float(met.get("level", 0.95)) / 2))
+    return (float(met["upper"]) - float(met["lower"])) / (2 * z)
+
+
+def _pair_record(r: dict, judged: str) -> dict:
+    """A pair as a board stores it (issue 21's keys; ``a`` the higher where ordered; the cost to settle
+    null where no run holds both models); ``judged``: "run" (paired, this run's judgement) or "apart"."""
+    n, c = r.get("items_to_settle"), r.get("cost_to_settle_usd")
+    unknown = n is None or n < 0 or c is None or not math.isfinite(c)
+    return {"a": r["a"], "b": r["b"], "outcome": r["outcome"], "p_order": float(r["p_order"]),
+            "items_to_settle": None if unknown else int(n), "cost_to_settle_usd": None if unknown else float(c),
+            "judged": judged}
 
 
 REFRESH_KEYS = ("leaderboard", "add", "budget_usd", "confidence", "min_items", "max_items", "concurrency",
@@ -480,12 +546,12 @@ def _enter(lb, path, res, examinees, new, setup, settings, live, ranker, upper, 
                     "metric": {"estimate": r["est"], "lower": r["est_lo"], "upper": r["est_hi"], "level": 0.95},
                     "cost_usd": r["cost"], "judge_cost_usd": r["judge_cost"], "full_run_cost_usd": r["full_cost"],
                     "person_fit": r["person_fit"]}
-    entries = _entries(res, examinees, old, added)
-    # earlier adaptive entries keep their stored place (same bank: the history is unchanged)
+    # earlier adaptive entries keep their estimates (same bank: the history is unchanged) and are placed
+    # against this run's models on them
     earlier = [e for e in lb["entries"] if e.get("source") != "full_run" and e["model"] not in added]
-    entries = sorted(entries + earlier, key=lambda e: -float(e.get("theta", -math.inf)))
-    for k, e in enumerate(entries):
-        e["rank"] = k + 1
+    entries, pairs = _entries(res, examinees, old, added, earlier, confidence=settings.confidence,
+                              tie_margin=settings.tie_margin or 0.0)
+    lb["pairs"] = pairs
     bank = setup.banks[metric] if metric is not None else setup.bank
     lb.update({"entries": entries, "bank_id": bank.bank_id, "updated": _now()})
     lb.setdefault("refreshes", []).append({
@@ -506,7 +572,7 @@ def print_leaderboard(console, lb, added, failed) -> None:
     from rich.table import Table
 
     t = Table(title=f"{lb['task']} leaderboard ({lb['metric']})")
-    for c in ("rank", "model", "source", "θ ± SE", f"{lb['metric']} [95%]", "items", "tie group"):
+    for c in ("rank", "ranks", "model", "source", "θ ± SE", f"{lb['metric']} [95%]", "items", "tie group"):
         t.add_column(c, justify="left" if c in ("model", "source") else "right",
                      overflow="fold" if c in ("model", "tie group") else "ellipsis")
     for e in lb["entries"]:
@@ -514,8 +580,10 @@ def print_leaderboard(console, lb, added, failed) -> None:
         val = (f"{met['value']:.4f}" if "value" in met else
                f"{met['estimate']:.4f} [{met['lower']:.4f}, {met['upper']:.4f}]" if "estimate" in met else "")
         style = "bold green" if e["model"] in added else None
-        t.add_row(str(e["rank"]), shown(e["model"]), e.get("source", ""), f"{e['theta']:+.3f} ± {e['se']:.3f}", val,
+        t.add_row(str(e["rank"]), rank_range_text(e.get("rank_range")), shown(e["model"]), e.get("source", ""), f"{e['theta']:+.3f} ± {e['se']:.3f}", val,
                   str(e.get("items", "")), str(e.get("tie_group") or ""), style=style)
     console.print(t)
     for m, why in failed.items():
         console.print(styled("failed", "red", f": {m}: {why} (not entered)"))
+    for line in pair_lines(lb.get("pairs") or [], [e["model"] for e in lb["entries"]], lb.get("tie_margin")):
+        console.print(line, highlight=False)
