@@ -423,14 +423,14 @@ def print_ranking(console, report: dict, *, judged: bool, title_metric: bool = F
         console.print(styled("no ranking", "red", f": {len(report['ranking'])} model(s) left of "
                              f"{len(report['ranking']) + len(failed)}; {len(failed)} failed"))
     else:
-        adj = "  ".join(f"P({x['model']} > {y['model']}) = {p:.3f}" for x, y, p in
-                        zip(report["ranking"], report["ranking"][1:], report["adjacent_confidence"]))
-        console.print(f"adjacent pairs: {adj}")
-        if report.get("pairs"):  # the metric-scale judgement: three outcomes per pair
+        if report.get("pairs"):  # the metric-scale judgement: three outcomes per pair (P(a > b) in ranking.json)
             for line in pair_lines(report["pairs"], [e["model"] for e in report["ranking"]],
                                    report.get("signature", {}).get("tie_margin")):
                 console.print(line, highlight=False)
         else:
+            adj = "  ".join(f"P({x['model']} > {y['model']}) = {p:.3f}" for x, y, p in
+                            zip(report["ranking"], report["ranking"][1:], report["adjacent_confidence"]))
+            console.print(f"adjacent pairs: {adj}")
             console.print("ties (order not settled at γ): " + "; ".join(" ≈ ".join(g) for g in report["tie_groups"])
                           if report["tie_groups"] else "ties: none — every adjacent pair is settled")
             print_inseparable(console, report.get("inseparable"))

@@ -182,9 +182,10 @@ def print_ranking(console, rows, result, *, metric_name: str, full_cost: float) 
                   *([f"{r['truth']:.4f}"] if has_truth else []),
                   str(r["items"]), f"{r['cost']:.4f}", f"{r['full_cost']:.4f}", f"T{g}" if g else "")
     console.print(t)
-    adj = "  ".join(f"P({a} > {b}) = {p:.3f}" for a, b, p in
-                    zip(result.ranking, result.ranking[1:], result.adjacent_confidence))
-    console.print(f"adjacent pairs: {adj}")
+    if not result.pairs:  # the θ judgement; the metric-scale one states each pair's outcome below
+        adj = "  ".join(f"P({a} > {b}) = {p:.3f}" for a, b, p in
+                        zip(result.ranking, result.ranking[1:], result.adjacent_confidence))
+        console.print(f"adjacent pairs: {adj}")
     if result.pairs:  # the metric-scale judgement: three outcomes per pair
         for line in pair_lines(result.pairs, result.ranking, result.signature.get("tie_margin")):
             console.print(line, highlight=False)
