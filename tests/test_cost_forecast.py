@@ -6,6 +6,7 @@ the replay endpoint, then the real runs) is tests/test_dry_run_e2e.py.
 
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
@@ -16,6 +17,8 @@ from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.data.prices import Price
 from lm_eval_adaptive.engine.cat import AdaptiveTest
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.scale_judgement import MetricScaleJudgement
+from lm_eval_adaptive.engine.settle_policy import SettlePolicy
 from lm_eval_adaptive.harness.lm_eval_compat import prompt_text
 from lm_eval_adaptive.live.cost_forecast import (
     RANKING_DRAWS,
@@ -66,7 +69,9 @@ def test_simulated_ranking_keeps_the_cap_against_upper_estimates_as_the_ledger_d
     cost = {m: PRICE.item_costs(bank.input_tokens, bank.output_tokens) for m in models}
     upper = {m: np.full(bank.n_items, 10 * cost[m][0]) for m in models}  # reserve 10x the real charge
     cap = 100 * cost["a"][0]
-    ranker = AdaptiveRanker(bank, models, item_costs=cost, budget=cap, n_init=5)
+    # no stopping policy (it would give the close pairs up first): the cap ends the run
+    ranker = AdaptiveRanker(bank, models, item_costs=cost, budget=cap, n_init=5,
+                            judgement=functools.partial(MetricScaleJudgement, policy=SettlePolicy(None)))
     theta = {"a": 0.2, "b": 0.1, "c": 0.0}  # close: the cap ends the run
     rng = np.random.default_rng(0)
     r = simulate_ranking(ranker, lambda m, i: float(np.clip(bank.model.mean(theta[m], bank.b[i])

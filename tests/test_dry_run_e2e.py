@@ -139,9 +139,12 @@ def test_the_forecasts_driver_reproduces_the_real_run_from_its_recorded_scores(r
     col = {str(v): k for k, v in enumerate(table.items)}
     ids = [str(x) for x in bank.item_ids]
 
-    def score(m, i):
+    def score(m, i):  # (scaled, raw), as the live run told them
         s = recorded.get((m, ids[i]))
-        return s["scaled"] if s else float(bank.scale(i, raw[names.index(m), col[ids[i]]]))
+        if s:
+            return s["scaled"], s["raw"]
+        r = float(raw[names.index(m), col[ids[i]]])
+        return float(bank.scale(i, r)), r
 
     cost = {m: np.array([recorded[(m, x)]["cost_usd"] if (m, x) in recorded else c
                          for x, c in zip(ids, setup.bank_costs[m])]) for m in RANK_SYSTEMS}

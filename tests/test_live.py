@@ -16,6 +16,7 @@ import pytest
 from conftest import make_sim_bank, simulate_scores
 
 from lm_eval_adaptive.engine.estimation import GridEAP
+from lm_eval_adaptive.engine.pair_status import ThetaJudgement
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.selection import MaxInfoSelector
 from lm_eval_adaptive.harness.scorer import ItemScore, parse_model_spec
@@ -324,7 +325,7 @@ def test_no_money_on_a_pair_only_the_blocked_partner_can_settle(bank):
     def warmed(precise):
         # maximum information and plain posterior SEs: the SEs below are what these scores make them
         r = AdaptiveRanker(bank, ["a", "b"], n_init=2, seed=0, estimator=GridEAP(),
-                           selector=MaxInfoSelector(bank.b))
+                           selector=MaxInfoSelector(bank.b), judgement=ThetaJudgement)  # the θ scale's SEs
         for _ in range(4):
             q = r.ask()
             r.tell(q, 0.5 if q.model == "a" else 0.45)

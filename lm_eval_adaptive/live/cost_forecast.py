@@ -255,7 +255,7 @@ def simulated_score(bank: ItemBank, theta: float, item: int, rng: np.random.Gene
 def simulate_ranking(ranker, score: Callable[[str, int], float], cost: Mapping[str, np.ndarray],
                      upper: Mapping[str, np.ndarray], cap: float | None) -> dict:
     """Drive ``ranker`` to the end as :class:`~lm_eval_adaptive.live.driver.LiveRun` does, with
-    ``score(model, item)`` (scaled) in place of calls.
+    ``score(model, item)`` (scaled, or (scaled, raw) as a live run tells it) in place of calls.
 
     Every request's upper estimate (``upper[model][item]``) is reserved in a ledger of ``cap``
     before the call; a refused request is released and its model blocked until a call in
@@ -284,7 +284,11 @@ def simulate_ranking(ranker, score: Callable[[str, int], float], cost: Mapping[s
         req = flight.popleft()
         usd = min(float(cost[req.model][req.item]), float(upper[req.model][req.item]))
         ledger.settle((req.model, req.item), usd)
-        ranker.tell(req, score(req.model, req.item), cost=usd)
+        y = score(req.model, req.item)
+        if isinstance(y, tuple):  # (scaled, raw): the raw value, as the live driver tells it
+            ranker.tell(req, y[0], cost=usd, raw=y[1])
+        else:
+            ranker.tell(req, y, cost=usd)
         ranker.unblock_all()
     ex = ranker.examinees
     return {"items": {m: ex[m].n for m in cost}, "usd": {m: ex[m].spent for m in cost},
