@@ -16,18 +16,17 @@ from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.data.prices import Price
 from lm_eval_adaptive.engine.cat import AdaptiveTest
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.simulation import AbilityPopulation, bank_scores
 from lm_eval_adaptive.harness.lm_eval_compat import prompt_text
 from lm_eval_adaptive.live.cost_forecast import (
     RANKING_DRAWS,
     TOLERANCE,
     Spread,
-    ability_pool,
-    draw_abilities,
-    expected_costs,
     forecast_ranking,
     forecast_test,
     most_likely_within,
-    simulate_ranking,
+    expected_costs,
+    simulated_live_run,
 )
 
 PRICE = Price.per_million(1.0, 3.0, "test")
@@ -51,16 +50,16 @@ def test_expected_costs_take_the_longer_of_the_banks_input_and_the_prompt():
     assert c[10] == pytest.approx((100 + 3 * 50) / 1e6)
 
 
-def test_ability_pool_is_the_calibration_models_or_a_stated_fallback():
-    pool, source = ability_pool(_bank())
-    assert pool.size == 12 and "12 calibration models" in source
-    pool, source = ability_pool(_bank(abilities=False))
-    assert pool.size > 100 and "no calibration abilities" in source
-    draws = draw_abilities(np.array([0.0, 1.0, 2.0]), 3, np.random.default_rng(0))
+def test_ability_population_is_the_calibration_models_or_a_stated_fallback():
+    pop = AbilityPopulation.of_bank(_bank())
+    assert pop.values.size == 12 and "12 calibration models" in pop.source
+    pop = AbilityPopulation.of_bank(_bank(abilities=False))
+    assert pop.values.size > 100 and "no calibration abilities" in pop.source
+    draws = AbilityPopulation(np.array([0.0, 1.0, 2.0]), "three").draw(3, np.random.default_rng(0))
     assert draws.shape == (3,) and np.all(np.abs(draws - np.round(draws)) < 1.0)
 
 
-def test_simulated_ranking_keeps_the_cap_against_upper_estimates_as_the_ledger_does():
+def test_the_simulated_run_keeps_the_cap_against_upper_estimates_as_the_live_driver_does():
     bank = _bank()
     models = ["a", "b", "c"]
     cost = {m: PRICE.item_costs(bank.input_tokens, bank.output_tokens) for m in models}
@@ -69,8 +68,8 @@ def test_simulated_ranking_keeps_the_cap_against_upper_estimates_as_the_ledger_d
     ranker = AdaptiveRanker(bank, models, item_costs=cost, budget=cap, n_init=5)
     theta = {"a": 0.2, "b": 0.1, "c": 0.0}  # close: the cap ends the run
     rng = np.random.default_rng(0)
-    r = simulate_ranking(ranker, lambda m, i: float(np.clip(bank.model.mean(theta[m], bank.b[i])
-                                                            + rng.normal(0, 0.1), 0, 1)), cost, upper, cap)
+    y = {m: bank_scores(bank, t, rng) for m, t in theta.items()}
+    r = simulated_live_run(ranker, lambda m, i: float(y[m][i]), cost, upper, cap)
     spent = sum(r["usd"].values())
     assert r["stopped_because"] == "budget"
     # the ledger refuses a call once spent + the upper estimates in flight would pass the cap: the
@@ -191,3 +190,4 @@ def test_dry_run_does_not_go_with_resume(argv, capsys):
 def test_run_dry_run_needs_adaptive(capsys):
     assert main(["run", "--model", "dummy", "--tasks", "x", "--dry-run"]) == 2
     assert "--adaptive" in capsys.readouterr().err
+

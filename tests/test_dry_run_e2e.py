@@ -37,8 +37,9 @@ median ($0.061-$0.068) and more so the mean ($0.092) are pulled by the tail.
 move the rank case; simulating real misfit by resampling the calibration models' own
 standardised residuals moved the share of cap-spending runs up, not down.)
 
-The rank case also checks the forecast's simulation of the live driver itself: given the
-scores and charges the real run recorded, it reproduces that run's items per model.
+The rank case also checks the forecast's simulated run (the live driver itself, each call
+answered at once): given the scores and charges the real run recorded, it reproduces that run's
+items per model.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ import numpy as np
 import pytest
 
 from lm_eval_adaptive.cli.main import main
-from lm_eval_adaptive.live.cost_forecast import FORECAST_FILE, simulate_ranking
+from lm_eval_adaptive.live.cost_forecast import FORECAST_FILE, simulated_live_run
 from lm_eval_adaptive.live.journal import Journal
 from lm_eval_adaptive.live.session import LiveSettings, Setup, rank_ranker
 
@@ -125,7 +126,8 @@ def test_rank_forecast_within_25_percent(rank_case):
 
 
 def test_the_forecasts_driver_reproduces_the_real_run_from_its_recorded_scores(rank_case):
-    """simulate_ranking, told the scores and charges the live run recorded, asks what the live driver asked."""
+    """The forecast's simulated run (the live driver, each call answered at once), told the scores and
+    charges the live run recorded, asks what the live run asked."""
     from lm_eval_adaptive.data.named_tables import load_named
 
     _, real, out, _ = rank_case
@@ -146,7 +148,7 @@ def test_the_forecasts_driver_reproduces_the_real_run_from_its_recorded_scores(r
     cost = {m: np.array([recorded[(m, x)]["cost_usd"] if (m, x) in recorded else c
                          for x, c in zip(ids, setup.bank_costs[m])]) for m in RANK_SYSTEMS}
     upper = {m: np.array([setup.upper_cost(m, x) for x in ids]) for m in RANK_SYSTEMS}
-    sim = simulate_ranking(rank_ranker(setup, a), score, cost, upper, a.budget_usd)
+    sim = simulated_live_run(rank_ranker(setup, a), score, cost, upper, a.budget_usd)
     items = {e["model"]: e["items"] for e in real["ranking"]}
     assert sim["stopped_because"] == real["stopped_because"]
     # calls in flight complete in another order than the simulation's, and which pairs are still

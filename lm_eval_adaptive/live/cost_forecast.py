@@ -4,17 +4,19 @@
 to the task, every price resolved, every prompt built) and then, instead of calling
 anything, forecasts per model (per task for ``run --adaptive``):
 
-* **typical**: the engine itself run on the bank :data:`DRAWS` times with simulated
-  scores. Each draw gives every model an ability drawn from the abilities of the bank's
-  calibration models (a smoothed bootstrap: a calibration model's θ, without replacement
-  while there are enough, plus normal noise of Silverman's bandwidth; the anchors of a
-  refresh keep theirs), draws each score from the bank's response model at that ability,
-  and charges each item its expected cost (:func:`expected_costs`: the bank's token counts,
-  the input raised to the prompt the harness built where that is longer, at the model's
-  price). ``rank`` and
-  ``refresh`` are driven as the live driver drives them: each call's upper estimate is
-  reserved against the cap in a :class:`~lm_eval_adaptive.live.ledger.BudgetLedger` before
-  it is made, so a simulated run stops where the live one would. Reported: the figure most
+* **typical**: the run simulated :data:`DRAWS` times (the engine's simulation,
+  :mod:`lm_eval_adaptive.engine.simulation`). Each draw gives every model an ability drawn
+  from the abilities of the bank's calibration models (a smoothed bootstrap: a calibration
+  model's θ, without replacement while there are enough, plus normal noise of Silverman's
+  bandwidth; the anchors of a refresh keep theirs), draws its score on every item from the
+  bank's response model at that ability, and charges each item its expected cost
+  (:func:`expected_costs`: the bank's token counts, the input raised to the prompt the
+  harness built where that is longer, at the model's price). ``rank`` and ``refresh`` are
+  run by the live driver itself (:class:`~lm_eval_adaptive.live.driver.LiveRun`, each call
+  answered at once with its simulated score): each call's upper estimate is reserved
+  against the cap in a :class:`~lm_eval_adaptive.live.ledger.BudgetLedger` before it is
+  made, so a simulated run stops where the live one would; ``run --adaptive``'s test is run
+  by the engine's driver (:func:`~lm_eval_adaptive.engine.simulation.drive`). Reported: the figure most
   simulated runs come within :data:`TOLERANCE` of (:func:`most_likely_within`), with the
   10%–90% range and the share of runs within the tolerance of it. Not the median: a
   ranking's spend is often bimodal (the run ends when the cap's headroom cannot hold the
@@ -41,9 +43,9 @@ nothing else is.
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import copy
-import math
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,8 +56,10 @@ from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.prices import Price, upper_estimate
 from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.bank import ItemBank, joint_item_ids
+from lm_eval_adaptive.engine.simulation import AbilityPopulation, bank_scores, drive, joint_abilities
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.scorer import TEMPLATE_TOKENS
+from lm_eval_adaptive.live.driver import LiveRun
 from lm_eval_adaptive.live.ledger import BudgetLedger
 from lm_eval_adaptive.live.session import (
     JUDGE_OUTPUT_ALLOWANCE,
@@ -68,8 +72,7 @@ from lm_eval_adaptive.live.session import (
 from lm_eval_adaptive.live.terminal import text_console
 
 __all__ = ["DRAWS", "RANKING_DRAWS", "TOLERANCE", "FORECAST_FILE", "CHARS_PER_TOKEN", "Spread", "ModelForecast",
-           "CostForecast", "ability_pool", "draw_abilities", "most_likely_within", "expected_costs", "simulated_score",
-           "simulate_ranking", "simulate_test", "simulate_multi_test", "joint_ability_sampler",
+           "CostForecast", "SimulatedAnswer", "most_likely_within", "expected_costs", "simulated_live_run",
            "forecast_ranking", "forecast_test", "forecast_rank", "forecast_refresh", "forecast_adaptive_run",
            "print_forecast", "write_forecast"]
 
@@ -187,131 +190,55 @@ class CostForecast:
 
 
 # ------------------------------------------------------------------------- simulation
-def ability_pool(bank: ItemBank) -> tuple[np.ndarray, str]:
-    """The abilities simulated models are drawn around, and where they came from.
+@dataclass(frozen=True)
+class SimulatedAnswer:
+    """What a simulated call answers: its score, already on the bank's [0, 1] scale, and its cost."""
 
-    The bank's calibration models' abilities when it records at least two; otherwise a
-    standard normal around the median difficulty (the engine's prior centre)."""
-    abilities = (bank.diagnostics or {}).get("abilities") or {}
-    vals = np.array([float(v) for v in abilities.values() if v is not None and math.isfinite(float(v))])
-    if vals.size >= 2:
-        return vals, f"the {vals.size} calibration models' abilities (smoothed bootstrap)"
-    centre = bank.prior_mean
-    return centre + np.random.default_rng(0).standard_normal(200), \
-        f"N({centre:+.2f}, 1): the bank records no calibration abilities"
+    raw: float
+    usd: float
+    usage: tuple = ()
+    judge: tuple = ()
+    calls: int = 1
 
 
-def draw_abilities(pool: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` abilities by smoothed bootstrap: pool values (without replacement while the pool is
-    large enough) plus normal noise of Silverman's rule-of-thumb bandwidth."""
-    pool = np.asarray(pool, dtype=float)
-    picked = rng.choice(pool, size=n, replace=n > pool.size)
-    return picked + _bandwidth(pool) * rng.standard_normal(n)
+class _AnsweringPool:
+    """The live driver's pool for a simulated run: each call is made as it is submitted, on this
+    thread (its answer is at hand), so a simulated run is the same each time."""
+
+    def submit(self, fn, *args) -> cf.Future:
+        f: cf.Future = cf.Future()
+        try:
+            f.set_result(fn(*args))
+        except BaseException as e:  # noqa: BLE001 - handed to the driver as a call's error
+            f.set_exception(e)
+        return f
+
+    def shutdown(self, *, wait: bool = True, cancel_futures: bool = False) -> None:
+        pass
 
 
-def _bandwidth(pool: np.ndarray) -> float:
-    """Silverman's rule-of-thumb bandwidth of ``pool``."""
-    q75, q25 = np.quantile(pool, [0.75, 0.25])
-    scale = min(float(np.std(pool, ddof=1)), float(q75 - q25) / 1.34) or float(np.std(pool, ddof=1))
-    return 0.9 * scale * pool.size ** -0.2
+def simulated_live_run(ranker, score: Callable[[str, int], float], cost: Mapping[str, np.ndarray],
+                       upper: Mapping[str, np.ndarray], cap: float | None) -> dict:
+    """Run ``ranker`` to the end by the live driver (:class:`~lm_eval_adaptive.live.driver.LiveRun`),
+    every call answered at once: model m's call for bank item i scores ``score(m, i)`` (scaled) and
+    costs ``cost[m][i]`` (at most its upper estimate ``upper[m][i]``, which the driver reserves in a
+    ledger of ``cap`` before the call). Returns items and dollars per model of ``cost`` and why the
+    run stopped."""
+    index = {str(x): k for k, x in enumerate(ranker.bank.item_ids)}
 
+    def caller(m):
+        def call(item_id):
+            i = index[str(item_id)]
+            return SimulatedAnswer(raw=float(score(m, i)), usd=min(float(cost[m][i]), float(upper[m][i])))
+        return call
 
-def joint_ability_sampler(banks: Mapping[str, ItemBank]) -> tuple[Callable[[np.random.Generator], dict], str]:
-    """(``draw(rng)`` → one simulated model's ability on every metric's bank, metric → θ; how it draws).
-
-    A model is good or poor on all of a task's metrics together, so the metrics do not draw apart:
-    one calibration model that every bank records is picked and its ability on each bank taken,
-    each with that bank's smoothing noise; banks that share no calibration model take one
-    quantile of every bank's pool instead."""
-    pools = {m: ability_pool(b)[0] for m, b in banks.items()}
-    noise = {m: _bandwidth(p) for m, p in pools.items()}
-    named = {m: {k: float(v) for k, v in ((b.diagnostics or {}).get("abilities") or {}).items()
-                 if v is not None and math.isfinite(float(v))} for m, b in banks.items()}
-    common = sorted(set.intersection(*(set(v) for v in named.values()))) if named else []
-    if len(common) >= 2:
-        def draw(rng: np.random.Generator) -> dict:
-            who = common[int(rng.integers(len(common)))]
-            return {m: named[m][who] + noise[m] * float(rng.standard_normal()) for m in banks}
-
-        return draw, f"one of the {len(common)} calibration models every bank records, on each bank (smoothed)"
-
-    def draw(rng: np.random.Generator) -> dict:
-        u = float(rng.random())
-        return {m: float(np.quantile(pools[m], u)) + noise[m] * float(rng.standard_normal()) for m in banks}
-
-    return draw, "one quantile of every bank's abilities (the banks share no calibration model)"
-
-
-def simulated_score(bank: ItemBank, theta: float, item: int, rng: np.random.Generator) -> float:
-    """A scaled score drawn from the bank's response model: continuous ``clip(N(μ, k·μ(1-μ)), 0, 1)``,
-    or Bernoulli(μ) for a binary bank."""
-    mu = float(bank.model.mean(theta, bank.b[item], **bank.item_params(item)))
-    k = bank.k
-    if k is None:
-        return float(rng.random() < mu)
-    return float(np.clip(rng.normal(mu, math.sqrt(max(k * mu * (1.0 - mu), 0.0))), 0.0, 1.0))
-
-
-def simulate_ranking(ranker, score: Callable[[str, int], float], cost: Mapping[str, np.ndarray],
-                     upper: Mapping[str, np.ndarray], cap: float | None) -> dict:
-    """Drive ``ranker`` to the end as :class:`~lm_eval_adaptive.live.driver.LiveRun` does, with
-    ``score(model, item)`` (scaled) in place of calls.
-
-    Every request's upper estimate (``upper[model][item]``) is reserved in a ledger of ``cap``
-    before the call; a refused request is released and its model blocked until a call in
-    flight settles; calls settle oldest first at ``cost[model][item]`` (at most its upper
-    estimate). Returns items and dollars per model and why the run stopped.
-    """
-    ledger = BudgetLedger(cap)
-    flight: deque = deque()
-    while True:
-        refused = False
-        while (req := ranker.ask()) is not None:
-            key = (req.model, req.item)
-            if not ledger.reserve(key, float(upper[req.model][req.item])):
-                ranker.release(req)
-                ranker.block(req.model)
-                refused = True
-                continue
-            flight.append(req)
-        if not flight:
-            if not ranker.finished:
-                if refused:
-                    ranker.stop("budget")
-                elif ranker.ask() is None and not ranker.finished:
-                    ranker.stop("bank_exhausted")
-            break
-        req = flight.popleft()
-        usd = min(float(cost[req.model][req.item]), float(upper[req.model][req.item]))
-        ledger.settle((req.model, req.item), usd)
-        ranker.tell(req, score(req.model, req.item), cost=usd)
-        ranker.unblock_all()
+    live = LiveRun(ranker, {m: caller(m) for m in ranker.models},
+                   upper_cost=lambda m, item_id: float(upper[m][index[str(item_id)]]),
+                   actual_cost=lambda m, answer: answer.usd, scale=lambda i, y: y, ledger=BudgetLedger(cap))
+    live.run(pool=_AnsweringPool())
     ex = ranker.examinees
     return {"items": {m: ex[m].n for m in cost}, "usd": {m: ex[m].spent for m in cost},
             "stopped_because": ranker.stopped_because}
-
-
-def simulate_test(test, theta: float, cost: np.ndarray, rng: np.random.Generator, batch_size: int = 1) -> dict:
-    """Drive an :class:`~lm_eval_adaptive.engine.cat.AdaptiveTest` to the end with simulated scores,
-    each item charged ``cost[item]``."""
-    while items := test.next_items(batch_size):
-        for i in items:
-            test.record(i, simulated_score(test.bank, theta, i, rng), cost=float(cost[i]))
-    e = test.examinee
-    return {"items": e.n, "usd": e.spent, "stopped_because": test.stopped_because}
-
-
-def simulate_multi_test(test, thetas: Mapping[str, float], cost: np.ndarray, rng: np.random.Generator,
-                        batch_size: int = 1) -> dict:
-    """Drive a :class:`~lm_eval_adaptive.engine.multi_metric_test.MultiMetricTest` to the end: each joint
-    item scored on every metric from that metric's bank at the model's ability ``thetas[metric]``,
-    and charged ``cost[item]`` once."""
-    ex = test.examinees
-    while items := test.next_items(batch_size):
-        for i in items:
-            scores = {m: simulated_score(ex[m].bank, thetas[m], test.bank_item(m, i), rng) for m in test.metrics}
-            test.record(i, scores, cost=float(cost[i]))
-    return {"items": test.n, "usd": test.spent, "stopped_because": test.stopped_because}
 
 
 def _worst(upper: np.ndarray, n: int) -> float:
@@ -326,17 +253,20 @@ def forecast_ranking(new_ranker: Callable[[], object], models: Sequence[str], *,
                      settings: dict | None = None) -> CostForecast:
     """Forecast a ``rank`` or ``refresh`` run: ``new_ranker()`` builds the run's ranker (anchors placed),
     ``models`` are the ones to be called; ``cost``/``upper`` give per model the expected and the
-    upper USD of each bank item; ``draws`` simulated runs (default :data:`RANKING_DRAWS`)."""
+    upper USD of each bank item; ``draws`` simulated runs (default :data:`RANKING_DRAWS`), each run by
+    :func:`simulated_live_run`."""
     first = new_ranker()  # built once (a refresh places its anchors here), copied for each draw
     bank = first.bank
-    pool, source = ability_pool(bank)
+    population = AbilityPopulation.of_bank(bank)
+    source = population.source
     rng = np.random.default_rng(seed)
+    row = {m: j for j, m in enumerate(models)}
     runs = []
     for _ in range(RANKING_DRAWS if draws is None else draws):
-        ranker = copy.deepcopy(first)
-        thetas = dict(zip(models, draw_abilities(pool, len(models), rng)))
-        runs.append(simulate_ranking(ranker, lambda m, i, t=thetas: simulated_score(bank, t[m], i, rng),
-                                     {m: cost[m] for m in models}, upper, cap))
+        thetas = population.draw(len(models), rng)
+        y = bank_scores(bank, thetas[:, None], rng)  # one simulated full run per model
+        runs.append(simulated_live_run(copy.deepcopy(first), lambda m, i, y=y: float(y[row[m], i]),
+                                       {m: cost[m] for m in models}, upper, cap))
     rows = []
     for m in models:
         n_max = first.n_max
@@ -357,22 +287,31 @@ def forecast_ranking(new_ranker: Callable[[], object], models: Sequence[str], *,
         settings=dict(settings or {}))
 
 
+def _test_run(test, score: Callable, cost: np.ndarray, batch_size: int) -> dict:
+    """Run a single-model test to the end with ``score(item)``, each item charged ``cost[item]``."""
+    drive(test, score, cost=lambda i: cost[i], batch_size=batch_size)
+    n = test.n if hasattr(test, "n") else test.examinee.n
+    return {"items": int(n), "usd": float(test.spent), "stopped_because": test.stopped_because}
+
+
 def forecast_test(new_test: Callable[[], object], *, model: str, task: str, price: Price, cost: np.ndarray,
                   upper: np.ndarray, full_run: float, budget: float | None, batch_size: int = 1, seed: int = 0,
-                  draws: int = DRAWS, simulate: Callable | None = None) -> tuple[ModelForecast, list]:
-    """Forecast one task of ``run --adaptive``: (its row, the simulated runs). ``simulate(test, rng)``
-    runs one test to the end with a simulated model (default: an ability drawn from the bank's
-    calibration models, :func:`simulate_test`)."""
+                  draws: int = DRAWS, simulated_model: Callable | None = None) -> tuple[ModelForecast, list]:
+    """Forecast one task of ``run --adaptive``: (its row, the simulated runs). ``simulated_model(test, rng)``
+    gives one simulated model's ``score(item)`` (default: an ability drawn from the bank's calibration
+    models and one simulated run of the bank); each test is run by the engine's driver."""
     first = new_test()
-    if simulate is None:
-        pool, _ = ability_pool(first.bank)
+    if simulated_model is None:
+        population = AbilityPopulation.of_bank(first.bank)
 
-        def simulate(test, rng):
-            return simulate_test(test, float(draw_abilities(pool, 1, rng)[0]), cost, rng, batch_size)
+        def simulated_model(test, rng):
+            y = bank_scores(test.bank, float(population.draw(1, rng)[0]), rng)
+            return lambda i: float(y[i])
     rng = np.random.default_rng(seed)
     runs = []
     for d in range(draws):
-        runs.append(simulate(first if d == 0 else new_test(), rng))
+        test = first if d == 0 else new_test()
+        runs.append(_test_run(test, simulated_model(test, rng), cost, batch_size))
     n_max = first.max_items
     worst = _worst(upper, n_max)
     if budget is not None:  # the budget rule admits an item on its estimate: the last may cost its upper estimate
@@ -447,7 +386,7 @@ def forecast_adaptive_run(plan, config) -> int:
 
     rows, runs = [], []
     seed = 0
-    abilities = ability_pool(plan.bound[0][2].bank)[1]
+    abilities = AbilityPopulation.of_bank(plan.bound[0][2].bank).source
     for tname, task_obj, binding in plan.bound:
         bank = binding.bank
         chars = plan.prompt_lengths(task_obj, binding)
@@ -465,18 +404,20 @@ def forecast_adaptive_run(plan, config) -> int:
             banks = {b.metric: b.bank for b in bindings}
             joint = bank.index_of(joint_item_ids(banks))  # the first bank's items, in joint order
             cost, upper = cost[joint], upper[joint]
-            draw, abilities = joint_ability_sampler(banks)
+            draw, abilities = joint_abilities(banks)
 
-            def simulate(test, rng, _draw=draw, _cost=cost):
-                return simulate_multi_test(test, _draw(rng), _cost, rng, config.batch_size)
+            def simulated_model(test, rng, _draw=draw, _banks=banks):  # one simulated run of every bank
+                thetas = _draw(rng)
+                y = {m: bank_scores(b, thetas[m], rng) for m, b in _banks.items()}
+                return lambda i: {m: float(v[test.bank_item(m, i)]) for m, v in y.items()}
 
             new_test = (lambda bs=bindings, c=cost, t=tname: multi_metric_test(bs, c, config, t))
         else:
-            simulate = None
+            simulated_model = None
             new_test = (lambda b=bank, c=cost, t=tname: adaptive_test(b, c, config, t))
         row, task_runs = forecast_test(new_test, model=plan.model, task=tname, price=plan.price, cost=cost,
                                        upper=upper, full_run=full, budget=config.budget_usd,
-                                       batch_size=config.batch_size, seed=seed, simulate=simulate)
+                                       batch_size=config.batch_size, seed=seed, simulated_model=simulated_model)
         rows.append(row)
         runs.append(task_runs)
     totals_items = [sum(r[d]["items"] for r in runs) for d in range(DRAWS)]
