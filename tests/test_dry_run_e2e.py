@@ -37,8 +37,8 @@ median ($0.061-$0.068) and more so the mean ($0.092) are pulled by the tail.
 move the rank case; simulating real misfit by resampling the calibration models' own
 standardised residuals moved the share of cap-spending runs up, not down.)
 
-The rank case also checks the forecast's simulated run (the live driver itself, each call
-answered at once): given the scores and charges the real run recorded, it reproduces that run's
+The rank case also checks the forecast's simulated run (the live driver itself, its calls
+answered one at a time in the order sent): given the scores and charges the real run recorded, it reproduces that run's
 items per model.
 """
 
@@ -126,7 +126,7 @@ def test_rank_forecast_within_25_percent(rank_case):
 
 
 def test_the_forecasts_driver_reproduces_the_real_run_from_its_recorded_scores(rank_case):
-    """The forecast's simulated run (the live driver, each call answered at once), told the scores and
+    """The forecast's simulated run (the live driver, calls answered in the order sent), told the scores and
     charges the live run recorded, asks what the live run asked."""
     from lm_eval_adaptive.data.named_tables import load_named
 

@@ -12,11 +12,12 @@ anything, forecasts per model (per task for ``run --adaptive``):
   bank's response model at that ability, and charges each item its expected cost
   (:func:`expected_costs`: the bank's token counts, the input raised to the prompt the
   harness built where that is longer, at the model's price). ``rank`` and ``refresh`` are
-  run by the live driver itself (:class:`~lm_eval_adaptive.live.driver.LiveRun`, each call
-  answered at once with its simulated score): each call's upper estimate is reserved
-  against the cap in a :class:`~lm_eval_adaptive.live.ledger.BudgetLedger` before it is
-  made, so a simulated run stops where the live one would; ``run --adaptive``'s test is run
-  by the engine's driver (:func:`~lm_eval_adaptive.engine.simulation.drive`). Reported: the figure most
+  run by the live driver itself (:class:`~lm_eval_adaptive.live.driver.LiveRun`, its calls
+  answered with their simulated scores one at a time, in the order sent): each call's upper
+  estimate is reserved against the cap in a :class:`~lm_eval_adaptive.live.ledger.BudgetLedger`
+  before it is made, so a simulated run stops where the live one would; ``run --adaptive``'s
+  test is run by the engine's driver (:func:`~lm_eval_adaptive.engine.simulation.drive`).
+  Reported: the figure most
   simulated runs come within :data:`TOLERANCE` of (:func:`most_likely_within`), with the
   10%–90% range and the share of runs within the tolerance of it. Not the median: a
   ranking's spend is often bimodal (the run ends when the cap's headroom cannot hold the
@@ -45,7 +46,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import copy
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -201,26 +202,60 @@ class SimulatedAnswer:
     calls: int = 1
 
 
-class _AnsweringPool:
-    """The live driver's pool for a simulated run: each call is made as it is submitted, on this
-    thread (its answer is at hand), so a simulated run is the same each time."""
+class _Answer(cf.Future):
+    """A simulated call's future: the driver taking its answer (``result``) lets the next call answer."""
 
-    def submit(self, fn, *args) -> cf.Future:
-        f: cf.Future = cf.Future()
+    def __init__(self, on_taken: Callable[[], None]):
+        super().__init__()
+        self.on_taken: Callable[[], None] | None = on_taken
+
+    def result(self, timeout=None):
+        try:
+            return super().result(timeout)
+        finally:
+            if self.on_taken is not None:
+                taken, self.on_taken = self.on_taken, None
+                taken()
+
+
+class _AnsweringPool:
+    """The live driver's pool for a simulated run, on the driver's own thread: calls answer one at a
+    time, in the order they were sent (as a live run's calls of similar length do), each made (and
+    charged in the ledger) once the driver has taken the answer before it; so the driver, between two
+    answers, asks and reserves exactly as it would live, and a simulated run is the same each time."""
+
+    def __init__(self):
+        self.waiting: deque = deque()  # (future, call, arguments) not answered yet
+        self.answered = 0  # answered, not yet taken by the driver
+
+    def answer_next(self) -> None:
+        if self.answered or not self.waiting:
+            return
+        f, fn, args = self.waiting.popleft()
+        self.answered += 1
         try:
             f.set_result(fn(*args))
         except BaseException as e:  # noqa: BLE001 - handed to the driver as a call's error
             f.set_exception(e)
+
+    def taken(self) -> None:
+        self.answered -= 1
+        self.answer_next()
+
+    def submit(self, fn, *args) -> cf.Future:
+        f = _Answer(self.taken)
+        self.waiting.append((f, fn, args))
+        self.answer_next()
         return f
 
     def shutdown(self, *, wait: bool = True, cancel_futures: bool = False) -> None:
-        pass
+        self.waiting.clear()
 
 
 def simulated_live_run(ranker, score: Callable[[str, int], float], cost: Mapping[str, np.ndarray],
                        upper: Mapping[str, np.ndarray], cap: float | None) -> dict:
     """Run ``ranker`` to the end by the live driver (:class:`~lm_eval_adaptive.live.driver.LiveRun`),
-    every call answered at once: model m's call for bank item i scores ``score(m, i)`` (scaled) and
+    its calls answered one at a time in the order sent: model m's call for bank item i scores ``score(m, i)`` (scaled) and
     costs ``cost[m][i]`` (at most its upper estimate ``upper[m][i]``, which the driver reserves in a
     ledger of ``cap`` before the call). Returns items and dollars per model of ``cost`` and why the
     run stopped."""
