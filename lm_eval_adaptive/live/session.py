@@ -49,7 +49,7 @@ from lm_eval_adaptive.live.terminal import styled
 
 __all__ = ["LiveSettings", "Setup", "rank_ranker", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
            "open_run", "start_run", "journal_cap_change", "cheapest_call_check", "announce", "LiveProgress", "model_rows", "build_report",
-           "JUDGE_PROMPT_ALLOWANCE", "JUDGE_OUTPUT_ALLOWANCE"]
+           "JUDGE_PROMPT_ALLOWANCE", "JUDGE_OUTPUT_ALLOWANCE", "CHARS_PER_TOKEN", "expected_item_costs"]
 
 log = logging.getLogger("lm_eval_adaptive")
 log.addFilter(SHOWN_LOG_FILTER)  # names in messages shown escaped
@@ -73,6 +73,17 @@ RUN_KEYS = ("models", "tasks", "bank", "confidence", "budget_usd", "min_items", 
 #: and reported as the ledger's overshoot.
 JUDGE_PROMPT_ALLOWANCE = 4096
 JUDGE_OUTPUT_ALLOWANCE = 1024
+#: Characters per token of the token estimates (the rule of the banks' own counts and of the replay endpoint).
+CHARS_PER_TOKEN = 4
+
+
+def expected_item_costs(price, bank, prompt_chars) -> np.ndarray:
+    """USD each bank item is expected to cost: its input tokens the larger of the bank's count and the
+    prompt's characters / :data:`CHARS_PER_TOKEN` (a bank may have counted the source text only,
+    without the task's instruction or few-shot examples), its output tokens the bank's. The one rule
+    of a run's full-run cost (``rank``/``refresh`` report, every ``--dry-run``) and of the forecast's charges."""
+    inp = np.fmax(np.asarray(bank.input_tokens, dtype=float), np.asarray(prompt_chars, dtype=float) / CHARS_PER_TOKEN)
+    return price.item_costs(inp, bank.output_tokens)
 
 
 @dataclass
@@ -197,7 +208,10 @@ class Setup:
         self.ledger = BudgetLedger(a.budget_usd)
         bank = self.bank
         self.bank_costs = {m: self.prices[m].item_costs(bank.input_tokens, bank.output_tokens) for m in names}
-        self.full_cost = {m: float(np.mean(c)) * self.n_docs for m, c in self.bank_costs.items()}
+        ids = [str(x) for x in bank.item_ids]
+        self.expected_costs = {m: expected_item_costs(self.prices[m], bank, [self.scorers[m].prompt_length(i) for i in ids])
+                               for m in names}  # what the forecast charges; the full run of the report and forecast
+        self.full_cost = {m: float(np.mean(c)) * self.n_docs for m, c in self.expected_costs.items()}
 
     def upper_cost(self, model: str, item_id: str) -> float:
         """The most the item may cost: the model's calls (prompt bytes, max output tokens) plus,
