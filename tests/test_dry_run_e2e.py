@@ -257,6 +257,7 @@ def test_the_readme_blocks_dry_run_is_consistent(server, tmp_path):
     consistent(fc)
     (row,) = fc["models"]
     assert row["worst_case"]["items"] == 500 and row["worst_case"]["bound_usd"] > row["full_run_cost_usd"]
-    print(f"README block: forecast {row['items']['typical']:.0f} [{row['items']['p10']:.0f}, {row['items']['p90']:.0f}] "
+    items = row["items"]
+    print(f"README block: forecast {items['typical']:.0f} [{items['p10']:.0f}, {items['p90']:.0f}] "
           f"items ${row['cost_usd']['typical']:.4f}; worst ${row['worst_case']['cost_usd']:.4f} (bound "
           f"${row['worst_case']['bound_usd']:.4f}); full run ${row['full_run_cost_usd']:.4f}")

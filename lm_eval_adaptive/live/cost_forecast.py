@@ -291,9 +291,9 @@ class _AnsweringPool:
 def simulated_live_run(ranker, score: Callable[[str, int], float], cost: Mapping[str, np.ndarray],
                        upper: Mapping[str, np.ndarray], cap: float | None) -> dict:
     """Run ``ranker`` to the end by the live driver (:class:`~lm_eval_adaptive.live.driver.LiveRun`),
-    its calls answered one at a time in the order sent: model m's call for bank item i scores ``score(m, i)`` (scaled) and
-    costs ``cost[m][i]`` (at most its upper estimate ``upper[m][i]``, which the driver reserves in a
-    ledger of ``cap`` before the call). Returns items and dollars per model of ``cost`` and why the
+    its calls answered one at a time in the order sent: model m's call for bank item i scores
+    ``score(m, i)`` (scaled) and costs ``cost[m][i]`` (at most its upper estimate ``upper[m][i]``,
+    which the driver reserves in a ledger of ``cap`` before the call). Returns items and dollars per model of ``cost`` and why the
     run stopped."""
     index = {str(x): k for k, x in enumerate(ranker.bank.item_ids)}
 

@@ -448,7 +448,7 @@ class LiveRun:
 
         ``pool`` makes the calls (``submit(fn, *args)`` → a ``concurrent.futures.Future``,
         ``shutdown(wait=, cancel_futures=)``); default: ``workers`` daemon threads. The cost forecast
-        passes one that answers each call as it is submitted (simulated answers)."""
+        passes one that answers its calls with simulated scores, one at a time, on this thread."""
         r = self.ranker
         n_workers = workers or max(1, len(r.models) * r.max_in_flight)
         futures: dict = {}

@@ -49,7 +49,8 @@ from lm_eval_adaptive.live.terminal import styled
 
 __all__ = ["LiveSettings", "Setup", "rank_ranker", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
            "open_run", "start_run", "journal_cap_change", "cheapest_call_check", "announce", "LiveProgress", "model_rows", "build_report",
-           "JUDGE_PROMPT_ALLOWANCE", "JUDGE_OUTPUT_ALLOWANCE", "CHARS_PER_TOKEN", "expected_item_costs"]
+           "JUDGE_PROMPT_ALLOWANCE", "JUDGE_OUTPUT_ALLOWANCE",
+           "CHARS_PER_TOKEN", "expected_item_costs"]
 
 log = logging.getLogger("lm_eval_adaptive")
 log.addFilter(SHOWN_LOG_FILTER)  # names in messages shown escaped
@@ -209,8 +210,10 @@ class Setup:
         bank = self.bank
         self.bank_costs = {m: self.prices[m].item_costs(bank.input_tokens, bank.output_tokens) for m in names}
         ids = [str(x) for x in bank.item_ids]
-        self.expected_costs = {m: expected_item_costs(self.prices[m], bank, [self.scorers[m].prompt_length(i) for i in ids])
-                               for m in names}  # what the forecast charges; the full run of the report and forecast
+        # what each item is expected to cost (the forecast's charges), and from it the full run the report
+        # and the forecast show
+        self.expected_costs = {m: expected_item_costs(self.prices[m], bank, [self.scorers[m].prompt_length(i)
+                                                                              for i in ids]) for m in names}
         self.full_cost = {m: float(np.mean(c)) * self.n_docs for m, c in self.expected_costs.items()}
 
     def upper_cost(self, model: str, item_id: str) -> float:
