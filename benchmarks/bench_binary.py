@@ -33,6 +33,7 @@ from lm_eval_adaptive.engine.response_model import (  # noqa: E402
     BinaryIRTModel,
     ContinuousResponseModel,
 )
+from lm_eval_adaptive.engine.simulation import bank_scores, draw_scores, drive  # noqa: E402
 from lm_eval_adaptive.errors import InputError  # noqa: E402
 
 
@@ -60,19 +61,17 @@ def cat_job(b: ItemBank, binary: bool):
     rng = np.random.default_rng(1)
 
     def score(i):
-        p = float(b.model.mean(0.3, b.b[i], **b.item_params(i)))
-        return float(rng.random() < p) if binary else float(np.clip(rng.normal(p, 0.1), 0, 1))
+        return float(bank_scores(b, 0.3, rng, i))
 
     def job():
-        AdaptiveTest(b, se_target=None, max_items=100, seed=0).run(score)
+        drive(AdaptiveTest(b, se_target=None, max_items=100, seed=0), score)
     return job
 
 
 def simulated_table(n_models: int, n_items: int) -> ResponseTable:
     rng = np.random.default_rng(2)
     theta, b, a = rng.normal(0, 1, n_models), rng.normal(0, 1, n_items), rng.lognormal(0, 0.4, n_items)
-    p = 0.25 + 0.75 / (1 + np.exp(-a[None, :] * (theta[:, None] - b[None, :])))
-    y = (rng.random(p.shape) < p).astype(float)
+    y = draw_scores(BinaryIRTModel("3pl"), theta[:, None], b[None, :], rng, a=a[None, :], c=0.25)
     mi, ii = np.meshgrid(np.arange(n_models), np.arange(n_items), indexing="ij")
     return ResponseTable.from_columns([f"m{j}" for j in mi.ravel()], [f"i{i}" for i in ii.ravel()], y.ravel())
 

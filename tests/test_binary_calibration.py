@@ -14,14 +14,15 @@ from lm_eval_adaptive.data.named_tables import load_named
 from lm_eval_adaptive.data.responses import ResponseTable
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.calibration import calibrate, resolve_response_model
+from lm_eval_adaptive.engine.response_model import BinaryIRTModel
+from lm_eval_adaptive.engine.simulation import draw_scores
 from lm_eval_adaptive.errors import InputError
 
 
 def _simulated(n_models=300, n_items=100, c=0.25, seed=0, a_sd=0.5):
     rng = np.random.default_rng(seed)
     theta, b, a = rng.normal(0, 1, n_models), rng.normal(0, 1, n_items), rng.lognormal(0, a_sd, n_items)
-    p = c + (1 - c) / (1 + np.exp(-a[None, :] * (theta[:, None] - b[None, :])))
-    y = (rng.random(p.shape) < p).astype(float)
+    y = draw_scores(BinaryIRTModel("3pl"), theta[:, None], b[None, :], rng, a=a[None, :], c=c)
     mi, ii = np.meshgrid(np.arange(n_models), np.arange(n_items), indexing="ij")
     table = ResponseTable.from_columns([f"m{j}" for j in mi.ravel()], [f"i{i}" for i in ii.ravel()], y.ravel(),
                                        np.full(y.size, 10.0), np.full(y.size, 1.0), metric="acc")
@@ -129,8 +130,8 @@ def _sample_logs(root, n_options: int, n_models: int = 30, n_docs: int = 25, see
     for j in range(n_models):
         folder = root / f"model{j}"
         folder.mkdir(parents=True)
-        p = 0.25 + 0.75 / (1 + np.exp(-(theta[j] - b)))
-        rows = [{"doc_id": d, "acc": float(rng.random() < p[d]),
+        acc = draw_scores(BinaryIRTModel("3pl"), theta[j], b, rng, a=1.0, c=0.25)
+        rows = [{"doc_id": d, "acc": float(acc[d]),
                  "arguments": {f"gen_args_{o}": {"arg_0": f"Q{d}", "arg_1": f" {o}"} for o in range(n_options)}}
                 for d in range(n_docs)]
         (folder / "samples_mc_2026-01-01T00-00-00.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")

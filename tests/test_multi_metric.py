@@ -9,6 +9,7 @@ from conftest import make_sim_bank, simulate_scores
 from lm_eval_adaptive.engine.bank import ItemBank, joint_item_ids
 from lm_eval_adaptive.engine.multi_metric_ranker import MultiMetricRanker
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.simulation import bank_scores
 from lm_eval_adaptive.errors import InputError
 
 THETAS = {"low": -1.5, "mid": 0.0, "high": 1.5}
@@ -259,8 +260,7 @@ def test_two_2pl_banks_rank_jointly_by_their_items_discriminations():
     banks = {"a1": _two_pl_bank(300, 1), "a2": _two_pl_bank(300, 2)}
     thetas = {"low": -2.0, "mid": 0.0, "high": 2.0}
     rng = np.random.default_rng(5)
-    ys = {k: {m: (rng.random(300) < bank.model.mean(t, bank.b, **bank.item_params(slice(None)))).astype(float)
-              for m, t in thetas.items()} for k, bank in banks.items()}
+    ys = {k: {m: bank_scores(bank, t, rng) for m, t in thetas.items()} for k, bank in banks.items()}
     r = MultiMetricRanker(banks, list(thetas), n_init=10, n_max=120, seed=0)
     res = r.run(lambda m, j: {k: float(ys[k][m][j]) for k in banks})
     for k in banks:

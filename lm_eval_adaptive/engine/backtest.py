@@ -33,6 +33,7 @@ from lm_eval_adaptive.engine.pair_rules import pair_rule_for
 from lm_eval_adaptive.engine.ranker import DEFAULT_FUTILITY, AdaptiveRanker
 from lm_eval_adaptive.engine.selection import default_selector
 from lm_eval_adaptive.engine.signature import format_signature, versions
+from lm_eval_adaptive.engine.simulation import drive
 from lm_eval_adaptive.errors import InputError
 
 __all__ = ["BacktestConfig", "BacktestResult", "MethodSummary", "TieSummary", "backtest", "backtest_signature",
@@ -518,7 +519,7 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
         ranker = fold_ranker(bank, hold, config, f, seed, item_costs=bank_costs, budget=budget, exclude=missing,
                              pair_rule=pair_rule)
         selector = ranker.selector
-        res = ranker.run(scaled_score)
+        res = drive(ranker, scaled_score)
         honesty = _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all)
         pred_ties = {frozenset(p) for p in res.ties}
         prec, rec, f1 = tie_metrics(pred_ties, gt["ties"])

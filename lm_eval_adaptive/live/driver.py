@@ -451,12 +451,16 @@ class LiveRun:
                               self.failures[m], why)
         self._reserved_of.pop(out.key, None)
 
-    def run(self, *, workers: int | None = None) -> None:
-        """Run to the end (or Ctrl-C, which sets :attr:`interrupted`); see the result on the ranker."""
+    def run(self, *, workers: int | None = None, pool=None) -> None:
+        """Run to the end (or Ctrl-C, which sets :attr:`interrupted`); see the result on the ranker.
+
+        ``pool`` makes the calls (``submit(fn, *args)`` → a ``concurrent.futures.Future``,
+        ``shutdown(wait=, cancel_futures=)``); default: ``workers`` daemon threads. The cost forecast
+        passes one that answers its calls with simulated scores, one at a time, on this thread."""
         r = self.ranker
         n_workers = workers or max(1, len(r.models) * r.max_in_flight)
         futures: dict = {}
-        pool = _DaemonPool(n_workers, "lm-eval-adaptive")
+        pool = pool if pool is not None else _DaemonPool(n_workers, "lm-eval-adaptive")
         try:
             while True:
                 try:
