@@ -23,6 +23,7 @@ from lm_eval_adaptive.engine.pair_rules import FamilyWise, pair_rule_for
 from lm_eval_adaptive.engine.pair_status import OpenPairs, PairJudgement, ThetaJudgement
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker, ReplayError, ReplayEvent
 from lm_eval_adaptive.engine.response_model import BinaryIRTModel
+from lm_eval_adaptive.engine.simulation import bank_scores
 from lm_eval_adaptive.engine.stopping import MaxItems, Rule, SETarget
 
 THETAS = {"m0": 1.2, "m1": 0.4, "m2": -0.3, "m3": -1.1}
@@ -39,14 +40,7 @@ def binary_bank(n: int, seed: int, kind: str = "2pl", ids=None) -> ItemBank:
 def scores_of(banks, thetas, seed):
     """metric -> model -> one simulated score per bank item (0/1 for binary banks)."""
     rng = np.random.default_rng(seed)
-    out = {}
-    for k, bank in banks.items():
-        if bank.model.per_item:
-            p = {m: bank.model.mean(t, bank.b, **bank.item_params()) for m, t in thetas.items()}
-            out[k] = {m: (rng.random(bank.n_items) < p[m]).astype(float) for m in thetas}
-        else:
-            out[k] = {m: simulate_scores(t, bank.b, k=bank.k, rng=rng) for m, t in thetas.items()}
-    return out
+    return {k: {m: bank_scores(bank, t, rng) for m, t in thetas.items()} for k, bank in banks.items()}
 
 
 def joint_scorer(r, ys):

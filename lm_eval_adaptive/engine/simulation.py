@@ -40,11 +40,11 @@ from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
 __all__ = ["DISTRIBUTIONS", "draw_scores", "bank_scores", "AbilityPopulation", "joint_abilities", "drive"]
 
 #: The score distributions of a continuous model :func:`draw_scores` can draw from.
-DISTRIBUTIONS = ("normal", "beta")
+DISTRIBUTIONS = ("normal", "beta", "t")
 
 
 def draw_scores(model, theta, b, rng: np.random.Generator, *, noise=1.0, clip: bool = True,
-                distribution: str = "normal", **item_params) -> np.ndarray:
+                distribution: str = "normal", df: float = 1.5, **item_params) -> np.ndarray:
     """Scores drawn under ``model`` at abilities ``theta`` and difficulties ``b`` (broadcast).
 
     ``item_params``: the per-item parameters of a 2PL/3PL model (``a``, ``c``), as
@@ -53,7 +53,9 @@ def draw_scores(model, theta, b, rng: np.random.Generator, *, noise=1.0, clip: b
     (noise parameter k) gives, with ``distribution="normal"``, N(μ, (noise·σ)²), σ² = k·μ(1-μ),
     clipped to [0, 1] unless ``clip`` is False (``noise`` > 1: a model that scatters more than the
     bank expects, broadcast against the scores); with ``"beta"``, Beta(μ·c, (1-μ)·c), c = 1/k - 1
-    (each shape at least 1e-3), whose mean is μ and variance k·μ(1-μ).
+    (each shape at least 1e-3), whose mean is μ and variance k·μ(1-μ); with ``"t"``, μ + noise·σ·T
+    with T Student's t on ``df`` degrees of freedom (heavy tails the model does not assume), clipped
+    like the normal.
     """
     mu = np.asarray(model.mean(theta, b, **item_params), dtype=float)
     if not isinstance(model, ContinuousResponseModel):
@@ -62,9 +64,12 @@ def draw_scores(model, theta, b, rng: np.random.Generator, *, noise=1.0, clip: b
     if distribution == "beta":
         conc = 1.0 / k - 1.0
         return rng.beta(np.maximum(mu * conc, 1e-3), np.maximum((1.0 - mu) * conc, 1e-3))
-    if distribution != "normal":
+    if distribution == "t":
+        y = mu + noise * np.sqrt(k * mu * (1.0 - mu)) * rng.standard_t(df, mu.shape)
+    elif distribution == "normal":
+        y = rng.normal(mu, np.sqrt(k * mu * (1.0 - mu)) * noise)
+    else:
         raise ValueError(f"distribution must be one of {DISTRIBUTIONS}, got {distribution!r}")
-    y = rng.normal(mu, np.sqrt(k * mu * (1.0 - mu)) * noise)
     return np.clip(y, 0.0, 1.0) if clip else y
 
 
