@@ -10,10 +10,11 @@ and pooled per half:
    confident-pair accuracy, the share of runs with any wrong confident pair, full-task 95%
    coverage and the share of |z| > 1.96.
 2. **Single model**: hold-out models tested alone for 20, 30 and 100 items (capped at the bank's
-   size) with the engine's default test (``adaptive``: maximum information with the random
+   size: a row says the length asked for, ``given`` in the details the items given) with the engine's default test (``adaptive``: maximum information with the random
    half) and with every item drawn at random (``random``), each scored by the full-task
-   estimator of the engine (engine/full_task.py); and the plain mean of the random items with
-   its binomial interval and finite-population correction (``random-mean``). Figures: mean
+   estimator of the engine (engine/full_task.py); and the plain mean of as many items drawn at
+   random from the whole table, with the normal interval of a sample mean and the
+   finite-population correction (``random-mean``). Figures: mean
    absolute error of the estimated full-benchmark accuracy, its bias, the coverage of the 95%
    interval and its mean width, against the model's accuracy on every item of the table.
 
@@ -91,7 +92,8 @@ def single_model_unit(name: str, calib: int, holdout: int, lengths: tuple, confi
         row = {str(m): j for j, m in enumerate(table.models)}
         tpos = np.array([{str(v): i for i, v in enumerate(table.items)}[str(x)] for x in bank.item_ids])
         N = bank.n_items
-        caps = sorted({min(int(n), N) for n in lengths})
+        caps = {min(int(n), N): int(n) for n in sorted(lengths)}  # items given -> the length asked for
+        n_table = table.n_items
         records = []
         for k, m in enumerate(hold):
             raw_row = raw_all[row[m]]
@@ -104,19 +106,22 @@ def single_model_unit(name: str, calib: int, holdout: int, lengths: tuple, confi
             for method in ("adaptive", "random"):
                 selector = None if method == "adaptive" else RandomShareSelector(
                     bank.b, share=1.0, seed=[SUBSAMPLE_SEED, k], information=bank.selection_information)
-                test = AdaptiveTest(bank, se_target=None, min_items=0, max_items=caps[-1], seed=k, selector=selector)
+                test = AdaptiveTest(bank, se_target=None, min_items=0, max_items=max(caps), seed=k, selector=selector)
                 e = test.examinee
                 while (item := test.next_item()) is not None:
                     test.record(item, float(scaled[item]))
                     if e.n in caps:
                         items = np.asarray(e.items, dtype=np.int64)
                         est = full_task_estimate(bank, items, raw_bank[items], e.theta, e.se, misfit=e.misfit)
-                        records.append({"model": k, "method": method, "n": e.n, "truth": truth,
+                        records.append({"model": k, "method": method, "n": caps[e.n], "given": e.n, "truth": truth,
                                         "est": est["estimate"], "lo": est["lower"], "hi": est["upper"],
                                         "theta": e.theta, "se": e.se, "se_m": e.measurement_se,
                                         "misfit": bool(e.misfit), "theta_all": theta_all, "se_all": se_all})
-                        if method == "random":  # the plain mean of the same random items
-                            records.append(random_mean_record(k, e.n, truth, raw_bank[items], len(raw_row)))
+            # the plain mean of n of the table's items drawn at random (every item, not the bank's alone)
+            draw = np.random.default_rng([SUBSAMPLE_SEED, k, 1]).permutation(n_table)
+            for n in sorted(lengths):
+                m_n = min(int(n), n_table)
+                records.append(random_mean_record(k, int(n), truth, raw_row[draw[:m_n]], n_table))
         return {"table": name, "bank_items": N, "calibration_models": calib, "holdout_models": len(hold),
                 "model_error": dict(bank.model_error), "dropped": bank.diagnostics.get("dropped_by_reason", {}),
                 "bank_seconds": t_bank, "seconds": time.perf_counter() - t0, "records": records}
@@ -126,9 +131,11 @@ def random_mean_record(k: int, n: int, truth: float, y: np.ndarray, n_total: int
     """The mean of ``n`` items drawn at random without replacement from ``n_total``, with the normal
     interval of a sample mean and the finite-population correction."""
     p = float(np.mean(y))
-    var = np.var(y, ddof=1) / n if n > 1 else 0.25
-    half = Z95 * float(np.sqrt(max(var, 1e-12) * max(0.0, 1.0 - n / n_total)))
-    return {"model": k, "method": "random-mean", "n": n, "truth": truth, "est": p, "lo": p - half, "hi": p + half}
+    m = y.size
+    var = np.var(y, ddof=1) / m if m > 1 else 0.25
+    half = Z95 * float(np.sqrt(max(var, 1e-12) * max(0.0, 1.0 - m / n_total)))
+    return {"model": k, "method": "random-mean", "n": n, "given": int(y.size), "truth": truth, "est": p,
+            "lo": p - half, "hi": p + half}
 
 
 def single_summary(records) -> dict:
