@@ -79,6 +79,8 @@ _P_TOL = 1e-4
 #: Bounds of the M-step: log a, d, logit c.
 _LOG_A_BOUNDS = (np.log(0.02), np.log(30.0))
 _D_BOUNDS = (-40.0, 40.0)
+#: The range an estimated SD of log a may take.
+_LOG_A_SD_RANGE = (0.05, 2.0)
 _C_BOUNDS = (float(logit(1e-4)), float(logit(0.75)))
 #: A table with at most this many (model, item) cells is held as dense arrays.
 _DENSE_CELLS = 20_000_000
@@ -178,6 +180,7 @@ class _Fit:
     d: np.ndarray
     c: np.ndarray
     mu_a: float
+    la_sd: float
     c0: float | None
     loglik: float  # marginal log-likelihood of the calibration models
     log_post: float
@@ -262,6 +265,7 @@ def _m_step(r, f, nodes, log_a, d, gc, free_c, fixed_c, mu_a, la_sd, d_sd, c0, n
             info[:, 2, 2] += fc * (al + be - 2) * c * (1 - c) + (1 - fc)  # a fixed c: an inert unit pivot
         info[:, np.arange(k), np.arange(k)] += 1e-9
         step = np.linalg.solve(info, g[:, :, None])[:, :, 0]
+        var_la = np.linalg.inv(info)[:, 0, 0]  # posterior variance of log a (the prior's included)
         step = np.clip(step, -2.0, 2.0)
         la_new = np.clip(log_a + step[:, 0], *_LOG_A_BOUNDS)
         d_new = np.clip(d + step[:, 1], *_D_BOUNDS)
@@ -289,11 +293,11 @@ def _m_step(r, f, nodes, log_a, d, gc, free_c, fixed_c, mu_a, la_sd, d_sd, c0, n
         gc = np.where(ok, gc_new, gc)
         c = c_of(gc)
         cur = np.where(ok, new, cur)
-    return log_a, d, gc, c, float(np.sum(cur))
+    return log_a, d, gc, c, var_la
 
 
 def _fit_em(counts: _Counts, kind: str, fixed_c: np.ndarray | None, c_prior: np.ndarray | None, *,
-            la_sd: float, d_sd: float, nu: float, start: _Fit | None = None, max_iter: int = _MAX_EM,
+            la_sd: float | None, d_sd: float, nu: float, start: _Fit | None = None, max_iter: int = _MAX_EM,
             tol: float = _EM_TOL) -> _Fit:
     """Bock-Aitkin EM for one kind ("2pl" or "3pl"). ``fixed_c``: per-item c (NaN: estimate); ``c_prior``:
     per-item prior mode (NaN: the bank's estimated c₀)."""
@@ -326,14 +330,19 @@ def _fit_em(counts: _Counts, kind: str, fixed_c: np.ndarray | None, c_prior: np.
 
     prev = -np.inf
     it = 0
+    sd_a = LOG_A_PRIOR_SD if la_sd is None else la_sd
+    if la_sd is None and start is not None:
+        sd_a = start.la_sd
     pop = np.exp(log_w)  # the population's weight of each node
     P_prev = None
     for it in range(1, max_iter + 1):
         W, ll_models = _posterior(counts, log_a, d, c, nodes, log_w)
         r, f = counts.expected(W)
-        log_a, d, gc, c, _ = _m_step(r, f, nodes, log_a, d, gc, free_c, fixed, mu_a, la_sd, d_sd,
-                                     prior_mode, nu)
+        log_a, d, gc, c, var_la = _m_step(r, f, nodes, log_a, d, gc, free_c, fixed, mu_a, sd_a, d_sd,
+                                          prior_mode, nu)
         mu_a = float(np.mean(log_a))  # empirical Bayes: the prior's centre is the bank's typical slope
+        if la_sd is None:  # and its spread (the EM update of a normal prior's variance)
+            sd_a = float(np.clip(np.sqrt(np.mean((log_a - mu_a) ** 2 + var_la)), *_LOG_A_SD_RANGE))
         if estimate_c0:
             cf = c[free_c]
             sel = free_c if c_prior is None else free_c & np.isnan(c_prior)
@@ -343,8 +352,8 @@ def _fit_em(counts: _Counts, kind: str, fixed_c: np.ndarray | None, c_prior: np.
             c0_bank = float(res.x)
             prior_mode = np.where(sel, c0_bank, prior_mode)
             del cf
-        log_post = float(np.sum(ll_models)) - 0.5 * float(np.sum(((log_a - mu_a) / la_sd) ** 2)) \
-            - 0.5 * float(np.sum((d / d_sd) ** 2))
+        log_post = float(np.sum(ll_models)) - 0.5 * float(np.sum(((log_a - mu_a) / sd_a) ** 2)) \
+            - N * np.log(sd_a) - 0.5 * float(np.sum((d / d_sd) ** 2))
         if free_c.any():
             log_post += float(np.sum(_beta_log_prior(c[free_c], prior_mode[free_c], nu)))
         P_now, _ = _probabilities(log_a, d, c, nodes)
@@ -356,7 +365,7 @@ def _fit_em(counts: _Counts, kind: str, fixed_c: np.ndarray | None, c_prior: np.
     W, ll_models = _posterior(counts, log_a, d, c, nodes, log_w)
     theta = W @ nodes
     theta_sd = np.sqrt(np.maximum(W @ nodes ** 2 - theta ** 2, 0.0))
-    return _Fit(log_a=log_a, d=d, c=c, mu_a=mu_a, c0=c0_bank if estimate_c0 else None,
+    return _Fit(log_a=log_a, d=d, c=c, mu_a=mu_a, la_sd=sd_a, c0=c0_bank if estimate_c0 else None,
                 loglik=float(np.sum(ll_models)), log_post=log_post, iterations=it, theta=theta, theta_sd=theta_sd)
 
 
@@ -368,7 +377,7 @@ def _marginal_loglik(counts: _Counts, fit: _Fit) -> float:
     return float(np.sum(ll))
 
 
-def choose_binary_model(counts: _Counts, fixed_c, c_prior, *, la_sd: float, d_sd: float, nu: float,
+def choose_binary_model(counts: _Counts, fixed_c, c_prior, *, la_sd: float | None, d_sd: float, nu: float,
                         seed: int = _CHOICE_SEED) -> tuple[str, dict, dict]:
     """2PL or 3PL by the marginal log-likelihood of a seeded 20% of the models, both fitted on the
     other 80%; returns (kind, the held-out log-likelihood per model of each, the 80% fits)."""
