@@ -132,20 +132,20 @@ def test_an_item_without_scores_is_dropped():
 
 
 def test_missing_pairs_and_repeated_rows_fit_as_a_dense_table_does():
-    from lm_eval_adaptive.engine.binary_calibration import _Counts, _fit_em
+    from lm_eval_adaptive.engine.binary_calibration import BinaryCounts, fit_mml
 
     table, *_ = _simulated(n_models=200, n_items=30, seed=10)
     mi, ii, y = np.asarray(table.model_idx), np.asarray(table.item_idx), np.asarray(table.score)
-    dense = _Counts.from_long(mi, ii, y, 200, 30, dense=True)
-    sparse_ = _Counts.from_long(mi, ii, y, 200, 30, dense=False)
+    dense = BinaryCounts.from_long(mi, ii, y, 200, 30, dense=True)
+    sparse_ = BinaryCounts.from_long(mi, ii, y, 200, 30, dense=False)
     assert dense.F is None and sparse_.F is not None
     opts = dict(la_sd=0.75, d_sd=5.0, nu=20.0)
-    f1, f2 = _fit_em(dense, "2pl", None, None, **opts), _fit_em(sparse_, "2pl", None, None, **opts)
+    f1, f2 = fit_mml(dense, "2pl", None, None, **opts), fit_mml(sparse_, "2pl", None, None, **opts)
     np.testing.assert_allclose(f1.d, f2.d, atol=1e-8)
     np.testing.assert_allclose(f1.log_a, f2.log_a, atol=1e-8)
     # a repeated row is another Bernoulli observation: twice every row, the same curves, sharper
-    twice = _Counts.from_long(np.r_[mi, mi], np.r_[ii, ii], np.r_[y, y], 200, 30)
-    f3 = _fit_em(twice, "2pl", None, None, **opts)
+    twice = BinaryCounts.from_long(np.r_[mi, mi], np.r_[ii, ii], np.r_[y, y], 200, 30)
+    f3 = fit_mml(twice, "2pl", None, None, **opts)
     assert twice.F is not None and f3.loglik == pytest.approx(2 * f1.loglik, rel=0.05)
     assert np.corrcoef(f3.d, f1.d)[0, 1] > 0.99
 

@@ -56,7 +56,8 @@ from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.response_model import BINARY_KINDS, BinaryIRTModel
 from lm_eval_adaptive.errors import InputError
 
-__all__ = ["calibrate_binary", "is_binary_table", "choose_binary_model", "DEFAULT_GUESSING_PRIOR",
+__all__ = ["calibrate_binary", "is_binary_table", "choose_binary_model", "fit_mml", "BinaryCounts", "MMLFit",
+           "DEFAULT_GUESSING_PRIOR",
            "LOG_A_PRIOR_SD", "D_PRIOR_SD", "GUESSING_STRENGTH"]
 
 #: Start (and, with ``guessing_prior=None`` on a 3PL, the starting point of the estimated mode) of
@@ -122,7 +123,7 @@ def _per_item(value, item_ids: np.ndarray, name: str) -> np.ndarray | None:
 
 
 @dataclass
-class _Counts:
+class BinaryCounts:
     """Successes and failures per (model, item): dense arrays, or CSR matrices for a sparse table.
     A complete table (one score per pair) keeps the successes alone (F is None): its failures are 1 - S."""
 
@@ -132,7 +133,7 @@ class _Counts:
     n_items: int
 
     @classmethod
-    def from_long(cls, mi, ii, y, M, N, dense: bool | None = None) -> "_Counts":
+    def from_long(cls, mi, ii, y, M, N, dense: bool | None = None) -> "BinaryCounts":
         if dense is None:
             dense = M * N <= _DENSE_CELLS and mi.size >= 0.3 * M * N
         if dense:
@@ -147,8 +148,8 @@ class _Counts:
         F.eliminate_zeros()
         return cls(S, F, M, N)
 
-    def rows(self, idx: np.ndarray) -> "_Counts":
-        return _Counts(self.S[idx], None if self.F is None else self.F[idx], int(idx.size), self.n_items)
+    def rows(self, idx: np.ndarray) -> "BinaryCounts":
+        return BinaryCounts(self.S[idx], None if self.F is None else self.F[idx], int(idx.size), self.n_items)
 
     def totals(self) -> tuple[np.ndarray, np.ndarray]:
         """Per item: successes, failures."""
@@ -175,7 +176,10 @@ class _Counts:
 
 
 @dataclass
-class _Fit:
+class MMLFit:
+    """A fit of :func:`fit_mml`: the items' log a, d and c, the priors' estimated centres and spread,
+    the marginal log-likelihood, and each calibration model's EAP ability and its SD."""
+
     log_a: np.ndarray
     d: np.ndarray
     c: np.ndarray
@@ -195,7 +199,7 @@ def _probabilities(log_a, d, c, nodes):
     return np.clip(P, _EPS, 1 - _EPS), q
 
 
-def _posterior(counts: _Counts, log_a, d, c, nodes, log_w):
+def _posterior(counts: BinaryCounts, log_a, d, c, nodes, log_w):
     """(weights models × nodes, marginal log-likelihood per model)."""
     P, _ = _probabilities(log_a, d, c, nodes)
     L = counts.loglik_nodes(np.log(P), np.log1p(-P)) + log_w[None, :]
@@ -296,9 +300,9 @@ def _m_step(r, f, nodes, log_a, d, gc, free_c, fixed_c, mu_a, la_sd, d_sd, c0, n
     return log_a, d, gc, c, var_la
 
 
-def _fit_em(counts: _Counts, kind: str, fixed_c: np.ndarray | None, c_prior: np.ndarray | None, *,
-            la_sd: float | None, d_sd: float, nu: float, start: _Fit | None = None, max_iter: int = _MAX_EM,
-            tol: float = _EM_TOL) -> _Fit:
+def fit_mml(counts: BinaryCounts, kind: str, fixed_c: np.ndarray | None, c_prior: np.ndarray | None, *,
+          la_sd: float | None, d_sd: float, nu: float, start: MMLFit | None = None, max_iter: int = _MAX_EM,
+          tol: float = _EM_TOL) -> MMLFit:
     """Bock-Aitkin EM for one kind ("2pl" or "3pl"). ``fixed_c``: per-item c (NaN: estimate); ``c_prior``:
     per-item prior mode (NaN: the bank's estimated c₀)."""
     M, N = counts.n_models, counts.n_items
@@ -365,11 +369,11 @@ def _fit_em(counts: _Counts, kind: str, fixed_c: np.ndarray | None, c_prior: np.
     W, ll_models = _posterior(counts, log_a, d, c, nodes, log_w)
     theta = W @ nodes
     theta_sd = np.sqrt(np.maximum(W @ nodes ** 2 - theta ** 2, 0.0))
-    return _Fit(log_a=log_a, d=d, c=c, mu_a=mu_a, la_sd=sd_a, c0=c0_bank if estimate_c0 else None,
+    return MMLFit(log_a=log_a, d=d, c=c, mu_a=mu_a, la_sd=sd_a, c0=c0_bank if estimate_c0 else None,
                 loglik=float(np.sum(ll_models)), log_post=log_post, iterations=it, theta=theta, theta_sd=theta_sd)
 
 
-def _marginal_loglik(counts: _Counts, fit: _Fit) -> float:
+def _marginal_loglik(counts: BinaryCounts, fit: MMLFit) -> float:
     nodes = np.linspace(-_GRID_HALF, _GRID_HALF, _NODES)
     log_w = norm.logpdf(nodes)
     log_w -= np.logaddexp.reduce(log_w)
@@ -377,7 +381,7 @@ def _marginal_loglik(counts: _Counts, fit: _Fit) -> float:
     return float(np.sum(ll))
 
 
-def choose_binary_model(counts: _Counts, fixed_c, c_prior, *, la_sd: float | None, d_sd: float, nu: float,
+def choose_binary_model(counts: BinaryCounts, fixed_c, c_prior, *, la_sd: float | None, d_sd: float, nu: float,
                         seed: int = _CHOICE_SEED) -> tuple[str, dict, dict]:
     """2PL or 3PL by the marginal log-likelihood of a seeded 20% of the models, both fitted on the
     other 80%; returns (kind, the held-out log-likelihood per model of each, the 80% fits)."""
@@ -388,7 +392,7 @@ def choose_binary_model(counts: _Counts, fixed_c, c_prior, *, la_sd: float | Non
     train, test = counts.rows(fit_rows), counts.rows(out)
     fits, held = {}, {}
     for kind in BINARY_KINDS:
-        fits[kind] = _fit_em(train, kind, fixed_c, c_prior, la_sd=la_sd, d_sd=d_sd, nu=nu)
+        fits[kind] = fit_mml(train, kind, fixed_c, c_prior, la_sd=la_sd, d_sd=d_sd, nu=nu)
         held[kind] = _marginal_loglik(test, fits[kind]) / n_out
     kind = "3pl" if held["3pl"] > held["2pl"] else "2pl"
     return kind, held, fits
@@ -433,7 +437,7 @@ def calibrate_binary(table, *, response_model: str | None = "2pl", guessing=None
         raise InputError(f"only {kept.size} item(s) have scores; cannot calibrate", path=table.source)
     pos = np.full(N, -1, dtype=np.int64)
     pos[kept] = np.arange(kept.size)
-    counts = _Counts.from_long(mi, pos[ii], y, M, kept.size)
+    counts = BinaryCounts.from_long(mi, pos[ii], y, M, kept.size)
     fixed_c = _per_item(guessing, item_ids[kept], "guessing")
     c_prior = _per_item(guessing_prior, item_ids[kept], "guessing prior")
     opts = dict(la_sd=log_a_prior_sd, d_sd=d_prior_sd, nu=guessing_strength)
@@ -443,10 +447,10 @@ def calibrate_binary(table, *, response_model: str | None = "2pl", guessing=None
         kind, held, fits = choose_binary_model(counts, fixed_c, c_prior, **opts)
         choice = {"by": "held-out marginal log-likelihood per model", "share": _HOLDOUT_SHARE,
                   "seed": _CHOICE_SEED, **{k: round(v, 6) for k, v in held.items()}}
-        fit = _fit_em(counts, kind, fixed_c, c_prior, start=fits[kind], **opts)
+        fit = fit_mml(counts, kind, fixed_c, c_prior, start=fits[kind], **opts)
     else:
         kind = response_model
-        fit = _fit_em(counts, kind, fixed_c, c_prior, **opts)
+        fit = fit_mml(counts, kind, fixed_c, c_prior, **opts)
 
     a = np.exp(fit.log_a)
     b = -fit.d / a
