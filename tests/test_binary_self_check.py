@@ -75,3 +75,25 @@ def test_self_check_of_a_binary_bank_adds_the_leg_and_of_a_continuous_one_does_n
 @pytest.mark.parametrize("n_models", [5, 9])
 def test_too_few_models_for_the_leg(n_models):
     assert single_model_check(_table(n_models, 20, 4), lambda h: calibrate(h, response_model="2pl")) == []
+
+
+def test_the_correction_covers_every_length_not_only_the_pooled_runs():
+    rng = np.random.default_rng(11)
+
+    def recs(n, scale, k):
+        d = scale * rng.normal(size=k)  # the miss of θ̂, whose stated variance is 0.01
+        err = scale * 0.05 * rng.normal(size=k)
+        return [{"d": float(x), "s2": 0.01, "se": 0.1, "err": float(e), "lo": 0.005, "hi": 0.005, "lo2": 0.01,
+                 "hi2": 0.01, "misfit": False, "n": n, "leg": "single"} for x, e in zip(d, err)]
+
+    # 300 short tests that miss as stated, 60 long ones that miss by three times more
+    records = recs(20, 0.1, 300) + recs(100, 0.3, 60)
+    c = correction_from_records(records)
+    for n in (20, 100):
+        part = [r for r in records if r["n"] == n]
+        cover, z_share = corrected_figures(part, c)
+        assert cover >= 0.95 and z_share <= 0.05 + 1e-9
+    # pooled alone (no lengths), the long tests would be left short
+    pooled = correction_from_records([{k: v for k, v in r.items() if k != "leg"} for r in records])
+    assert pooled["ability_sd"] < c["ability_sd"]
+    assert corrected_figures([r for r in records if r["n"] == 100], pooled)[1] > 0.05

@@ -71,7 +71,9 @@ def _arrays(recs) -> dict:
             "err": err,
             "h1": np.where(up, [r["hi"] for r in recs], [r["lo"] for r in recs]),
             "h2": np.where(up, [r["hi2"] for r in recs], [r["lo2"] for r in recs]),
-            "misfit": np.array([bool(r.get("misfit", False)) for r in recs])}
+            "misfit": np.array([bool(r.get("misfit", False)) for r in recs]),
+            # the single-model leg's test length (0: a ranker's run): the runs are covered length by length
+            "group": np.array([int(r.get("n", 0)) if r.get("leg") == "single" else 0 for r in recs])}
 
 
 def _widened(a: dict, tau: np.ndarray) -> np.ndarray:
@@ -84,15 +86,32 @@ def _widened(a: dict, tau: np.ndarray) -> np.ndarray:
 
 
 def _constants(a: dict, sel: np.ndarray, level: float) -> tuple[float, float]:
-    """(τ, σ) from the runs ``sel``: the smallest values with which ``level`` of them are covered."""
+    """(τ, σ) from the runs ``sel``: the smallest values with which ``level`` of them are covered, and
+    ``level`` of each group's (the ranker's runs; the single-model leg's at each length) where a group
+    has at least :data:`MIN_CLASS_RUNS` runs: the correction holds at every length measured, not on
+    the pooled runs alone."""
     if not sel.any():
         return 0.0, 0.0
-    need_tau2 = a["d"][sel] ** 2 / Z95 ** 2 - a["s2"][sel]  # τ² that brings each |z| to 1.96
-    tau = float(np.sqrt(max(float(np.quantile(need_tau2, level)), 0.0)))
+    groups = [sel & (a["group"] == g) for g in np.unique(a["group"][sel])]
+    groups = [g for g in groups if g.sum() >= MIN_CLASS_RUNS]
+    if len(groups) < 2:
+        return _pooled_constants(a, sel, level)
+    tau = max(_pooled_constants(a, g, level)[0] for g in [sel, *groups])
+    sig = max(_sigma(a, g, tau, level) for g in [sel, *groups])
+    return tau, sig
+
+
+def _sigma(a: dict, sel: np.ndarray, tau: float, level: float) -> float:
     h = _widened({k: v[sel] for k, v in a.items()}, np.full(int(sel.sum()), tau))
     need_sig2 = (a["err"][sel] ** 2 - h ** 2) / Z95 ** 2  # σ² that brings each miss inside
-    sig = float(np.sqrt(max(float(np.quantile(need_sig2, level)), 0.0)))
-    return tau, sig
+    return float(np.sqrt(max(float(np.quantile(need_sig2, level)), 0.0)))
+
+
+def _pooled_constants(a: dict, sel: np.ndarray, level: float) -> tuple[float, float]:
+    """(τ, σ) from the runs ``sel`` taken together."""
+    need_tau2 = a["d"][sel] ** 2 / Z95 ** 2 - a["s2"][sel]  # τ² that brings each |z| to 1.96
+    tau = float(np.sqrt(max(float(np.quantile(need_tau2, level)), 0.0)))
+    return tau, _sigma(a, sel, tau, level)
 
 
 def correction_from_records(records, *, level: float = 0.95) -> dict:
