@@ -107,7 +107,8 @@ def main(argv=None) -> int:
 
         win = load_named("alpaca_eval/win")
         s = timed(lambda: calibrate(win), args.repeats)
-        print(f"   alpaca_eval/win ({win.n_models} models x {win.n_items} items, 2pl or 3pl by held-out likelihood): {s:.2f} s")
+        print(f"   alpaca_eval/win ({win.n_models} models x {win.n_items} items, 2pl or 3pl by held-out likelihood):"
+              f" {s:.2f} s")
     except InputError as e:
         print(f"   alpaca_eval/win: skipped ({e})")
     if not args.skip_ollb:

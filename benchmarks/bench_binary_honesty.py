@@ -10,13 +10,14 @@ and pooled per half:
    confident-pair accuracy, the share of runs with any wrong confident pair, full-task 95%
    coverage and the share of |z| > 1.96.
 2. **Single model**: hold-out models tested alone for 20, 30 and 100 items (capped at the bank's
-   size: a row says the length asked for, ``given`` in the details the items given) with the engine's default test (``adaptive``: maximum information with the random
-   half) and with every item drawn at random (``random``), each scored by the full-task
-   estimator of the engine (engine/full_task.py); and the plain mean of as many items drawn at
-   random from the whole table, with the normal interval of a sample mean and the
-   finite-population correction (``random-mean``). Figures: mean
-   absolute error of the estimated full-benchmark accuracy, its bias, the coverage of the 95%
-   interval and its mean width, against the model's accuracy on every item of the table.
+   size: a row says the length asked for, ``given`` in the details the items given) with the
+   engine's default test (``adaptive``: maximum information with the random half) and with every
+   item drawn at random (``random``), each scored by the full-task estimator of the engine
+   (engine/full_task.py); and the plain mean of as many items drawn at random from the whole
+   table, with the normal interval of a sample mean and the finite-population correction
+   (``random-mean``). Figures: mean absolute error of the estimated full-benchmark accuracy, its
+   bias, the coverage of the 95% interval and its mean width, against the model's accuracy on
+   every item of the table.
 
 Which models (the tables have thousands; a seeded rule, the same for every estimator): one
 permutation of the table's sorted model names by ``numpy.random.default_rng(SUBSAMPLE_SEED)``.
