@@ -31,7 +31,8 @@ Priors (the slopes and the guessing are estimated, not assumed, and shrunk):
 
 Which model (``response_model=None``, the default for a 0/1 table): 2PL and 3PL are fitted on a
 seeded 80% of the models and the one whose marginal log-likelihood of the other 20% is higher
-is fitted on every model (model choice by held-out likelihood).
+is fitted on every model (model choice by held-out likelihood); with fewer than
+:data:`MIN_MODELS_FOR_CHOICE` models, the 2PL.
 
 Every item with at least one score is kept: none is dropped for a negative item-total
 correlation (near chance that is mostly noise, and a dropped item's own answers could never
@@ -58,7 +59,7 @@ from lm_eval_adaptive.errors import InputError
 
 __all__ = ["calibrate_binary", "is_binary_table", "choose_binary_model", "fit_mml", "BinaryCounts", "MMLFit",
            "DEFAULT_GUESSING_PRIOR",
-           "LOG_A_PRIOR_SD", "D_PRIOR_SD", "GUESSING_STRENGTH"]
+           "LOG_A_PRIOR_SD", "D_PRIOR_SD", "GUESSING_STRENGTH", "MIN_MODELS_FOR_CHOICE"]
 
 #: Start (and, with ``guessing_prior=None`` on a 3PL, the starting point of the estimated mode) of
 #: the guessing prior.
@@ -86,6 +87,9 @@ _C_BOUNDS = (float(logit(1e-4)), float(logit(0.75)))
 #: A table with at most this many (model, item) cells is held as dense arrays.
 _DENSE_CELLS = 20_000_000
 _HOLDOUT_SHARE = 0.2
+#: Fewest models for the choice of 2PL or 3PL by held-out likelihood: with fewer, a fifth of them is
+#: too few to tell (and a guessing level rests on the few weakest models); the 2PL is fitted.
+MIN_MODELS_FOR_CHOICE = 50
 _CHOICE_SEED = 0
 _EPS = 1e-12
 
@@ -443,7 +447,11 @@ def calibrate_binary(table, *, response_model: str | None = "2pl", guessing=None
     opts = dict(la_sd=log_a_prior_sd, d_sd=d_prior_sd, nu=guessing_strength)
 
     choice = None
-    if response_model is None:
+    if response_model is None and M < MIN_MODELS_FOR_CHOICE:
+        kind = "2pl"
+        choice = {"by": f"fewer than {MIN_MODELS_FOR_CHOICE} models: the 2pl"}
+        fit = fit_mml(counts, kind, fixed_c, c_prior, **opts)
+    elif response_model is None:
         kind, held, fits = choose_binary_model(counts, fixed_c, c_prior, **opts)
         choice = {"by": "held-out marginal log-likelihood per model", "share": _HOLDOUT_SHARE,
                   "seed": _CHOICE_SEED, **{k: round(v, 6) for k, v in held.items()}}
