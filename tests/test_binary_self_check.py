@@ -13,7 +13,9 @@ from lm_eval_adaptive.engine.model_error import (
     correction_from_records,
     single_model_check,
 )
+from lm_eval_adaptive.engine.response_model import BinaryIRTModel, ContinuousResponseModel
 from lm_eval_adaptive.engine.self_check import self_check
+from lm_eval_adaptive.engine.simulation import draw_scores
 
 
 def _table(n_models, n_items, seed, *, interaction=0.0, binary=True):
@@ -21,10 +23,13 @@ def _table(n_models, n_items, seed, *, interaction=0.0, binary=True):
     item effect on the logit shared across items: what a model family's own strengths look like)."""
     rng = np.random.default_rng(seed)
     theta, b, a = rng.normal(0, 1, n_models), rng.normal(0, 1, n_items), rng.lognormal(0.2, 0.4, n_items)
-    z = a[None, :] * (theta[:, None] - b[None, :])
-    z += interaction * np.outer(rng.normal(size=n_models), rng.normal(size=n_items))
-    p = 1 / (1 + np.exp(-z))
-    y = (rng.random(p.shape) < p).astype(float) if binary else np.clip(p + rng.normal(0, 0.1, p.shape), 0, 1)
+    # the second ability moves each model's logit on each item: a(θ - b) + e = a(θ - (b - e/a))
+    shift = interaction * np.outer(rng.normal(size=n_models), rng.normal(size=n_items))
+    b_eff = b[None, :] - shift / a[None, :]
+    if binary:
+        y = draw_scores(BinaryIRTModel("2pl"), theta[:, None], b_eff, rng, a=a[None, :])
+    else:  # continuous scores (the continuous response model, a little noise)
+        y = draw_scores(ContinuousResponseModel(0.05), theta[:, None], b_eff, rng)
     mi, ii = np.meshgrid(np.arange(n_models), np.arange(n_items), indexing="ij")
     return ResponseTable.from_columns([f"m{j:04d}" for j in mi.ravel()], [f"i{i}" for i in ii.ravel()], y.ravel(),
                                       metric="acc")

@@ -17,7 +17,8 @@ from __future__ import annotations
 import os
 
 from lm_eval_adaptive.data.data_root import data_root
-from lm_eval_adaptive.data.responses import ResponseTable, read_table
+from lm_eval_adaptive.data.responses import ResponseTable
+from lm_eval_adaptive.data.table_files import read_table
 from lm_eval_adaptive.errors import InputError
 
 __all__ = ["OLLB_NAMES", "OLLB_OPTIONS", "OLLB_TUNING", "OLLB_REPORT", "load_ollb"]
