@@ -25,10 +25,11 @@ from lm_eval_adaptive.engine.calibration import (
     DEFAULT_METHOD,
     DEFAULT_SCALING,
     calibrate,
+    resolve_response_model,
 )
 from lm_eval_adaptive.engine.estimation import DEFAULT_PRIOR_SD, Z95, GridPosterior
 from lm_eval_adaptive.engine.full_task import full_task_estimate
-from lm_eval_adaptive.engine.model_error import correction_from_records
+from lm_eval_adaptive.engine.model_error import correction_from_records, single_model_check
 from lm_eval_adaptive.engine.pair_rules import pair_rule_for
 from lm_eval_adaptive.engine.ranker import DEFAULT_FUTILITY, AdaptiveRanker
 from lm_eval_adaptive.engine.selection import default_selector
@@ -309,9 +310,18 @@ def self_check_backtest(table, config: BacktestConfig) -> BacktestResult | None:
 
 def self_check_correction(table, config: BacktestConfig) -> dict:
     """The model-error correction a bank calibrated on ``table`` gets from its self-check
-    (:func:`self_check_backtest`); {} when the table has too few models to hold some out."""
+    (:func:`self_check_backtest`, and for a 2PL/3PL bank the single-model leg of
+    :func:`~lm_eval_adaptive.engine.model_error.single_model_check`); {} when the table has too few
+    models to hold some out."""
     r = self_check_backtest(table, config)
-    return correction_from_records(r.records) if r is not None else {}
+    if r is None:
+        return {}
+    records = list(r.records)
+    if resolve_response_model(table, config.response_model) != "continuous":
+        records += single_model_check(table, lambda history: calibrate(
+            history, scaling=config.scaling, method=config.method, likelihood=config.likelihood,
+            metric=getattr(table, "metric", None), response_model=config.response_model, guessing=config.guessing))
+    return correction_from_records(records)
 
 
 def _ability_on_every_item(bank, scaled_row: np.ndarray) -> tuple[float, float]:
@@ -449,8 +459,9 @@ def fold_bank(table, config: BacktestConfig, calib):
     bank = calibrate(history, scaling=config.scaling, method=config.method,
                      likelihood=config.likelihood, metric=getattr(table, "metric", None),
                      response_model=config.response_model, guessing=config.guessing)
-    if config.self_check:
-        bank.set_model_error(self_check_correction(history, config))
+    if config.self_check:  # the self-check checks the bank as built (a 2PL/3PL bank's kind, chosen once)
+        inner = replace(config, response_model=bank.model.kind) if bank.model.per_item else config
+        bank.set_model_error(self_check_correction(history, inner))
     return bank
 
 
