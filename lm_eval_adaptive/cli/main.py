@@ -224,7 +224,8 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
                         help="continuous (METHOD.md §1), or 2pl/3pl for 0/1 scores (accuracy, exact match, "
                              "win/lose) with a discrimination (and a guessing chance) per item "
                              "(default: 3pl with c = 1/k for --samples of a k-option multiple-choice task scored "
-                             "0/1, 2pl for any other table of 0/1 scores, continuous otherwise; docs/binary.md)")
+                             "0/1, 2pl or 3pl by held-out likelihood for any other table of 0/1 scores (2pl under "
+                             "50 models), continuous otherwise; docs/binary.md)")
         sp.add_argument("--guessing", type=guessing_value, default=None, metavar="C",
                         help="3pl: every item's guessing chance c, e.g. 0.25 for four-option multiple choice "
                              "(default: 1/k from --samples of a multiple-choice task, else estimated per item)")
@@ -267,7 +268,8 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
     c.add_argument("--atlas-filters", action="store_true",
                    help="also drop items with SD<1%%, mean>95%% or point-biserial<0.1")
     c.add_argument("--keep-negative", action="store_true",
-                   help="keep items whose scores correlate negatively with ability")
+                   help="keep items whose scores correlate negatively with ability (continuous banks; a 2pl/3pl "
+                        "bank keeps every item)")
     c.add_argument("--no-self-check", action="store_true",
                    help="skip the bank's self-check (leave-models-out cross-validation on this history "
                         "of how often its intervals and confident pairs hold)")

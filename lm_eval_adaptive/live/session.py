@@ -53,7 +53,8 @@ from lm_eval_adaptive.live.terminal import styled
 
 __all__ = ["LiveSettings", "Setup", "rank_ranker", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
            "open_run", "start_run", "journal_cap_change", "cheapest_call_check", "announce", "LiveProgress", "model_rows", "build_report",
-           "JUDGE_PROMPT_ALLOWANCE", "JUDGE_OUTPUT_ALLOWANCE"]
+           "JUDGE_PROMPT_ALLOWANCE", "JUDGE_OUTPUT_ALLOWANCE",
+           "CHARS_PER_TOKEN", "expected_item_costs"]
 
 log = logging.getLogger("lm_eval_adaptive")
 log.addFilter(SHOWN_LOG_FILTER)  # names in messages shown escaped
@@ -77,6 +78,17 @@ RUN_KEYS = ("models", "tasks", "bank", "confidence", "budget_usd", "min_items", 
 #: and reported as the ledger's overshoot.
 JUDGE_PROMPT_ALLOWANCE = 4096
 JUDGE_OUTPUT_ALLOWANCE = 1024
+#: Characters per token of the token estimates (the rule of the banks' own counts and of the replay endpoint).
+CHARS_PER_TOKEN = 4
+
+
+def expected_item_costs(price, bank, prompt_chars) -> np.ndarray:
+    """USD each bank item is expected to cost: its input tokens the larger of the bank's count and the
+    prompt's characters / :data:`CHARS_PER_TOKEN` (a bank may have counted the source text only,
+    without the task's instruction or few-shot examples), its output tokens the bank's. The one rule
+    of a run's full-run cost (``rank``/``refresh`` report, every ``--dry-run``) and of the forecast's charges."""
+    inp = np.fmax(np.asarray(bank.input_tokens, dtype=float), np.asarray(prompt_chars, dtype=float) / CHARS_PER_TOKEN)
+    return price.item_costs(inp, bank.output_tokens)
 
 
 @dataclass
@@ -219,7 +231,12 @@ class Setup:
         inp = np.broadcast_to(np.asarray(bank.input_tokens, dtype=float), (n,))[first]
         out = np.broadcast_to(np.asarray(bank.output_tokens, dtype=float), (n,))[first]
         self.bank_costs = {m: self.prices[m].item_costs(inp, out) for m in names}
-        self.full_cost = {m: float(np.mean(c)) * self.n_docs for m, c in self.bank_costs.items()}
+        ids = [str(x) for x in bank.item_ids]
+        # what each item is expected to cost (the forecast's charges), and from it the full run the report
+        # and the forecast show (a several-bank run: the joint items, in the first bank's order)
+        self.expected_costs = {m: np.broadcast_to(expected_item_costs(
+            self.prices[m], bank, [self.scorers[m].prompt_length(i) for i in ids]), (n,))[first] for m in names}
+        self.full_cost = {m: float(np.mean(c)) * self.n_docs for m, c in self.expected_costs.items()}
 
     @property
     def bank_ids(self) -> str:
