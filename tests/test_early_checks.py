@@ -134,3 +134,23 @@ def test_run_an_unpriced_model_is_refused_not_priced_at_a_silent_default(nothing
     err = err_of(capsys)
     assert "no known price for model openai/Aya23" in err and "--price openai/Aya23=IN,OUT" in err
     assert "--price default=IN,OUT" in err
+
+
+def test_the_early_refusals_import_neither_litellm_nor_a_task(tmp_path):
+    """What made them slow: loading the task (the tests above) and importing litellm (seconds): in a fresh
+    process, each of these refusals leaves litellm unimported, and `rank`'s the harness's task module too."""
+    import subprocess
+    import sys
+
+    cases = {
+        "rank": rank(tmp_path / "r", "--bank", "wmt24_en-de.bleu"),  # four unpriced models
+        "run": run_adaptive(tmp_path / "o", "--bank", "wmt24_en-de.bleuu"),
+    }
+    for name, argv in cases.items():
+        code = ("import sys; from lm_eval_adaptive.cli.main import main; rc = main(sys.argv[1:]); "
+                "print(rc, 'litellm' in sys.modules, name == 'rank' and 'lm_eval.tasks' in sys.modules, file=sys.stderr)")
+        code = f"name = {name!r}; " + code
+        r = subprocess.run([sys.executable, "-c", code, *map(str, argv)], capture_output=True, text=True,
+                           timeout=300, cwd=REPO, env={**__import__("os").environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+        last = r.stderr.strip().splitlines()[-1]
+        assert last == "2 False False", (name, r.stderr[-2000:])

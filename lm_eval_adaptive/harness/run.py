@@ -309,6 +309,7 @@ def run_adaptive(hargs: HarnessArgs, config: AdaptiveRunConfig, *, display: RunD
     timeout = resolve_timeout(config.timeout, model_args)
     # the harness's and litellm's retries are off: every retry is ours (AttemptBilling), reserved
     # against --budget-usd before it is sent and charged when the provider may have billed it
+    _no_litellm_banners()
     lm = compat.build_lm(cfg.model, model_args, extra=extra, timeout=timeout, own_retries=True)
     billing = AttemptBilling(price, lm, RetryPolicy(max_attempts=harness_attempts(model_args)))
     compat.before_requests(lm, billing.before_send)
@@ -358,6 +359,16 @@ def run_adaptive(hargs: HarnessArgs, config: AdaptiveRunConfig, *, display: RunD
     return AdaptiveRunReport(results=public, table=make_table(display_results(public)), model=str(cfg.model),
                              model_args=redact_text(str(cfg.model_args)), config=config,
                              output_path=cfg.output_path or None, results_file=results_file)
+
+
+def _no_litellm_banners() -> None:
+    """litellm prints a "Give Feedback / Get Help" banner before every error it raises: off for the run's
+    calls (set here, as the model is built, so that the checks before it need not import litellm)."""
+    try:
+        import litellm  # noqa: PLC0415 - seconds to import: only once the run is to call a model
+    except ImportError:  # pragma: no cover - an install without litellm has no litellm model
+        return
+    litellm.suppress_debug_info = True
 
 
 def _record_run(results: dict, plan: AdaptivePlan, hargs) -> None:
