@@ -146,8 +146,8 @@ example:
       --tasks wmt24_en-de,wmt24_en-es --bank wmt24_en-de=ende.json wmt24_en-es=enes.json \\
       --include_path task_configs --apply_chat_template --budget-usd 1 --output_path runs/rank2
   # models litellm has no price for: name each (--price NAME=IN,OUT), or one default for the rest
-  lm-eval-adaptive rank --models litellm:model=openai/Aya23 litellm:model=openai/Llama3-70B --tasks wmt24_en-de \
-      --include_path task_configs --apply_chat_template --budget-usd 1 --output runs/rank3 \
+  lm-eval-adaptive rank --models litellm:model=openai/Aya23 litellm:model=openai/Llama3-70B --tasks wmt24_en-de \\
+      --include_path task_configs --apply_chat_template --budget-usd 1 --output runs/rank3 \\
       --price openai/Aya23=0.5,1.5 default=1,3
 
 """ + "\n".join(["exit status:", *EXIT_STATUS])

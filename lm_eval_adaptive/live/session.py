@@ -52,7 +52,8 @@ from lm_eval_adaptive.redaction import redact as redact_all
 from lm_eval_adaptive.live.terminal import styled
 
 __all__ = ["LiveSettings", "Setup", "rank_ranker", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
-           "live_prices", "check_before_loading", "note_default_prices", "open_run", "start_run", "journal_cap_change", "cheapest_call_check", "announce", "LiveProgress", "model_rows", "build_report",
+           "live_prices", "check_before_loading", "note_default_prices",
+           "open_run", "start_run", "journal_cap_change", "cheapest_call_check", "announce", "LiveProgress", "model_rows", "build_report",
            "JUDGE_PROMPT_ALLOWANCE", "JUDGE_OUTPUT_ALLOWANCE"]
 
 log = logging.getLogger("lm_eval_adaptive")
@@ -172,12 +173,13 @@ def live_prices(a: LiveSettings, specs=None) -> tuple[dict, PricePolicy]:
     return resolve_prices([(s.name, s.model_id) for s in specs], policy), policy
 
 
-def check_before_loading(a: LiveSettings, banks: bool = True) -> None:
-    """Every check of a new run that needs no harness task loaded, in order, each failing at once: the
-    banks (a file or a shipped name, close matches offered; the task's metric read from its YAML under
-    ``--include_path``; the bank's task and metric), the prices (every unpriced model in one error), the
-    run folder. ``banks=False``: the bank is not the command line's (``refresh``: the leaderboard's)."""
-    if banks and a.bank:
+def check_before_loading(a: LiveSettings) -> None:
+    """Every check of a new ``rank`` run that needs no harness task loaded, in order, each failing at once:
+    the banks (a file or a shipped name, close matches offered; the task's metric read from its YAML
+    under ``--include_path``; the bank's task and metric), the prices (every unpriced model in one
+    error), the run folder. (``refresh`` checks its prices with :func:`live_prices` as it starts, before
+    it reads the leaderboard's history.)"""
+    if a.bank:
         check_banks({a.tasks: a.bank if isinstance(a.bank, list) else [a.bank]}, metric=a.metric,
                     include_path=a.include_path)
     live_prices(a)
@@ -501,8 +503,7 @@ def note_default_prices(console, names, *price_maps) -> None:
 
 class LiveProgress:
     """Live table on stderr: items and dollars per model called (a refresh's new models, not its anchors),
-    θ̂ ± SE, calls in flight, failures; while it
-    is open the harness draws none of its own bars (:func:`~lm_eval_adaptive.harness.lm_eval_compat.harness_bars_off`:
+    θ̂ ± SE, calls in flight, failures; while it is open the harness draws none of its own bars (:func:`~lm_eval_adaptive.harness.lm_eval_compat.harness_bars_off`:
     ``TQDM_DISABLE`` alone misses a tqdm imported before it was set)."""
 
     def __init__(self, console, live, setup, *, enabled: bool, every: int = 25):
