@@ -114,11 +114,12 @@ def _model_of(results: dict) -> tuple[str, str, str]:
     args = cfg.get("model_args")
     if isinstance(args, dict):
         name = args.get("model") or args.get("pretrained")
-        spelled = ",".join(f"{k}={v}" for k, v in args.items())
+        pairs = [(str(k), str(v)) for k, v in args.items()]
     else:
-        spelled = str(args or "")
-        found = re.search(r"(?:^|,)\s*(?:model|pretrained)=([^,]+)", spelled)
-        name = found.group(1) if found else None
+        pairs = [tuple(x.split("=", 1)) for x in str(args or "").split(",") if "=" in x]
+        name = next((v for k, v in pairs if k.strip() in ("model", "pretrained")), None)
+    # a redacted value (a key, a token: ***) is no use on a command line: the user's environment gives it
+    spelled = ",".join(f"{k.strip()}={v}" for k, v in pairs if "***" not in v)
     return str(name or results.get("model_name") or mtype), mtype, spelled
 
 
