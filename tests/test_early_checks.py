@@ -154,3 +154,23 @@ def test_the_early_refusals_import_neither_litellm_nor_a_task(tmp_path):
                            timeout=300, cwd=REPO, env={**__import__("os").environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
         last = r.stderr.strip().splitlines()[-1]
         assert last == "2 False False", (name, r.stderr[-2000:])
+
+
+def test_rank_dry_run_honours_and_names_the_default_price(tmp_path, capsys):
+    """--price default=IN,OUT in a dry run: the forecast is made at it, and the models it priced are named."""
+    from lm_eval_adaptive.data.data_root import data_root
+    from lm_eval_adaptive.errors import InputError
+
+    try:
+        data_root()
+    except InputError as e:
+        pytest.skip(f"real data not available: {e}")
+    argv = rank(tmp_path / "dry", "--bank", "wmt24_en-de.bleu", "--price", "default=2,6", "openai/Aya23=1,3",
+                "--dry-run")
+    assert main(argv) == 0
+    err = " ".join(capsys.readouterr().err.split())  # (wrapped at 120 columns: not a terminal)
+    assert ("priced by the default $2/$6 per M tokens (--price default), not a known price: openai/Gemini-1.5-Pro, "
+            "openai/Llama3-70B, openai/Unbabel-Tower70B") in err
+    (fc,) = (tmp_path / "dry").glob("cost_forecast*.json")
+    text = fc.read_text()
+    assert text.count('"source": "--price default"') == 3 and '"source": "--price"' in text

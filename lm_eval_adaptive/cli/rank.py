@@ -50,6 +50,7 @@ from lm_eval_adaptive.cli.harness_options import (
     task_list,
 )
 from lm_eval_adaptive.cli.report import note_on_stderr, plot_ranking, print_inseparable, report_console
+from lm_eval_adaptive.data.price_map import priced_by_default
 from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.person_fit import misfit_note
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
@@ -73,6 +74,8 @@ from lm_eval_adaptive.live.session import (
     check_settings,
     cheapest_call_check,
     journal_cap_change,
+    live_prices,
+    note_default_prices,
     open_run,
     rank_ranker,
     start_run,
@@ -212,6 +215,8 @@ def cmd_rank(args) -> int:
         # before any run folder is created or any call is made
         settings, several = rank_settings(args)
         if settings[0].dry_run:  # expected items and dollars per task; no call made, nothing written but the forecast
+            prices, _ = live_prices(settings[0])
+            note_default_prices(notes, priced_by_default(prices), prices)
             return max(forecast_rank(a, notes) for a in settings)
         for a in settings:
             runs.append(prepare_rank(a, skip_finished=several and bool(a.resume)))

@@ -62,6 +62,7 @@ from lm_eval_adaptive.live.session import (
     journal_cap_change,
     live_prices,
     model_rows,
+    note_default_prices,
     start_run,
 )
 from lm_eval_adaptive.live.terminal import styled
@@ -381,6 +382,7 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
         return ranker
 
     if settings.dry_run:
+        note_default_prices(console, setup.priced_by_default, setup.prices, setup.judges.prices)
         return forecast_refresh(settings, console, setup, new_ranker)
     ranker = new_ranker()
     if not resumed:
