@@ -84,8 +84,9 @@ def test_compare_orders_the_far_pairs_and_sends_the_close_pair_to_rank(runs, tru
     close = pairs[frozenset(f"openai/{s}" for s in CLOSE)]
     assert not close["ordered"] and not close["metric"]["ordered"] and not close["shared"]["ordered"]
     assert close["metric"]["items_to_settle"] > 0 and close["metric"]["cost_to_settle_usd"] > 0
-    assert "a statement about these documents, not the task" in out
-    assert out.count("to order them, rank the two together") == 1
+    flat = " ".join(out.split())  # (prose wraps at the output's width)
+    assert "a statement about these documents, not the task" in flat
+    assert flat.count("to order them, rank the two together") == 1
     # the printed command (broken into shell lines) is the JSON's, and rank takes it as it is
     cmd = close["rank_command"]
     argv = shlex.split(cmd)
