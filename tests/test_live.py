@@ -405,3 +405,21 @@ def test_ctrl_c_cuts_a_retry_wait_short(bank):
     out = live._call(req, key)
     assert time.monotonic() - t0 < 5  # not the minute of backoff
     assert "interrupted" in str(out.error) and out.attempts == 1
+
+
+def test_the_new_models_stop_names_a_pair_the_stopping_policy_gave_up():
+    """A refresh's stop, of the new models alone: open pairs of theirs -> the ranker's reason; none open but
+    one given up by the metric scale's stopping policy -> cost_to_settle (not 'settled'); else settled."""
+    from types import SimpleNamespace
+
+    from lm_eval_adaptive.live.leaderboard import new_models_stop
+
+    def pair(a, b, beyond):
+        return {"a": a, "b": b, "outcome": "unresolved" if beyond else "ordered", "beyond_policy": beyond}
+
+    given_up = SimpleNamespace(open_pairs=[], pairs=[pair("x", "n", True), pair("n", "y", False)])
+    assert new_models_stop(given_up, "cost_to_settle", ["n"]) == "cost_to_settle"
+    assert new_models_stop(given_up, "cost_to_settle", ["y"]) == "settled"  # an anchor pair's is not theirs
+    still_open = SimpleNamespace(open_pairs=[("n", "y")], pairs=[pair("n", "y", False)])
+    assert new_models_stop(still_open, "budget", ["n"]) == "budget"
+    assert new_models_stop(SimpleNamespace(open_pairs=[], pairs=[pair("n", "y", False)]), "budget", ["n"]) == "settled"

@@ -376,9 +376,11 @@ def test_refresh_reports_the_stop_and_progress_of_the_new_models_only(server, tm
     (refresh,) = d["refreshes"]
     stop = [r for r in Journal.open(run_dir, writable=False).records() if r["type"] == "stop"][-1]
     items = refresh["items"]
-    assert set(items) == set(new) and all(n < 100 for n in items.values())  # far from the bank's 965
-    assert stop["reason"] == "settled" and refresh["stopped_because"] == "settled"
-    assert "stopped because: settled" in cap.out and "bank_exhausted" not in cap.out
+    # far from the bank's 965 (the θ scale: < 100 each; the metric scale's stopping policy gives ONLINE-W's
+    # near pairs up once settling them would pass 10% of a full run: measured 32 and 236)
+    assert set(items) == set(new) and all(n < 300 for n in items.values())
+    assert stop["reason"] in ("settled", "cost_to_settle") and refresh["stopped_because"] == stop["reason"]
+    assert f"stopped because: {stop['reason']}" in cap.out and "bank_exhausted" not in cap.out
     assert refresh["priced_by_default"] == new  # the price policy, reported
     # progress (stderr is not a terminal: a plain line now and then): the new models' items only
     lines = [x for x in cap.err.splitlines() if " items, $" in x and " spent: " in x]

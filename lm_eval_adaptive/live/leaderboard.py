@@ -455,14 +455,18 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
 
 
 def new_models_stop(res, reason: str | None, new) -> str:
-    """Why the placing of the ``new`` models stopped, of them alone: ``settled`` when no pair of theirs is
-    left open (each ordered, equivalent, or closer than the bank can separate: a tie), else the ranker's
-    ``reason`` (budget, max_items, bank_exhausted: the passes of the new models, the only ones asked).
-    An anchor pair left open, or an anchor with no item left, is no reason of the new models'."""
+    """Why the placing of the ``new`` models stopped, of them alone: the ranker's ``reason`` (budget,
+    max_items, bank_exhausted: the passes of the new models, the only ones asked) while a pair of theirs
+    is left open; else ``cost_to_settle`` when the metric scale's stopping policy gave one of their
+    unresolved pairs up (its cost to settle too high: no more items bought for it), else ``settled``
+    (each pair ordered, equivalent, or on the θ scale closer than the bank can separate: a tie). An
+    anchor pair left open, or an anchor with no item left, is no reason of the new models'."""
     mine = set(new)
-    if not any(mine & set(p) for p in res.open_pairs):
-        return "settled"
-    return reason or "running"
+    if any(mine & set(p) for p in res.open_pairs):
+        return reason or "running"
+    if any(p.get("beyond_policy") and mine & {p["a"], p["b"]} for p in (res.pairs or [])):
+        return "cost_to_settle"
+    return "settled"
 
 
 def _check_joint_boards(paths, boards) -> None:
