@@ -5,10 +5,16 @@
    whole bank by information, one vectorised pass). Median ms per test and µs per item given.
 2. The 2PL/3PL calibration (engine/binary_calibration.py) on a simulated 0/1 table, and on
    the AlpacaEval win/lose table when the real data are there.
+3. The Open LLM Leaderboard tables (``ollb/<name>``, when the data are there): calibration of each
+   whole table (2PL or 3PL chosen by held-out likelihood: three EM fits), seconds per million
+   scores; and ``calibrate``'s whole job on ``ollb/bbh_shuffled_objects_5`` (4027 models × 250
+   items): the bank and its self-check (``calibrate_checked``), against the 10 min 21 s the
+   joint-MAP fit took (issue 22).
 
-    python benchmarks/bench_binary.py [--repeats 5]
+    python benchmarks/bench_binary.py [--repeats 5] [--ollb-repeats 1] [--skip-ollb]
 
-Every figure is the median of ``--repeats`` runs after one untimed warm-up.
+Every figure is the median of ``--repeats`` runs (``--ollb-repeats`` for section 3) after one
+untimed warm-up (none in section 3: a warm-up there would double a minute-long job).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from lm_eval_adaptive.engine.response_model import (  # noqa: E402
     BinaryIRTModel,
     ContinuousResponseModel,
 )
+from lm_eval_adaptive.engine.simulation import bank_scores, draw_scores, drive  # noqa: E402
 from lm_eval_adaptive.errors import InputError  # noqa: E402
 
 
@@ -60,19 +67,17 @@ def cat_job(b: ItemBank, binary: bool):
     rng = np.random.default_rng(1)
 
     def score(i):
-        p = float(b.model.mean(0.3, b.b[i], **b.item_params(i)))
-        return float(rng.random() < p) if binary else float(np.clip(rng.normal(p, 0.1), 0, 1))
+        return float(bank_scores(b, 0.3, rng, i))
 
     def job():
-        AdaptiveTest(b, se_target=None, max_items=100, seed=0).run(score)
+        drive(AdaptiveTest(b, se_target=None, max_items=100, seed=0), score)
     return job
 
 
 def simulated_table(n_models: int, n_items: int) -> ResponseTable:
     rng = np.random.default_rng(2)
     theta, b, a = rng.normal(0, 1, n_models), rng.normal(0, 1, n_items), rng.lognormal(0, 0.4, n_items)
-    p = 0.25 + 0.75 / (1 + np.exp(-a[None, :] * (theta[:, None] - b[None, :])))
-    y = (rng.random(p.shape) < p).astype(float)
+    y = draw_scores(BinaryIRTModel("3pl"), theta[:, None], b[None, :], rng, a=a[None, :], c=0.25)
     mi, ii = np.meshgrid(np.arange(n_models), np.arange(n_items), indexing="ij")
     return ResponseTable.from_columns([f"m{j}" for j in mi.ravel()], [f"i{i}" for i in ii.ravel()], y.ravel())
 
@@ -80,6 +85,8 @@ def simulated_table(n_models: int, n_items: int) -> ResponseTable:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--ollb-repeats", type=int, default=1)
+    ap.add_argument("--skip-ollb", action="store_true")
     args = ap.parse_args(argv)
     print("1. adaptive test of 100 items (median ms; µs per item)")
     print(f"   {'items':>7}  {'continuous':>12}  {'3pl':>12}  {'ratio':>6}")
@@ -99,10 +106,45 @@ def main(argv=None) -> int:
 
         win = load_named("alpaca_eval/win")
         s = timed(lambda: calibrate(win), args.repeats)
-        print(f"   alpaca_eval/win ({win.n_models} models x {win.n_items} items, 2pl): {s:.2f} s")
+        print(f"   alpaca_eval/win ({win.n_models} models x {win.n_items} items, 2pl or 3pl by held-out likelihood):"
+              f" {s:.2f} s")
     except InputError as e:
         print(f"   alpaca_eval/win: skipped ({e})")
+    if not args.skip_ollb:
+        ollb(args.ollb_repeats)
     return 0
+
+
+def median_time(job, repeats: int) -> float:
+    times = []
+    for _ in range(max(1, repeats)):
+        t0 = time.perf_counter()
+        job()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def ollb(repeats: int) -> None:
+    from lm_eval_adaptive.data.named_tables import load_named
+    from lm_eval_adaptive.data.ollb import OLLB_NAMES
+    from lm_eval_adaptive.engine.self_check import calibrate_checked
+
+    print("3. Open LLM Leaderboard tables: calibration of the whole table (median s; s per million scores)")
+    try:
+        tables = {n: load_named(f"ollb/{n}") for n in OLLB_NAMES}
+    except InputError as e:
+        print(f"   skipped ({e})")
+        return
+    for name, t in tables.items():
+        banks = []
+        s = median_time(lambda t=t: banks.append(calibrate(t)), repeats)
+        b = banks[-1]
+        print(f"   {name:<24} {t.n_models:>5} x {t.n_items:<5} {s:6.1f} s  ({s / (t.n_obs / 1e6):5.1f} s per M)"
+              f"  {b.model.kind}, {b.diagnostics['em_iterations']} EM iterations")
+    t = tables["bbh_shuffled_objects_5"]
+    s = median_time(lambda: calibrate_checked(t), repeats)
+    print(f"   calibrate + self-check, bbh_shuffled_objects_5 (4027 x 250): {s:.1f} s "
+          f"(issue 22 reports 621 s for the joint-MAP fit it replaced)")
 
 
 if __name__ == "__main__":

@@ -41,10 +41,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
-from scipy.special import expit  # noqa: E402
 
 from lm_eval_adaptive.data.responses import ResponseTable  # noqa: E402
 from lm_eval_adaptive.engine.calibration import calibrate  # noqa: E402
+from lm_eval_adaptive.engine.response_model import ContinuousResponseModel  # noqa: E402
+from lm_eval_adaptive.engine.simulation import draw_scores  # noqa: E402
 
 BLOCK_CELLS = 1 << 22
 
@@ -77,18 +78,13 @@ def simulate(M: int, N: int, *, k: float, noise: str, missing: float, seed: int)
     theta -= theta.mean()
     b = rng.normal(0.0, 1.5, N)
     scores = np.empty((M, N), dtype=np.float32)
+    model = ContinuousResponseModel(k=k)
     step = max(1, BLOCK_CELLS // N)
     for start in range(0, M, step):
         rows = slice(start, min(M, start + step))
-        mu = expit(theta[rows, None] - b[None, :])
-        if noise == "normal":
-            y = mu + np.sqrt(k * mu * (1 - mu)) * rng.standard_normal(mu.shape)
-            np.clip(y, 0.0, 1.0, out=y)
-        else:
-            conc = 1.0 / k - 1.0
-            y = rng.beta(np.maximum(mu * conc, 1e-3), np.maximum((1 - mu) * conc, 1e-3))
+        y = draw_scores(model, theta[rows, None], b[None, :], rng, distribution=noise)
         if missing > 0:
-            y[rng.random(mu.shape) < missing] = np.nan
+            y[rng.random(y.shape) < missing] = np.nan
         scores[rows] = y
     return scores, theta, b
 

@@ -53,6 +53,7 @@ from lm_eval_adaptive.engine.bank import ItemBank  # noqa: E402
 from lm_eval_adaptive.data.named_tables import load_named  # noqa: E402
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker  # noqa: E402
 from lm_eval_adaptive.engine.response_model import ContinuousResponseModel  # noqa: E402
+from lm_eval_adaptive.engine.simulation import bank_scores, drive  # noqa: E402
 
 K = 0.25
 B_SD = 1.5
@@ -95,11 +96,8 @@ def make_bank(n_items: int, seed: int = 0) -> ItemBank:
 
 
 def simulate_scores(bank: ItemBank, thetas: np.ndarray, seed: int = 1) -> np.ndarray:
-    """(models, items) scaled scores y ~ N(mu, k mu (1 - mu)) clipped to [0, 1]."""
-    rng = np.random.default_rng([seed, bank.n_items, thetas.size])
-    mu = bank.model.mean(thetas[:, None], bank.b[None, :])
-    y = mu + np.sqrt(K * mu * (1.0 - mu)) * rng.standard_normal(mu.shape)
-    return np.clip(y, 0.0, 1.0)
+    """(models, items) scaled scores y ~ N(mu, k mu (1 - mu)) clipped to [0, 1] (engine/simulation.py)."""
+    return bank_scores(bank, thetas[:, None], np.random.default_rng([seed, bank.n_items, thetas.size]))
 
 
 def model_thetas(n_models: int) -> np.ndarray:
@@ -117,7 +115,7 @@ def ranking_job(bank: ItemBank, n_models: int, n_init: int = N_INIT):
 
     def job():
         ranker = AdaptiveRanker(bank, names, n_init=n_init, n_max=N_MAX, seed=0)
-        return ranker.run(score)
+        return drive(ranker, score)
 
     return job
 

@@ -24,6 +24,7 @@ from lm_eval_adaptive.engine.estimation import GridEAP
 from lm_eval_adaptive.engine.pair_status import ThetaJudgement
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.response_model import BernoulliResponseModel, ContinuousResponseModel
+from lm_eval_adaptive.engine.simulation import bank_scores, drive
 
 MODEL_ERROR = {"ability_sd": 0.08, "full_task_sd": 0.004, "ability_sd_misfit": 0.2, "full_task_sd_misfit": 0.01,
                "runs": 100, "misfit_runs": 30}
@@ -40,14 +41,11 @@ def _bank(n: int, model, seed: int, model_error: bool) -> ItemBank:
 
 
 def _scores(bank: ItemBank, thetas, noise, seed: int) -> np.ndarray:
-    """(models, items) scaled scores; ``noise`` scales each model's scatter (> 1: misfit)."""
+    """(models, items) scaled scores drawn from the bank's response model; ``noise`` scales each
+    model's scatter (> 1: misfit)."""
     rng = np.random.default_rng([seed, bank.n_items, len(thetas)])
-    t = np.asarray(thetas, dtype=float)[:, None]
-    mu = np.asarray(bank.model.mean(t, bank.b[None, :]), dtype=float)
-    if isinstance(bank.model, BernoulliResponseModel):
-        return (rng.random(mu.shape) < mu).astype(float)
-    sd = np.sqrt(bank.model.k * mu * (1 - mu)) * np.asarray(noise, dtype=float)[:, None]
-    return np.clip(mu + sd * rng.standard_normal(mu.shape), 0.0, 1.0)
+    return bank_scores(bank, np.asarray(thetas, dtype=float)[:, None], rng,
+                       noise=np.asarray(noise, dtype=float)[:, None])
 
 
 def _ranking(bank, thetas, noise, seed, **kw) -> dict:
@@ -59,7 +57,7 @@ def _ranking(bank, thetas, noise, seed, **kw) -> dict:
         item_costs = {m: np.full(bank.n_items, c) * (1 + 0.5 * np.sin(np.arange(bank.n_items) + j))
                       for j, (m, c) in enumerate(zip(names, costs))}
     r = AdaptiveRanker(bank, names, item_costs=item_costs, seed=seed, **kw)
-    res = r.run(lambda m, i: float(y[names.index(m), i]))
+    res = drive(r, lambda m, i: float(y[names.index(m), i]))
     ex = r.examinees
     out = {"ranking": res.ranking, "stopped_because": res.stopped_because,
            "theta": res.theta, "se": res.se, "total_cost": res.total_cost,
@@ -81,7 +79,7 @@ def _ranking(bank, thetas, noise, seed, **kw) -> dict:
 def _test(bank, theta, seed, **kw) -> dict:
     y = _scores(bank, [theta], [1.0], seed)[0]
     t = AdaptiveTest(bank, seed=seed, **kw)
-    res = t.run(lambda i: float(y[i]))
+    res = drive(t, lambda i: float(y[i]))
     return {"items": [int(i) for i in res.items], "theta": res.theta, "se": res.se,
             "stopped_because": res.stopped_because, "info": t.examinee.info_at_selection}
 

@@ -19,6 +19,8 @@ from tiny_hf import save_tiny_model
 
 from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.engine.bank import ItemBank
+from lm_eval_adaptive.engine.response_model import BinaryIRTModel
+from lm_eval_adaptive.engine.simulation import draw_scores
 
 pytestmark = pytest.mark.slow
 TASK_DIR = Path(__file__).parent / "tasks"
@@ -30,8 +32,7 @@ def _history(path: Path, n_models: int = 40, seed: int = 0) -> None:
     rng = np.random.default_rng(seed)
     b, a = rng.normal(0, 1, len(DOCS)), rng.lognormal(0, 0.3, len(DOCS))
     theta = rng.normal(0, 1, n_models)
-    p = 0.25 + 0.75 / (1 + np.exp(-a[None, :] * (theta[:, None] - b[None, :])))
-    y = (rng.random(p.shape) < p).astype(int)
+    y = draw_scores(BinaryIRTModel("3pl"), theta[:, None], b[None, :], rng, a=a[None, :], c=0.25).astype(int)
     lines = ["model,item,score"] + [f"m{j},{d['id']},{y[j, i]}" for j in range(n_models) for i, d in enumerate(DOCS)]
     path.write_text("\n".join(lines) + "\n")
 
@@ -81,7 +82,8 @@ def test_adaptive_multiple_choice_run_asks_only_for_chosen_documents(tiny, tmp_p
     assert main(["run", "--model", "hf", "--model_args", _hf_args(model_dir), "--device", "cpu",
                  "--batch_size", "8", "--tasks", "tiny_mc", "--include_path", str(TASK_DIR), "--no-progress",
                  "--adaptive", "--bank", str(bank_path), "--item-field", "id", "--se-target", "0.3",
-                 "--min-items", "5", "--max-items", "12", "--log_samples", "--output_path", str(out)]) == 0
+                 "--min-items", "5", "--max-items", "12", "--log_samples", "--output_path", str(out),
+                 "--price", "0,0"]) == 0  # a local model: no API price (unpriced models are refused)
 
     (res,) = glob.glob(str(out / "*" / "results_*.json"))
     result = json.loads(Path(res).read_text())

@@ -18,6 +18,7 @@ from lm_eval_adaptive.engine.response_model import (
     BinaryIRTModel,
     response_model_from_dict,
 )
+from lm_eval_adaptive.engine.simulation import bank_scores
 from lm_eval_adaptive.engine.selection import MaxInfoSelector, select_max_information
 from lm_eval_adaptive.errors import BankError
 
@@ -31,8 +32,7 @@ def binary_bank(n=300, seed=0, kind="3pl", c=0.25) -> ItemBank:
 
 
 def draw(bank, theta, items, rng):
-    p = bank.model.mean(theta, bank.b[items], **bank.item_params(items))
-    return (rng.random(np.shape(p)) < p).astype(float)
+    return bank_scores(bank, theta, rng, items)
 
 
 def test_mean_and_information_closed_forms():

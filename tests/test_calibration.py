@@ -5,6 +5,8 @@ import pytest
 
 from lm_eval_adaptive.data.responses import ResponseTable
 from lm_eval_adaptive.engine.calibration import calibrate
+from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
+from lm_eval_adaptive.engine.simulation import draw_scores
 from lm_eval_adaptive.errors import InputError
 
 
@@ -29,9 +31,7 @@ def simulate(M=40, N=500, k=0.1, seed=0, missing=0.0, repeats=1):
     b = rng.normal(0, 1.5, N)
     rows_m, rows_i, ys = [], [], []
     for _ in range(repeats):
-        mu = 1 / (1 + np.exp(-(theta[:, None] - b[None, :])))
-        conc = 1 / k - 1
-        y = rng.beta(np.maximum(mu * conc, 1e-3), np.maximum((1 - mu) * conc, 1e-3))
+        y = draw_scores(ContinuousResponseModel(k=k), theta[:, None], b[None, :], rng, distribution="beta")
         keep = rng.random((M, N)) >= missing
         mm, ii = np.nonzero(keep)
         rows_m.append(mm)

@@ -6,6 +6,7 @@ the replay endpoint, then the real runs) is tests/test_dry_run_e2e.py.
 
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
@@ -16,19 +17,21 @@ from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.data.prices import Price
 from lm_eval_adaptive.engine.cat import AdaptiveTest
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.scale_judgement import MetricScaleJudgement
+from lm_eval_adaptive.engine.settle_policy import SettlePolicy
+from lm_eval_adaptive.engine.simulation import AbilityPopulation, bank_scores
 from lm_eval_adaptive.harness.lm_eval_compat import prompt_text
 from lm_eval_adaptive.live.cost_forecast import (
     RANKING_DRAWS,
     TOLERANCE,
     Spread,
-    ability_pool,
-    draw_abilities,
-    expected_costs,
     forecast_ranking,
     forecast_test,
     most_likely_within,
-    simulate_ranking,
+    simulated_live_run,
+    spreads,
 )
+from lm_eval_adaptive.live.session import expected_item_costs
 
 PRICE = Price.per_million(1.0, 3.0, "test")
 DEAR = Price.per_million(30.0, 60.0, "test")
@@ -46,31 +49,33 @@ def test_expected_costs_take_the_longer_of_the_banks_input_and_the_prompt():
     bank = _bank()  # 100 input, 50 output tokens per item
     chars = np.full(bank.n_items, 200.0)
     chars[:10] = 1000.0  # 250 tokens: longer than the bank's 100
-    c = expected_costs(PRICE, bank, chars)
+    c = expected_item_costs(PRICE, bank, chars)
     assert c[0] == pytest.approx((250 + 3 * 50) / 1e6)
     assert c[10] == pytest.approx((100 + 3 * 50) / 1e6)
 
 
-def test_ability_pool_is_the_calibration_models_or_a_stated_fallback():
-    pool, source = ability_pool(_bank())
-    assert pool.size == 12 and "12 calibration models" in source
-    pool, source = ability_pool(_bank(abilities=False))
-    assert pool.size > 100 and "no calibration abilities" in source
-    draws = draw_abilities(np.array([0.0, 1.0, 2.0]), 3, np.random.default_rng(0))
+def test_ability_population_is_the_calibration_models_or_a_stated_fallback():
+    pop = AbilityPopulation.of_bank(_bank())
+    assert pop.values.size == 12 and "12 calibration models" in pop.source
+    pop = AbilityPopulation.of_bank(_bank(abilities=False))
+    assert pop.values.size > 100 and "no calibration abilities" in pop.source
+    draws = AbilityPopulation(np.array([0.0, 1.0, 2.0]), "three").draw(3, np.random.default_rng(0))
     assert draws.shape == (3,) and np.all(np.abs(draws - np.round(draws)) < 1.0)
 
 
-def test_simulated_ranking_keeps_the_cap_against_upper_estimates_as_the_ledger_does():
+def test_the_simulated_run_keeps_the_cap_against_upper_estimates_as_the_live_driver_does():
     bank = _bank()
     models = ["a", "b", "c"]
     cost = {m: PRICE.item_costs(bank.input_tokens, bank.output_tokens) for m in models}
     upper = {m: np.full(bank.n_items, 10 * cost[m][0]) for m in models}  # reserve 10x the real charge
     cap = 100 * cost["a"][0]
-    ranker = AdaptiveRanker(bank, models, item_costs=cost, budget=cap, n_init=5)
+    # no stopping policy (it would give the close pairs up first): the cap ends the run
+    ranker = AdaptiveRanker(bank, models, item_costs=cost, budget=cap, n_init=5,
+                            judgement=functools.partial(MetricScaleJudgement, policy=SettlePolicy(None)))
     theta = {"a": 0.2, "b": 0.1, "c": 0.0}  # close: the cap ends the run
     rng = np.random.default_rng(0)
-    r = simulate_ranking(ranker, lambda m, i: float(np.clip(bank.model.mean(theta[m], bank.b[i])
-                                                            + rng.normal(0, 0.1), 0, 1)), cost, upper, cap)
+    y = {m: bank_scores(bank, t, rng) for m, t in theta.items()}
+    r = simulated_live_run(ranker, lambda m, i: float(y[m][i]), cost, upper, cap)
     spent = sum(r["usd"].values())
     assert r["stopped_because"] == "budget"
     # the ledger refuses a call once spent + the upper estimates in flight would pass the cap: the
@@ -102,9 +107,11 @@ def test_forecast_ranking_typical_within_worst_within_cap():
     assert [r.model for r in fc.rows] == models
     for r in fc.rows:
         assert r.items.low <= r.items.typical <= r.items.high <= r.worst_items == 80
-        assert r.usd.typical <= r.worst_usd <= cap
-        assert r.worst_usd == pytest.approx(min(cap, float(np.sort(upper[r.model])[::-1][:80].sum())))
-    assert fc.usd.typical <= fc.worst_usd <= cap
+        assert r.usd.low <= r.usd.typical <= r.usd.high <= r.worst_usd <= min(cap, r.full_run_usd)
+        # worst case: the 80 dearest items at their expected cost; the bound: at their upper estimates
+        assert r.worst_usd == pytest.approx(min(cap, float(np.sort(cost[r.model])[::-1][:80].sum())))
+        assert r.bound_usd == pytest.approx(min(cap, float(np.sort(upper[r.model])[::-1][:80].sum())))
+    assert fc.usd.typical <= fc.worst_usd <= cap and fc.bound_usd == cap
     assert fc.full_run_usd == pytest.approx(sum(float(np.sum(cost[m])) for m in models))
     assert sum(fc.stopped_because.values()) == 8
     d = json.loads(json.dumps(fc.to_dict()))
@@ -127,11 +134,14 @@ def test_forecast_test_stops_where_the_adaptive_test_does():
                               full_run=float(np.sum(cost)), budget=None, draws=10)
     assert len(runs) == 10 and all(10 <= r["items"] <= 60 for r in runs)
     assert row.usd.typical == pytest.approx(row.items.typical * cost[0])  # every item costs the same here
-    assert row.worst_items == 60 and row.worst_usd == pytest.approx(60 * upper[0])
-    # with a budget the worst case is the budget plus one item's excess over its estimate
+    assert row.worst_items == 60 and row.worst_usd == pytest.approx(60 * cost[0])
+    assert row.bound_usd == pytest.approx(60 * upper[0])
+    # with a budget: the worst case is the budget (items charged at the estimates the budget rule checks),
+    # the bound the budget plus one item's excess of its upper estimate over that estimate
     row, _ = forecast_test(new_test, model="m", task="sim-task", price=PRICE, cost=cost, upper=upper,
-                           full_run=0.0, budget=10 * cost[0], draws=2)
-    assert row.worst_usd == pytest.approx(10 * cost[0] + upper[0] - cost[0])
+                           full_run=float(np.sum(cost)), budget=10 * cost[0], draws=2)
+    assert row.worst_usd == pytest.approx(10 * cost[0])
+    assert row.bound_usd == pytest.approx(10 * cost[0] + upper[0] - cost[0])
 
 
 def test_spread_is_the_figure_most_runs_are_near_and_deciles():
@@ -191,3 +201,67 @@ def test_dry_run_does_not_go_with_resume(argv, capsys):
 def test_run_dry_run_needs_adaptive(capsys):
     assert main(["run", "--model", "dummy", "--tasks", "x", "--dry-run"]) == 2
     assert "--adaptive" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------- a table consistent by construction
+# (issue 23: "293 typical items at $0.0013 for a model whose full run is $0.0805"; "34 [30, 30]"; a worst
+# case of $7.04 for a task whose full run is $0.91): each test below fails on the code before it.
+def test_a_typical_figure_lies_inside_its_own_range():
+    # 28 runs stop at 30 items, two go on: the figure most runs come within 25% of was 31.5, outside [30, 30]
+    s = Spread.of([30.0] * 28 + [40.0, 42.0])
+    assert (s.low, s.high) == (30.0, 30.0) and s.typical == 30.0 and s.share_within == pytest.approx(29 / 30)
+    v = np.random.default_rng(0).lognormal(0, 1, 200)
+    s = Spread.of(v)
+    assert s.low <= s.typical <= s.high
+
+
+def _uneven_costs(seed):
+    """A simulated bank, three models whose items cost 1x or 20x at random (the dear ones uneven)."""
+    bank = _bank()
+    rng = np.random.default_rng(seed)
+    models = ["a", "b", "c"]
+    cost = {m: PRICE.item_costs(bank.input_tokens, bank.output_tokens) * rng.choice([1.0, 20.0], bank.n_items)
+            for m in models}
+    return bank, models, cost
+
+
+def test_a_rows_items_and_dollars_come_from_the_same_simulated_runs():
+    bank, models, cost = _uneven_costs(seed=2)
+    fc = forecast_ranking(lambda: AdaptiveRanker(bank, models, item_costs=cost, n_init=5, n_max=60, seed=0), models,
+                          prices={m: PRICE for m in models}, cost=cost, upper={m: 3 * cost[m] for m in models},
+                          full_run={m: float(np.sum(cost[m])) for m in models}, cap=None, task="sim-task",
+                          command="rank", seed=2, draws=15)
+    for r in fc.rows:
+        c = cost[r.model]
+        # n items cost between n cheapest and n dearest item costs: so do the typical runs' medians
+        # (before: 6 typical items at $0.12, where 6 items cost at most $0.03)
+        assert r.items.typical * c.min() <= r.usd.typical * (1 + 1e-9)
+        assert r.usd.typical <= r.items.typical * c.max() * (1 + 1e-9)
+        assert r.items.low <= r.items.typical <= r.items.high and r.usd.low <= r.usd.typical <= r.usd.high
+    assert fc.items.low <= fc.items.typical <= fc.items.high and fc.usd.low <= fc.usd.typical <= fc.usd.high
+
+
+def test_spreads_take_every_column_from_the_runs_near_the_typical_total():
+    totals = [1.0] * 6 + [2.0] * 4  # the typical total is 1.0: its runs are the first six
+    usd, cols = spreads(totals, {"x": [10.0] * 6 + [90.0] * 4})
+    assert usd.typical == 1.0 and cols["x"].typical == 10.0 and cols["x"].share_within == pytest.approx(0.6)
+
+
+def test_the_worst_case_is_never_above_the_cap_or_a_full_run():
+    bank, models, prices, cost, upper = _cheap_and_dear()
+    # a full run (the bank's 300 items at their expected cost) is below 80 items at their upper estimates
+    full = {m: float(np.sum(cost[m])) for m in models}
+    assert all(full[m] < float(np.sort(upper[m])[::-1][:80].sum()) for m in models)
+    for cap in (None, 0.05):
+        fc = forecast_ranking(lambda: AdaptiveRanker(bank, models, item_costs=cost, budget=cap, n_init=5, n_max=80),
+                              models, prices=prices, cost=cost, upper=upper, full_run=full, cap=cap, task="sim-task",
+                              command="rank", draws=4)
+        for r in fc.rows:
+            assert r.usd.high <= r.worst_usd <= min(cap or np.inf, r.full_run_usd)
+            assert r.worst_usd <= r.bound_usd  # the hard bound (upper estimates) is reported beside it
+        assert fc.worst_usd <= min(cap or np.inf, fc.full_run_usd) and fc.usd.high <= fc.worst_usd
+    cost1, upper1 = cost["cheap"], upper["cheap"]
+    row, _ = forecast_test(lambda: AdaptiveTest(bank, se_target=None, max_items=60, item_costs=cost1), model="m",
+                           task="sim-task", price=PRICE, cost=cost1, upper=upper1, full_run=float(np.sum(cost1)),
+                           budget=None, draws=2)
+    assert row.worst_usd <= row.full_run_usd < 60 * upper1[0] == pytest.approx(row.bound_usd)

@@ -22,6 +22,11 @@ engine's defaults (additive model error, futility stop):
 * after (typical = the figure most simulated runs come within 25% of; 100 runs for rank and
   refresh): rank $0.1479 → $0.1454 (0.98); refresh $0.0508 → $0.0546 (1.08); run --adaptive
   $0.0896 → $0.0746 (0.83, off by 20%).
+* now (issue 23: one table consistent by construction, the simulated runs made by the live driver
+  itself and engine/simulation.py; the typical total inside its 10-90% range, every other typical
+  figure the median of the runs within 25% of it): rank $0.1532 → $0.1477 (0.96); refresh $0.0587
+  → $0.0546 (0.93); run --adaptive $0.0749 → $0.0746 (1.00). README's five-minute block (dry run
+  only here): 30 [30, 33] documents, $0.0260 (the real run: 30 documents, $0.0242).
 
 Why the median failed the rank case: its spend is bimodal. The real run stops once the cap's
 headroom cannot hold GPT-4's next call's upper estimate (~$0.073, while its calls cost ~$0.005)
@@ -37,8 +42,10 @@ median ($0.061-$0.068) and more so the mean ($0.092) are pulled by the tail.
 move the rank case; simulating real misfit by resampling the calibration models' own
 standardised residuals moved the share of cap-spending runs up, not down.)
 
-The rank case also checks the forecast's simulation of the live driver itself: given the
-scores and charges the real run recorded, it reproduces that run's items per model.
+The rank case also checks the forecast's simulated run (the live driver itself, its calls
+answered one at a time in the order sent): given the scores and charges the real run recorded,
+it reproduces that run's items per model. Every forecast here must be consistent
+(:func:`consistent`), and the rank and refresh forecasts' full-run cost must be the real report's.
 """
 
 from __future__ import annotations
@@ -52,7 +59,7 @@ import numpy as np
 import pytest
 
 from lm_eval_adaptive.cli.main import main
-from lm_eval_adaptive.live.cost_forecast import FORECAST_FILE, simulate_ranking
+from lm_eval_adaptive.live.cost_forecast import FORECAST_FILE, simulated_live_run
 from lm_eval_adaptive.live.journal import Journal
 from lm_eval_adaptive.live.session import LiveSettings, Setup, rank_ranker
 
@@ -82,12 +89,29 @@ def dry_then_real(server, argv, out, *, out_flag="--output"):
     assert sorted(os.listdir(out)) == [FORECAST_FILE]  # no run.json, no journal: the real run may use the folder
     forecast = json.loads((out / FORECAST_FILE).read_text())
     assert forecast["dry_run"] and forecast["calls_made"] == 0
+    consistent(forecast)
     server.reset_stats()
     return forecast, main(argv + [out_flag, str(out)])
 
 
 def off_by(real, forecast):
     return abs(real - forecast) / real
+
+
+def consistent(fc: dict) -> None:
+    """Issue 23's forecast table, consistent by construction: in every row and the total, each typical
+    figure inside its own 10-90% range and the worst case at least the range's top, never above the cap
+    (rank, refresh) or a full run, and never above the hard bound of the upper estimates."""
+    cap = fc["budget_usd"] if fc["command"] != "run --adaptive" else None
+    for row in [*fc["models"], fc["total"]]:
+        for key in ("items", "cost_usd"):
+            s = row[key]
+            assert s["p10"] <= s["typical"] <= s["p90"], (row.get("model", "total"), key, s)
+        worst = row["worst_case"]
+        assert row["cost_usd"]["p90"] <= worst["cost_usd"] * (1 + 1e-12), (row.get("model", "total"), worst)
+        assert worst["cost_usd"] <= min(cap or float("inf"), row["full_run_cost_usd"]) * (1 + 1e-12)
+        assert worst["cost_usd"] <= worst["bound_usd"] * (1 + 1e-12)
+        assert row["items"]["p90"] <= worst["items"]
 
 
 # --------------------------------------------------------------------------- 1. rank
@@ -119,13 +143,24 @@ def test_rank_forecast_bounds_the_real_run(rank_case):
           f"real/forecast {real['total_cost_usd'] / fc['total']['cost_usd']['typical']:.3f}")
 
 
+def test_rank_forecast_full_run_is_the_reports(rank_case):
+    """The dry run's full-run cost is the real report's, model by model (before: $5.8794 forecast against
+    $5.3201 reported: the report priced the bank's token counts, the forecast the built prompts)."""
+    fc, real, _, _ = rank_case
+    assert fc["total"]["full_run_cost_usd"] == pytest.approx(real["full_run_cost_usd"], rel=1e-12)
+    for m in fc["models"]:
+        r = next(e for e in real["ranking"] if e["model"] == m["model"])
+        assert m["full_run_cost_usd"] == pytest.approx(r["full_run_cost_usd"], rel=1e-12)
+
+
 def test_rank_forecast_within_25_percent(rank_case):
     fc, real, _, _ = rank_case
     assert off_by(real["total_cost_usd"], fc["total"]["cost_usd"]["typical"]) <= TARGET
 
 
 def test_the_forecasts_driver_reproduces_the_real_run_from_its_recorded_scores(rank_case):
-    """simulate_ranking, told the scores and charges the live run recorded, asks what the live driver asked."""
+    """The forecast's simulated run (the live driver, calls answered in the order sent), told the scores and
+    charges the live run recorded, asks what the live run asked."""
     from lm_eval_adaptive.data.named_tables import load_named
 
     _, real, out, _ = rank_case
@@ -139,14 +174,17 @@ def test_the_forecasts_driver_reproduces_the_real_run_from_its_recorded_scores(r
     col = {str(v): k for k, v in enumerate(table.items)}
     ids = [str(x) for x in bank.item_ids]
 
-    def score(m, i):
+    def score(m, i):  # (scaled, raw), as the live run told them
         s = recorded.get((m, ids[i]))
-        return s["scaled"] if s else float(bank.scale(i, raw[names.index(m), col[ids[i]]]))
+        if s:
+            return s["scaled"], s["raw"]
+        r = float(raw[names.index(m), col[ids[i]]])
+        return float(bank.scale(i, r)), r
 
     cost = {m: np.array([recorded[(m, x)]["cost_usd"] if (m, x) in recorded else c
                          for x, c in zip(ids, setup.bank_costs[m])]) for m in RANK_SYSTEMS}
     upper = {m: np.array([setup.upper_cost(m, x) for x in ids]) for m in RANK_SYSTEMS}
-    sim = simulate_ranking(rank_ranker(setup, a), score, cost, upper, a.budget_usd)
+    sim = simulated_live_run(rank_ranker(setup, a), score, cost, upper, a.budget_usd)
     items = {e["model"]: e["items"] for e in real["ranking"]}
     assert sim["stopped_because"] == real["stopped_because"]
     # calls in flight complete in another order than the simulation's, and which pairs are still
@@ -181,6 +219,9 @@ def test_refresh_forecast_within_25_percent(server, tmp_path):
     assert [m["model"] for m in fc["models"]] == ["GPT-4", "TSU-HITs"]
     assert spent <= fc["total"]["worst_case"]["cost_usd"] <= 0.3
     assert all(refresh["items"][m["model"]] <= m["worst_case"]["items"] == 120 for m in fc["models"])
+    entries = {e["model"]: e for e in json.loads(lb.read_text())["entries"]}
+    for m in fc["models"]:  # the same full-run cost as the refresh reports
+        assert m["full_run_cost_usd"] == pytest.approx(entries[m["model"]]["full_run_cost_usd"], rel=1e-12)
     assert off_by(spent, typical) <= TARGET
 
 
@@ -202,3 +243,24 @@ def test_run_adaptive_forecast_within_25_percent(server, tmp_path):
           f"${spent:.4f}, real/forecast {spent / typical:.3f}")
     assert a["items"] <= row["worst_case"]["items"] == 99 and spent <= row["worst_case"]["cost_usd"]
     assert off_by(spent, typical) <= TARGET
+
+
+# ------------------------------------------------------------- 4. README's five-minute block
+def test_the_readme_blocks_dry_run_is_consistent(server, tmp_path):
+    """README's five-minute block (the shipped BLEU bank, the default stopping rules) with ``--dry-run``: the
+    table issue 23 found contradicting itself ("34 [30, 30]" documents; a worst case of $7.04 beside a
+    $0.91 full run) is consistent, and no call is made."""
+    server.reset_stats()
+    out = tmp_path / "runs"
+    assert main(["run", "--model", "litellm", "--model_args", "model=openai/Mistral-Large", "--tasks", "wmt24_en-de",
+                 "--include_path", str(REPO / "task_configs"), "--apply_chat_template", "--output_path", str(out),
+                 "--adaptive", "--bank", "wmt24_en-de.bleu", "--dry-run"]) == 0
+    assert server.stats()["requests"] == 0
+    fc = json.loads((out / FORECAST_FILE).read_text())
+    consistent(fc)
+    (row,) = fc["models"]
+    assert row["worst_case"]["items"] == 500 and row["worst_case"]["bound_usd"] > row["full_run_cost_usd"]
+    items = row["items"]
+    print(f"README block: forecast {items['typical']:.0f} [{items['p10']:.0f}, {items['p90']:.0f}] "
+          f"items ${row['cost_usd']['typical']:.4f}; worst ${row['worst_case']['cost_usd']:.4f} (bound "
+          f"${row['worst_case']['bound_usd']:.4f}); full run ${row['full_run_cost_usd']:.4f}")

@@ -1,4 +1,5 @@
-"""Ties as a result: the equivalence-margin pair rule (TOST in the metric's units)."""
+"""Ties as a result: the equivalence-margin pair rule (TOST in the metric's units) on the θ scale
+(the rankers' θ-scale judgement; the default judgement's equivalence is tested in test_scale_judgement.py)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,13 @@ import pytest
 from conftest import simulate_scores
 
 from lm_eval_adaptive.engine.pair_rules import EquivalenceMargin, OrderConfidence, PairStatus
+from lm_eval_adaptive.engine.pair_status import ThetaJudgement
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 
 
 def _rank(bank, thetas, rule, seed=0, n_max=300):
     rng = np.random.default_rng(seed)
-    r = AdaptiveRanker(bank, list(thetas), pair_rule=rule, n_max=n_max, seed=seed)
+    r = AdaptiveRanker(bank, list(thetas), pair_rule=rule, n_max=n_max, seed=seed, judgement=ThetaJudgement)
     res = r.run(lambda m, i: float(simulate_scores(thetas[m], bank.b[i], rng=rng)))
     return res
 

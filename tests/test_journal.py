@@ -380,9 +380,10 @@ def administer(ranker, journal, sim, req):
         journal.append({"type": "failure", "model": req.model, "item_id": req.item_id, "error": "HTTP 500"})
         return
     y = float(Y[req.model][req.item])
+    raw = 100 * y  # journaled and told alike, as the live driver does (the metric scale reads raw values)
     cost = 0.9 * float(costs[req.model][req.item])
-    ranker.tell(req, y, cost=cost)
-    journal.append(score_rec(req.model, req.item_id, y, cost=cost))
+    ranker.tell(req, y, cost=cost, raw=raw)
+    journal.append(score_rec(req.model, req.item_id, y, cost=cost, raw=raw))
 
 
 def run_sequential(ranker, journal, sim):
@@ -425,7 +426,7 @@ def test_resume_equals_the_uninterrupted_run(tmp_path, sim):
     n_records = len(Journal.open(tmp_path / "full", writable=False)) - 2  # header, stop
     types = [r["type"] for r in Journal.open(tmp_path / "full", writable=False).records()][1:-1]
     assert n_records == len(calls) > 60 and "failure" in types  # a real run, with failed calls
-    assert expected.stopped_because in ("budget", "settled", "max_items")
+    assert expected.stopped_because in ("budget", "settled", "cost_to_settle", "max_items")
     warm = len(MODELS) * 5
     for n in sorted({0, 1, 3, warm - 1, warm, warm + 1, n_records // 2, n_records - 1, n_records}):
         d = cut_journal(tmp_path / "full", tmp_path / f"cut{n}", n)

@@ -16,6 +16,7 @@ import pytest
 from conftest import make_sim_bank, simulate_scores
 
 from lm_eval_adaptive.engine.estimation import GridEAP
+from lm_eval_adaptive.engine.pair_status import ThetaJudgement
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.selection import MaxInfoSelector
 from lm_eval_adaptive.harness.scorer import ItemScore, parse_model_spec
@@ -324,7 +325,7 @@ def test_no_money_on_a_pair_only_the_blocked_partner_can_settle(bank):
     def warmed(precise):
         # maximum information and plain posterior SEs: the SEs below are what these scores make them
         r = AdaptiveRanker(bank, ["a", "b"], n_init=2, seed=0, estimator=GridEAP(),
-                           selector=MaxInfoSelector(bank.b))
+                           selector=MaxInfoSelector(bank.b), judgement=ThetaJudgement)  # the θ scale's SEs
         for _ in range(4):
             q = r.ask()
             r.tell(q, 0.5 if q.model == "a" else 0.45)
@@ -404,3 +405,21 @@ def test_ctrl_c_cuts_a_retry_wait_short(bank):
     out = live._call(req, key)
     assert time.monotonic() - t0 < 5  # not the minute of backoff
     assert "interrupted" in str(out.error) and out.attempts == 1
+
+
+def test_the_new_models_stop_names_a_pair_the_stopping_policy_gave_up():
+    """A refresh's stop, of the new models alone: open pairs of theirs -> the ranker's reason; none open but
+    one given up by the metric scale's stopping policy -> cost_to_settle (not 'settled'); else settled."""
+    from types import SimpleNamespace
+
+    from lm_eval_adaptive.live.leaderboard import new_models_stop
+
+    def pair(a, b, beyond):
+        return {"a": a, "b": b, "outcome": "unresolved" if beyond else "ordered", "beyond_policy": beyond}
+
+    given_up = SimpleNamespace(open_pairs=[], pairs=[pair("x", "n", True), pair("n", "y", False)])
+    assert new_models_stop(given_up, "cost_to_settle", ["n"]) == "cost_to_settle"
+    assert new_models_stop(given_up, "cost_to_settle", ["y"]) == "settled"  # an anchor pair's is not theirs
+    still_open = SimpleNamespace(open_pairs=[("n", "y")], pairs=[pair("n", "y", False)])
+    assert new_models_stop(still_open, "budget", ["n"]) == "budget"
+    assert new_models_stop(SimpleNamespace(open_pairs=[], pairs=[pair("n", "y", False)]), "budget", ["n"]) == "settled"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import logging
+import uuid
 
 import litellm
 import pytest
@@ -14,12 +15,23 @@ from lm_eval_adaptive.cli.logs import HARNESS_LOGGERS, OnceFilter, quiet_third_p
 
 @pytest.fixture
 def captured():
+    """The two harness loggers' records, whatever earlier tests did to logging (a harness run may set
+    levels, stop propagation or disable existing loggers): the handler sits on the loggers themselves,
+    after their filters, and their level and state are restored afterwards."""
     buf = io.StringIO()
     handler = logging.StreamHandler(buf)
-    root = logging.getLogger()
-    root.addHandler(handler)
+    loggers = [logging.getLogger(n) for n in ("lm_eval.api.task", "lm_eval.models.api_models")]
+    saved = [(lg.level, lg.disabled, lg.propagate) for lg in loggers]
+    for lg in loggers:
+        lg.addHandler(handler)
+        lg.setLevel(logging.WARNING)
+        lg.disabled = False
+        lg.propagate = False  # counted once, by this handler
     yield buf
-    root.removeHandler(handler)
+    for lg, (level, disabled, propagate) in zip(loggers, saved):
+        lg.removeHandler(handler)
+        lg.setLevel(level)
+        lg.disabled, lg.propagate = disabled, propagate
 
 
 def test_a_repeated_harness_warning_is_shown_once_whatever_task_it_names(captured):
@@ -29,13 +41,14 @@ def test_a_repeated_harness_warning_is_shown_once_whatever_task_it_names(capture
     import lm_eval.models.api_models as api_models
 
     assert sum(isinstance(f, OnceFilter) for f in task_module.eval_logger.filters) == 1
+    tag = uuid.uuid4().hex  # the filter is the process's: messages no earlier test of this worker logged
     for task in ("wmt24_en-de", "wmt24_en-es", "wmt24_en-de"):
-        task_module.eval_logger.warning(f"{task}: Custom kwargs can be passed to `--metadata` in console.")
+        task_module.eval_logger.warning(f"{task}: Custom kwargs can be passed to `--metadata` in console. {tag}")
     for _ in range(3):
-        api_models.eval_logger.warning("Cannot determine EOS string to pass to stop sequence.")
-    api_models.eval_logger.warning("another warning")
-    api_models.eval_logger.error("an error is never held back")
-    api_models.eval_logger.error("an error is never held back")
+        api_models.eval_logger.warning(f"Cannot determine EOS string to pass to stop sequence. {tag}")
+    api_models.eval_logger.warning(f"another warning {tag}")
+    api_models.eval_logger.error(f"an error is never held back {tag}")
+    api_models.eval_logger.error(f"an error is never held back {tag}")
     out = captured.getvalue()
     assert out.count("Custom kwargs") == 1 and out.count("Cannot determine EOS") == 1
     assert out.count("another warning") == 1 and out.count("an error is never held back") == 2

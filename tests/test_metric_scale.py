@@ -17,29 +17,29 @@ from lm_eval_adaptive.engine.pair_outcomes import (
     judge_pairs,
     rank_ranges,
 )
+from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
 from lm_eval_adaptive.engine.selection import RandomShareSelector
+from lm_eval_adaptive.engine.simulation import draw_scores
 
 N_SIM = 200
 
 
-def _logistic(x):
-    return 1.0 / (1.0 + np.exp(-x))
+MODEL = ContinuousResponseModel(0.1)
 
 
 def _scores(kind, theta, b, rng, shared=None):
-    """One model's scores on every item: the bank's continuous model (k = 0.1) or a wrong one."""
-    k = 0.1
-    x = theta - b
+    """One model's scores on every item (engine/simulation.py): the bank's continuous model (k = 0.1)
+    or a wrong one, written as the abilities and difficulties it amounts to."""
+    b = np.asarray(b, dtype=float)
     if kind == "interaction":  # an item × model effect the bank does not know
-        x = x - rng.normal(0, 0.8, b.size)
+        b = b + rng.normal(0, 0.8, b.size)
     if kind == "shared":  # an item effect both models of a pair share (paired designs remove it)
-        x = x - shared
-    if kind == "flat":  # a model whose curve is much flatter than the bank's
-        x = 0.35 * x
-    mu = _logistic(x)
+        b = b + shared
+    if kind == "flat":  # a model whose curve is much flatter than the bank's: logistic(0.35 (θ - b))
+        theta, b = 0.35 * theta, 0.35 * b
     if kind == "heavy":  # heavy-tailed noise (Student t, 1.5 df)
-        return np.clip(mu + 0.5 * np.sqrt(k * mu * (1 - mu)) * rng.standard_t(1.5, b.size), 0, 1)
-    return np.clip(rng.normal(mu, np.sqrt(k * mu * (1 - mu))), 0, 1)
+        return draw_scores(MODEL, theta, b, rng, distribution="t", df=1.5, noise=0.5)
+    return draw_scores(MODEL, theta, b, rng)
 
 
 def _adaptive_path(bank, y, n, seed):

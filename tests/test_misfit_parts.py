@@ -9,6 +9,7 @@ from conftest import SIM_K, make_sim_bank, simulate_scores
 
 from lm_eval_adaptive.engine.cat import AdaptiveTest
 from lm_eval_adaptive.engine.estimation import DispersionPosterior, GridPosterior
+from lm_eval_adaptive.engine.pair_status import ThetaJudgement
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.selection import MaxInfoSelector, RandomShareSelector
 
@@ -110,12 +111,13 @@ def test_a_pair_closer_than_the_model_error_resolves_stops_as_a_tie(bank):
     def score(m, i):
         return float(simulate_scores(thetas[m], b.b[i], rng=rng))
 
-    stopped = AdaptiveRanker(b, list(thetas), n_init=10, seed=0).run(score)
+    stopped = AdaptiveRanker(b, list(thetas), n_init=10, seed=0, judgement=ThetaJudgement).run(score)
     assert stopped.stopped_because == "settled"
     assert {frozenset(p) for p in stopped.inseparable} == {frozenset(("a", "b"))}
     assert frozenset(("a", "b")) in {frozenset(p) for p in stopped.ties}
     rng = np.random.default_rng(5)
-    off = AdaptiveRanker(b, list(thetas), n_init=10, seed=0, futility=0.0, n_max=150).run(score)
+    off = AdaptiveRanker(b, list(thetas), n_init=10, seed=0, futility=0.0, n_max=150,
+                         judgement=ThetaJudgement).run(score)
     assert off.inseparable == [] and off.stopped_because == "max_items"
     assert stopped.total_items < off.total_items / 2
     with pytest.raises(ValueError, match="futility"):

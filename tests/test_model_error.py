@@ -15,6 +15,8 @@ from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.cat import AdaptiveTest
 from lm_eval_adaptive.engine.full_task import full_task_estimate
 from lm_eval_adaptive.engine.model_error import MIN_CLASS_RUNS, Z95, corrected_figures, correction_from_records
+from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
+from lm_eval_adaptive.engine.simulation import bank_scores, draw_scores
 from lm_eval_adaptive.errors import BankError
 
 
@@ -67,7 +69,7 @@ def test_the_bank_carries_and_applies_the_correction(tmp_path):
     plain_id = bank.bank_id
     test = AdaptiveTest(bank, se_target=None, max_items=20, seed=0)
     rng = np.random.default_rng(0)
-    test.run(lambda i: float(np.clip(rng.normal(bank.model.mean(0.3, bank.b[i]), 0.1), 0, 1)))
+    test.run(lambda i: float(bank_scores(bank, 0.3, rng, i)))
     e = test.examinee
     se, theta = e.se, e.theta
     assert se == e.measurement_se  # no correction yet
@@ -113,8 +115,7 @@ def _misfit_table(seed):
     domain = np.where(rng.random(N) < 0.5, 1.0, -1.0)
     odd = rng.random(M) < 0.4
     x = theta[:, None] - b[None, :] + rng.normal(0, 1.0, (M, N)) + np.where(odd[:, None], 2.0 * domain, 0.0)
-    mu = 1 / (1 + np.exp(-x))
-    y = np.clip(rng.normal(mu, np.sqrt(0.05 * mu * (1 - mu))), 0, 1)
+    y = draw_scores(ContinuousResponseModel(k=0.05), x, 0.0, rng)  # the interaction is in x
     return ResponseTable(models=np.array([f"m{j}" for j in range(M)], dtype=object),
                          items=np.array([f"i{i}" for i in range(N)], dtype=object),
                          model_idx=np.repeat(np.arange(M), N), item_idx=np.tile(np.arange(N), M),

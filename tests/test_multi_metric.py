@@ -8,7 +8,9 @@ from conftest import make_sim_bank, simulate_scores
 
 from lm_eval_adaptive.engine.bank import ItemBank, joint_item_ids
 from lm_eval_adaptive.engine.multi_metric_ranker import MultiMetricRanker
+from lm_eval_adaptive.engine.pair_status import ThetaJudgement
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.simulation import bank_scores
 from lm_eval_adaptive.errors import InputError
 
 THETAS = {"low": -1.5, "mid": 0.0, "high": 1.5}
@@ -120,12 +122,18 @@ def test_items_are_joined_by_id():
 def test_open_adjacent_pairs_are_the_unsettled_ones(banks):
     bank = banks["m1"]
     y = simulate_scores(0.3, bank.b, k=bank.k, rng=np.random.default_rng(0))
-    r = AdaptiveRanker(bank, ["a", "b", "c"], n_init=5, n_max=5, seed=0, futility=0)
+    r = AdaptiveRanker(bank, ["a", "b", "c"], n_init=5, n_max=5, seed=0, futility=0, judgement=ThetaJudgement)
     # a and b the same scores; c far below
     res = r.run(lambda m, i: float(y[i]) if m != "c" else 0.0)
     pairs = res.open_pairs
     assert len(pairs) == 1 and set(pairs[0]) == {"a", "b"}
     assert res.ranking[-1] == "c"
+    # the metric scale's open pairs are every unresolved one (not only adjacent), the one ranked above first
+    r = AdaptiveRanker(bank, ["a", "b", "c"], n_init=5, n_max=5, seed=0)
+    res = r.run(lambda m, i: float(y[i]) if m != "c" else 0.0)
+    unresolved = [(p["a"], p["b"]) for p in res.pairs if p["outcome"] == "unresolved" and not p["beyond_policy"]]
+    assert {frozenset(p) for p in res.open_pairs} == {frozenset(p) for p in unresolved}
+    assert all(res.ranking.index(a) < res.ranking.index(b) for a, b in res.open_pairs)
 
 
 def test_joint_backtest_on_real_wmt25_pair():
@@ -203,7 +211,7 @@ def test_cli_backtest_runs_a_joint_multi_metric_backtest(tmp_path, capsys):
     rc = main(["backtest", "wmt25/en-it/xcomet,cometkiwi", "--folds", "1", "--seeds", "1", "--bootstrap", "200",
                "--no-self-check", "--prices", "uniform", "--no-progress", "--family-wise", "--json", str(out)])
     assert rc == 0
-    text = capsys.readouterr().out
+    text = " ".join(capsys.readouterr().out.split())  # (prose is wrapped at 120 columns when not a terminal)
     assert "Joint vs separate" in text and "cometkiwi" in text and "whole ranking (--family-wise)" in text
     d = json.loads(out.read_text())
     assert d["metrics"] == ["xcomet", "cometkiwi"]
@@ -259,8 +267,7 @@ def test_two_2pl_banks_rank_jointly_by_their_items_discriminations():
     banks = {"a1": _two_pl_bank(300, 1), "a2": _two_pl_bank(300, 2)}
     thetas = {"low": -2.0, "mid": 0.0, "high": 2.0}
     rng = np.random.default_rng(5)
-    ys = {k: {m: (rng.random(300) < bank.model.mean(t, bank.b, **bank.item_params(slice(None)))).astype(float)
-              for m, t in thetas.items()} for k, bank in banks.items()}
+    ys = {k: {m: bank_scores(bank, t, rng) for m, t in thetas.items()} for k, bank in banks.items()}
     r = MultiMetricRanker(banks, list(thetas), n_init=10, n_max=120, seed=0)
     res = r.run(lambda m, j: {k: float(ys[k][m][j]) for k in banks})
     for k in banks:

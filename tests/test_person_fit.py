@@ -6,11 +6,7 @@ import numpy as np
 import pytest
 
 from lm_eval_adaptive.engine.person_fit import FLAG_Z, dispersion_fit
-
-
-def _scores(bank, theta, items, k, rng):
-    mu = bank.model.mean(theta, bank.b[items])
-    return np.clip(rng.normal(mu, np.sqrt(k * mu * (1 - mu))), 0, 1)
+from lm_eval_adaptive.engine.simulation import bank_scores
 
 
 def test_a_model_that_fits_is_flagged_about_one_time_in_a_hundred(sim_bank):
@@ -19,7 +15,7 @@ def test_a_model_that_fits_is_flagged_about_one_time_in_a_hundred(sim_bank):
     for _ in range(400):
         theta = rng.normal(0, 1)
         items = rng.choice(sim_bank.n_items, 40, replace=False)
-        fit = dispersion_fit(sim_bank, items, _scores(sim_bank, theta, items, sim_bank.model.k, rng), theta)
+        fit = dispersion_fit(sim_bank, items, bank_scores(sim_bank, theta, rng, items), theta)
         flags.append(fit.flagged)
         ratios.append(fit.dispersion)
     assert 0.8 < np.mean(ratios) < 1.05  # clipping at 0 and 1 trims some scatter
@@ -32,7 +28,7 @@ def test_a_model_with_four_times_the_noise_is_flagged(sim_bank):
     for _ in range(100):
         theta = rng.normal(0, 1)
         items = rng.choice(sim_bank.n_items, 40, replace=False)
-        fit = dispersion_fit(sim_bank, items, _scores(sim_bank, theta, items, 4 * sim_bank.model.k, rng), theta)
+        fit = dispersion_fit(sim_bank, items, bank_scores(sim_bank, theta, rng, items, noise=2.0), theta)
         flagged.append(fit.flagged)
         assert fit.n == 40 and fit.z == pytest.approx(fit.z)
     assert np.mean(flagged) > 0.9

@@ -11,6 +11,8 @@ from scipy.special import expit
 from lm_eval_adaptive.data.response_matrix import ResponseMatrix
 from lm_eval_adaptive.engine import calibration
 from lm_eval_adaptive.engine.calibration import calibrate
+from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
+from lm_eval_adaptive.engine.simulation import draw_scores
 from lm_eval_adaptive.errors import InputError
 
 
@@ -21,9 +23,7 @@ def simulated(M=30, N=400, k=0.1, missing=0.2, seed=1, dtype=np.float64, odd_ite
     theta = rng.normal(0, 1, M)
     theta -= theta.mean()
     b = rng.normal(0, 1.5, N)
-    mu = expit(theta[:, None] - b[None, :])
-    conc = 1 / k - 1
-    y = rng.beta(np.maximum(mu * conc, 1e-3), np.maximum((1 - mu) * conc, 1e-3))
+    y = draw_scores(ContinuousResponseModel(k=k), theta[:, None], b[None, :], rng, distribution="beta")
     y[rng.random((M, N)) < missing] = np.nan
     if odd_items:
         y[:, 0] = 0.5

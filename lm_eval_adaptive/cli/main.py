@@ -1,4 +1,4 @@
-"""Command line: ``lm-eval-adaptive {demo,calibrate,backtest,run,rank,leaderboard,refresh,replay-server,export-table}``.
+"""Command line: ``lm-eval-adaptive {demo,calibrate,backtest,run,rank,compare,leaderboard,refresh,replay-server,export-table}``.
 
 Every command reports bad input as one ``error:`` line naming the file (and row) and
 exits with status 2; nothing is left half-written.
@@ -22,6 +22,7 @@ from lm_eval_adaptive.cli.arguments import (
     nonnegative_int,
     positive_int,
 )
+from lm_eval_adaptive.cli.compare import add_compare_parser
 from lm_eval_adaptive.cli.demo import run_demo
 from lm_eval_adaptive.cli.leaderboard import add_leaderboard_parsers
 from lm_eval_adaptive.cli.multi_metric import backtest_joint, metric_table_specs
@@ -224,7 +225,8 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
                         help="continuous (METHOD.md §1), or 2pl/3pl for 0/1 scores (accuracy, exact match, "
                              "win/lose) with a discrimination (and a guessing chance) per item "
                              "(default: 3pl with c = 1/k for --samples of a k-option multiple-choice task scored "
-                             "0/1, 2pl for any other table of 0/1 scores, continuous otherwise; docs/binary.md)")
+                             "0/1, 2pl or 3pl by held-out likelihood for any other table of 0/1 scores (2pl under "
+                             "50 models), continuous otherwise; docs/binary.md)")
         sp.add_argument("--guessing", type=guessing_value, default=None, metavar="C",
                         help="3pl: every item's guessing chance c, e.g. 0.25 for four-option multiple choice "
                              "(default: 1/k from --samples of a multiple-choice task, else estimated per item)")
@@ -244,6 +246,9 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
                    help="at most this many items per system (default: the whole bank)")
     d.add_argument("--budget-usd", type=nonnegative_float, default=None,
                    help="hard dollar cap (default: 10%% of what the full run would cost)")
+    d.add_argument("--price", nargs="+", action="extend", default=None, metavar="MODEL=IN,OUT",
+                   help="USD per million input,output tokens for MODEL; default=IN,OUT prices every system "
+                        "without a known (litellm) price (the demo's default: default=1,3, named on its prices line)")
     d.add_argument("--json", default=None, help="also write the result as JSON here")
     d.add_argument("--plot", default=None, help="write a PNG of abilities with intervals here")
     d.add_argument("--seed", type=nonnegative_int, default=0)
@@ -267,7 +272,8 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
     c.add_argument("--atlas-filters", action="store_true",
                    help="also drop items with SD<1%%, mean>95%% or point-biserial<0.1")
     c.add_argument("--keep-negative", action="store_true",
-                   help="keep items whose scores correlate negatively with ability")
+                   help="keep items whose scores correlate negatively with ability (continuous banks; a 2pl/3pl "
+                        "bank keeps every item)")
     c.add_argument("--no-self-check", action="store_true",
                    help="skip the bank's self-check (leave-models-out cross-validation on this history "
                         "of how often its intervals and confident pairs hold)")
@@ -335,6 +341,7 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
                             "the CAT picks (see `lm-eval-adaptive run --help`)")
 
     add_rank_parser(sub)
+    add_compare_parser(sub)
 
     add_leaderboard_parsers(sub)
 

@@ -99,7 +99,7 @@ class BacktestProgress:
             elif self.lines and (done % self.seeds == 0 or done == total):
                 self.console.print(f"{label}: fold {math.ceil(done / self.seeds)} of {math.ceil(total / self.seeds)} "
                                    f"done ({completed}/{self.total} runs, "
-                                   f"{time.perf_counter() - self.t0:.0f} s)", highlight=False)
+                                   f"{time.perf_counter() - self.t0:.0f} s)", highlight=False, soft_wrap=True)
 
         return progress
 
@@ -170,7 +170,7 @@ class AdaptiveRunProgress:
             if p.stopped_because or last is None or p.items // step > last // step:
                 self._said[p.task] = -1 if p.stopped_because else p.items
                 self.console.print(f"{p.task}: {p.items}/{p.max_items} documents; {self.state(p)}",
-                                   highlight=False)
+                                   highlight=False, soft_wrap=True)  # one step, one line
 
     def done(self, results: dict, results_file) -> None:
         self._stop()

@@ -44,7 +44,7 @@ def _calibration_note(results, s) -> str:
     cont = f"calibration={s['method']}/{s['scaling']}, likelihood={s['likelihood']}"
     if not binary:
         return cont
-    note = f"response model={'/'.join(binary)} (0/1 scores, joint MAP fit)"
+    note = f"response model={'/'.join(binary)} (0/1 scores, marginal ML by EM)"
     return note if len(kinds) == len(binary) else f"{cont}; {note}"
 
 

@@ -37,10 +37,11 @@ from lm_eval_adaptive.engine.calibration import (
     DEFAULT_METHOD,
     DEFAULT_SCALING,
     calibrate,
+    resolve_response_model,
 )
 from lm_eval_adaptive.engine.estimation import DEFAULT_PRIOR_SD, Z95, GridPosterior
 from lm_eval_adaptive.engine.full_task import full_task_estimate
-from lm_eval_adaptive.engine.model_error import correction_from_records
+from lm_eval_adaptive.engine.model_error import correction_from_records, single_model_check
 from lm_eval_adaptive.engine.metric_scale import model_part
 from lm_eval_adaptive.engine.pair_outcomes import EQUIVALENT, ORDERED, UNRESOLVED, settle_items, t_quantile
 from lm_eval_adaptive.engine.pair_rules import pair_rule_for
@@ -56,6 +57,7 @@ from lm_eval_adaptive.engine.settle_policy import (
     SettlePolicy,
 )
 from lm_eval_adaptive.engine.signature import format_signature, versions
+from lm_eval_adaptive.engine.simulation import drive
 from lm_eval_adaptive.errors import InputError
 
 __all__ = ["BacktestConfig", "BacktestResult", "MethodSummary", "TieSummary", "backtest", "backtest_signature",
@@ -356,9 +358,18 @@ def self_check_backtest(table, config: BacktestConfig) -> BacktestResult | None:
 
 def self_check_correction(table, config: BacktestConfig) -> dict:
     """The model-error correction a bank calibrated on ``table`` gets from its self-check
-    (:func:`self_check_backtest`); {} when the table has too few models to hold some out."""
+    (:func:`self_check_backtest`, and for a 2PL/3PL bank the single-model leg of
+    :func:`~lm_eval_adaptive.engine.model_error.single_model_check`); {} when the table has too few
+    models to hold some out."""
     r = self_check_backtest(table, config)
-    return correction_from_records(r.records) if r is not None else {}
+    if r is None:
+        return {}
+    records = list(r.records)
+    if resolve_response_model(table, config.response_model) != "continuous":
+        records += single_model_check(table, lambda history: calibrate(
+            history, scaling=config.scaling, method=config.method, likelihood=config.likelihood,
+            metric=getattr(table, "metric", None), response_model=config.response_model, guessing=config.guessing))
+    return correction_from_records(records)
 
 
 def _ability_on_every_item(bank, scaled_row: np.ndarray) -> tuple[float, float]:
@@ -552,8 +563,9 @@ def fold_bank(table, config: BacktestConfig, calib):
     bank = calibrate(history, scaling=config.scaling, method=config.method,
                      likelihood=config.likelihood, metric=getattr(table, "metric", None),
                      response_model=config.response_model, guessing=config.guessing)
-    if config.self_check:
-        bank.set_model_error(self_check_correction(history, config))
+    if config.self_check:  # the self-check checks the bank as built (a 2PL/3PL bank's kind, chosen once)
+        inner = replace(config, response_model=bank.model.kind) if bank.model.per_item else config
+        bank.set_model_error(self_check_correction(history, inner))
     return bank
 
 
@@ -644,10 +656,7 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
         ranker = fold_ranker(bank, hold, config, f, seed, item_costs=bank_costs, budget=budget, exclude=missing,
                              pair_rule=pair_rule)
         selector = ranker.selector
-        while (req := ranker.ask()) is not None:
-            y, raw = score_of(req.model, req.item)
-            ranker.tell(req, y, raw=raw)
-        res = ranker.result()
+        res = drive(ranker, scaled_score, raw=lambda m, i: float(raw_bank[row[m], i]))
         honesty = _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all, bank_mean)
         honesty["covered"] = honesty["covered_metric" if config.judgement == "metric" else "covered_theta"]
         claims = _pair_claims(res, truth_mean, margin or 0.0, delta)

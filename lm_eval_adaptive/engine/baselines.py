@@ -4,7 +4,8 @@
   item it has not seen, until the next pick is unaffordable; rank by the mean raw score of
   what was sampled (the paper's protocol).
 * :func:`fixed_length_cat` — give every model the same number of items by maximum
-  information and rank by θ̂.
+  information (an :class:`~lm_eval_adaptive.engine.cat.AdaptiveTest` of that length per model,
+  run by :func:`~lm_eval_adaptive.engine.simulation.drive`) and rank by θ̂.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from lm_eval_adaptive.engine.bank import ItemBank
-from lm_eval_adaptive.engine.cat import Examinee
+from lm_eval_adaptive.engine.cat import AdaptiveTest
 from lm_eval_adaptive.engine.estimation import EstimatorFactory
 from lm_eval_adaptive.engine.selection import MaxInfoSelector, Selector
+from lm_eval_adaptive.engine.simulation import drive
 
 __all__ = ["BaselineResult", "random_sampling", "fixed_length_cat"]
 
@@ -100,15 +102,14 @@ def fixed_length_cat(bank: ItemBank, models: Sequence[str], n_items: int,
     n_items = min(int(n_items), bank.n_items)
     score, items, cost = {}, {}, {}
     for m in models:
-        e = Examinee(bank, selector, m, item_costs=None if item_costs is None else item_costs[m],
-                     estimator=estimator)
+        # one fixed-length test per model, every test drawing from the one stream ``rng``
+        test = AdaptiveTest(bank, se_target=None, min_items=0, max_items=n_items, seed=rng, name=m,
+                            item_costs=None if item_costs is None else item_costs[m], selector=selector,
+                            estimator=estimator)
         if exclude is not None and m in exclude:
-            e.exclude(exclude[m])
-        for _ in range(n_items):
-            i = e.next_item(rng)
-            if i < 0:
-                break
-            e.record(i, scaled_score(m, i))
+            test.exclude(exclude[m])
+        drive(test, lambda i, m=m: scaled_score(m, i))
+        e = test.examinee
         score[m], items[m], cost[m] = e.theta, e.n, e.spent
     ranking = sorted(models, key=lambda m: score[m], reverse=True)
     return BaselineResult(ranking=ranking, score=score, items=items, cost=cost)

@@ -47,7 +47,8 @@ from lm_eval_adaptive.engine.binary_calibration import calibrate_binary, is_bina
 from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
 from lm_eval_adaptive.errors import InputError
 
-__all__ = ["calibrate", "DEFAULT_SCALING", "DEFAULT_EPSILON", "RESPONSE_MODELS", "resolve_response_model"]
+__all__ = ["calibrate", "DEFAULT_SCALING", "DEFAULT_EPSILON", "RESPONSE_MODELS", "resolve_response_model",
+           "BINARY_BY_CHOICE"]
 
 #: Chosen by backtest on the real tables: see docs/calibration.md.
 DEFAULT_SCALING = "per_item"
@@ -70,11 +71,17 @@ _CONFORMANCE_MAX_CELLS = 1_000_000
 _REFERENCE_MAX_OBS = 1_000_000
 
 
+#: What :func:`resolve_response_model` says of a 0/1 table when no model is asked for: 2PL or 3PL,
+#: whichever has the higher held-out likelihood (engine/binary_calibration.py).
+BINARY_BY_CHOICE = "2pl-or-3pl"
+
+
 def resolve_response_model(table, response_model: str | None) -> str:
-    """The response model to calibrate ``table`` with: as asked, or by default ``2pl`` for a table
-    of 0/1 scores (accuracy, exact match, win/lose) and ``continuous`` for any other."""
+    """The response model to calibrate ``table`` with: as asked, or by default :data:`BINARY_BY_CHOICE`
+    for a table of 0/1 scores (accuracy, exact match, win/lose: 2PL or 3PL by held-out likelihood)
+    and ``continuous`` for any other."""
     if response_model is None:
-        return "2pl" if is_binary_table(table) else "continuous"
+        return BINARY_BY_CHOICE if is_binary_table(table) else "continuous"
     if response_model not in RESPONSE_MODELS:
         raise InputError(f"unknown response model {response_model!r}; choose one of {', '.join(RESPONSE_MODELS)}")
     return response_model
@@ -99,7 +106,8 @@ def conformance_r2(y: np.ndarray, mu: np.ndarray, k: float, n_bins: int = 10) ->
 def calibrate(table, *, scaling: str = DEFAULT_SCALING, epsilon: float = DEFAULT_EPSILON,
               drop_negative: bool = True, atlas_filters: bool = False,
               likelihood: str = "quasi", method: str = DEFAULT_METHOD, task: str | None = None,
-              metric: str | None = None, response_model: str | None = None, guessing=None) -> ItemBank:
+              metric: str | None = None, response_model: str | None = None, guessing=None,
+              guessing_prior=None) -> ItemBank:
     """Build an :class:`ItemBank` from a response table of full runs (see module docstring).
 
     Parameters
@@ -123,18 +131,26 @@ def calibrate(table, *, scaling: str = DEFAULT_SCALING, epsilon: float = DEFAULT
         quasi-likelihood jointly over abilities and difficulties (alternating Newton
         steps, a weak N(0, 10²) prior on b), which puts b and θ on one consistent scale.
     response_model:
-        ``"continuous"``, ``"2pl"`` or ``"3pl"``; None: 2pl for a table of 0/1 scores, else
+        ``"continuous"``, ``"2pl"`` or ``"3pl"``; None: for a table of 0/1 scores 2pl or 3pl,
+        whichever has the higher held-out likelihood (3pl when a guessing level is given), else
         continuous (:func:`resolve_response_model`). 2PL/3PL are fitted by
         :func:`~lm_eval_adaptive.engine.binary_calibration.calibrate_binary` (scaling, epsilon,
         likelihood, method and the ATLAS filters do not apply to them).
     guessing:
         3PL only: the items' guessing c (a number, e.g. 1/k for k-option items, or a mapping
         item id -> c); None: estimated.
+    guessing_prior:
+        3PL only: the mode of an estimated c's prior (1/k for k options; a number or a mapping item
+        id -> mode); None: estimated from the bank.
     """
     kind = resolve_response_model(table, response_model)
     if kind != "continuous":
-        return calibrate_binary(table, response_model=kind, guessing=guessing, drop_negative=drop_negative,
-                                task=task, metric=metric)
+        if kind == BINARY_BY_CHOICE:  # a guessing level asked for needs the 3PL; else 2PL or 3PL by held-out likelihood
+            kind = "3pl" if guessing is not None or guessing_prior is not None else None
+        return calibrate_binary(table, response_model=kind, guessing=guessing, guessing_prior=guessing_prior,
+                                drop_negative=drop_negative, task=task, metric=metric)
+    if guessing_prior is not None:
+        raise InputError("a guessing parameter needs the 3pl response model")
     if guessing is not None:
         raise InputError("a guessing parameter needs the 3pl response model")
     if method not in METHODS:

@@ -283,6 +283,7 @@ class MetricScaleJudgement:
             else:
                 pairs.append((a, b))
         place = {u: r for r, u in enumerate(order)}
+        pairs = [(a, b) if place[a] < place[b] else (b, a) for a, b in pairs]  # the one ranked above first
         pairs.sort(key=lambda p: (place[p[0]], place[p[1]]))
         parts = [self._parts[k] for k in idx]
         share = self.random_share

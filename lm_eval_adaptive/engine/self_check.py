@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from lm_eval_adaptive.engine.backtest import SELF_CHECK_MIN_MODELS as MIN_MODELS
 from lm_eval_adaptive.engine.backtest import BacktestConfig, self_check_backtest
 from lm_eval_adaptive.engine.bank import ItemBank
@@ -31,10 +33,12 @@ from lm_eval_adaptive.engine.calibration import (
     DEFAULT_METHOD,
     DEFAULT_SCALING,
     calibrate,
+    resolve_response_model,
 )
 from lm_eval_adaptive.engine.model_error import (
     corrected_figures,
     correction_from_records,
+    single_model_check,
 )
 
 __all__ = ["SelfCheck", "self_check", "calibrate_checked", "MIN_MODELS"]
@@ -55,15 +59,22 @@ class SelfCheck:
     correction: dict  # ability_sd, full_task_sd (and *_misfit): what the engine applies with this bank
     corrected_coverage: float  # the full-task coverage of the corrected intervals on the same runs
     corrected_share_abs_z_over_1_96: float
+    #: 2PL/3PL banks: records of held-out models tested alone (model_error.single_model_check), and the
+    #: share of them whose full-task interval held before the correction (None: no such leg)
+    single_model_tests: int = 0
+    single_model_coverage: float | None = None
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if not self.single_model_tests:  # a continuous bank's self-check reads as it did before the leg
+            del d["single_model_tests"], d["single_model_coverage"]
+        return d
 
 
 def self_check(table, *, scaling: str, method: str, likelihood: str = "quasi", confidence: float = 0.95,
                holdout_size: int = 4, folds: int = 5, seeds: int = 2, min_items: int = 10,
                target_items: int = 20, response_model: str | None = None,
-               guessing: float | None = None) -> SelfCheck | None:
+               guessing: float | None = None, guessing_prior=None) -> SelfCheck | None:
     """Leave-models-out cross-validation of the calibration on ``table`` (None: too few models).
 
     Hold-out sets of ``holdout_size`` models (fewer on a small table, at least 2), as many
@@ -78,13 +89,22 @@ def self_check(table, *, scaling: str, method: str, likelihood: str = "quasi", c
         return None
     h = r.settings["holdout_size"]
     acc = r.confident_accuracy
-    correction = correction_from_records(r.records)
-    cover, zshare = corrected_figures(r.records, correction)
+    records = list(r.records)
+    single = []
+    if resolve_response_model(table, response_model) != "continuous":  # 2PL/3PL: tests of one model too
+        single = single_model_check(table, lambda history: calibrate(
+            history, scaling=scaling, method=method, likelihood=likelihood, response_model=response_model,
+            guessing=guessing, guessing_prior=guessing_prior))
+    correction = correction_from_records(records + single)
+    cover, zshare = corrected_figures(records + single, correction)
+    single_cover = (float(np.mean([abs(x["err"]) <= (x["hi"] if x["err"] > 0 else x["lo"]) for x in single]))
+                    if single else None)
     return SelfCheck(models=int(table.n_models), holdout_size=h, folds=r.folds_run, seeds=seeds,
                      tests=r.folds_run * seeds * h, full_task_coverage=r.full_task_coverage,
                      share_abs_z_over_1_96=r.se_calibration.get("share_abs_z_over_1_96", float("nan")),
                      confident_accuracy=None if acc != acc else acc, mean_tau=r.adaptive.tau,
-                     correction=correction, corrected_coverage=cover, corrected_share_abs_z_over_1_96=zshare)
+                     correction=correction, corrected_coverage=cover, corrected_share_abs_z_over_1_96=zshare,
+                     single_model_tests=len(single), single_model_coverage=single_cover)
 
 def calibrate_checked(table, *, scaling: str = DEFAULT_SCALING, method: str = DEFAULT_METHOD,
                       likelihood: str = "quasi", check: bool = True, **calibrate_kwargs) -> ItemBank:
@@ -93,9 +113,11 @@ def calibrate_checked(table, *, scaling: str = DEFAULT_SCALING, method: str = DE
     and its correction into the bank (``model_error``). ``check=False``: calibration alone."""
     bank = calibrate(table, scaling=scaling, method=method, likelihood=likelihood, **calibrate_kwargs)
     if check:
+        # the self-check checks the bank as built: a 2PL/3PL bank's kind (chosen once) and guessing prior
+        kind = bank.model.kind if bank.model.per_item else calibrate_kwargs.get("response_model")
         result = self_check(table, scaling=scaling, method=method, likelihood=likelihood,
-                            response_model=calibrate_kwargs.get("response_model"),
-                            guessing=calibrate_kwargs.get("guessing"))
+                            response_model=kind, guessing=calibrate_kwargs.get("guessing"),
+                            guessing_prior=calibrate_kwargs.get("guessing_prior"))
         bank.diagnostics["self_check"] = result.to_dict() if result is not None else None
         if result is not None:
             bank.set_model_error(result.correction)

@@ -4,45 +4,45 @@
 to the task, every price resolved, every prompt built) and then, instead of calling
 anything, forecasts per model (per task for ``run --adaptive``):
 
-* **typical**: the engine itself run on the bank :data:`DRAWS` times with simulated
-  scores. Each draw gives every model an ability drawn from the abilities of the bank's
-  calibration models (a smoothed bootstrap: a calibration model's θ, without replacement
-  while there are enough, plus normal noise of Silverman's bandwidth; the anchors of a
-  refresh keep theirs), draws each score from the bank's response model at that ability,
-  and charges each item its expected cost (:func:`expected_costs`: the bank's token counts,
-  the input raised to the prompt the harness built where that is longer, at the model's
-  price). ``rank`` and
-  ``refresh`` are driven as the live driver drives them: each call's upper estimate is
-  reserved against the cap in a :class:`~lm_eval_adaptive.live.ledger.BudgetLedger` before
-  it is made, so a simulated run stops where the live one would. Reported: the figure most
-  simulated runs come within :data:`TOLERANCE` of (:func:`most_likely_within`), with the
-  10%–90% range and the share of runs within the tolerance of it. Not the median: a
-  ranking's spend is often bimodal (the run ends when the cap's headroom cannot hold the
-  next call of whichever model is still buying, a dear one or a cheap one) or has a long
-  tail (a new model that lands just far enough from its neighbours to need many items),
-  and the median then sits on one mode or in the tail's pull, and jumps between modes with
-  the seed. ``rank`` and ``refresh`` simulate :data:`RANKING_DRAWS` runs, ``run --adaptive``
-  :data:`DRAWS` per task.
-* **worst case**: the most the settings allow: the maximum items per model (the whole
-  bank when there is none), every item at its upper estimate (its prompt and the request's
-  maximum output tokens), capped by the budget where the cap is hard (``rank``,
-  ``refresh``: the ledger never reserves past it; ``run --adaptive`` checks its budget with
-  the bank's estimates, so its worst case may pass the cap by one item's excess).
-* **full run**: every document of the task at the mean expected item cost (the real run's
-  report shows a full run at the bank's token counts alone, without the prompt's
-  instruction text, so its figure may be lower).
+* **typical**: the run simulated many times (:data:`RANKING_DRAWS` runs of ``rank`` and
+  ``refresh``, :data:`DRAWS` per task of ``run --adaptive``). Each simulated run gives every
+  model an ability drawn from the abilities of the bank's calibration models and a score for
+  every item drawn from the bank's response model at that ability (the engine's simulation,
+  :mod:`lm_eval_adaptive.engine.simulation`; the anchors of a refresh keep their places), and
+  charges each item its expected cost (:func:`~lm_eval_adaptive.live.session.expected_item_costs`:
+  the bank's token counts, the input raised to the prompt the harness built where that is
+  longer, at the model's price: the rule of the real report's full-run cost too). ``rank`` and
+  ``refresh`` are run by the live driver itself (:class:`~lm_eval_adaptive.live.driver.LiveRun`:
+  each call's upper estimate reserved against the cap in a
+  :class:`~lm_eval_adaptive.live.ledger.BudgetLedger`, calls in flight, blocked models), its
+  calls answered with their simulated scores one at a time, in the order sent; ``run --adaptive``'s test is run by the
+  engine's driver (:func:`~lm_eval_adaptive.engine.simulation.drive`). The table is consistent
+  by construction (:func:`spreads`): the total's typical figure is the one most simulated runs
+  come within :data:`TOLERANCE` of, taken inside the runs' 10%–90% range
+  (:func:`most_likely_within`); the typical runs are those within the tolerance of it, and every
+  row's typical items and dollars are those same runs' medians (inside the row's own range).
+  Not the median of all runs: a ranking's spend is often bimodal (the run ends when the cap's
+  headroom cannot hold the next call of whichever model is still buying, a dear one or a cheap
+  one) or has a long tail, and the median then sits on one mode or in the tail's pull.
+* **worst case**: the most items the settings allow (``--max-items``, the whole bank without
+  it), the dearest first, each at its expected cost, capped by the budget (``run --adaptive``:
+  the budget plus one item's excess over the estimate its budget rule checks) and never above
+  the full run: no simulated run can pass it. The hard bound is reported beside it: every call
+  is reserved at its upper estimate (its prompt and the request's maximum output tokens, and a
+  declared judge's allowance), so a ``rank`` or ``refresh`` never spends past the cap, and
+  without a cap no more than the most items at their upper estimates.
+* **full run**: every document of the task at the mean expected item cost, the figure the real
+  ``rank``/``refresh`` report shows (:attr:`~lm_eval_adaptive.live.session.Setup.full_cost`).
 
-LLM-judge calls are in the worst case (the judge allowance of
-:data:`~lm_eval_adaptive.live.session.JUDGE_PROMPT_ALLOWANCE`) but not in the typical
-figure: the bank holds no judge token counts. The table is printed; with an output folder
-(``--output`` / ``--output_path``) it is also written there as :data:`FORECAST_FILE`, and
-nothing else is.
+LLM-judge calls are in the bound only (the bank holds no judge token counts). The table is
+printed; with an output folder (``--output`` / ``--output_path``) it is also written there as
+:data:`FORECAST_FILE`, and nothing else is.
 """
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import copy
-import math
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -53,9 +53,11 @@ import numpy as np
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.prices import Price, upper_estimate
 from lm_eval_adaptive.display import shown
-from lm_eval_adaptive.engine.bank import ItemBank, joint_item_ids
+from lm_eval_adaptive.engine.bank import joint_item_ids
+from lm_eval_adaptive.engine.simulation import AbilityPopulation, bank_scores, drive, joint_abilities
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.scorer import TEMPLATE_TOKENS
+from lm_eval_adaptive.live.driver import LiveRun
 from lm_eval_adaptive.live.ledger import BudgetLedger
 from lm_eval_adaptive.live.session import (
     JUDGE_OUTPUT_ALLOWANCE,
@@ -63,18 +65,16 @@ from lm_eval_adaptive.live.session import (
     LiveSettings,
     Setup,
     check_settings,
+    expected_item_costs,
     rank_ranker,
 )
 from lm_eval_adaptive.live.terminal import text_console
 
-__all__ = ["DRAWS", "RANKING_DRAWS", "TOLERANCE", "FORECAST_FILE", "CHARS_PER_TOKEN", "Spread", "ModelForecast",
-           "CostForecast", "ability_pool", "draw_abilities", "most_likely_within", "expected_costs", "simulated_score",
-           "simulate_ranking", "simulate_test", "simulate_multi_test", "joint_ability_sampler",
-           "forecast_ranking", "forecast_test", "forecast_rank", "forecast_refresh", "forecast_adaptive_run",
-           "print_forecast", "write_forecast"]
+__all__ = ["DRAWS", "RANKING_DRAWS", "TOLERANCE", "FORECAST_FILE", "Spread", "ModelForecast", "CostForecast",
+           "SimulatedAnswer", "most_likely_within", "spreads", "simulated_live_run", "forecast_ranking",
+           "forecast_test", "forecast_rank", "forecast_refresh", "forecast_adaptive_run", "print_forecast",
+           "write_forecast"]
 
-#: Characters per token of the token estimates (the rule of the banks' own counts and of the replay endpoint).
-CHARS_PER_TOKEN = 4
 #: Simulated runs per task of a ``run --adaptive`` forecast (its spends are narrow: one model, one stop rule).
 DRAWS = 30
 #: Simulated runs of a ``rank`` or ``refresh`` forecast: their spend is often bimodal or long-tailed, and
@@ -88,17 +88,21 @@ TOLERANCE = 0.25
 FORECAST_FILE = "cost_forecast.json"
 
 
-def most_likely_within(values: Sequence[float], tolerance: float = TOLERANCE) -> tuple[float, float]:
+def most_likely_within(values: Sequence[float], tolerance: float = TOLERANCE,
+                       within: tuple[float, float] | None = None) -> tuple[float, float]:
     """(f, share): the figure f that the most of ``values`` come within ``tolerance`` of, relative to
-    the value (|v - f| ≤ tolerance·v), and the share of them that do.
+    the value (|v - f| ≤ tolerance·v), and the share of them that do; with ``within`` = (lo, hi),
+    the best such figure in [lo, hi].
 
     The point forecast that maximises the chance of a real figure drawn like ``values`` landing
     within the tolerance of it. Each v admits f in [(1 - tol)·v, (1 + tol)·v]; the most-covered
-    point is found among those interval ends, the values and their median, and among equally
-    covered ones the nearest to the median is taken."""
+    point is found among those interval ends, the values, their median and the ends of
+    ``within``, and among equally covered ones the nearest to the median is taken."""
     v = np.asarray(values, dtype=float)
     lo, hi = (1.0 - tolerance) * v, (1.0 + tolerance) * v
-    cand = np.unique(np.concatenate([lo, hi, v, [np.median(v)]]))
+    cand = np.unique(np.concatenate([lo, hi, v, [np.median(v)], list(within or ())]))
+    if within is not None:
+        cand = cand[(cand >= within[0]) & (cand <= within[1])]
     eps = 1e-12 * max(float(np.max(np.abs(v))), 1e-300)  # interval ends count as covered
     count = np.sum((lo[None, :] <= cand[:, None] + eps) & (cand[:, None] <= hi[None, :] + eps), axis=1)
     best = cand[count == count.max()]
@@ -106,10 +110,15 @@ def most_likely_within(values: Sequence[float], tolerance: float = TOLERANCE) ->
     return f, float(count.max()) / v.size
 
 
+def _share_within(v: np.ndarray, f: float) -> float:
+    eps = 1e-12 * max(float(np.max(np.abs(v))), 1e-300)
+    return float(np.mean(np.abs(v - f) <= TOLERANCE * v + eps))
+
+
 @dataclass(frozen=True)
 class Spread:
-    """The simulated runs' figures: ``typical`` (:func:`most_likely_within`), their 10%–90% range,
-    and the share of runs within :data:`TOLERANCE` of the typical figure."""
+    """A figure of the simulated runs: ``typical``, the runs' 10%–90% range (``low``, ``high``; always
+    ``low <= typical <= high``), and the share of runs within :data:`TOLERANCE` of the typical figure."""
 
     typical: float
     low: float
@@ -117,14 +126,39 @@ class Spread:
     share_within: float = 1.0
 
     @classmethod
-    def of(cls, values: Sequence[float]) -> Spread:
+    def of(cls, values: Sequence[float], typical_runs: np.ndarray | None = None) -> Spread:
+        """The spread of ``values`` (one per simulated run). Without ``typical_runs``, the typical
+        figure is the one most runs come within the tolerance of, inside the 10%–90% range
+        (:func:`most_likely_within`); with it (a mask of runs), the median of those runs, kept
+        inside the range."""
         v = np.asarray(values, dtype=float)
-        f, share = most_likely_within(v)
-        return cls(f, float(np.quantile(v, 0.1)), float(np.quantile(v, 0.9)), share)
+        low, high = (float(q) for q in np.quantile(v, [0.1, 0.9]))
+        if typical_runs is None:
+            f, share = most_likely_within(v, within=(low, high))
+            return cls(f, low, high, share)
+        f = float(np.clip(np.median(v[np.asarray(typical_runs, dtype=bool)]), low, high))
+        return cls(f, low, high, _share_within(v, f))
 
     def to_dict(self) -> dict:
         return {"typical": self.typical, "p10": self.low, "p90": self.high,
                 f"share_within_{round(100 * TOLERANCE)}pct": self.share_within}
+
+
+def spreads(usd_totals: Sequence[float], columns: Mapping[str, Sequence[float]]) -> tuple[Spread, dict]:
+    """(the total dollars' spread, name → spread of each other column), consistent by construction.
+
+    ``usd_totals[d]`` is simulated run d's total spend; each column holds one figure per run (a
+    model's items or dollars, the total items). The total's typical figure is
+    :func:`most_likely_within` inside its 10%–90% range; the *typical runs* are those within
+    :data:`TOLERANCE` of it, and every column's typical figure is the median of those same runs,
+    so a row's items and dollars describe the same runs."""
+    usd = Spread.of(usd_totals)
+    v = np.asarray(usd_totals, dtype=float)
+    eps = 1e-12 * max(float(np.max(np.abs(v))), 1e-300)
+    typical = np.abs(v - usd.typical) <= TOLERANCE * v + eps
+    if not typical.any():  # pragma: no cover - the typical figure is within the tolerance of some run
+        typical = np.ones(v.size, dtype=bool)
+    return usd, {k: Spread.of(col, typical) for k, col in columns.items()}
 
 
 @dataclass(frozen=True)
@@ -139,13 +173,14 @@ class ModelForecast:
     worst_items: int
     worst_usd: float
     full_run_usd: float
+    bound_usd: float = float("nan")  # the hard bound: the most items at their upper estimates, capped
 
     def to_dict(self) -> dict:
         return {"model": self.model, "task": self.task,
                 "price": {"input_per_mtok": self.price.input_per_mtok, "output_per_mtok": self.price.output_per_mtok,
                           "source": self.price.source},
                 "items": self.items.to_dict(), "cost_usd": self.usd.to_dict(),
-                "worst_case": {"items": self.worst_items, "cost_usd": self.worst_usd},
+                "worst_case": {"items": self.worst_items, "cost_usd": self.worst_usd, "bound_usd": self.bound_usd},
                 "full_run_cost_usd": self.full_run_usd}
 
 
@@ -167,157 +202,132 @@ class CostForecast:
     abilities: str  # where the simulated abilities came from
     stopped_because: dict = field(default_factory=dict)  # how the simulated runs ended: counts
     settings: dict = field(default_factory=dict)
+    bound_usd: float = float("nan")
 
     def to_dict(self) -> dict:
         return {"command": self.command, "dry_run": True, "calls_made": 0, "bank_id": self.bank_id,
                 "models": [r.to_dict() for r in self.rows],
                 "total": {"items": self.items.to_dict(), "cost_usd": self.usd.to_dict(),
-                          "worst_case": {"items": self.worst_items, "cost_usd": self.worst_usd},
+                          "worst_case": {"items": self.worst_items, "cost_usd": self.worst_usd,
+                                         "bound_usd": self.bound_usd},
                           "full_run_cost_usd": self.full_run_usd},
                 "budget_usd": self.budget_usd, "settings": dict(self.settings),
                 "method": {"draws": self.draws, "seed": self.seed, "abilities": self.abilities,
-                           "typical": f"the figure most simulated runs come within {TOLERANCE:.0%} of (p10-p90: their "
-                                      "10%-90% range); items "
-                                      "charged at the bank's token counts (input: at least the built prompt's "
-                                      "characters / 4) and the model's price",
-                           "worst_case": "max items per model, each at its upper estimate (prompt + max "
-                                         "output tokens), capped by the budget where the cap is hard",
-                           "judge_calls": "in the worst case only"},
+                           "typical": f"the total most simulated runs come within {TOLERANCE:.0%} of, inside their "
+                                      "10%-90% range (p10-p90); each row's typical items and dollars: the medians "
+                                      "of the runs within that tolerance of it; items charged at the bank's "
+                                      "token counts (input: at least the built prompt's characters / 4) and the "
+                                      "model's price",
+                           "worst_case": "the most items the settings allow, the dearest first, at their expected "
+                                         "cost, capped by the budget and never above a full run",
+                           "bound": "the most items the settings allow at their upper estimates (prompt + max "
+                                    "output tokens, and a declared judge's allowance), capped by the budget",
+                           "judge_calls": "in the bound only"},
                 "simulated_stops": dict(self.stopped_because)}
 
 
 # ------------------------------------------------------------------------- simulation
-def ability_pool(bank: ItemBank) -> tuple[np.ndarray, str]:
-    """The abilities simulated models are drawn around, and where they came from.
+@dataclass(frozen=True)
+class SimulatedAnswer:
+    """What a simulated call answers: its score, already on the bank's [0, 1] scale, and its cost."""
 
-    The bank's calibration models' abilities when it records at least two; otherwise a
-    standard normal around the median difficulty (the engine's prior centre)."""
-    abilities = (bank.diagnostics or {}).get("abilities") or {}
-    vals = np.array([float(v) for v in abilities.values() if v is not None and math.isfinite(float(v))])
-    if vals.size >= 2:
-        return vals, f"the {vals.size} calibration models' abilities (smoothed bootstrap)"
-    centre = bank.prior_mean
-    return centre + np.random.default_rng(0).standard_normal(200), \
-        f"N({centre:+.2f}, 1): the bank records no calibration abilities"
+    raw: float
+    usd: float
+    usage: tuple = ()
+    judge: tuple = ()
+    calls: int = 1
 
 
-def draw_abilities(pool: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` abilities by smoothed bootstrap: pool values (without replacement while the pool is
-    large enough) plus normal noise of Silverman's rule-of-thumb bandwidth."""
-    pool = np.asarray(pool, dtype=float)
-    picked = rng.choice(pool, size=n, replace=n > pool.size)
-    return picked + _bandwidth(pool) * rng.standard_normal(n)
+class _Answer(cf.Future):
+    """A simulated call's future: the driver taking its answer (``result``) lets the next call answer."""
+
+    def __init__(self, on_taken: Callable[[], None]):
+        super().__init__()
+        self.on_taken: Callable[[], None] | None = on_taken
+
+    def result(self, timeout=None):
+        try:
+            return super().result(timeout)
+        finally:
+            if self.on_taken is not None:
+                taken, self.on_taken = self.on_taken, None
+                taken()
 
 
-def _bandwidth(pool: np.ndarray) -> float:
-    """Silverman's rule-of-thumb bandwidth of ``pool``."""
-    q75, q25 = np.quantile(pool, [0.75, 0.25])
-    scale = min(float(np.std(pool, ddof=1)), float(q75 - q25) / 1.34) or float(np.std(pool, ddof=1))
-    return 0.9 * scale * pool.size ** -0.2
+class _AnsweringPool:
+    """The live driver's pool for a simulated run, on the driver's own thread: calls answer one at a
+    time, in the order they were sent (as a live run's calls of similar length do), each made (and
+    charged in the ledger) once the driver has taken the answer before it; so the driver, between two
+    answers, asks and reserves exactly as it would live, and a simulated run is the same each time."""
+
+    def __init__(self):
+        self.waiting: deque = deque()  # (future, call, arguments) not answered yet
+        self.answered = 0  # answered, not yet taken by the driver
+
+    def answer_next(self) -> None:
+        if self.answered or not self.waiting:
+            return
+        f, fn, args = self.waiting.popleft()
+        self.answered += 1
+        try:
+            f.set_result(fn(*args))
+        except BaseException as e:  # noqa: BLE001 - handed to the driver as a call's error
+            f.set_exception(e)
+
+    def taken(self) -> None:
+        self.answered -= 1
+        self.answer_next()
+
+    def submit(self, fn, *args) -> cf.Future:
+        f = _Answer(self.taken)
+        self.waiting.append((f, fn, args))
+        self.answer_next()
+        return f
+
+    def shutdown(self, *, wait: bool = True, cancel_futures: bool = False) -> None:
+        self.waiting.clear()
 
 
-def joint_ability_sampler(banks: Mapping[str, ItemBank]) -> tuple[Callable[[np.random.Generator], dict], str]:
-    """(``draw(rng)`` → one simulated model's ability on every metric's bank, metric → θ; how it draws).
+def simulated_live_run(ranker, score: Callable[[str, int], float], cost: Mapping[str, np.ndarray],
+                       upper: Mapping[str, np.ndarray], cap: float | None) -> dict:
+    """Run ``ranker`` to the end by the live driver (:class:`~lm_eval_adaptive.live.driver.LiveRun`),
+    its calls answered one at a time in the order sent: model m's call for bank item i scores
+    ``score(m, i)`` (scaled; or (scaled, raw) as a live run recorded them) and costs ``cost[m][i]``
+    (at most its upper estimate ``upper[m][i]``, which the driver reserves in a ledger of ``cap``
+    before the call). A call answers the raw metric value (the scaled score mapped back through the
+    bank's range when ``score`` gives none) and the driver scales it back to that same scaled score,
+    as a live run tells both. Returns items and dollars per model of ``cost`` and why the run stopped."""
+    bank = ranker.bank
+    index = {str(x): k for k, x in enumerate(bank.item_ids)}
+    scaled_of: dict[tuple[int, float], float] = {}  # (item, raw answered) -> its scaled score (the same for every model)
 
-    A model is good or poor on all of a task's metrics together, so the metrics do not draw apart:
-    one calibration model that every bank records is picked and its ability on each bank taken,
-    each with that bank's smoothing noise; banks that share no calibration model take one
-    quantile of every bank's pool instead."""
-    pools = {m: ability_pool(b)[0] for m, b in banks.items()}
-    noise = {m: _bandwidth(p) for m, p in pools.items()}
-    named = {m: {k: float(v) for k, v in ((b.diagnostics or {}).get("abilities") or {}).items()
-                 if v is not None and math.isfinite(float(v))} for m, b in banks.items()}
-    common = sorted(set.intersection(*(set(v) for v in named.values()))) if named else []
-    if len(common) >= 2:
-        def draw(rng: np.random.Generator) -> dict:
-            who = common[int(rng.integers(len(common)))]
-            return {m: named[m][who] + noise[m] * float(rng.standard_normal()) for m in banks}
+    def caller(m):
+        def call(item_id):
+            i = index[str(item_id)]
+            y = score(m, i)
+            y, raw = (float(y[0]), float(y[1])) if isinstance(y, tuple) else (float(y), float(bank.unscale(i, y)))
+            scaled_of[(i, raw)] = y
+            return SimulatedAnswer(raw=raw, usd=min(float(cost[m][i]), float(upper[m][i])))
+        return call
 
-        return draw, f"one of the {len(common)} calibration models every bank records, on each bank (smoothed)"
-
-    def draw(rng: np.random.Generator) -> dict:
-        u = float(rng.random())
-        return {m: float(np.quantile(pools[m], u)) + noise[m] * float(rng.standard_normal()) for m in banks}
-
-    return draw, "one quantile of every bank's abilities (the banks share no calibration model)"
-
-
-def simulated_score(bank: ItemBank, theta: float, item: int, rng: np.random.Generator) -> float:
-    """A scaled score drawn from the bank's response model: continuous ``clip(N(μ, k·μ(1-μ)), 0, 1)``,
-    or Bernoulli(μ) for a binary bank."""
-    mu = float(bank.model.mean(theta, bank.b[item], **bank.item_params(item)))
-    k = bank.k
-    if k is None:
-        return float(rng.random() < mu)
-    return float(np.clip(rng.normal(mu, math.sqrt(max(k * mu * (1.0 - mu), 0.0))), 0.0, 1.0))
-
-
-def simulate_ranking(ranker, score: Callable[[str, int], float], cost: Mapping[str, np.ndarray],
-                     upper: Mapping[str, np.ndarray], cap: float | None) -> dict:
-    """Drive ``ranker`` to the end as :class:`~lm_eval_adaptive.live.driver.LiveRun` does, with
-    ``score(model, item)`` (scaled) in place of calls.
-
-    Every request's upper estimate (``upper[model][item]``) is reserved in a ledger of ``cap``
-    before the call; a refused request is released and its model blocked until a call in
-    flight settles; calls settle oldest first at ``cost[model][item]`` (at most its upper
-    estimate). Returns items and dollars per model and why the run stopped.
-    """
-    ledger = BudgetLedger(cap)
-    flight: deque = deque()
-    while True:
-        refused = False
-        while (req := ranker.ask()) is not None:
-            key = (req.model, req.item)
-            if not ledger.reserve(key, float(upper[req.model][req.item])):
-                ranker.release(req)
-                ranker.block(req.model)
-                refused = True
-                continue
-            flight.append(req)
-        if not flight:
-            if not ranker.finished:
-                if refused:
-                    ranker.stop("budget")
-                elif ranker.ask() is None and not ranker.finished:
-                    ranker.stop("bank_exhausted")
-            break
-        req = flight.popleft()
-        usd = min(float(cost[req.model][req.item]), float(upper[req.model][req.item]))
-        ledger.settle((req.model, req.item), usd)
-        ranker.tell(req, score(req.model, req.item), cost=usd)
-        ranker.unblock_all()
+    live = LiveRun(ranker, {m: caller(m) for m in ranker.models},
+                   upper_cost=lambda m, item_id: float(upper[m][index[str(item_id)]]),
+                   actual_cost=lambda m, answer: answer.usd,
+                   scale=lambda i, raw: scaled_of[(i, raw)], ledger=BudgetLedger(cap))
+    live.run(pool=_AnsweringPool())
     ex = ranker.examinees
     return {"items": {m: ex[m].n for m in cost}, "usd": {m: ex[m].spent for m in cost},
             "stopped_because": ranker.stopped_because}
 
 
-def simulate_test(test, theta: float, cost: np.ndarray, rng: np.random.Generator, batch_size: int = 1) -> dict:
-    """Drive an :class:`~lm_eval_adaptive.engine.cat.AdaptiveTest` to the end with simulated scores,
-    each item charged ``cost[item]``."""
-    while items := test.next_items(batch_size):
-        for i in items:
-            test.record(i, simulated_score(test.bank, theta, i, rng), cost=float(cost[i]))
-    e = test.examinee
-    return {"items": e.n, "usd": e.spent, "stopped_because": test.stopped_because}
-
-
-def simulate_multi_test(test, thetas: Mapping[str, float], cost: np.ndarray, rng: np.random.Generator,
-                        batch_size: int = 1) -> dict:
-    """Drive a :class:`~lm_eval_adaptive.engine.multi_metric_test.MultiMetricTest` to the end: each joint
-    item scored on every metric from that metric's bank at the model's ability ``thetas[metric]``,
-    and charged ``cost[item]`` once."""
-    ex = test.examinees
-    while items := test.next_items(batch_size):
-        for i in items:
-            scores = {m: simulated_score(ex[m].bank, thetas[m], test.bank_item(m, i), rng) for m in test.metrics}
-            test.record(i, scores, cost=float(cost[i]))
-    return {"items": test.n, "usd": test.spent, "stopped_because": test.stopped_because}
-
-
-def _worst(upper: np.ndarray, n: int) -> float:
-    """The ``n`` dearest upper estimates, summed."""
-    u = np.sort(np.nan_to_num(np.asarray(upper, dtype=float)))[::-1]
+def _dearest(costs: np.ndarray, n: int) -> float:
+    """The ``n`` dearest of ``costs``, summed."""
+    u = np.sort(np.nan_to_num(np.asarray(costs, dtype=float)))[::-1]
     return float(np.sum(u[:n]))
+
+
+def _capped(usd: float, *caps) -> float:
+    return float(min([usd, *(c for c in caps if c is not None)]))
 
 
 def forecast_ranking(new_ranker: Callable[[], object], models: Sequence[str], *, prices: Mapping[str, Price],
@@ -326,83 +336,89 @@ def forecast_ranking(new_ranker: Callable[[], object], models: Sequence[str], *,
                      settings: dict | None = None) -> CostForecast:
     """Forecast a ``rank`` or ``refresh`` run: ``new_ranker()`` builds the run's ranker (anchors placed),
     ``models`` are the ones to be called; ``cost``/``upper`` give per model the expected and the
-    upper USD of each bank item; ``draws`` simulated runs (default :data:`RANKING_DRAWS`)."""
+    upper USD of each bank item, ``full_run`` a full run's USD; ``draws`` simulated runs (default
+    :data:`RANKING_DRAWS`), each run by :func:`simulated_live_run`."""
     first = new_ranker()  # built once (a refresh places its anchors here), copied for each draw
     bank = first.bank
-    pool, source = ability_pool(bank)
+    population = AbilityPopulation.of_bank(bank)
     rng = np.random.default_rng(seed)
+    row = {m: j for j, m in enumerate(models)}
     runs = []
     for _ in range(RANKING_DRAWS if draws is None else draws):
-        ranker = copy.deepcopy(first)
-        thetas = dict(zip(models, draw_abilities(pool, len(models), rng)))
-        runs.append(simulate_ranking(ranker, lambda m, i, t=thetas: simulated_score(bank, t[m], i, rng),
-                                     {m: cost[m] for m in models}, upper, cap))
+        thetas = population.draw(len(models), rng)
+        y = bank_scores(bank, thetas[:, None], rng)  # one simulated full run per model
+        runs.append(simulated_live_run(copy.deepcopy(first), lambda m, i, y=y: float(y[row[m], i]),
+                                       {m: cost[m] for m in models}, upper, cap))
+    usd, cols = spreads([sum(r["usd"].values()) for r in runs],
+                        {"items": [sum(r["items"].values()) for r in runs],
+                         **{("items", m): [r["items"][m] for r in runs] for m in models},
+                         **{("usd", m): [r["usd"][m] for r in runs] for m in models}})
+    n_max = first.n_max
     rows = []
     for m in models:
-        n_max = first.n_max
-        worst = _worst(upper[m], n_max)
+        full = float(full_run[m])
         rows.append(ModelForecast(
-            model=m, task=task, price=prices[m], items=Spread.of([r["items"][m] for r in runs]),
-            usd=Spread.of([r["usd"][m] for r in runs]), worst_items=n_max,
-            worst_usd=min(worst, cap) if cap is not None else worst, full_run_usd=float(full_run[m])))
-    worst_total = float(sum(r.worst_usd for r in rows))
+            model=m, task=task, price=prices[m], items=cols[("items", m)], usd=cols[("usd", m)], worst_items=n_max,
+            worst_usd=_capped(_dearest(cost[m], n_max), full, cap), full_run_usd=full,
+            bound_usd=_capped(_dearest(upper[m], n_max), cap)))
+    full_total = float(sum(full_run[m] for m in models))
     return CostForecast(
-        command=command, bank_id=bank.bank_id, rows=rows,
-        items=Spread.of([sum(r["items"].values()) for r in runs]),
-        usd=Spread.of([sum(r["usd"].values()) for r in runs]),
+        command=command, bank_id=bank.bank_id, rows=rows, items=cols["items"], usd=usd,
         worst_items=int(sum(r.worst_items for r in rows)),
-        worst_usd=min(worst_total, cap) if cap is not None else worst_total,
-        full_run_usd=float(sum(full_run[m] for m in models)), budget_usd=cap, draws=len(runs), seed=seed,
-        abilities=source, stopped_because=dict(Counter(r["stopped_because"] for r in runs)),
-        settings=dict(settings or {}))
+        worst_usd=_capped(sum(r.worst_usd for r in rows), full_total, cap), full_run_usd=full_total,
+        budget_usd=cap, draws=len(runs), seed=seed, abilities=population.source,
+        stopped_because=dict(Counter(r["stopped_because"] for r in runs)), settings=dict(settings or {}),
+        bound_usd=_capped(sum(r.bound_usd for r in rows), cap))
+
+
+def _test_run(test, score: Callable, cost: np.ndarray, batch_size: int) -> dict:
+    """Run a single-model test to the end with ``score(item)``, each item charged ``cost[item]``."""
+    drive(test, score, cost=lambda i: cost[i], batch_size=batch_size)
+    n = test.n if hasattr(test, "n") else test.examinee.n
+    return {"items": int(n), "usd": float(test.spent), "stopped_because": test.stopped_because}
 
 
 def forecast_test(new_test: Callable[[], object], *, model: str, task: str, price: Price, cost: np.ndarray,
-                  upper: np.ndarray, full_run: float, budget: float | None, batch_size: int = 1, seed: int = 0,
-                  draws: int = DRAWS, simulate: Callable | None = None) -> tuple[ModelForecast, list]:
-    """Forecast one task of ``run --adaptive``: (its row, the simulated runs). ``simulate(test, rng)``
-    runs one test to the end with a simulated model (default: an ability drawn from the bank's
-    calibration models, :func:`simulate_test`)."""
+                  upper: np.ndarray, full_run: float, budget: float | None, estimates: np.ndarray | None = None,
+                  batch_size: int = 1, seed: int = 0, draws: int = DRAWS,
+                  simulated_model: Callable | None = None) -> tuple[ModelForecast, list]:
+    """Forecast one task of ``run --adaptive``: (its row, the simulated runs). ``new_test()`` builds the
+    run's test (its budget rule checks ``estimates``, default ``cost``); each item is charged
+    ``cost``. ``simulated_model(test, rng)`` gives one simulated model's ``score(item)`` (default: an
+    ability drawn from the bank's calibration models and one simulated run of the bank)."""
     first = new_test()
-    if simulate is None:
-        pool, _ = ability_pool(first.bank)
+    if simulated_model is None:
+        population = AbilityPopulation.of_bank(first.bank)
 
-        def simulate(test, rng):
-            return simulate_test(test, float(draw_abilities(pool, 1, rng)[0]), cost, rng, batch_size)
+        def simulated_model(test, rng):
+            y = bank_scores(test.bank, float(population.draw(1, rng)[0]), rng)
+            return lambda i: float(y[i])
     rng = np.random.default_rng(seed)
     runs = []
     for d in range(draws):
-        runs.append(simulate(first if d == 0 else new_test(), rng))
+        test = first if d == 0 else new_test()
+        runs.append(_test_run(test, simulated_model(test, rng), cost, batch_size))
+    usd, cols = spreads([r["usd"] for r in runs], {"items": [r["items"] for r in runs]})
     n_max = first.max_items
-    worst = _worst(upper, n_max)
-    if budget is not None:  # the budget rule admits an item on its estimate: the last may cost its upper estimate
-        worst = min(worst, budget + float(np.max(np.nan_to_num(upper - cost))))
-    row = ModelForecast(model=model, task=task, price=price, items=Spread.of([r["items"] for r in runs]),
-                        usd=Spread.of([r["usd"] for r in runs]), worst_items=n_max, worst_usd=worst,
-                        full_run_usd=full_run)
+    worst = _capped(_dearest(cost, n_max), full_run)
+    bound = _dearest(upper, n_max)
+    if budget is not None:  # the budget rule admits an item on its estimate: the last may cost more
+        est = cost if estimates is None else estimates
+        worst = min(worst, budget + max(0.0, float(np.max(np.nan_to_num(cost - est)))))
+        bound = min(bound, budget + max(0.0, float(np.max(np.nan_to_num(upper - est)))))
+    row = ModelForecast(model=model, task=task, price=price, items=cols["items"], usd=usd, worst_items=n_max,
+                        worst_usd=worst, full_run_usd=full_run, bound_usd=bound)
     return row, runs
 
 
 # ------------------------------------------------------------------------- commands
-def expected_costs(price: Price, bank: ItemBank, prompt_chars: np.ndarray) -> np.ndarray:
-    """USD each bank item is expected to cost: its input tokens the larger of the bank's count and
-    the prompt's characters / :data:`CHARS_PER_TOKEN` (a bank may have counted the source text
-    only, without the task's instruction or few-shot examples), its output tokens the bank's."""
-    inp = np.fmax(np.asarray(bank.input_tokens, dtype=float), np.asarray(prompt_chars, dtype=float) / CHARS_PER_TOKEN)
-    return price.item_costs(inp, bank.output_tokens)
-
-
 def _live_arrays(setup: Setup, models: Sequence[str]) -> tuple[dict, dict, dict]:
-    """Per model, the expected USD of each bank item, the upper estimate the live ledger reserves
-    for it, and a full run's expected USD."""
+    """Per model, the expected USD of each bank item and a full run's (the session's, as the real
+    report shows them), and the upper estimate the live ledger reserves for each item."""
     ids = [str(x) for x in setup.bank.item_ids]
-    cost, upper, full = {}, {}, {}
-    for m in models:
-        chars = np.array([setup.scorers[m].prompt_length(i) for i in ids], dtype=float)
-        cost[m] = expected_costs(setup.prices[m], setup.bank, chars)
-        upper[m] = np.array([setup.upper_cost(m, i) for i in ids])
-        full[m] = float(np.mean(cost[m])) * setup.n_docs
-    return cost, upper, full
+    cost = {m: setup.expected_costs[m] for m in models}
+    upper = {m: np.array([setup.upper_cost(m, i) for i in ids]) for m in models}
+    return cost, upper, {m: setup.full_cost[m] for m in models}
 
 
 def _live_settings(a: LiveSettings) -> dict:
@@ -442,16 +458,18 @@ def forecast_refresh(settings: LiveSettings, console, setup: Setup, new_ranker: 
 def forecast_adaptive_run(plan, config) -> int:
     """``run --adaptive --dry-run``: each task of the checked :class:`~lm_eval_adaptive.harness.run.AdaptivePlan`
     forecast with the run's own adaptive test (``config``: its
-    :class:`~lm_eval_adaptive.harness.task_loop.AdaptiveRunConfig`)."""
+    :class:`~lm_eval_adaptive.harness.task_loop.AdaptiveRunConfig`; its budget rule checks the bank's
+    token counts at the price, as the real run's does)."""
     from lm_eval_adaptive.harness.task_loop import adaptive_test, multi_metric_test
 
     rows, runs = [], []
     seed = 0
-    abilities = ability_pool(plan.bound[0][2].bank)[1]
+    abilities = AbilityPopulation.of_bank(plan.bound[0][2].bank).source
     for tname, task_obj, binding in plan.bound:
         bank = binding.bank
         chars = plan.prompt_lengths(task_obj, binding)
-        cost = expected_costs(plan.price, bank, chars)
+        cost = expected_item_costs(plan.price, bank, chars)
+        est = plan.price.item_costs(bank.input_tokens, bank.output_tokens)  # what the real run's budget rule checks
         max_out = plan.max_output_tokens(task_obj)
         inp = np.fmax(np.nan_to_num(bank.input_tokens), chars + TEMPLATE_TOKENS)
         upper = np.array([upper_estimate(plan.price, x, max_out) for x in inp])
@@ -464,33 +482,43 @@ def forecast_adaptive_run(plan, config) -> int:
         if bindings:  # a bank per metric: one generation per joint item, every metric scored from it
             banks = {b.metric: b.bank for b in bindings}
             joint = bank.index_of(joint_item_ids(banks))  # the first bank's items, in joint order
-            cost, upper = cost[joint], upper[joint]
-            draw, abilities = joint_ability_sampler(banks)
+            cost, upper, est = cost[joint], upper[joint], est[joint]
+            draw, abilities = joint_abilities(banks)
 
-            def simulate(test, rng, _draw=draw, _cost=cost):
-                return simulate_multi_test(test, _draw(rng), _cost, rng, config.batch_size)
+            def simulated_model(test, rng, _draw=draw, _banks=banks):  # one simulated run of every bank
+                thetas = _draw(rng)
+                y = {m: bank_scores(b, thetas[m], rng) for m, b in _banks.items()}
+                return lambda i: {m: float(v[test.bank_item(m, i)]) for m, v in y.items()}
 
-            new_test = (lambda bs=bindings, c=cost, t=tname: multi_metric_test(bs, c, config, t))
+            new_test = (lambda bs=bindings, c=est, t=tname: multi_metric_test(bs, c, config, t))
         else:
-            simulate = None
-            new_test = (lambda b=bank, c=cost, t=tname: adaptive_test(b, c, config, t))
+            simulated_model = None
+            new_test = (lambda b=bank, c=est, t=tname: adaptive_test(b, c, config, t))
         row, task_runs = forecast_test(new_test, model=plan.model, task=tname, price=plan.price, cost=cost,
-                                       upper=upper, full_run=full, budget=config.budget_usd,
-                                       batch_size=config.batch_size, seed=seed, simulate=simulate)
+                                       upper=upper, full_run=full, budget=config.budget_usd, estimates=est,
+                                       batch_size=config.batch_size, seed=seed, simulated_model=simulated_model)
         rows.append(row)
         runs.append(task_runs)
-    totals_items = [sum(r[d]["items"] for r in runs) for d in range(DRAWS)]
-    totals_usd = [sum(r[d]["usd"] for r in runs) for d in range(DRAWS)]
+    usd, cols = spreads([sum(r[d]["usd"] for r in runs) for d in range(DRAWS)],
+                        {"items": [sum(r[d]["items"] for r in runs) for d in range(DRAWS)]})
+    if len(rows) > 1:  # each task's row from the same typical runs as the total
+        _, per_task = spreads([sum(r[d]["usd"] for r in runs) for d in range(DRAWS)],
+                              {(k, j): [r[d][k] for d in range(DRAWS)] for j, r in enumerate(runs)
+                               for k in ("items", "usd")})
+        rows = [ModelForecast(model=r.model, task=r.task, price=r.price, items=per_task[("items", j)],
+                              usd=per_task[("usd", j)], worst_items=r.worst_items, worst_usd=r.worst_usd,
+                              full_run_usd=r.full_run_usd, bound_usd=r.bound_usd) for j, r in enumerate(rows)]
     banks = sorted({b.bank.bank_id for _, _, b in plan.bound}
                    | {b.bank.bank_id for bs in plan.metric_bindings.values() for b in bs})
     fc = CostForecast(
-        command="run --adaptive", bank_id=", ".join(banks), rows=rows, items=Spread.of(totals_items),
-        usd=Spread.of(totals_usd), worst_items=int(sum(r.worst_items for r in rows)),
+        command="run --adaptive", bank_id=", ".join(banks), rows=rows, items=cols["items"], usd=usd,
+        worst_items=int(sum(r.worst_items for r in rows)),
         worst_usd=float(sum(r.worst_usd for r in rows)), full_run_usd=float(sum(r.full_run_usd for r in rows)),
         budget_usd=config.budget_usd, draws=DRAWS, seed=seed, abilities=abilities,
         stopped_because=dict(Counter(r["stopped_because"] for task_runs in runs for r in task_runs)),
         settings={"se_target": config.se_target, "min_items": config.min_items, "max_items": config.max_items,
-                  "budget_usd_per_task": config.budget_usd, "batch_size": config.batch_size})
+                  "budget_usd_per_task": config.budget_usd, "batch_size": config.batch_size},
+        bound_usd=float(sum(r.bound_usd for r in rows)))
     console = text_console(pipe_width=200)  # piped or captured: wide enough for the table
     print_forecast(console, fc)
     out = plan.cfg.output_path
@@ -524,16 +552,20 @@ def print_forecast(console, fc: CostForecast) -> None:
               str(fc.worst_items), f"{fc.worst_usd:.4f}", f"{fc.full_run_usd:.4f}", style="bold")
     console.print(t)
     stops = ", ".join(f"{k} {v}" for k, v in sorted(fc.stopped_because.items(), key=lambda kv: -kv[1]))
-    console.print(f"typical: the total most of {fc.draws} simulated runs of the engine on bank {fc.bank_id} come "
-                  f"within {TOLERANCE:.0%} of ({fc.usd.share_within:.0%} of them do; abilities: "
-                  f"{fc.abilities}; the runs ended: {stops}); items at the bank's token counts (input: at least the "
-                  "prompt's characters / 4) and the prices. "
-                  "Worst case: the most items the settings allow, each at its upper estimate (prompt + max output "
-                  "tokens)" + (", capped by the budget" if fc.budget_usd is not None else "") + ". Judge calls are "
-                  "in the worst case only.", highlight=False)
+    bound = ("the cap" if fc.budget_usd is not None and not per_task and fc.bound_usd >= fc.budget_usd
+             else f"${fc.bound_usd:.4f}")
+    console.print(f"typical: the total most of {fc.draws} simulated runs on bank {fc.bank_id} come within "
+                  f"{TOLERANCE:.0%} of ({fc.usd.share_within:.0%} of them do), inside their 10-90% range; each row's "
+                  f"typical items and $: those runs' medians (abilities: {fc.abilities}; the runs ended: {stops}). "
+                  "Items at the bank's token counts (input: at least the prompt's characters / 4) and the prices. "
+                  "Worst case: the most items the settings allow, the dearest first, at those costs"
+                  + (", capped by the budget" if fc.budget_usd is not None else "") + " and never above a full "
+                  "run. Every call is reserved at its upper estimate (prompt + max output tokens, and any judge's "
+                  f"allowance): the run cannot spend past {bound}. Judge calls are in that bound only.",
+                  highlight=False)
     if fc.full_run_usd > 0:
         console.print(f"expected ${fc.usd.typical:.4f} ({100 * fc.usd.typical / fc.full_run_usd:.1f}% of a full run's "
-                      f"${fc.full_run_usd:.4f}); at most ${fc.worst_usd:.4f}", highlight=False)
+                      f"${fc.full_run_usd:.4f}); worst case ${fc.worst_usd:.4f}", highlight=False)
 
 
 def write_forecast(console, fc: CostForecast, out_dir) -> Path | None:

@@ -28,8 +28,10 @@ function in simulation) — and an upper cost estimate per item, and it drives a
    and its item given up for that model. A model whose calls fail ``max_failures`` times
    in a row is dropped and reported as failed while the others finish (a retry the cap
    refused is not the model's failure).
-4. Ctrl-C (KeyboardInterrupt) stops asking, waits for the calls in flight (their results are
-   journaled: they were paid for), writes a ``stop`` record and returns the partial result.
+4. Ctrl-C stops asking, waits for the calls in flight (their results are journaled: they were
+   paid for), writes a ``stop`` record and returns the partial result. On the main thread the
+   first Ctrl-C is caught by the run's own SIGINT handler and acted on between two steps, so it
+   never cuts short the journaling of an answer that came back.
    A second Ctrl-C aborts at once: the workers are daemon threads, so a call that hangs
    does not hold the process (the journal stays valid; ``--resume`` counts such a call as
    lost in flight).
@@ -53,6 +55,7 @@ import concurrent.futures as cf
 import logging
 import math
 import queue
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -208,6 +211,7 @@ class LiveRun:
         self.billed_failures_usd = 0.0
         self.lost_in_flight: list[tuple[str, str, float]] = []
         self.interrupted = False
+        self._ctrl_c = threading.Event()  # the first Ctrl-C, caught by the run's SIGINT handler
         self._stop = threading.Event()
         self._reserved_of: dict[tuple, float] = {}
 
@@ -451,15 +455,23 @@ class LiveRun:
                               self.failures[m], why)
         self._reserved_of.pop(out.key, None)
 
-    def run(self, *, workers: int | None = None) -> None:
-        """Run to the end (or Ctrl-C, which sets :attr:`interrupted`); see the result on the ranker."""
+    def run(self, *, workers: int | None = None, pool=None) -> None:
+        """Run to the end (or Ctrl-C, which sets :attr:`interrupted`); see the result on the ranker.
+
+        ``pool`` makes the calls (``submit(fn, *args)`` → a ``concurrent.futures.Future``,
+        ``shutdown(wait=, cancel_futures=)``); default: ``workers`` daemon threads. The cost forecast
+        passes one that answers its calls with simulated scores, one at a time, on this thread."""
         r = self.ranker
         n_workers = workers or max(1, len(r.models) * r.max_in_flight)
         futures: dict = {}
-        pool = _DaemonPool(n_workers, "lm-eval-adaptive")
+        pool = pool if pool is not None else _DaemonPool(n_workers, "lm-eval-adaptive")
+        previous = self._catch_first_ctrl_c()
         try:
             while True:
                 try:
+                    if self._ctrl_c.is_set():  # the first Ctrl-C, caught between two steps: finish up
+                        self._interrupt(futures)
+                        break
                     fits = self._dispatch(pool, futures)
                     if not futures:
                         if not r.finished:
@@ -473,33 +485,61 @@ class LiveRun:
                         break
                     done, _ = cf.wait(list(futures), timeout=0.5, return_when=cf.FIRST_COMPLETED)
                     for f in [f for f in futures if f in done]:  # in the order asked: reproducible
-                        del futures[f]
                         self._finish(f.result())
+                        del futures[f]  # (after it is journaled and told: never lost to an interrupt)
                     if done:
                         r.unblock_all()  # money was freed: every model may be asked again
                     if done and self.on_progress is not None:
                         self.on_progress(self)
-                except KeyboardInterrupt:
+                except KeyboardInterrupt:  # off the main thread, or a Ctrl-C the handler did not catch
                     if self._stop.is_set():
                         raise
-                    self.interrupted = True
-                    self._stop.set()
-                    log.warning("interrupted: finishing the %d call(s) in flight (Ctrl-C again to abort)",
-                                len(futures))
-                    self._drain(futures)
+                    self._interrupt(futures)
                     break
         finally:
+            self._restore_ctrl_c(previous)
             pool.shutdown(wait=not self._stop.is_set() or not futures, cancel_futures=True)
         reason = "interrupted" if self.interrupted else r.stopped_because
         self._journal({"type": "stop", "reason": reason, "spent_usd": self.ledger.spent,
                        "items": int(sum(e.n for e in r.examinees.values()))})
 
+    def _interrupt(self, futures) -> None:
+        """The first Ctrl-C: ask nothing more, wait for the calls in flight and journal them."""
+        self.interrupted = True
+        self._stop.set()
+        log.warning("interrupted: finishing the %d call(s) in flight (Ctrl-C again to abort)", len(futures))
+        self._drain(futures)
+
     def _drain(self, futures) -> None:
         while futures:
             done, _ = cf.wait(list(futures), timeout=0.5, return_when=cf.FIRST_COMPLETED)
             for f in [f for f in futures if f in done]:
-                del futures[f]
                 self._finish(f.result())
+                del futures[f]
+
+    def _catch_first_ctrl_c(self):
+        """On the main thread, the first Ctrl-C only sets :attr:`_ctrl_c` (the loop finishes up at its next
+        step), so it never lands in the middle of journaling an answer that came back: a paid answer is
+        never dropped. The second raises KeyboardInterrupt at once (abort). Returns the handler it
+        replaced (None: not on the main thread, nothing replaced)."""
+        if threading.current_thread() is not threading.main_thread():
+            return None
+
+        def on_sigint(signum, frame):
+            if self._ctrl_c.is_set() or self._stop.is_set():
+                raise KeyboardInterrupt
+            self._ctrl_c.set()
+            self._stop.set()  # a retry waiting for its turn gives up now
+
+        try:
+            return signal.signal(signal.SIGINT, on_sigint)
+        except ValueError:  # not allowed here (e.g. an embedded interpreter)
+            return None
+
+    @staticmethod
+    def _restore_ctrl_c(previous) -> None:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
     # ------------------------------------------------------------------ result
     def raw_scores(self, model: str, metric: str | None = None) -> tuple[np.ndarray, np.ndarray]:

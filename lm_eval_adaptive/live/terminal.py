@@ -56,8 +56,9 @@ class TextConsole(Console):
 
     def print(self, *objects, **kwargs):
         """As rich's, and with ``fit_tables``: tables fitted (:func:`fit_table`), text wrapped at spaces
-        only (a word, a name or a path longer than the width stays whole on its own line)."""
-        if self.fit_tables:
+        only (a word, a name or a path longer than the width stays whole on its own line). A caller that
+        passes ``soft_wrap=True`` (a progress or log line: one event, one line) gets its text unwrapped."""
+        if self.fit_tables and kwargs.get("soft_wrap") is not True:
             parts = []
             for o in objects:
                 if isinstance(o, Table):
