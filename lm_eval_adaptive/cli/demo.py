@@ -100,7 +100,8 @@ def run_demo(args, console) -> int:
     for m in res.ranking:
         e = ranker.examinees[m]
         obs_raw = raw[rows[m], cols[e.items]]
-        est = full_task_estimate(bank, e.items, obs_raw, e.theta, e.se, misfit=e.misfit)
+        # the estimate of record (the metric-scale judgement's: what decided the pairs), else the bank's model
+        est = res.estimates.get(m) or full_task_estimate(bank, e.items, obs_raw, e.theta, e.se, misfit=e.misfit)
         lo, hi = e.theta - Z95 * e.se, e.theta + Z95 * e.se
         truth = float(np.nanmean(raw[rows[m]]))  # every document of the full run
         out_rows.append({"model": m, "theta": e.theta, "se": e.se, "lo": lo, "hi": hi,

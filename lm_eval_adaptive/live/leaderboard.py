@@ -553,7 +553,7 @@ def _enter(lb, path, res, examinees, new, setup, settings, live, ranker, report,
     pos = {m: k for k, m in enumerate(res.ranking)}
     placed = [m for m in new if m in pos]
     stopped = new_models_stop(res, ranker.stopped_because, new)
-    rows = {r["model"]: r for r in model_rows(live, setup, placed, metric=metric)}
+    rows = {r["model"]: r for r in model_rows(live, setup, placed, metric=metric, estimates=res.estimates)}
     old = {e["model"]: e for e in lb["entries"] if e.get("source") == "full_run"}
     added = {}
     for m in placed:

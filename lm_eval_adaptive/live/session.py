@@ -583,9 +583,11 @@ class LiveProgress:
 
 
 # ----------------------------------------------------------------------------- report
-def model_rows(live, setup, models, metric: str | None = None) -> list[dict]:
+def model_rows(live, setup, models, metric: str | None = None, estimates=None) -> list[dict]:
     """Per model: θ̂ ± SE, the full-task estimate of the metric with its interval, items, dollars, person
-    fit; with a bank per metric, under ``metric`` (its items: the generations it scored)."""
+    fit; with a bank per metric, under ``metric`` (its items: the generations it scored). ``estimates``:
+    the result's estimates of record (model → ``estimate``, ``lower``, ``upper``: the metric-scale
+    judgement's, which decided the pairs); a model without one gets the bank's model-based estimate."""
     r = live.ranker
     z = Z95
     rows = []
@@ -593,7 +595,7 @@ def model_rows(live, setup, models, metric: str | None = None) -> list[dict]:
         e = r.metric_examinees(metric)[m] if metric is not None else r.examinees[m]
         bank = setup.banks[metric] if metric is not None else setup.bank
         items, raw = live.raw_scores(m, metric)
-        est = full_task_estimate(bank, items, raw, e.theta, e.se, misfit=e.misfit)
+        est = (estimates or {}).get(m) or full_task_estimate(bank, items, raw, e.theta, e.se, misfit=e.misfit)
         fit = e.person_fit
         rows.append({"model": m, "theta": e.theta, "se": e.se, "lo": e.theta - z * e.se, "hi": e.theta + z * e.se,
                      "est": est["estimate"], "est_lo": est["lower"], "est_hi": est["upper"], "items": e.n,
@@ -632,7 +634,7 @@ def build_report(live, setup, a: LiveSettings, *, command: str) -> dict:
     if setup.joint:
         blocks = {}
         for k, r in res.results.items():
-            rows = model_rows(live, setup, r.ranking, metric=k)
+            rows = model_rows(live, setup, r.ranking, metric=k, estimates=r.estimates)
             failed_rows = model_rows(live, setup, list(r.failed), metric=k) if r.failed else []
             blocks[k] = _ranking_block(r, rows, failed_rows, setup, k, setup.banks[k])
         first = blocks[setup.metrics[0]]
@@ -643,7 +645,7 @@ def build_report(live, setup, a: LiveSettings, *, command: str) -> dict:
         ranked = first["ranked"]
         items = dict(res.items)
     else:
-        rows = model_rows(live, setup, res.ranking)
+        rows = model_rows(live, setup, res.ranking, estimates=res.estimates)
         failed_rows = model_rows(live, setup, list(res.failed)) if res.failed else []
         d = _ranking_block(res, rows, failed_rows, setup, setup.metric, setup.bank)
         ranked = d["ranked"]
