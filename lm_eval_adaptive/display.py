@@ -15,7 +15,7 @@ first time it makes a record, so the filter runs before any handler writes the r
 module had attached it to its own logger — and no module needs to. Other loggers are left alone.
 
 The rich consoles the commands print with read no markup (``[bold]`` in a name is text; see
-:mod:`lm_eval_adaptive.live.terminal`), so a name is shown whole. This module imports nothing
+:mod:`lm_eval_adaptive.cli.terminal`), so a name is shown whole. This module imports nothing
 but the standard library (it sits in the bottom layer, below the engine).
 """
 

@@ -9,7 +9,7 @@ import io
 from rich.cells import cell_len
 from rich.table import Table
 
-from lm_eval_adaptive.live.terminal import PIPE_WIDTH, TextConsole, default_pipe_width, fit_table, text_console
+from lm_eval_adaptive.cli.terminal import PIPE_WIDTH, TextConsole, default_pipe_width, fit_table, text_console
 
 NAMES = ["Claude-3.5-Sonnet-20240620", "Llama-3.1-405B-Instruct-Turbo", "x[/bold]", "Aya 23 (8B) \u202e evil"]
 

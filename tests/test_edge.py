@@ -157,7 +157,7 @@ def test_rank_and_refresh_exit_1_when_every_model_fails(server, tmp_path, capsys
                  "--price", "Nope=1,1", "--budget-usd", "0.1", "--include_path", str(REPO / "task_configs"),
                  "--apply_chat_template", "--no-progress", "--backoff", "0"]) == 1
     err = "".join(capsys.readouterr())
-    assert "no new model placed" in err and "Nope" in err and "settled" not in err
+    assert "no new model placed" in err and "Nope" in err and "stopped because: settled" not in err
     assert lb.read_bytes() == before
 
 

@@ -24,7 +24,7 @@ from rich.table import Table
 from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.cli.report import report_console
 from lm_eval_adaptive.display import shown
-from lm_eval_adaptive.live.terminal import styled
+from lm_eval_adaptive.cli.terminal import styled
 from lm_eval_adaptive.redaction import redacting
 
 REPO = Path(__file__).resolve().parents[1]

@@ -153,7 +153,7 @@ def test_faults_on_20_percent_of_calls_same_ranking_nothing_charged_twice(server
     attempts, failures = list(j.records("attempt")), list(j.records("failure"))
     # every failed attempt is journaled once: as an `attempt` record before its retry, or as the
     # item's `failure` (its last attempt; a retry the cap refused was never sent)
-    assert stats["failed"] > 10 and stats["failed"] == len(attempts) + len(failures)
+    assert stats["failed"] >= 5 and stats["failed"] == len(attempts) + len(failures)  # enough faults to exercise
     assert r["calls"]["retries"] == len(attempts) and r["calls"]["attempts"] == stats["requests"]
     assert len(j.scores()) == stats["served"]
     # a dropped connection may have been billed: charged its reservation; a 429 or a 500 is not

@@ -25,7 +25,7 @@ from lm_eval_adaptive.engine.pair_rules import pair_rule_for
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.self_check import calibrate_checked
 from lm_eval_adaptive.errors import InputError
-from lm_eval_adaptive.live.terminal import styled
+from lm_eval_adaptive.cli.terminal import styled
 
 #: The demo's ``--price`` when none is given: the systems without a known price at $1 / $3 per M tokens
 #: (an offline replay: nothing is spent).

@@ -32,14 +32,9 @@ from lm_eval_adaptive.cli.report import report_console
 from lm_eval_adaptive.data.files import check_outputs
 from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.errors import InputError
-from lm_eval_adaptive.live.leaderboard import (
-    REFRESH_KEYS,
-    create_leaderboard,
-    history_beside,
-    load_leaderboard,
-    print_leaderboard,
-    refresh,
-)
+from lm_eval_adaptive.cli.live_output import print_leaderboard
+from lm_eval_adaptive.cli.refresh import refresh
+from lm_eval_adaptive.live.leaderboard import REFRESH_KEYS, create_leaderboard, history_beside, load_leaderboard
 from lm_eval_adaptive.live.session import LiveSettings, open_run
 
 __all__ = ["add_leaderboard_parsers", "cmd_leaderboard", "cmd_refresh", "cmd_render", "refresh_settings"]

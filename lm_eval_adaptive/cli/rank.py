@@ -58,7 +58,7 @@ from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.bank_source import bank_reference, parse_banks
 from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S
-from lm_eval_adaptive.live.cost_forecast import forecast_rank
+from lm_eval_adaptive.live.cost_forecast import forecast_rank, write_forecast
 from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, env_secrets
 from lm_eval_adaptive.live.session import (
@@ -66,22 +66,27 @@ from lm_eval_adaptive.live.session import (
     RANKING_FILE,
     RUN_FILE,
     RUN_KEYS,
-    LiveProgress,
     LiveSettings,
     Setup,
-    announce,
     build_report,
     check_before_loading,
     check_settings,
     cheapest_call_check,
     journal_cap_change,
     live_prices,
-    note_default_prices,
     open_run,
     rank_ranker,
     start_run,
 )
-from lm_eval_adaptive.live.terminal import styled
+from lm_eval_adaptive.cli.terminal import styled
+from lm_eval_adaptive.cli.live_output import (
+    LiveProgress,
+    announce,
+    note_default_prices,
+    print_cap_change,
+    print_forecast,
+    print_forecast_written,
+)
 
 __all__ = ["add_rank_parser", "add_task_arguments", "add_live_arguments", "cmd_rank", "print_report",
            "print_misfits", "print_dropped", "RankRun", "rank_settings", "prepare_rank", "start_rank", "run_rank",
@@ -218,7 +223,11 @@ def cmd_rank(args) -> int:
         if settings[0].dry_run:  # expected items and dollars per task; no call made, nothing written but the forecast
             prices, _ = live_prices(settings[0])
             note_default_prices(notes, priced_by_default(prices), prices)
-            return max(forecast_rank(a, notes) for a in settings)
+            for a in settings:
+                fc = forecast_rank(a)
+                print_forecast(notes, fc)
+                print_forecast_written(notes, write_forecast(fc, a.output))
+            return 0
         for a in settings:
             runs.append(prepare_rank(a, skip_finished=several and bool(a.resume)))
         for r in runs:
@@ -357,7 +366,7 @@ def run_rank(r: RankRun, notes, out) -> int:
         notes.print(f"resumed {out_dir}: {info['scores']} scored items replayed, {info['failures']} failures, "
                     f"{info['lost_in_flight']} call(s) lost in flight (not requested again), "
                     f"${info['spent_usd']:.4f} already spent")
-        journal_cap_change(journal, a, setup.ledger, notes)
+        print_cap_change(notes, journal_cap_change(journal, a, setup.ledger), setup.ledger)
     announce(notes, setup, a)
     with LiveProgress(notes, live, setup, enabled=not a.no_progress) as prog:
         live.on_progress = prog.update

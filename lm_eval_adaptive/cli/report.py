@@ -2,7 +2,7 @@
 
 Output that is not a terminal (a pipe, a file, a captured stream) is at most :data:`PIPE_WIDTH`
 (120) columns: a wider table is printed in parts that each repeat its name column
-(:func:`~lm_eval_adaptive.live.terminal.fit_table`), so no cell is cut and every model name stays whole.
+(:func:`~lm_eval_adaptive.cli.terminal.fit_table`), so no cell is cut and every model name stays whole.
 On a terminal a model name that does not fit is folded onto the next line, never ellipsised.
 """
 
@@ -18,7 +18,7 @@ from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.model_error import describe_correction
 from lm_eval_adaptive.live.pair_prose import pair_lines, rank_range_text
-from lm_eval_adaptive.live.terminal import PIPE_WIDTH, TextConsole, text_console
+from lm_eval_adaptive.cli.terminal import PIPE_WIDTH, TextConsole, text_console
 
 __all__ = ["PIPE_WIDTH", "plot_ranking", "plot_intervals", "plot_backtest", "backtest_figure", "plot_adaptive_run",
            "pooled_any_wrong", "print_backtest", "print_calibration", "print_inseparable", "print_ranking",
@@ -32,7 +32,7 @@ def note_on_stderr(line: str) -> None:
 
 def report_console(*, stderr: bool = False) -> TextConsole:
     """A rich console on stdout (or stderr) that prints text as text (no markup; control and bidi
-    characters shown escaped: :class:`~lm_eval_adaptive.live.terminal.TextConsole`): the terminal's
+    characters shown escaped: :class:`~lm_eval_adaptive.cli.terminal.TextConsole`): the terminal's
     width, or :data:`PIPE_WIDTH` when the stream is not a terminal."""
     return text_console(stderr=stderr)
 

@@ -35,7 +35,8 @@ from lm_eval_adaptive.harness.result_blocks import metric_blocks
 from lm_eval_adaptive.harness.run import AdaptiveRunReport, execute_run
 from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S
 from lm_eval_adaptive.harness.task_loop import AdaptiveRunConfig
-from lm_eval_adaptive.live.cost_forecast import forecast_adaptive_run
+from lm_eval_adaptive.cli.live_output import print_forecast, print_forecast_written
+from lm_eval_adaptive.live.cost_forecast import adaptive_run_forecast_folder, forecast_adaptive_run, write_forecast
 
 __all__ = ["add_run_parser", "split_run_arguments", "run_display", "plot_beside", "adaptive_run_summary",
            "print_adaptive_run", "RUN_EXAMPLE", "DISPLAY_KEYS"]
@@ -189,9 +190,19 @@ def _execute(args: argparse.Namespace, harness_execute) -> int:
     # as it builds the model: importing litellm would slow every check before it)
     quiet_third_party(litellm_now=adaptive is None)
     if adaptive is None or adaptive.dry_run:
-        return execute_run(harness, adaptive, harness_execute, forecast=forecast_adaptive_run, note=note_on_stderr)
+        return execute_run(harness, adaptive, harness_execute, forecast=_print_forecast, note=note_on_stderr)
     with run_display(args) as display:
-        report = execute_run(harness, adaptive, harness_execute, forecast=forecast_adaptive_run, display=display,
+        report = execute_run(harness, adaptive, harness_execute, forecast=_print_forecast, display=display,
                              note=note_on_stderr)
     print_adaptive_run(report)
+    return 0
+
+
+def _print_forecast(plan, config) -> int:
+    """``run --adaptive --dry-run``: the forecast of every task, printed (to stdout, as the report) and
+    written into the run's output folder when there is one."""
+    fc = forecast_adaptive_run(plan, config)
+    console = report_console()
+    print_forecast(console, fc)
+    print_forecast_written(console, write_forecast(fc, adaptive_run_forecast_folder(plan)))
     return 0

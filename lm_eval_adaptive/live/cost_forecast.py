@@ -52,7 +52,6 @@ import numpy as np
 
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.prices import Price, upper_estimate
-from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.bank import joint_item_ids
 from lm_eval_adaptive.engine.simulation import AbilityPopulation, bank_scores, drive, joint_abilities
 from lm_eval_adaptive.errors import InputError
@@ -68,11 +67,10 @@ from lm_eval_adaptive.live.session import (
     expected_item_costs,
     rank_ranker,
 )
-from lm_eval_adaptive.live.terminal import text_console
 
 __all__ = ["DRAWS", "RANKING_DRAWS", "TOLERANCE", "FORECAST_FILE", "Spread", "ModelForecast", "CostForecast",
            "SimulatedAnswer", "most_likely_within", "spreads", "simulated_live_run", "forecast_ranking",
-           "forecast_test", "forecast_rank", "forecast_refresh", "forecast_adaptive_run", "print_forecast",
+           "forecast_test", "forecast_rank", "forecast_refresh", "forecast_adaptive_run", "adaptive_run_forecast_folder",
            "write_forecast"]
 
 #: Simulated runs per task of a ``run --adaptive`` forecast (its spends are narrow: one model, one stop rule).
@@ -427,7 +425,7 @@ def _live_settings(a: LiveSettings) -> dict:
             "family_wise": a.family_wise}
 
 
-def forecast_rank(a: LiveSettings, console) -> int:
+def forecast_rank(a: LiveSettings) -> CostForecast:
     """``rank --dry-run``: the run set up as :func:`~lm_eval_adaptive.cli.rank.cmd_rank` sets it up, then forecast."""
     if a.resume:
         raise InputError("--dry-run forecasts a new run; it does not go with --resume")
@@ -438,24 +436,20 @@ def forecast_rank(a: LiveSettings, console) -> int:
     fc = forecast_ranking(lambda: rank_ranker(setup, a), names, prices=setup.prices, cost=cost, upper=upper,
                           full_run=full, cap=a.budget_usd, task=setup.task_name, command="rank",
                           seed=a.seed, settings=_live_settings(a))
-    print_forecast(console, fc)
-    write_forecast(console, fc, a.output)
-    return 0
+    return fc
 
 
-def forecast_refresh(settings: LiveSettings, console, setup: Setup, new_ranker: Callable[[], object]) -> int:
+def forecast_refresh(settings: LiveSettings, setup: Setup, new_ranker: Callable[[], object]) -> CostForecast:
     """``refresh --dry-run``: the new models of ``setup`` placed by ``new_ranker()`` (anchors included), forecast."""
     names = [s.name for s in setup.specs]
     cost, upper, full = _live_arrays(setup, names)
     fc = forecast_ranking(new_ranker, names, prices=setup.prices, cost=cost, upper=upper,
                           full_run=full, cap=settings.budget_usd, task=setup.task_name,
                           command="refresh", seed=settings.seed, settings=_live_settings(settings))
-    print_forecast(console, fc)
-    write_forecast(console, fc, settings.output)
-    return 0
+    return fc
 
 
-def forecast_adaptive_run(plan, config) -> int:
+def forecast_adaptive_run(plan, config) -> CostForecast:
     """``run --adaptive --dry-run``: each task of the checked :class:`~lm_eval_adaptive.harness.run.AdaptivePlan`
     forecast with the run's own adaptive test (``config``: its
     :class:`~lm_eval_adaptive.harness.task_loop.AdaptiveRunConfig`; its budget rule checks the bank's
@@ -519,59 +513,22 @@ def forecast_adaptive_run(plan, config) -> int:
         settings={"se_target": config.se_target, "min_items": config.min_items, "max_items": config.max_items,
                   "budget_usd_per_task": config.budget_usd, "batch_size": config.batch_size},
         bound_usd=float(sum(r.bound_usd for r in rows)))
-    console = text_console(pipe_width=200)  # piped or captured: wide enough for the table
-    print_forecast(console, fc)
+    return fc
+
+
+def adaptive_run_forecast_folder(plan) -> Path | None:
+    """Where ``run --adaptive --dry-run`` writes its forecast: the run's ``--output_path`` folder (the
+    folder of a ``.json`` path), or None."""
     out = plan.cfg.output_path
-    if out:
-        p = Path(out)
-        write_forecast(console, fc, p.parent if p.suffix == ".json" else p)
-    return 0
+    if not out:
+        return None
+    p = Path(out)
+    return p.parent if p.suffix == ".json" else p
 
 
 # ------------------------------------------------------------------------- output
-def print_forecast(console, fc: CostForecast) -> None:
-    """The forecast as a table (one row per model, and the total), and how it was made."""
-    from rich.table import Table
-
-    per_task = fc.command == "run --adaptive"
-    cap = f", cap ${fc.budget_usd:g}" + (" per task" if per_task else "") if fc.budget_usd is not None else ""
-    t = Table(title=f"cost forecast of {fc.command} (dry run: no call made{cap})")
-    cols = ["model"] + (["task"] if per_task else []) + ["price $/M in, out", "items typical [10-90%]",
-                                                         "$ typical [10-90%]", "worst items", "worst $", "full run $"]
-    for c in cols:
-        t.add_column(c, justify="left" if c in ("model", "task") else "right")
-
-    def spread(s: Spread, fmt: str) -> str:
-        return f"{s.typical:{fmt}} [{s.low:{fmt}}, {s.high:{fmt}}]"
-
-    for r in fc.rows:
-        t.add_row(shown(r.model), *([shown(r.task)] if per_task else []),
-                  f"{r.price.input_per_mtok:g}, {r.price.output_per_mtok:g}", spread(r.items, ".0f"),
-                  spread(r.usd, ".4f"), str(r.worst_items), f"{r.worst_usd:.4f}", f"{r.full_run_usd:.4f}")
-    t.add_row("total", *([""] if per_task else []), "", spread(fc.items, ".0f"), spread(fc.usd, ".4f"),
-              str(fc.worst_items), f"{fc.worst_usd:.4f}", f"{fc.full_run_usd:.4f}", style="bold")
-    console.print(t)
-    stops = ", ".join(f"{k} {v}" for k, v in sorted(fc.stopped_because.items(), key=lambda kv: -kv[1]))
-    bound = ("the cap" if fc.budget_usd is not None and not per_task and fc.bound_usd >= fc.budget_usd
-             else f"${fc.bound_usd:.4f}")
-    console.print(f"typical: the total most of {fc.draws} simulated runs on bank {fc.bank_id} come within "
-                  f"{TOLERANCE:.0%} of ({fc.usd.share_within:.0%} of them do), inside their 10-90% range; each row's "
-                  f"typical items and $: those runs' medians (abilities: {fc.abilities}; the runs ended: {stops}). "
-                  "Items at the bank's token counts (input: at least the prompt's characters / 4) and the prices. "
-                  "Worst case: the most items the settings allow, the dearest first, at those costs"
-                  + (", capped by the budget" if fc.budget_usd is not None else "") + " and never above a full "
-                  "run. Every call is reserved at its upper estimate (prompt + max output tokens, and any judge's "
-                  f"allowance): the run cannot spend past {bound}. Judge calls are in that bound only.",
-                  highlight=False)
-    if fc.full_run_usd > 0:
-        console.print(f"expected ${fc.usd.typical:.4f} ({100 * fc.usd.typical / fc.full_run_usd:.1f}% of a full run's "
-                      f"${fc.full_run_usd:.4f}); worst case ${fc.worst_usd:.4f}", highlight=False)
-
-
-def write_forecast(console, fc: CostForecast, out_dir) -> Path | None:
+def write_forecast(fc: CostForecast, out_dir) -> Path | None:
     """Write the forecast into ``out_dir`` (nothing when None); the path written."""
     if not out_dir:
         return None
-    path = write_json(Path(out_dir) / FORECAST_FILE, fc.to_dict())
-    console.print(f"forecast written to {path}", highlight=False)
-    return path
+    return write_json(Path(out_dir) / FORECAST_FILE, fc.to_dict())

@@ -39,40 +39,20 @@ from scipy.stats import norm
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.files import read_json
 from lm_eval_adaptive.data.tables import load_any_table, table_item_field
-from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.estimation import Z95
-from lm_eval_adaptive.engine.multi_metric_ranker import MultiMetricRanker
 from lm_eval_adaptive.engine.pair_outcomes import EQUIVALENT, ORDERED, judge_apart, rank_ranges
-from lm_eval_adaptive.engine.pair_rules import pair_rule_for
-from lm_eval_adaptive.engine.person_fit import misfit_note
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.scale_judgement import equivalence_groups, ranking_order
 from lm_eval_adaptive.engine.self_check import calibrate_checked
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import DOC_ID, record_item_field
 from lm_eval_adaptive.harness.sample_logs import table_from_sample_logs
-from lm_eval_adaptive.live.cost_forecast import forecast_refresh
-from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy
-from lm_eval_adaptive.live.journal import JOURNAL_NAME, env_secrets
+from lm_eval_adaptive.live.session import model_rows
 from lm_eval_adaptive.redaction import redact
-from lm_eval_adaptive.live.session import (
-    LiveProgress,
-    LiveSettings,
-    Setup,
-    announce,
-    check_live_settings,
-    cheapest_call_check,
-    journal_cap_change,
-    live_prices,
-    model_rows,
-    note_default_prices,
-    start_run,
-)
-from lm_eval_adaptive.live.pair_prose import pair_lines, rank_range_text
-from lm_eval_adaptive.live.terminal import styled
 
-__all__ = ["LEADERBOARD_FORMAT", "REFRESH_KEYS", "load_leaderboard", "create_leaderboard", "history_beside", "refresh",
-           "print_leaderboard", "new_models_stop"]
+__all__ = ["LEADERBOARD_FORMAT", "REFRESH_KEYS", "load_leaderboard", "create_leaderboard", "history_beside",
+           "history_table", "board_anchors", "board_bank", "anchor_examinees", "joint_anchor_examinees",
+           "check_joint_boards", "enter_models", "new_models_stop"]
 
 LEADERBOARD_FORMAT = "lm-eval-adaptive/leaderboard"
 LEADERBOARD_VERSION = 1
@@ -163,14 +143,14 @@ def _check_board(d: dict, path: str) -> None:
         _check_fields(r, _REFRESH_FIELDS, f"refreshes[{i}].", path)
 
 
-def _history_table(lb: dict, lb_path: Path):
+def history_table(lb: dict, lb_path: Path):
 
     spec = str(lb["history"])
     cand = (lb_path.parent / spec)
     return load_any_table(str(cand) if cand.exists() else spec, metric=lb["metric"])
 
 
-def _anchors(lb: dict, table, path) -> list[str]:
+def board_anchors(lb: dict, table, path) -> list[str]:
     names = [str(m) for m in table.models]
     full = [e["model"] for e in lb["entries"] if e.get("source") == "full_run"]
     missing = [m for m in full if m not in names]
@@ -182,14 +162,14 @@ def _anchors(lb: dict, table, path) -> list[str]:
     return full
 
 
-def _bank(lb: dict, table, anchors):
+def board_bank(lb: dict, table, anchors):
 
     bank = calibrate_checked(table.select_models(anchors), metric=lb["metric"], task=lb["task"])
     # a board whose history is a named table (wmt24/en-de/bleu) maps its ids by that table's field
     return record_item_field(bank, lb.get("item_field") or table_item_field(str(lb["history"])))
 
 
-def _anchor_examinees(bank, table, anchors, ranker) -> None:
+def anchor_examinees(bank, table, anchors, ranker) -> None:
     """Give each anchor every item it answered (full run), at no cost; then nothing more to ask."""
     raw = table.mean_matrix()
     pos = {str(v): i for i, v in enumerate(np.asarray(table.items, dtype=object).tolist())}
@@ -203,7 +183,7 @@ def _anchor_examinees(bank, table, anchors, ranker) -> None:
         ranker.exclude(m, np.arange(bank.n_items))
 
 
-def _joint_anchor_examinees(banks: dict, tables: dict, anchors, ranker) -> None:
+def joint_anchor_examinees(banks: dict, tables: dict, anchors, ranker) -> None:
     """:func:`_anchor_examinees` for a several-board refresh: each anchor's full-run scores under every
     board's metric, recorded on the joint items at no cost (NaN where a metric has none)."""
     ids = ranker.item_ids
@@ -269,9 +249,9 @@ def create_leaderboard(history: str | None, *, task: str, metric: str, models=No
     lb = {"format": LEADERBOARD_FORMAT, "version": LEADERBOARD_VERSION, "task": task, "metric": metric,
           "item_field": item_field, "history": hist, "confidence": confidence,
           "entries": [{"model": m, "source": "full_run"} for m in models]}
-    bank = _bank(lb, table, models)
+    bank = board_bank(lb, table, models)
     ranker = AdaptiveRanker(bank, models, confidence=confidence)
-    _anchor_examinees(bank, table, models, ranker)
+    anchor_examinees(bank, table, models, ranker)
     res = ranker.result()
     lb["entries"], lb["pairs"] = _entries(res, ranker.examinees, {m: {"model": m, "source": "full_run"} for m in models},
                                           new={}, confidence=confidence)
@@ -379,147 +359,6 @@ REFRESH_KEYS = ("leaderboard", "add", "budget_usd", "confidence", "min_items", "
                 "family_wise")
 
 
-def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, report=None) -> int:
-    """Place ``settings.add`` on the leaderboard ``settings.leaderboard`` live (see the module docstring; a
-    list of leaderboards of one task, one per metric, are refreshed together); the exit status: 0 placed,
-    3 placed but a new model failed every call (dropped), 1 no new model placed, 130 interrupted. The plan
-    and progress go to ``console``, the result (the new leaderboard(s), what failed, why it stopped) to
-    ``report`` (default: ``console``)."""
-    report = report if report is not None else console
-
-    given = settings.leaderboard
-    paths = [Path(p) for p in (given if isinstance(given, (list, tuple)) else [given] if given else [])]
-    if not paths:
-        raise InputError("--leaderboard FILE: the leaderboard to refresh")
-    boards = [load_leaderboard(p) for p in paths]
-    joint = len(boards) > 1
-    if joint:
-        _check_joint_boards(paths, boards)
-    if not settings.add:
-        raise InputError("--add: give the new models as harness specs TYPE:ARGS")
-    if settings.budget_usd is None or not (settings.budget_usd > 0 and math.isfinite(settings.budget_usd)):
-        raise InputError("--budget-usd: a refresh needs a positive dollar cap")
-    check_live_settings(settings)
-    live_prices(settings)  # every new model without a price in one error, before the history is read
-    if joint and settings.metric:
-        raise InputError(f"--metric {settings.metric}: the {len(boards)} leaderboards say their metrics")
-    if joint and settings.dry_run:
-        raise InputError("--dry-run: the cost forecast of a refresh of several leaderboards is not available yet "
-                         "(forecast each leaderboard alone for an upper bound)")
-    tables = [_history_table(lb, p) for lb, p in zip(boards, paths)]
-    anchors = _anchors(boards[0], tables[0], paths[0])
-    for lb, table, p in zip(boards[1:], tables[1:], paths[1:]):
-        other = _anchors(lb, table, p)
-        if set(other) != set(anchors):
-            raise InputError(f"the full-run entries of {p} ({', '.join(other)}) are not those of {paths[0]} "
-                             f"({', '.join(anchors)}); leaderboards refreshed together share their full runs",
-                             path=str(p))
-    banks = [_bank(lb, table, anchors) for lb, table in zip(boards, tables)]
-    lb, path, bank = boards[0], paths[0], banks[0]
-    # the settings Setup and LiveRun read, from the leaderboard(s) and the command line
-    settings.models, settings.tasks, settings.bank = settings.add, lb["task"], None
-    settings.metric = None if joint else settings.metric or lb["metric"]
-    settings.item_field = settings.item_field or lb.get("item_field")
-    settings.confidence = settings.confidence or float(lb.get("confidence", 0.95))
-    entries = {e["model"] for b in boards for e in b["entries"]}
-    setup = Setup(settings, banks if joint else bank, anchors=sorted(entries))
-    new = [s.name for s in setup.specs]
-    models = anchors + new
-    zeros = np.zeros(len(setup.item_ids))
-    item_costs = {**{m: zeros for m in anchors}, **setup.bank_costs}
-    mean_cost = {m: float(np.mean(c)) for m, c in setup.bank_costs.items()}
-    lo = min(mean_cost.values()) or 1.0
-    rel = {**{m: 1.0 for m in anchors}, **{m: (mean_cost[m] / lo if lo > 0 else 1.0) for m in new}}
-    by_metric = {b.metric: (lb_, p, t) for b, lb_, p, t in zip(setup.bindings, boards, paths, tables)}
-
-    def new_ranker():
-        common = dict(item_costs=item_costs, relative_costs=rel, confidence=settings.confidence,
-                      n_init=settings.min_items, n_max=settings.max_items, budget=settings.budget_usd,
-                      seed=settings.seed, max_in_flight=settings.concurrency)
-        if joint:
-            ranker = MultiMetricRanker(setup.banks, models, **common, pair_rules={
-                k: pair_rule_for(b, settings.confidence, settings.tie_margin, settings.family_wise)
-                for k, b in setup.banks.items()})
-            _joint_anchor_examinees(setup.banks, {k: v[2] for k, v in by_metric.items()}, anchors, ranker)
-            return ranker
-        ranker = AdaptiveRanker(bank, models, **common, pair_rule=pair_rule_for(
-            bank, settings.confidence, settings.tie_margin, settings.family_wise))
-        _anchor_examinees(bank, tables[0], anchors, ranker)
-        return ranker
-
-    if settings.dry_run:
-        note_default_prices(console, setup.priced_by_default, setup.prices, setup.judges.prices)
-        return forecast_refresh(settings, console, setup, new_ranker)
-    ranker = new_ranker()
-    if not resumed:
-        cheapest_call_check(setup, settings, new)
-
-    def anchor_call(item_id):  # pragma: no cover - anchors have no item left to ask
-        raise RuntimeError("anchors are never asked")
-
-    if out_dir is not None and journal is None:
-        saved = {k: getattr(settings, k) for k in REFRESH_KEYS}
-        saved["add"] = list(settings.models)
-        saved["leaderboard"] = [str(p.resolve()) for p in paths] if joint else str(path.resolve())
-        saved["include_path"] = str(Path(settings.include_path).resolve()) if settings.include_path else None
-        saved["item_field"] = setup.binding.item_field
-        journal = start_run(out_dir, "refresh", saved, {"command": "refresh",
-                                                           "leaderboard": [str(p) for p in paths] if joint
-                                                           else str(path),
-                                                           "models": new, "bank_id": setup.bank_ids}, setup.bank_ids)
-    elif journal is not None and journal.header.get("bank_id") != setup.bank_ids:
-        raise InputError(f"the leaderboard's history changed since the refresh started (bank "
-                         f"{journal.header.get('bank_id')} → {setup.bank_ids})", path=str(out_dir / JOURNAL_NAME))
-    live = LiveRun(ranker, {**{m: anchor_call for m in anchors}, **setup.scorers},
-                   upper_cost=setup.upper_cost, actual_cost=setup.actual_cost, judge_cost=setup.judge_cost,
-                   scale=setup.scale,
-                   ledger=setup.ledger, journal=journal,
-                   retry=RetryPolicy(max_attempts=settings.max_attempts, base_s=settings.backoff),
-                   max_failures=settings.max_failures, secrets=env_secrets())
-    if resumed:
-        info = live.resume_from(journal)
-        console.print(f"resumed {out_dir}: {info['scores']} scored items replayed, {info['lost_in_flight']} "
-                      f"call(s) lost in flight (not requested again), ${info['spent_usd']:.4f} already spent")
-        journal_cap_change(journal, settings, setup.ledger, console)
-    announce(console, setup, settings)
-    console.print(f"anchors: {len(anchors)} full-run entries of {', '.join(map(str, paths))} (bank "
-                  f"{setup.bank_ids}, {len(setup.item_ids)} items)")
-    with LiveProgress(console, live, setup, enabled=not settings.no_progress) as prog:
-        live.on_progress = prog.update
-        live.run()
-    result = ranker.result()
-    if live.interrupted:
-        console.print(styled("interrupted", "red", ": the leaderboard was not changed" +
-                      (f"; continue with refresh --resume {out_dir}" if out_dir is not None else "")))
-        return 130
-    per = result.results if joint else {setup.metric: result}
-    failed = next(iter(per.values())).failed
-    placed = [m for m in new if m not in failed]
-    if not placed:  # nothing to enter: the leaderboard is left as it was
-        for m, why in failed.items():
-            report.print(styled("failed", "red", f": {m}: {why}"))
-        report.print(styled("no new model placed", "red", f": {len(failed)} of {len(new)} failed; spent "
-                     f"${setup.ledger.spent:.4f} of a ${settings.budget_usd:g} cap; "
-                     f"{', '.join(map(str, paths))} {'were' if joint else 'was'} not changed"
-                     + (f"; the journal is in {out_dir}" if out_dir is not None else "")))
-        return 1
-    stops = []
-    for metric, res in per.items():
-        board, bpath, _ = by_metric[metric] if joint else (lb, path, tables[0])
-        examinees = ranker.metric_examinees(metric) if joint else ranker.examinees
-        stops.append(_enter(board, bpath, res, examinees, new, setup, settings, live, ranker, report,
-                            metric if joint else None))
-    stopped = stops[0] if len(set(stops)) == 1 else ", ".join(f"{k}: {x}" for k, x in zip(per, stops))
-    report.print(f"stopped because: {stopped} (the new models: {', '.join(placed)}); spent "
-                 f"${setup.ledger.spent:.4f} of a ${settings.budget_usd:g} cap; {', '.join(map(str, paths))} updated")
-    if failed:  # placed the others; a model that failed every call is dropped: exit 3
-        for m, why in failed.items():
-            report.print(styled("dropped", "red", f": {m} after {live.failed_calls[m]} failed call(s), not placed: "
-                                                  f"{why}"))
-        return 3
-    return 0
-
-
 def new_models_stop(res, reason: str | None, new) -> str:
     """Why the placing of the ``new`` models stopped, of them alone: the ranker's ``reason`` (budget,
     max_items, bank_exhausted: the passes of the new models, the only ones asked) while a pair of theirs
@@ -535,7 +374,7 @@ def new_models_stop(res, reason: str | None, new) -> str:
     return "settled"
 
 
-def _check_joint_boards(paths, boards) -> None:
+def check_joint_boards(paths, boards) -> None:
     """Leaderboards refreshed together: one task, one board per metric."""
     tasks = {str(b["task"]) for b in boards}
     if len(tasks) > 1:
@@ -547,9 +386,9 @@ def _check_joint_boards(paths, boards) -> None:
         raise InputError(f"--leaderboard: two leaderboards of metric {dup[0]!r}; refresh one at a time")
 
 
-def _enter(lb, path, res, examinees, new, setup, settings, live, ranker, report, metric) -> str:
-    """Enter the placed new models on one leaderboard (``metric``: its metric in a several-board refresh),
-    write it, print it; why its placement stopped."""
+def enter_models(lb, path, res, examinees, new, setup, settings, live, ranker, metric) -> tuple[str, dict]:
+    """Enter the placed new models on one leaderboard (``metric``: its metric in a several-board refresh)
+    and write it; (why their placement stopped, the entries added)."""
     pos = {m: k for k, m in enumerate(res.ranking)}
     placed = [m for m in new if m in pos]
     stopped = new_models_stop(res, ranker.stopped_because, new)
@@ -577,30 +416,4 @@ def _enter(lb, path, res, examinees, new, setup, settings, live, ranker, report,
         "stopped_because": stopped, "confidence": settings.confidence,
         "items": {m: res.items[m] for m in new}, "priced_by_default": setup.priced_by_default})
     _write(path, lb)
-    print_leaderboard(report, lb, added, res.failed)
-    for m, e in added.items():
-        note = misfit_note(e["person_fit"])
-        if note:
-            report.print(styled("misfit", "yellow", f": {m}: {note}"))
-    return stopped
-
-
-def print_leaderboard(console, lb, added, failed) -> None:
-    from rich.table import Table
-
-    t = Table(title=f"{lb['task']} leaderboard ({lb['metric']})")
-    for c in ("rank", "ranks", "model", "source", "θ ± SE", f"{lb['metric']} [95%]", "items", "tie group"):
-        t.add_column(c, justify="left" if c in ("model", "source") else "right",
-                     overflow="fold" if c in ("model", "tie group") else "ellipsis")
-    for e in lb["entries"]:
-        met = e.get("metric") or {}
-        val = (f"{met['value']:.4f}" if "value" in met else
-               f"{met['estimate']:.4f} [{met['lower']:.4f}, {met['upper']:.4f}]" if "estimate" in met else "")
-        style = "bold green" if e["model"] in added else None
-        t.add_row(str(e["rank"]), rank_range_text(e.get("rank_range")), shown(e["model"]), e.get("source", ""), f"{e['theta']:+.3f} ± {e['se']:.3f}", val,
-                  str(e.get("items", "")), str(e.get("tie_group") or ""), style=style)
-    console.print(t)
-    for m, why in failed.items():
-        console.print(styled("failed", "red", f": {m}: {why} (not entered)"))
-    for line in pair_lines(lb.get("pairs") or [], [e["model"] for e in lb["entries"]], lb.get("tie_margin")):
-        console.print(line, highlight=False)
+    return stopped, added

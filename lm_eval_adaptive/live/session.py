@@ -28,7 +28,7 @@ from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.files import check_output_folder
 from lm_eval_adaptive.data.price_map import PricePolicy, price_policy, priced_by_default, resolve_prices
 from lm_eval_adaptive.data.prices import actual_cost, upper_estimate
-from lm_eval_adaptive.display import SHOWN_LOG_FILTER, shown
+from lm_eval_adaptive.display import SHOWN_LOG_FILTER
 from lm_eval_adaptive.engine.bank import joint_item_ids
 from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.full_task import full_task_estimate
@@ -37,7 +37,6 @@ from lm_eval_adaptive.engine.pair_rules import pair_rule_for
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import bind_banks, check_banks
-from lm_eval_adaptive.harness.lm_eval_compat import harness_bars_off
 from lm_eval_adaptive.harness.judge_pricing import JudgePricing
 from lm_eval_adaptive.harness.scorer import (
     HarnessItemScorer,
@@ -49,11 +48,10 @@ from lm_eval_adaptive.harness.scorer import (
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, Journal, env_secrets, redact
 from lm_eval_adaptive.live.ledger import BudgetLedger
 from lm_eval_adaptive.redaction import redact as redact_all
-from lm_eval_adaptive.live.terminal import styled
 
 __all__ = ["LiveSettings", "Setup", "rank_ranker", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
-           "live_prices", "check_before_loading", "note_default_prices",
-           "open_run", "start_run", "journal_cap_change", "cheapest_call_check", "announce", "LiveProgress", "model_rows", "build_report",
+           "live_prices", "check_before_loading",
+           "open_run", "start_run", "journal_cap_change", "cap_text", "cheapest_call_check", "model_rows", "build_report",
            "JUDGE_PROMPT_ALLOWANCE", "JUDGE_OUTPUT_ALLOWANCE",
            "CHARS_PER_TOKEN", "expected_item_costs"]
 
@@ -386,7 +384,7 @@ def open_run(settings: LiveSettings, keys=RUN_KEYS, *, command: str = "rank", re
             new = given["budget_usd"]
             if new is not None and new < spent:
                 raise InputError(f"--budget-usd {new:g}: the run already spent ${spent:.6g} (its cap was "
-                                 f"{_cap(cap)}); a cap under the spend is refused", path=str(d))
+                                 f"{cap_text(cap)}); a cap under the spend is refused", path=str(d))
             settings.cap_change = (cap, new)
             settings.budget_usd = new
         return d, Journal.open(d, secrets=env_secrets()), True
@@ -465,18 +463,19 @@ def start_run(out_dir: Path, command: str, settings: dict, header: dict, bank_id
     return Journal.create(out_dir, {**header, "settings": settings}, secrets=env_secrets())
 
 
-def journal_cap_change(journal: Journal, a: LiveSettings, ledger, console) -> None:
-    """Journal and print the cap a resumed run was given with ``--budget-usd`` (``a.cap_change``)."""
+def cap_text(v) -> str:
+    """A dollar cap as the messages write it: ``$0.3``, or ``none``."""
+    return "none" if v is None else f"${v:g}"
+
+
+def journal_cap_change(journal: Journal, a: LiveSettings, ledger) -> tuple | None:
+    """Journal the cap a resumed run was given with ``--budget-usd`` (``a.cap_change``); (old, new) cap,
+    or None when it did not change."""
     if not a.cap_change:
-        return
+        return None
     old, new = a.cap_change
     journal.append({"type": "cap", "budget_usd": new, "previous_usd": old, "spent_usd": ledger.spent})
-    console.print(f"cap changed: {_cap(old)} → {_cap(new)} (journaled); ${ledger.spent:.4f} already spent",
-                  highlight=False)
-
-
-def _cap(v) -> str:
-    return "none" if v is None else f"${v:g}"
+    return old, new
 
 
 def cheapest_call_check(setup: Setup, a: LiveSettings, models=None) -> None:
@@ -490,96 +489,6 @@ def cheapest_call_check(setup: Setup, a: LiveSettings, models=None) -> None:
         left = f" (${spent:.6g} of it already spent)" if spent else ""
         raise InputError(f"--budget-usd {a.budget_usd:g}{left} is below one call: the cheapest first call "
                          f"reserves ${cheapest:.6g} (its prompt and max_gen_toks output tokens at the model's price)")
-
-
-def announce(console, setup, a: LiveSettings) -> None:
-    bank = setup.bank
-    banks = (f"banks {setup.bank_ids}, {len(setup.item_ids)} items they share, metrics {setup.metric_label}: "
-             "one generation per document, every metric scored" if setup.joint else
-             f"bank {bank.bank_id}, {bank.n_items} items, metric {setup.metric}")
-    console.print(styled("lm-eval-adaptive rank", "bold", f": {len(setup.specs)} models on {setup.task_name} "
-                  f"({setup.n_docs} documents; {banks}); γ = {a.confidence}, cap "
-                  + (f"${a.budget_usd:g}" if a.budget_usd is not None else "none")
-                  + f", {a.concurrency} call(s) in flight per model"))
-    for s in setup.specs:
-        p = setup.prices[s.name]
-        console.print(f"  {s.name}: {s.type}:{s.model_id}, ${p.input_per_mtok:g}/${p.output_per_mtok:g} per M tokens "
-                      f"({p.source}); full run ≈ ${setup.full_cost[s.name]:.4f}")
-    note_default_prices(console, setup.priced_by_default, setup.prices, setup.judges.prices)
-
-
-def note_default_prices(console, names, *price_maps) -> None:
-    """One line naming the models priced by ``--price default`` (nothing when there are none)."""
-    if not names:
-        return
-    prices = {k: v for m in price_maps for k, v in m.items()}
-    p = prices[names[0]]
-    console.print(f"priced by the default ${p.input_per_mtok:g}/${p.output_per_mtok:g} per M tokens ({p.source}), "
-                  f"not a known price: {', '.join(names)}", highlight=False)
-
-
-class LiveProgress:
-    """Live table on stderr: items and dollars per model called (a refresh's new models, not its anchors),
-    θ̂ ± SE, calls in flight, failures; while it is open the harness draws none of its own bars (:func:`~lm_eval_adaptive.harness.lm_eval_compat.harness_bars_off`:
-    ``TQDM_DISABLE`` alone misses a tqdm imported before it was set)."""
-
-    def __init__(self, console, live, setup, *, enabled: bool, every: int = 25):
-        self.console, self.live_run, self.setup = console, live, setup
-        self.enabled = enabled and console.is_terminal
-        self.lines = enabled and not console.is_terminal  # logs, pipes: a plain line now and then
-        self.every, self._next_line = every, every
-        self._live = None
-        self._bars_off = None
-        #: the models this run calls (a refresh's anchors are never called: not counted, not shown)
-        self.called = [s.name for s in setup.specs]
-
-    def _table(self):
-        from rich.table import Table
-
-        r, led, setup = self.live_run.ranker, self.setup.ledger, self.setup
-        t = Table(title=f"spent ${led.spent:.4f}" + (f" of ${led.cap:g}" if led.cap is not None else "")
-                  + f", reserved ${led.reserved:.4f}, retries {self.live_run.retries}")
-        thetas = [f"θ̂ ± SE ({shown(k)})" for k in setup.metrics] if setup.joint else ["θ̂ ± SE"]
-        for c in ("model", "items", "in flight", *thetas, "$", "failed calls"):
-            t.add_column(c, justify="left" if c == "model" else "right",
-                         overflow="fold" if c == "model" else "ellipsis")
-        for m in self.called:
-            e = r.examinees[m]
-            parts = [r.metric_examinees(k)[m] for k in setup.metrics] if setup.joint else [e]
-            t.add_row(shown(m) + (" (failed)" if m in r.failed else ""), str(e.n), str(r.in_flight(m)),
-                      *[f"{p.theta:+.2f} ± {p.se:.2f}" for p in parts], f"{e.spent:.4f}",
-                      str(self.live_run.failed_calls[m]))
-        return t
-
-    def __enter__(self):
-        self._bars_off = harness_bars_off()
-        self._bars_off.__enter__()
-        if self.enabled:
-            from rich.live import Live
-
-            self._live = Live(self._table(), console=self.console, refresh_per_second=4, transient=False)
-            self._live.__enter__()
-        return self
-
-    def update(self, _live_run) -> None:
-        if self._live is not None:
-            self._live.update(self._table())
-        elif self.lines:
-            r = self.live_run.ranker
-            called = self.called
-            n = sum(r.examinees[m].n for m in called)
-            if n >= self._next_line:
-                self._next_line = n + self.every
-                per = ", ".join(f"{m} {r.examinees[m].n} (${r.examinees[m].spent:.4f})" for m in called)
-                self.console.print(f"{n} items, ${self.setup.ledger.spent:.4f} spent: {per}", highlight=False)
-
-    def __exit__(self, *exc):
-        try:
-            if self._live is not None:
-                self._live.update(self._table())
-                self._live.__exit__(*exc)
-        finally:
-            self._bars_off.__exit__(*exc)
 
 
 # ----------------------------------------------------------------------------- report
