@@ -76,6 +76,7 @@ from lm_eval_adaptive.live.session import (
     live_prices,
     open_run,
     rank_ranker,
+    refuse_existing_run,
     start_run,
 )
 from lm_eval_adaptive.cli.terminal import styled
@@ -271,6 +272,14 @@ def rank_settings(args) -> tuple[list[LiveSettings], bool]:
     tasks = task_list(args.tasks)
     if not tasks:
         raise InputError("--tasks: name the harness task(s) to rank on")
+    if len(base.models or []) < 2:  # the command line's own shape before any check of what it names
+        raise InputError("--models needs at least 2 model specs")
+    if not args.output and not args.dry_run:
+        raise InputError("--output DIR is needed (" + ("each task's journal, settings and results go to DIR/TASK)"
+                                                      if len(tasks) > 1 else "the journal, settings and results go there)"))
+    if args.output:  # an existing run is never overwritten: said before what it names is checked
+        for t in tasks:
+            refuse_existing_run(args.output if len(tasks) == 1 else task_folder(args.output, t))
     banks = parse_banks(args.bank, tasks, metric=args.metric, command="rank", several=True,
                         note=note_on_stderr, include_path=args.include_path)
     banks = {t: (v[0] if len(v) == 1 else list(v)) for t, v in banks.items()}

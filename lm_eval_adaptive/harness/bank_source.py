@@ -78,6 +78,8 @@ def parse_banks(specs, tasks, *, metric: str | None = None, command: str = "--ad
             if not Path(p).exists() and shipped_bank(p) is None:
                 raise InputError(unknown_bank(p))
         elif named is None and not Path(s).exists():
+            if len(tasks) != 1:  # the form first: which task is it for?
+                raise InputError(f"--bank {s!r}: with several tasks write TASK=PATH")
             raise InputError(unknown_bank(s))
         elif named is not None and (len(tasks) != 1 or named.task in tasks):
             t, p = named.task, s

@@ -50,7 +50,7 @@ from lm_eval_adaptive.live.ledger import BudgetLedger
 from lm_eval_adaptive.redaction import redact as redact_all
 
 __all__ = ["LiveSettings", "Setup", "rank_ranker", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
-           "live_prices", "check_before_loading",
+           "live_prices", "check_before_loading", "refuse_existing_run",
            "open_run", "start_run", "journal_cap_change", "cap_text", "cheapest_call_check", "model_rows", "build_report",
            "JUDGE_PROMPT_ALLOWANCE", "JUDGE_OUTPUT_ALLOWANCE",
            "CHARS_PER_TOKEN", "expected_item_costs"]
@@ -183,21 +183,28 @@ def live_prices(a: LiveSettings, specs=None) -> tuple[dict, PricePolicy]:
     return resolve_prices([(s.name, s.model_id) for s in specs], policy), policy
 
 
+def refuse_existing_run(folder) -> None:
+    """A run folder that holds a journal is never overwritten: InputError saying how to continue it."""
+    d = Path(folder)
+    if (d / JOURNAL_NAME).exists():
+        raise InputError(f"a run already exists in {d}; continue it with --resume {d} or choose another --output")
+
+
 def check_before_loading(a: LiveSettings) -> None:
     """Every check of a new ``rank`` run that needs no harness task loaded, in order, each failing at once:
     the banks (a file or a shipped name, close matches offered; the task's metric read from its YAML
     under ``--include_path``; the bank's task and metric), the prices (every unpriced model in one
     error), the run folder. (``refresh`` checks its prices with :func:`live_prices` as it starts, before
     it reads the leaderboard's history.)"""
+    new_folder = a.output and not a.resume
+    if new_folder:
+        refuse_existing_run(a.output)
     if a.bank:
         check_banks({a.tasks: a.bank if isinstance(a.bank, list) else [a.bank]}, metric=a.metric,
                     include_path=a.include_path)
     live_prices(a)
-    if a.output and not a.resume:
-        d = Path(a.output)
-        if (d / JOURNAL_NAME).exists():
-            raise InputError(f"a run already exists in {d}; continue it with --resume {d} or choose another --output")
-        check_output_folder(d, "--output")
+    if new_folder:
+        check_output_folder(Path(a.output), "--output")
 
 
 class Setup:
