@@ -13,6 +13,7 @@ bbh_shuffled_objects_5, tiny_truthfulqa), with bench_binary_honesty.py's seeded 
   ``adaptive-cs`` (with ``--common-slope``: the same with information at one common slope,
   engine/binary_selection.py), ``random`` (every item at random), ``anchor`` (tinyBenchmarks'
   anchor points of the calibration answers: K-means on the items' answer vectors, weighted),
+  ``anchor-irt`` (the same clustered on the items' IRT parameters, slope and intercept),
   ``info`` (metabench-style: the items most informative over the calibration abilities) and
   ``stop`` (the default test to ``run --adaptive``'s default stop: SE ≤ 0.2 after ≥ 30 items);
   ``--ci-width W`` adds ``ci-stop``, the default test to a full-task half-width of W
@@ -107,7 +108,7 @@ def _runs(bank, y, lengths, designs, k, anchors, info_sets, ci_widths=()):
             test.record(item, float(y[item]))
         items = np.asarray(e.items, dtype=np.int64)
         out.append((design, "stop", items, random_share_mask(e.selector, items, N), _snapshot(e)))
-    for design, sets in (("anchor", anchors), ("info", info_sets)):
+    for design, sets in (("anchor", anchors["correct"]), ("anchor-irt", anchors["irt"]), ("info", info_sets)):
         for n, items in sets.items():
             e = Examinee(bank, shared_default_selector(bank, seed=0))
             e.record_many(items, y[items])
@@ -130,8 +131,8 @@ def _estimates(bank, bank_irt, y, design, n, items, rnd, s, anchors, lam) -> dic
     if bank.factors is not None:
         out["factor"] = factor_estimate(bank, items, raw, misfit=s["flagged"] and bool(bank.model_error))
     naive = None
-    if design == "anchor":
-        naive = anchor_estimate(raw, anchors[n][1])
+    if design.startswith("anchor"):
+        naive = anchor_estimate(raw, anchors["irt" if design == "anchor-irt" else "correct"][n][1])
         out["anchor"] = naive
     elif rnd.any():
         naive, _ = sample_mean(N, raw, y[rnd])
@@ -150,12 +151,21 @@ def _estimates(bank, bank_irt, y, design, n, items, rnd, s, anchors, lam) -> dic
 def _records(bank, bank_irt, Y, truth, lengths, designs, anchors, info_sets, lam, seed0, ci_widths=()):
     recs = []
     for k in range(Y.shape[0]):
-        for design, n, items, rnd, s in _runs(bank, Y[k], lengths, designs, seed0 + k,
-                                              {n: a[0] for n, a in anchors.items()}, info_sets, ci_widths):
+        sets = {kind: {n: a[0] for n, a in by_n.items()} for kind, by_n in anchors.items()}
+        for design, n, items, rnd, s in _runs(bank, Y[k], lengths, designs, seed0 + k, sets, info_sets, ci_widths):
             est = _estimates(bank, bank_irt, Y[k], design, n, items, rnd, s, anchors, lam)
             recs.append({"model": k, "design": design, "n": n, "given": int(items.size), "truth": float(truth[k]),
                          "est": {m: [float(x) for x in v] for m, v in est.items()}})
     return recs
+
+
+def _anchor_sets(bank, C, lengths) -> dict:
+    """tinyBenchmarks' anchors of each length: clustered on the items' answer vectors (``correct``) and on
+    their IRT embedding (``irt``: each item's slope and intercept, a and −a·b, as tinyBenchmarks clusters
+    its IRT model's item parameters)."""
+    emb = np.vstack([bank.a, -bank.a * bank.b])  # (2, items): anchor_points clusters the columns
+    return {"correct": {n: anchor_points(C, n, seed=n) for n in lengths if n < bank.n_items},
+            "irt": {n: anchor_points(emb, n, seed=n) for n in lengths if n < bank.n_items}}
 
 
 def _lambdas(recs) -> dict:
@@ -195,7 +205,7 @@ def table_unit(name: str, calib: int, holdout: int, lengths: tuple, designs: tup
         t_banks = time.perf_counter() - t0
         tpos = np.array([col[str(x)] for x in bank.item_ids])
         C = raw_all[[row[m] for m in order[:calib]]][:, tpos]
-        anchors = {n: anchor_points(C, min(n, bank.n_items), seed=n) for n in lengths if n < bank.n_items}
+        anchors = _anchor_sets(bank, C, lengths)
         abil = list(bank.diagnostics.get("abilities", {}).values())
         info_sets = {n: information_subset(bank, n, abil) for n in lengths if n < bank.n_items}
         # gp-IRT's λ on validation models with a bank that did not see them
@@ -203,7 +213,7 @@ def table_unit(name: str, calib: int, holdout: int, lengths: tuple, designs: tup
         vpos = np.array([col[str(x)] for x in vbank.item_ids])
         V = raw_all[[row[m] for m in order[VALID_CALIB:calib]]][:, vpos]
         Cv = raw_all[[row[m] for m in order[:VALID_CALIB]]][:, vpos]
-        v_anchors = {n: anchor_points(Cv, min(n, vbank.n_items), seed=n) for n in lengths if n < vbank.n_items}
+        v_anchors = _anchor_sets(vbank, Cv, lengths)
         v_abil = list(vbank.diagnostics.get("abilities", {}).values())
         v_info = {n: information_subset(vbank, n, v_abil) for n in lengths if n < vbank.n_items}
         vrecs = _records(vbank, vbank, V, np.nanmean(V, axis=1), lengths, designs, v_anchors, v_info, {}, 10_000)
@@ -244,7 +254,7 @@ def summary(recs) -> dict:
 
 def _key_order(k: str):
     d, n, m = k.split("|")
-    designs = ["adaptive", "adaptive-cs", "random", "anchor", "info", "stop"]
+    designs = ["adaptive", "adaptive-cs", "random", "anchor", "anchor-irt", "info", "stop"]
     return (designs.index(d) if d in designs else len(designs), d, 10_000 if n == "stop" else int(n),
             ESTIMATORS.index(m) if m in ESTIMATORS else 99)
 

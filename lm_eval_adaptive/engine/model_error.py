@@ -51,8 +51,10 @@ __all__ = ["correction_from_records", "corrected_figures", "describe_correction"
            "single_model_check", "MIN_CLASS_RUNS", "SINGLE_MODEL_LENGTHS", "SINGLE_MODEL_FOLDS",
            "SINGLE_MODEL_PER_FOLD", "Z95"]
 
-#: Test lengths at which the single-model leg records the miss (capped at the bank's size).
-SINGLE_MODEL_LENGTHS = (20, 30, 50, 100)
+#: Test lengths at which the single-model leg records the miss (capped at the bank's size): up to 400
+#: items, so that a test stopped on its full-task interval (``--ci-width``: 200-400 items on a
+#: 1,351-item bank at ±0.02-0.03) stops where the correction was measured.
+SINGLE_MODEL_LENGTHS = (20, 30, 50, 100, 200, 400)
 #: Folds of the single-model leg, and the most models each holds out (a tenth of the models at most).
 SINGLE_MODEL_FOLDS = 5
 SINGLE_MODEL_PER_FOLD = 40
