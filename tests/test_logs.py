@@ -15,12 +15,23 @@ from lm_eval_adaptive.cli.logs import HARNESS_LOGGERS, OnceFilter, quiet_third_p
 
 @pytest.fixture
 def captured():
+    """The two harness loggers' records, whatever earlier tests did to logging (a harness run may set
+    levels, stop propagation or disable existing loggers): the handler sits on the loggers themselves,
+    after their filters, and their level and state are restored afterwards."""
     buf = io.StringIO()
     handler = logging.StreamHandler(buf)
-    root = logging.getLogger()
-    root.addHandler(handler)
+    loggers = [logging.getLogger(n) for n in ("lm_eval.api.task", "lm_eval.models.api_models")]
+    saved = [(lg.level, lg.disabled, lg.propagate) for lg in loggers]
+    for lg in loggers:
+        lg.addHandler(handler)
+        lg.setLevel(logging.WARNING)
+        lg.disabled = False
+        lg.propagate = False  # counted once, by this handler
     yield buf
-    root.removeHandler(handler)
+    for lg, (level, disabled, propagate) in zip(loggers, saved):
+        lg.removeHandler(handler)
+        lg.setLevel(level)
+        lg.disabled, lg.propagate = disabled, propagate
 
 
 def test_a_repeated_harness_warning_is_shown_once_whatever_task_it_names(captured):
