@@ -82,7 +82,8 @@ def test_adaptive_multiple_choice_run_asks_only_for_chosen_documents(tiny, tmp_p
     assert main(["run", "--model", "hf", "--model_args", _hf_args(model_dir), "--device", "cpu",
                  "--batch_size", "8", "--tasks", "tiny_mc", "--include_path", str(TASK_DIR), "--no-progress",
                  "--adaptive", "--bank", str(bank_path), "--item-field", "id", "--se-target", "0.3",
-                 "--min-items", "5", "--max-items", "12", "--log_samples", "--output_path", str(out)]) == 0
+                 "--min-items", "5", "--max-items", "12", "--log_samples", "--output_path", str(out),
+                 "--price", "0,0"]) == 0  # a local model: no API price (unpriced models are refused)
 
     (res,) = glob.glob(str(out / "*" / "results_*.json"))
     result = json.loads(Path(res).read_text())

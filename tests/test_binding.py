@@ -74,7 +74,7 @@ def test_task_and_metric_are_checked_before_anything_else(tmp_path):
         bind_bank(bank([0], task="other"), "t", WMT_LIKE)
     with pytest.raises(BankError, match="calibrated for metric 'chrf', not 'bleu'"):
         bind_bank(bank([0], metric="chrf"), "t", WMT_LIKE, metric="bleu")
-    with pytest.raises(BankError, match="gives no per-document metric 'rouge_l'"):
+    with pytest.raises(BankError, match="has no metric 'rouge_l'"):
         bind_bank(bank([0], metric="rouge_l"), "t", WMT_LIKE)
     with pytest.raises(BankError, match="item bank file not found"):
         bind_bank(tmp_path / "none.json", "t", WMT_LIKE)

@@ -245,8 +245,8 @@ def test_calibrate_stores_and_prints_the_banks_self_check(tmp_path, capsys):
     assert "self_check" not in json.loads((tmp_path / "n.json").read_text())["diagnostics"]
 
 
-COMMANDS = ["demo", "calibrate", "backtest", "export-table", "replay-server", "run", "rank", "leaderboard",
-            "refresh"]
+COMMANDS = ["demo", "calibrate", "backtest", "export-table", "replay-server", "run", "rank", "compare",
+            "leaderboard", "refresh"]
 
 
 def _help(command, capsys) -> str:
@@ -276,3 +276,21 @@ def test_every_commands_help_shows_its_own_usage_and_a_working_example(command, 
         assert args.command == command
         if command == "run":
             assert args.adaptive
+
+
+def test_demo_states_which_systems_its_default_price_covers_and_takes_another(tmp_path, capsys):
+    """One price policy (issue 23 item 1): the demo prices systems without a known price by its stated
+    default (--price default=1,3), names them on its prices line and in --json, and takes --price."""
+    models = ["GPT-4", "Aya23", "Llama3-70B"]
+    js = tmp_path / "demo.json"
+    assert main(["demo", "--models", *models, "--budget-usd", "0.05", "--json", str(js)]) == 0
+    out = capsys.readouterr().out
+    assert "priced by the default $1/$3 per M tokens (--price default=1,3, the demo's)" in out
+    d = json.loads(js.read_text())
+    assert d["priced_by_default"] == ["Aya23", "Llama3-70B"]
+    assert d["prices"]["Aya23"]["source"] == "--price default" and d["prices"]["GPT-4"]["source"] == "litellm:gpt-4"
+    assert main(["demo", "--models", *models, "--budget-usd", "0.05", "--price", "default=2,6", "Aya23=0.5,1",
+                 "--json", str(js)]) == 0
+    d = json.loads(js.read_text())
+    assert d["priced_by_default"] == ["Llama3-70B"]
+    assert d["prices"]["Llama3-70B"]["output_per_mtok"] == 6 and d["prices"]["Aya23"]["source"] == "--price"

@@ -33,10 +33,12 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def model_cost():
+    """The price map prices are read from: litellm's bundled map, read without importing litellm
+    (tests/test_price_options.py checks it is litellm.model_cost, id for id)."""
     os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    import litellm
+    from lm_eval_adaptive.data.price_map import bundled_price_map
 
-    return litellm.model_cost
+    return bundled_price_map()
 
 
 # --------------------------------------------------------------------------- Price

@@ -75,7 +75,7 @@ def test_rank_and_refresh_refuse_a_bank_of_another_metric_before_any_call(server
     # and a metric the task does not give, whatever the bank says
     rouge = make_bank(tmp_path / "rouge.json", metric="rouge_l")
     assert main(rank_args(tmp_path / "rank2", ["GPT-4", "Aya23"], rouge, "--item-field", "doc_id")) == 2
-    assert "gives no per-document metric 'rouge_l'" in capsys.readouterr().err
+    assert "has no metric 'rouge_l'" in capsys.readouterr().err
     assert server.stats()["requests"] == 0 and not out.exists() and not (tmp_path / "rank2").exists()
     # refresh: a chrF request against a BLEU leaderboard
     lb = tmp_path / "lb.json"
@@ -247,7 +247,7 @@ def test_rank_charges_judge_calls_and_answered_calls_whose_scoring_failed(server
     server.reset_stats()
     args = rank_args(out, [*JUDGED, UNJUDGED], bank, *judge_metadata(server), "--min-items", "3",
                      "--max-items", "6", "--budget-usd", "2", task=ALPACA)
-    assert main(args) == 0
+    assert main(args) == 3  # the others ranked, the unjudged model dropped (its calls kept failing)
     err = "".join(capsys.readouterr())  # the report (stdout) and the plan (stderr)
     r = json.loads((out / "ranking.json").read_text())
     j = Journal.open(out, writable=False)

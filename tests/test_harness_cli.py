@@ -141,7 +141,7 @@ def test_metric_values_outside_the_bank_range_are_clipped_and_counted(server, tm
     ("other_task", "calibrated for task 'wmt24_en-es'"),
     ("other_metric", "calibrated for metric 'bleu', not 'chrf'"),
     ("docs_not_in_task", "document id(s) the task"),
-    ("metric_not_in_task", "gives no per-document metric 'rouge_l'"),
+    ("metric_not_in_task", "has no metric 'rouge_l'"),
     ("no_bank", "needs an item bank"),
 ])
 def test_bad_adaptive_input_is_refused_and_nothing_is_written(server, tmp_path, capsys, case, expect):
@@ -165,7 +165,7 @@ def test_unknown_model_at_the_endpoint_fails_cleanly(server, tmp_path, capsys):
     bank = make_bank(tmp_path / "b.json")
     out = tmp_path / "out"
     rc = main(run_args("No-Such-System", out, "--adaptive", "--bank", bank, "--item-field", "doc_id",
-                       "--min-items", "2", "--max-items", "2",
+                       "--min-items", "2", "--max-items", "2", "--price", "1,3",
                        "--model_args", "model=openai/No-Such-System,max_retries=1"))
     err = capsys.readouterr().err
     assert rc == 1

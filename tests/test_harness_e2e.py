@@ -50,7 +50,7 @@ def _run(system, task, out, *extra):
     return json.loads(open(res).read())
 
 
-def _adaptive_flow(server, tmp, task, calibration, held_out, metrics, n_docs, extra=(), limit=()):
+def _adaptive_flow(server, tmp, task, calibration, held_out, metrics, n_docs, extra=(), limit=(), adaptive_extra=()):
     full = tmp / "full"
     for system in calibration:
         _run(system, task, full, *limit, *extra)
@@ -62,7 +62,7 @@ def _adaptive_flow(server, tmp, task, calibration, held_out, metrics, n_docs, ex
         server.reset_stats()
         adaptive = _run(held_out, task, tmp / f"adaptive_{metric}", "--adaptive", "--bank", str(bank),
                         "--se-target", "0.1", "--min-items", "30", "--max-items", str(n_docs // 10),
-                        *extra)
+                        *extra, *adaptive_extra)
         stats = server.stats()
         out[metric] = (adaptive, stats)
     server.reset_stats()
@@ -119,5 +119,6 @@ def test_alpaca_eval_judge_end_to_end(server, tmp_path):
     judge = json.dumps({"judge_model": "openai/judge", "judge_api_base": server.url})
     out, truth = _adaptive_flow(server, tmp_path, "alpaca_eval_judge", ALPACA_CALIBRATION, ALPACA_HELD_OUT,
                                 ["judge"], ALPACA_LIMIT, extra=("--metadata", judge),
-                                limit=("--limit", str(ALPACA_LIMIT)))
+                                limit=("--limit", str(ALPACA_LIMIT)),
+                                adaptive_extra=("--price", "openai/judge=1,3"))  # the judge has no litellm price
     _check(out, truth, "alpaca_eval_judge", ALPACA_LIMIT, ["judge"])

@@ -1,5 +1,5 @@
 """docs/outputs.md names every key the real outputs have (run --adaptive, rank, leaderboard, refresh,
-backtest --json, demo --json), made here offline through the replay endpoint."""
+backtest --json, demo --json, compare --json), made here offline through the replay endpoint."""
 
 from __future__ import annotations
 
@@ -32,6 +32,17 @@ def test_every_key_of_the_real_outputs_is_documented(replay_server, tmp_path):
                  "--max-items", "30"]) == 0
     (res,) = glob.glob(str(tmp_path / "run" / "*" / "results_*.json"))
     out["adaptive block"] = _load(res)["adaptive"]["wmt24_en-de"]
+    out["adaptive block administered[]"] = out["adaptive block"]["administered"][0]
+    out["adaptive block task_args"] = out["adaptive block"]["task_args"]
+    again = tmp_path / "again.json"  # a second run to compare with: the same file elsewhere
+    again.write_text(Path(res).read_text())
+    assert main(["compare", res, str(again), "--json", str(tmp_path / "compare.json")]) == 0
+    out["compare"] = cmp = _load(tmp_path / "compare.json")
+    out["compare runs[]"] = cmp["runs"][0]
+    out["compare runs[] metric_estimate"] = cmp["runs"][0]["metric_estimate"]
+    out["compare pairs[]"] = pair = cmp["pairs"][0]
+    for k in ("theta", "metric", "shared"):
+        out[f"compare pairs[] {k}"] = pair[k]
     assert main(["run", "--model", "litellm", "--model_args", "model=openai/Mistral-Large", "--tasks", "wmt24_en-de",
                  *HARNESS, "--output_path", str(tmp_path / "multi"), "--adaptive", "--bank", "wmt24_en-de.bleu",
                  "wmt24_en-de.chrf", "--max-items", "5", "--log_samples"]) == 0

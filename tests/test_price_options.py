@@ -65,3 +65,65 @@ def test_one_price_parser_and_resolver_in_the_package():
         assert not defs & {"parse_prices", "price_of", "_price", "model_price"}, rel
         names = {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
         assert "price_for" not in names, rel
+
+
+# ------------------------------------------------------------------ one price policy (issue 23 item 1)
+FOUR = [("openai/Gemini-1.5-Pro", "openai/Gemini-1.5-Pro"), ("openai/Llama3-70B", "openai/Llama3-70B"),
+        ("openai/Aya23", "openai/Aya23"), ("openai/Unbabel-Tower70B", "openai/Unbabel-Tower70B")]
+
+
+def test_every_unpriced_model_is_named_in_one_error_with_the_price_line_to_add():
+    from lm_eval_adaptive.data.price_map import price_policy, resolve_prices
+
+    with pytest.raises(InputError) as e:
+        resolve_prices([("GPT-4", "openai/GPT-4"), *FOUR], price_policy([]))
+    msg = str(e.value)
+    assert "4 models" in msg and "openai/GPT-4" not in msg  # the priced one is not named
+    line = "--price " + " ".join(f"{n}=IN,OUT" for n, _ in FOUR)
+    assert line in msg  # the exact line to add, every model in it
+    assert "--price default=IN,OUT" in msg
+    # one model: the same form
+    with pytest.raises(InputError, match=r"--price openai/Aya23=IN,OUT"):
+        resolve_prices([FOUR[2]], price_policy(["openai/Gemini-1.5-Pro=1,2"]))
+
+
+def test_an_explicit_default_prices_the_rest_and_says_which():
+    from lm_eval_adaptive.data.price_map import DEFAULT_SOURCE, price_policy, priced_by_default, resolve_prices
+
+    policy = price_policy(["default=2,6", "openai/Aya23=0.5,1"])
+    assert policy.default.input_per_mtok == pytest.approx(2) and policy.default.source == DEFAULT_SOURCE
+    assert "default" not in policy.overrides
+    prices = resolve_prices([("GPT-4", "openai/GPT-4"), *FOUR], policy)
+    assert prices["GPT-4"].source == "litellm:gpt-4"
+    assert prices["openai/Aya23"].source == "--price" and prices["openai/Aya23"].output_per_mtok == pytest.approx(1)
+    assert priced_by_default(prices) == ["openai/Gemini-1.5-Pro", "openai/Llama3-70B", "openai/Unbabel-Tower70B"]
+    assert prices["openai/Llama3-70B"].output_per_mtok == pytest.approx(6)
+    with pytest.raises(InputError, match="MODEL=IN,OUT"):
+        price_policy(["default=1"])
+
+
+def test_litellm_prices_are_read_without_importing_litellm():
+    """The price map is litellm's bundled JSON, read directly (importing litellm takes seconds), and it
+    gives every id litellm itself gives, at the same price."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from lm_eval_adaptive.data.price_map import litellm_price as p; "
+            "assert p('gpt-4o-mini') is not None and p('openai/Aya23') is None; print('litellm' in sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**__import__("os").environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "False"
+
+    import litellm
+
+    from lm_eval_adaptive.data.price_map import bundled_price_map
+
+    direct = bundled_price_map()
+    assert direct is not None
+
+    def priced(entry):
+        return (entry.get("input_cost_per_token"), entry.get("output_cost_per_token"))
+
+    assert {k: priced(v) for k, v in direct.items() if isinstance(v, dict)} == \
+        {k: priced(v) for k, v in litellm.model_cost.items() if isinstance(v, dict)}

@@ -231,16 +231,36 @@ def test_ctrl_c_stops_cleanly_and_resume_finishes(server, bank, clean_run, tmp_p
     assert same_settled_order(read(out), read(clean_run[0]))
 
 
-def test_a_model_that_keeps_failing_is_reported_while_the_others_finish(server, bank, tmp_path):
+def test_a_model_that_keeps_failing_is_dropped_in_a_line_of_its_own_and_the_run_exits_3(server, bank, tmp_path,
+                                                                                        capsys):
+    """Issue 23 item 5: a misspelled provider model (the endpoint answers HTTP 404) is dropped after
+    --max-failures failed calls, the others are ranked, and the command says so: a `dropped:` line, the
+    model in ranking.json's `failed` with its failed calls, exit status 3 (it was 0)."""
     out = tmp_path / "unknown"
     args = rank_args(bank, out, ["GPT-4", "AIST-AIRC"], "--max-items", "15")
     args[args.index("--models") + 1:args.index("--models") + 1] = ["Nope=litellm:model=openai/NoSuchSystem"]
     args += ["--price", "Nope=1,1"]
-    assert main(args) == 0
+    capsys.readouterr()
+    assert main(args) == 3
     r = read(out)
-    assert [e["model"] for e in r["ranking"]] == ["GPT-4", "AIST-AIRC"]
+    assert [e["model"] for e in r["ranking"]] == ["GPT-4", "AIST-AIRC"] and r["ranked"]
     (f,) = r["failed"]
     assert f["model"] == "Nope" and ("404" in f["error"] or "NotFound" in f["error"])
+    assert f["failed_calls"] == 3 and f["items"] == 0  # --max-failures 3 (default): every call failed
+    dropped = [x for x in capsys.readouterr().out.splitlines() if x.startswith("dropped: ")]
+    assert len(dropped) == 1 and dropped[0].startswith("dropped: Nope after 3 failed call(s), not ranked: ")
+
+
+def test_a_run_where_every_model_fails_exits_1(server, bank, tmp_path, capsys):
+    out = tmp_path / "all_fail"
+    args = rank_args(bank, out, [], "--max-items", "15")
+    i = args.index("--models")
+    args[i + 1:i + 1] = ["Nope=litellm:model=openai/NoSuchSystem", "Nah=litellm:model=openai/NoSuchSystem2"]
+    args += ["--price", "Nope=1,1", "Nah=1,1"]
+    assert main(args) == 1
+    r = read(out)
+    assert not r["ranked"] and r["stopped_because"] == "failed"
+    assert {f["model"] for f in r["failed"]} <= {"Nope", "Nah"} and r["failed"]
 
 
 def test_a_local_chat_completions_model_ranks_beside_a_litellm_one(server, bank, truth, tmp_path):
@@ -332,6 +352,41 @@ def test_refresh_places_two_new_systems_on_a_15_system_leaderboard(server, tmp_p
     assert len(d2["entries"]) == 17 and d2["refreshes"][0]["spent_usd"] <= cap
     asked_after = {(m, k.rsplit("/", 1)[1]) for m, items in server.stats()["per_item"].items() for k in items}
     assert asked_before and not (asked_before & asked_after)
+
+
+def test_refresh_reports_the_stop_and_progress_of_the_new_models_only(server, tmp_path, capsys):
+    """Issue 23 item 3: two new systems under $0.30, one of them (ONLINE-W) closer to its neighbours than
+    the bank can separate. The refresh stopped with every new model's pairs closed (the journal's
+    ``settled``) and used to report ``bank_exhausted`` (the bank has 965 items; they took ~15 each); its
+    progress lines counted the 15 anchors' 14,475 full-run scores."""
+    lb = tmp_path / "lb.json"
+    board = ["AIST-AIRC", "Aya23", "CUNI-NL", "Claude-3.5", "CommandR-plus", "CycleL", "Dubformer",
+             "Gemini-1.5-Pro", "IKUN", "IOL-Research", "Llama3-70B", "MSLC", "Mistral-Large", "NVIDIA-NeMo",
+             "ONLINE-A"]
+    assert main(["leaderboard", "--history", "wmt24/en-de/bleu", "--task", "wmt24_en-de", "--metric", "bleu",
+                 "--item-field", "id", "--models", *board, "--out", str(lb)]) == 0
+    capsys.readouterr()
+    new = ["TSU-HITs", "ONLINE-W"]
+    run_dir = tmp_path / "run"
+    assert main(["refresh", "--leaderboard", str(lb), "--include_path", str(REPO / "task_configs"),
+                 "--apply_chat_template", "--backoff", "0.05", "--add", *[f"{s}=litellm:model=openai/{s}" for s in new],
+                 "--price", "default=1,3", "--budget-usd", "0.3", "--output", str(run_dir)]) == 0
+    cap = capsys.readouterr()
+    d = json.loads(lb.read_text())
+    (refresh,) = d["refreshes"]
+    stop = [r for r in Journal.open(run_dir, writable=False).records() if r["type"] == "stop"][-1]
+    items = refresh["items"]
+    assert set(items) == set(new) and all(n < 100 for n in items.values())  # far from the bank's 965
+    assert stop["reason"] == "settled" and refresh["stopped_because"] == "settled"
+    assert "stopped because: settled" in cap.out and "bank_exhausted" not in cap.out
+    assert refresh["priced_by_default"] == new  # the price policy, reported
+    # progress (stderr is not a terminal: a plain line now and then): the new models' items only
+    lines = [x for x in cap.err.splitlines() if " items, $" in x and " spent: " in x]
+    assert lines
+    for x in lines:
+        total = int(x.split(" items")[0])
+        counts = {m: int(x.split(f"{m} ", 1)[1].split(" ")[0]) for m in new}
+        assert total == sum(counts.values()) and not any(f"{a} " in x for a in board), x
 
 
 # ------------------------------------------------- the harness's spelling, several tasks, piped output

@@ -101,7 +101,8 @@ def test_names_resolve_to_shipped_banks_and_unknown_names_list_them():
     assert shipped_bank("nope") is None
     assert [b.name for b in shipped_for_task(WMT)] == ["wmt24_en-de.bleu", "wmt24_en-de.chrf"]
     assert [b.name for b in shipped_for_task(WMT, "chrf")] == ["wmt24_en-de.chrf"]
-    with pytest.raises(BankError, match=r"nor a shipped bank's name \(shipped: wmt24_en-de\.bleu, .*alpaca_eval_judge"):
+    with pytest.raises(BankError, match=r"nor a shipped bank's name; did you mean wmt24_en-\w\w\.bleu or .*\? "
+                                        r"\(shipped: wmt24_en-de\.bleu, .*alpaca_eval_judge"):
         load_bank("wmt24_en-xx.bleu")
     assert bank_reference("wmt24_en-de.bleu") == "wmt24_en-de.bleu"
 
@@ -143,8 +144,10 @@ def test_a_file_wins_over_a_name_and_gzip_bank_files_load(tmp_path, monkeypatch)
         load_bank(gz)
 
 
-def test_parse_banks_takes_the_one_shipped_bank_a_task_has_and_says_so():
+def test_parse_banks_takes_the_one_shipped_bank_a_task_has_and_says_so(tmp_path):
     said = []
+    x = tmp_path / "x.json"
+    small_bank([1, 2], task=WMT).save(x)
     assert parse_banks([], ["alpaca_eval_judge"], note=said.append) == {"alpaca_eval_judge": "alpaca_eval_judge.judge"}
     assert said == ["alpaca_eval_judge: no --bank given; using the shipped bank alpaca_eval_judge.judge (metric judge)"]
     assert parse_banks([], [WMT], metric="chrf", note=said.append) == {WMT: "wmt24_en-de.chrf"}
@@ -155,8 +158,14 @@ def test_parse_banks_takes_the_one_shipped_bank_a_task_has_and_says_so():
     assert parse_banks(["wmt24_en-de.bleu", "wmt24_en-es.chrf"], [WMT, "wmt24_en-es"]) == {
         WMT: "wmt24_en-de.bleu", "wmt24_en-es": "wmt24_en-es.chrf"}
     # mixed: one given, the other's single shipped bank (by --metric) taken
-    assert parse_banks(["wmt24_en-de=x.json"], [WMT, "wmt24_en-es"], metric="bleu", note=said.append) == {
-        WMT: "x.json", "wmt24_en-es": "wmt24_en-es.bleu"}
+    assert parse_banks([f"wmt24_en-de={x}"], [WMT, "wmt24_en-es"], metric="bleu", note=said.append) == {
+        WMT: str(x), "wmt24_en-es": "wmt24_en-es.bleu"}
+    # a bank that is neither a file nor a shipped name: refused at once, with the close match
+    with pytest.raises(InputError, match=r"--bank 'wmt24_en-de\.bleuu': item bank file not found, nor a shipped "
+                                         r"bank's name; did you mean wmt24_en-de\.bleu\?"):
+        parse_banks(["wmt24_en-de.bleuu"], [WMT])
+    with pytest.raises(InputError, match=r"did you mean wmt24_en-de\.chrf\?"):
+        parse_banks(["wmt24_en-de=wmt24_en-de.chfr"], [WMT])
     with pytest.raises(InputError, match="needs an item bank per task"):
         parse_banks([], ["my_task"])
     with pytest.raises(InputError, match="not in --tasks: wmt24_en-es"):

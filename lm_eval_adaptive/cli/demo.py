@@ -5,7 +5,9 @@ computed by this package from the public system outputs (numbers only). The demo
 calibrates an item bank on the systems it is not ranking, then ranks the chosen systems
 with the adaptive ranker, replaying each requested (system, segment) score as if it had
 just been generated and scored, charged at litellm's price for the system's API (the
-offline price map bundled with litellm) or the stated default price.
+offline price map bundled with litellm) or, for a system with no known price, the demo's stated
+default, ``--price default=1,3`` (the one price policy of every command,
+:func:`~lm_eval_adaptive.data.price_map.resolve_prices`; the systems it prices are named).
 """
 
 from __future__ import annotations
@@ -14,8 +16,7 @@ import numpy as np
 
 from lm_eval_adaptive.atomic import atomic_write, write_json
 from lm_eval_adaptive.cli.report import plot_ranking, print_ranking
-from lm_eval_adaptive.data.price_map import price_for
-from lm_eval_adaptive.data.prices import DEFAULT_PRICE
+from lm_eval_adaptive.data.price_map import price_policy, priced_by_default, resolve_prices
 from lm_eval_adaptive.data.tables import load_any_table
 from lm_eval_adaptive.engine.estimation import Z95
 from lm_eval_adaptive.engine.full_task import full_task_estimate
@@ -25,6 +26,10 @@ from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.self_check import calibrate_checked
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.live.terminal import styled
+
+#: The demo's ``--price`` when none is given: the systems without a known price at $1 / $3 per M tokens
+#: (an offline replay: nothing is spent).
+DEMO_PRICES = ("default=1,3",)
 
 #: Systems of WMT24 that are (or wrap) commercial LLM APIs.
 DEFAULT_DEMO_SYSTEMS = ("GPT-4", "Claude-3.5", "Gemini-1.5-Pro", "Mistral-Large", "CommandR-plus",
@@ -51,7 +56,10 @@ def run_demo(args, console) -> int:
     tpos = {v: i for i, v in enumerate(np.asarray(table.items, dtype=object).tolist())}
     cols = np.array([tpos[str(x)] for x in bank.item_ids])
     rows = {m: names.index(m) for m in models}
-    prices = {m: price_for(m, default=DEFAULT_PRICE) for m in models}
+    given = list(getattr(args, "price", None) or [])
+    policy = price_policy([*DEMO_PRICES, *given])  # a --price default=... given replaces the demo's
+    prices = resolve_prices([(m, m) for m in models], policy)
+    defaulted = priced_by_default(prices)
     in_tok, out_tok = table.item_tokens()
     full_cost = {m: float(np.nansum(prices[m].item_costs(in_tok, out_tok)[~np.isnan(raw[rows[m]])]))
                  for m in models}
@@ -64,6 +72,12 @@ def run_demo(args, console) -> int:
                   f"{bank.n_items} items, a = {bank.discrimination:.2f}, bank {bank.bank_id}"))
     console.print("prices: " + ", ".join(f"{m} {p.input_per_mtok:g}/{p.output_per_mtok:g} $/Mtok ({p.source})"
                                          for m, p in prices.items()))
+    if defaulted:
+        d = policy.default
+        console.print(f"priced by the default ${d.input_per_mtok:g}/${d.output_per_mtok:g} per M tokens "
+                      f"(--price default={d.input_per_mtok:g},{d.output_per_mtok:g}"
+                      + (", the demo's" if not any(x.startswith("default=") for x in given) else "")
+                      + f"), not a known price: {', '.join(defaulted)}", highlight=False)
     budget_note = ("--budget-usd" if args.budget_usd is not None
                    else f"default: 10% of the ${sum(full_cost.values()):.2f} full run; --budget-usd")
     console.print(f"settings: budget ${budget:.2f} ({budget_note}), γ = {args.confidence:g} (--confidence), "
@@ -113,7 +127,9 @@ def run_demo(args, console) -> int:
             r["metric_estimate"] = {"estimate": row["est"], "lower": row["est_lo"], "upper": row["est_hi"]}
             r["full_run_metric"] = row["truth"]
         d.update({"bank_id": bank.bank_id, "full_run_cost_usd": sum(full_cost.values()),
-                  "table": table.metric})
+                  "table": table.metric, "priced_by_default": defaulted,
+                  "prices": {m: {"input_per_mtok": p.input_per_mtok, "output_per_mtok": p.output_per_mtok,
+                                 "source": p.source} for m, p in prices.items()}})
         write_json(args.json, d)
         console.print(f"wrote {args.json}")
     console.print("next: " + _next_step(res, budget, models), highlight=False)

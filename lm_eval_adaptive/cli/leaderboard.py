@@ -27,7 +27,7 @@ from lm_eval_adaptive.cli.harness_options import (
     task_list,
 )
 from lm_eval_adaptive.cli.leaderboard_page import write_page, write_plot
-from lm_eval_adaptive.cli.rank import add_live_arguments, add_task_arguments, resume_given
+from lm_eval_adaptive.cli.rank import EXIT_STATUS, add_live_arguments, add_task_arguments, combined_status, resume_given
 from lm_eval_adaptive.cli.report import report_console
 from lm_eval_adaptive.data.files import check_outputs
 from lm_eval_adaptive.display import shown
@@ -68,7 +68,7 @@ def cmd_refresh(args) -> int:
                 notes.print("not refreshed: " + ", ".join(_named(r.leaderboard) for r in runs[k + 1:]))
             return 130
         status.append(code)
-    return 0 if all(c == 0 for c in status) else 1
+    return combined_status(status)
 
 
 def _named(boards) -> str:
@@ -212,4 +212,6 @@ example:
   # the harness's spelling; two leaderboards (one per task), each with a $0.3 cap, refreshed in turn
   lm-eval-adaptive refresh --leaderboard ende.json enes.json --tasks wmt24_en-de,wmt24_en-es \\
       --model litellm --model_args model=openai/Mistral-Large --budget-usd 0.3 \\
-      --include_path task_configs --apply_chat_template --output_path runs/refresh1"""
+      --include_path task_configs --apply_chat_template --output_path runs/refresh1
+
+""" + "\n".join(["exit status:", *EXIT_STATUS])

@@ -47,13 +47,16 @@ class OnceFilter(logging.Filter):
 _ONCE = OnceFilter()
 
 
-def quiet_third_party() -> None:
+def quiet_third_party(*, litellm_now: bool = True) -> None:
     """Each harness warning once (:class:`OnceFilter` on :data:`HARNESS_LOGGERS`) and no litellm banner
-    (``litellm.suppress_debug_info``). Idempotent."""
+    (``litellm.suppress_debug_info``). Idempotent. ``litellm_now=False``: the harness loggers only;
+    importing litellm takes seconds, and ``run --adaptive`` quiets it itself just before it builds the
+    model, after the checks that need no task loaded (``harness/run.py``)."""
     for name in HARNESS_LOGGERS:
         lg = logging.getLogger(name)
         if _ONCE not in lg.filters:
             lg.addFilter(_ONCE)
-    import litellm
+    if litellm_now:
+        import litellm
 
-    litellm.suppress_debug_info = True
+        litellm.suppress_debug_info = True

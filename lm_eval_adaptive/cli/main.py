@@ -1,4 +1,4 @@
-"""Command line: ``lm-eval-adaptive {demo,calibrate,backtest,run,rank,leaderboard,refresh,replay-server,export-table}``.
+"""Command line: ``lm-eval-adaptive {demo,calibrate,backtest,run,rank,compare,leaderboard,refresh,replay-server,export-table}``.
 
 Every command reports bad input as one ``error:`` line naming the file (and row) and
 exits with status 2; nothing is left half-written.
@@ -22,6 +22,7 @@ from lm_eval_adaptive.cli.arguments import (
     nonnegative_int,
     positive_int,
 )
+from lm_eval_adaptive.cli.compare import add_compare_parser
 from lm_eval_adaptive.cli.demo import run_demo
 from lm_eval_adaptive.cli.leaderboard import add_leaderboard_parsers
 from lm_eval_adaptive.cli.multi_metric import backtest_joint, metric_table_specs
@@ -245,6 +246,9 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
                    help="at most this many items per system (default: the whole bank)")
     d.add_argument("--budget-usd", type=nonnegative_float, default=None,
                    help="hard dollar cap (default: 10%% of what the full run would cost)")
+    d.add_argument("--price", nargs="+", action="extend", default=None, metavar="MODEL=IN,OUT",
+                   help="USD per million input,output tokens for MODEL; default=IN,OUT prices every system "
+                        "without a known (litellm) price (the demo's default: default=1,3, named on its prices line)")
     d.add_argument("--json", default=None, help="also write the result as JSON here")
     d.add_argument("--plot", default=None, help="write a PNG of abilities with intervals here")
     d.add_argument("--seed", type=nonnegative_int, default=0)
@@ -337,6 +341,7 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
                             "the CAT picks (see `lm-eval-adaptive run --help`)")
 
     add_rank_parser(sub)
+    add_compare_parser(sub)
 
     add_leaderboard_parsers(sub)
 

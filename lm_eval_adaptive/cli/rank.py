@@ -50,6 +50,7 @@ from lm_eval_adaptive.cli.harness_options import (
     task_list,
 )
 from lm_eval_adaptive.cli.report import note_on_stderr, plot_ranking, print_inseparable, report_console
+from lm_eval_adaptive.data.price_map import priced_by_default
 from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.person_fit import misfit_note
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
@@ -69,9 +70,12 @@ from lm_eval_adaptive.live.session import (
     Setup,
     announce,
     build_report,
+    check_before_loading,
     check_settings,
     cheapest_call_check,
     journal_cap_change,
+    live_prices,
+    note_default_prices,
     open_run,
     rank_ranker,
     start_run,
@@ -79,7 +83,8 @@ from lm_eval_adaptive.live.session import (
 from lm_eval_adaptive.live.terminal import styled
 
 __all__ = ["add_rank_parser", "add_task_arguments", "add_live_arguments", "cmd_rank", "print_report",
-           "print_misfits", "RankRun", "rank_settings", "prepare_rank", "start_rank", "run_rank"]
+           "print_misfits", "print_dropped", "RankRun", "rank_settings", "prepare_rank", "start_rank", "run_rank",
+           "exit_status", "combined_status", "DROPPED", "EXIT_STATUS"]
 
 
 def add_task_arguments(p: argparse.ArgumentParser) -> None:
@@ -124,6 +129,16 @@ def add_live_arguments(p: argparse.ArgumentParser) -> None:
                         "beside a full run's cost, from the bank's token counts and the prices")
 
 
+#: The exit statuses of ``rank`` and ``refresh`` (their ``--help``; docs/live.md).
+EXIT_STATUS = (
+    "  0    every model ranked (refresh: placed)",
+    "  3    the others ranked, but a model was dropped: its calls kept failing (--max-failures in a row);",
+    "       a `dropped:` line names it, ranking.json's `failed` holds it",
+    "  1    nothing ranked: fewer than two models left (refresh: no new model placed)",
+    "  2    bad input: one `error:` line, nothing asked or written",
+    "  130  interrupted: continue with --resume DIR",
+)
+
 RANK_EXAMPLES = """\
 example:
   lm-eval-adaptive rank --models litellm:model=openai/GPT-4 litellm:model=openai/Aya23 --tasks wmt24_en-de \\
@@ -132,7 +147,13 @@ example:
   # the harness's spelling; two tasks, each with its bank and a $1 cap, ranked in turn (runs/rank2/TASK)
   lm-eval-adaptive rank --model litellm --model_args model=openai/GPT-4 --model_args model=openai/Aya23 \\
       --tasks wmt24_en-de,wmt24_en-es --bank wmt24_en-de=ende.json wmt24_en-es=enes.json \\
-      --include_path task_configs --apply_chat_template --budget-usd 1 --output_path runs/rank2"""
+      --include_path task_configs --apply_chat_template --budget-usd 1 --output_path runs/rank2
+  # models litellm has no price for: name each (--price NAME=IN,OUT), or one default for the rest
+  lm-eval-adaptive rank --models litellm:model=openai/Aya23 litellm:model=openai/Llama3-70B --tasks wmt24_en-de \\
+      --include_path task_configs --apply_chat_template --budget-usd 1 --output runs/rank3 \\
+      --price openai/Aya23=0.5,1.5 default=1,3
+
+""" + "\n".join(["exit status:", *EXIT_STATUS])
 
 
 def add_rank_parser(sub) -> argparse.ArgumentParser:
@@ -194,6 +215,8 @@ def cmd_rank(args) -> int:
         # before any run folder is created or any call is made
         settings, several = rank_settings(args)
         if settings[0].dry_run:  # expected items and dollars per task; no call made, nothing written but the forecast
+            prices, _ = live_prices(settings[0])
+            note_default_prices(notes, priced_by_default(prices), prices)
             return max(forecast_rank(a, notes) for a in settings)
         for a in settings:
             runs.append(prepare_rank(a, skip_finished=several and bool(a.resume)))
@@ -205,7 +228,7 @@ def cmd_rank(args) -> int:
             if r.finished is not None:
                 notes.print(f"{r.out_dir}: already ranked (stopped because: {r.finished['stopped_because']})")
                 print_report(out, r.finished)
-                status.append(0 if r.finished.get("ranked") else 1)
+                status.append(exit_status(r.finished))
                 continue
             code = run_rank(r, notes, out)
             if code == 130:
@@ -214,7 +237,7 @@ def cmd_rank(args) -> int:
                                 f"with rank --resume {args.resume or args.output}")
                 return 130
             status.append(code)
-        return 0 if all(c == 0 for c in status) else 1
+        return combined_status(status)
     finally:
         for r in runs:
             if r.journal is not None:
@@ -239,7 +262,7 @@ def rank_settings(args) -> tuple[list[LiveSettings], bool]:
     if not tasks:
         raise InputError("--tasks: name the harness task(s) to rank on")
     banks = parse_banks(args.bank, tasks, metric=args.metric, command="rank", several=True,
-                        note=note_on_stderr)
+                        note=note_on_stderr, include_path=args.include_path)
     banks = {t: (v[0] if len(v) == 1 else list(v)) for t, v in banks.items()}
     for t, v in banks.items():
         if isinstance(v, list) and args.metric:
@@ -249,10 +272,15 @@ def rank_settings(args) -> tuple[list[LiveSettings], bool]:
             raise InputError(f"--dry-run: task {t!r} is given {len(v)} banks; the cost forecast of a several-bank "
                              "rank is not available yet (forecast each bank alone for an upper bound)")
     if len(tasks) == 1:
-        return [replace(base, tasks=tasks[0], bank=banks[tasks[0]])], False
-    if not args.output:
+        runs = [replace(base, tasks=tasks[0], bank=banks[tasks[0]])]
+    elif not args.output:
         raise InputError("--output DIR is needed (each task's journal, settings and results go to DIR/TASK)")
-    return [replace(base, tasks=t, bank=banks[t], output=str(task_folder(args.output, t))) for t in tasks], True
+    else:
+        runs = [replace(base, tasks=t, bank=banks[t], output=str(task_folder(args.output, t))) for t in tasks]
+    for a in runs:  # settings, banks, the task's metric, prices and run folders: before any task is loaded
+        check_settings(a)
+        check_before_loading(a)
+    return runs, len(tasks) > 1
 
 
 def resume_given(args, values: dict, keys) -> dict:
@@ -339,7 +367,27 @@ def run_rank(r: RankRun, notes, out) -> int:
     out.print(f"results: {out_dir / RANKING_FILE}, {', '.join(map(str, plots))}; journal {out_dir / JOURNAL_NAME}")
     if live.interrupted:
         return 130
-    return 0 if report["ranked"] else 1
+    return exit_status(report)
+
+
+#: The exit status of a run that ranked the others but dropped a model that failed every call.
+DROPPED = 3
+
+
+def exit_status(report: dict) -> int:
+    """0 ranked, every model with it; 3 ranked, but a model failed every call and was dropped; 1 nothing
+    ranked (fewer than two models left)."""
+    if not report.get("ranked"):
+        return 1
+    return DROPPED if report.get("failed") else 0
+
+
+def combined_status(codes) -> int:
+    """The exit status of several tasks' runs: 1 if any ranked nothing, else 3 if any dropped a model, else 0."""
+    codes = list(codes)
+    if any(c not in (0, DROPPED) for c in codes):
+        return 1
+    return DROPPED if DROPPED in codes else 0
 
 
 def plot_file(metric: str | None) -> str:
@@ -378,14 +426,18 @@ def print_report(console, report: dict) -> None:
     if "rankings" in report:
         for block in report["rankings"].values():
             print_ranking(console, block, judged=report.get("judge_cost_usd", 0.0) > 0, title_metric=True)
-        failed = report["rankings"][report["metrics"][0]]["failed"]
-        for m in failed:
-            console.print(styled("failed", "red", f": {m}: {failed[m]}"))
     else:
         print_ranking(console, report, judged=report.get("judge_cost_usd", 0.0) > 0)
-        for f in report["failed"]:
-            console.print(styled("failed", "red", f": {f['model']}: {f['error']}"))
+    print_dropped(console, report.get("failed") or [])
     print_spend(console, report)
+
+
+def print_dropped(console, failed) -> None:
+    """One line per model dropped because its calls kept failing (``ranking.json``'s ``failed``)."""
+    for f in failed:
+        calls = f.get("failed_calls")
+        after = f" after {calls} failed call(s)" if calls is not None else ""
+        console.print(styled("dropped", "red", f": {f['model']}{after}, not ranked: {f['error']}"))
 
 
 def print_ranking(console, report: dict, *, judged: bool, title_metric: bool = False) -> None:

@@ -189,7 +189,9 @@ def print_adaptive_run(report: AdaptiveRunReport) -> None:
 def _execute(args: argparse.Namespace, harness_execute) -> int:
     harness, adaptive = split_run_arguments(args)
     check_run_outputs(harness, getattr(args, "adaptive_plot", None))
-    quiet_third_party()  # each harness warning once, no litellm banner before the one useful line
+    # each harness warning once, no litellm banner before the one useful line (an adaptive run quiets litellm
+    # as it builds the model: importing litellm would slow every check before it)
+    quiet_third_party(litellm_now=adaptive is None)
     if adaptive is None or adaptive.dry_run:
         return execute_run(harness, adaptive, harness_execute, forecast=forecast_adaptive_run, note=note_on_stderr)
     with run_display(args) as display:

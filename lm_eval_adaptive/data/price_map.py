@@ -7,24 +7,35 @@ Prices come from, in order of precedence (:func:`price_for`):
 3. :data:`SYSTEM_TO_LITELLM`, which names the API product behind the systems of the
    bundled benchmarks (WMT24 submissions, AlpacaEval models), priced by the installed litellm
    or, where it no longer lists the product, by :data:`SNAPSHOT_PRICES` (:func:`mapped_price`);
-4. :data:`~lm_eval_adaptive.data.prices.DEFAULT_PRICE` ($1.00 / 1M input tokens, $3.00 / 1M
-   output tokens), or an error when no default is wanted.
+4. a default: for the tables of the bundled benchmarks (``backtest``)
+   :data:`~lm_eval_adaptive.data.prices.DEFAULT_PRICE` ($1.00 / 1M input tokens, $3.00 / 1M
+   output tokens); for live models the one ``--price default=IN,OUT`` states, or an error.
+
+The live commands (``run --adaptive``, ``rank``, ``refresh``, ``--dry-run``) and ``demo`` share one
+policy (:class:`PricePolicy`, :func:`resolve_prices`): a model with no known price is refused, every
+such model named in one error with the ``--price`` line to add, unless ``--price default=IN,OUT``
+prices them (source :data:`DEFAULT_SOURCE`; :func:`priced_by_default` says which, and every command
+reports them). ``demo``, offline and spending nothing, has ``--price default=1,3`` as its default.
 
 litellm's price map is read offline: ``LITELLM_LOCAL_MODEL_COST_MAP=True`` is set (unless
-the caller set it otherwise) before litellm is imported, so the copy bundled with the
-installed litellm is used and nothing is fetched. litellm is imported lazily, inside
-:func:`litellm_price`, because importing it takes seconds.
+the caller set it otherwise), so the copy bundled with the installed litellm is used and nothing is
+fetched. That copy is read as a JSON file (:func:`bundled_price_map`: the map litellm loads, its
+aliases expanded) without importing litellm, which takes seconds; litellm itself is asked only when
+the caller set ``LITELLM_LOCAL_MODEL_COST_MAP`` to something else (litellm then fetches the map).
 """
 
 from __future__ import annotations
 
 import csv
 import functools
+import importlib.util
 import io
 import json
 import math
 import os
-from collections.abc import Mapping
+import shlex
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,8 +43,9 @@ from lm_eval_adaptive.data.files import read_bytes
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE, Price
 from lm_eval_adaptive.errors import InputError
 
-__all__ = ["SYSTEM_TO_LITELLM", "SNAPSHOT_PRICES", "SNAPSHOT_SOURCE", "mapped_price", "litellm_price", "price_for", "model_price", "parse_prices", "PRICE_SYNTAX",
-           "load_costs_file"]
+__all__ = ["SYSTEM_TO_LITELLM", "SNAPSHOT_PRICES", "SNAPSHOT_SOURCE", "mapped_price", "litellm_price", "price_for",
+           "model_price", "parse_prices", "PRICE_SYNTAX", "DEFAULT_KEY", "DEFAULT_SOURCE", "PricePolicy", "price_policy",
+           "resolve_prices", "priced_by_default", "bundled_price_map", "load_costs_file"]
 
 
 # System names of the bundled benchmarks -> litellm model ids (keys of litellm.model_cost).
@@ -121,9 +133,48 @@ def mapped_price(system: str) -> Price | None:
     return None if snap is None else Price.per_million(*snap, source=f"{SNAPSHOT_SOURCE}:{mapped}")
 
 
+#: The price map file litellm bundles (what it loads with ``LITELLM_LOCAL_MODEL_COST_MAP=True``).
+_BUNDLED_MAP = "model_prices_and_context_window_backup.json"
+
+
+@functools.lru_cache(maxsize=1)
+def bundled_price_map() -> Mapping[str, Any] | None:
+    """litellm's bundled price map as litellm loads it offline, read from its JSON file without importing
+    litellm: every row, a row ``alias_of`` another served as that row, and each name of a row's
+    ``aliases`` list served as the row (litellm's alias expansion). None when litellm is not
+    installed there or the caller set ``LITELLM_LOCAL_MODEL_COST_MAP`` to fetch the map
+    (tests/test_price_options.py checks it against ``litellm.model_cost``)."""
+    if os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP", "True").strip().lower() != "true":
+        return None
+    spec = importlib.util.find_spec("litellm")  # finds the package; imports nothing
+    where = list(spec.submodule_search_locations or []) if spec is not None else []
+    path = next((Path(d) / _BUNDLED_MAP for d in where if (Path(d) / _BUNDLED_MAP).is_file()), None)
+    if path is None:
+        return None
+    try:
+        raw = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    rows = {k: v for k, v in raw.items() if isinstance(v, dict) and k != "fallback_generalizations"}  # rules, not a model
+    table = {k: v for k, v in rows.items() if not isinstance(v.get("alias_of"), str)}
+    for k, v in rows.items():
+        target = v.get("alias_of")
+        if isinstance(target, str) and target in table and k not in table:
+            table[k] = table[target]
+    for k, v in list(table.items()):
+        if isinstance(v.get("aliases"), list) and not isinstance(rows[k].get("alias_of"), str):
+            for a in v["aliases"]:
+                if isinstance(a, str) and a not in table:
+                    table[a] = v
+    return table
+
+
 def _model_cost() -> Mapping[str, Any]:
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm  # noqa: PLC0415 - slow import, only when a price is looked up
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm too, when it is imported later
+    table = bundled_price_map()
+    if table is not None:
+        return table
+    import litellm  # noqa: PLC0415 - slow import: only when litellm is to fetch its map
 
     return litellm.model_cost
 
@@ -210,6 +261,23 @@ def model_price(model_id: str, *, name: str | None = None, overrides: Mapping[st
     id or the id; ``default``. With ``default=None`` an unknown model raises
     :class:`InputError` naming the ``--price`` to give.
     """
+    price = _known_price(model_id, name, overrides)
+    if price is not None:
+        return price
+    if default is not None:
+        return default
+    label = repr(name) + (f" ({model_id})" if name and name != model_id else "") if name else repr(model_id)
+    raise InputError(f"no known price for model {label} in litellm's price map; give one with "
+                     f"--price {_price_arg(name or model_id)} (USD per million input,output tokens), or "
+                     f"--price {DEFAULT_KEY}=IN,OUT for every model without a known price")
+
+
+def _price_arg(name: str) -> str:
+    return shlex.quote(f"{name}=IN,OUT")
+
+
+def _known_price(model_id: str, name: str | None, overrides: Mapping[str, Price] | None) -> Price | None:
+    """:func:`model_price` without the default: None when the model has no known price."""
     bare = model_id.split("/", 1)[1] if "/" in model_id else None
     keys = [k for k in dict.fromkeys((name, model_id, bare)) if k]
     for k in keys:
@@ -223,11 +291,65 @@ def model_price(model_id: str, *, name: str | None = None, overrides: Mapping[st
         price = mapped_price(k)
         if price is not None:
             return price
+    return None
+
+
+#: The ``--price`` key that prices every model without a known price.
+DEFAULT_KEY = "default"
+#: The source of a price ``--price default=IN,OUT`` gave.
+DEFAULT_SOURCE = "--price default"
+
+
+@dataclass(frozen=True)
+class PricePolicy:
+    """The ``--price`` values of a command as one policy: per-model prices, and the price of every
+    model with no known price (``--price default=IN,OUT``; None: such a model is refused)."""
+
+    overrides: Mapping[str, Price] = field(default_factory=dict)
+    default: Price | None = None
+
+    def price(self, model_id: str, *, name: str | None = None) -> Price:
+        """The model's price under this policy (:func:`model_price`); InputError when it has none."""
+        return model_price(model_id, name=name, overrides=self.overrides, default=self.default)
+
+    def known(self, model_id: str, *, name: str | None = None) -> Price | None:
+        """The model's price under this policy, None when it has none."""
+        price = _known_price(model_id, name, self.overrides)
+        return price if price is not None else self.default
+
+
+def price_policy(specs, *, bare: str | None = None) -> PricePolicy:
+    """The policy of ``--price`` values (:func:`parse_prices`; ``default=IN,OUT`` is the default)."""
+    prices = parse_prices(specs, bare=bare)
+    default = prices.pop(DEFAULT_KEY, None)
     if default is not None:
-        return default
-    label = repr(name) + (f" ({model_id})" if name and name != model_id else "") if name else repr(model_id)
-    raise InputError(f"no known price for model {label} in litellm's price map; give one with "
-                     f"--price {name or model_id}=IN,OUT (USD per million input,output tokens)")
+        default = Price(default.input_per_token, default.output_per_token, DEFAULT_SOURCE)
+    return PricePolicy(prices, default)
+
+
+def resolve_prices(models: Iterable[tuple[str, str]], policy: PricePolicy) -> dict[str, Price]:
+    """Name → price of each ``(name, model id)`` under ``policy``. Every model without a price is named in
+    one :class:`InputError`, with the ``--price`` line that prices them all."""
+    prices, missing = {}, []
+    for name, model_id in models:
+        price = policy.known(model_id, name=name)
+        if price is None:
+            missing.append((name, model_id))
+        else:
+            prices[name] = price
+    if missing:
+        shown = ", ".join(n + (f" ({m})" if m != n else "") for n, m in missing)
+        many = f"{len(missing)} models" if len(missing) > 1 else "model"
+        raise InputError(f"no known price for {many} {shown} (in neither litellm's price map nor this package's "
+                         f"benchmark systems); add --price {' '.join(_price_arg(n) for n, _ in missing)} (USD per "
+                         f"million input,output tokens), or --price {DEFAULT_KEY}=IN,OUT to price every model "
+                         f"without a known price at one default (reported as priced by it)")
+    return prices
+
+
+def priced_by_default(prices: Mapping[str, Price]) -> list[str]:
+    """The names whose price is ``--price default``'s, in order."""
+    return [n for n, p in prices.items() if p.source == DEFAULT_SOURCE]
 
 
 # ---------------------------------------------------------------------------

@@ -14,11 +14,15 @@ leaderboard):
 * no bank for a task: when exactly one shipped bank fits the task (and ``--metric``, when
   given) it is taken, and the caller's ``note`` is told so (the command prints it on stderr);
   when several fit (WMT24: BLEU and chrF) the run is refused, naming them.
-* an unknown name: refused, listing the shipped names.
+* an unknown name (neither a file nor a shipped bank): refused before anything is loaded, with the
+  closest shipped names or bank files (``did you mean wmt24_en-de.bleu?``) and the shipped names.
+* ``--metric`` that the task does not have (its YAML under ``--include_path`` says which it has):
+  refused as such, listing the task's metrics.
 """
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 from lm_eval_adaptive.data.shipped_banks import (
@@ -29,25 +33,52 @@ from lm_eval_adaptive.data.shipped_banks import (
 )
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.errors import BankError, InputError
+from lm_eval_adaptive.harness.task_files import yaml_task_metrics
 
-__all__ = ["parse_banks", "load_bank", "bank_reference"]
+__all__ = ["parse_banks", "load_bank", "bank_reference", "unknown_bank", "check_task_metric"]
+
+
+def unknown_bank(spec: str) -> str:
+    """What to say of a ``--bank`` value that is neither a file nor a shipped bank's name: the closest
+    shipped names or bank files beside it, then every shipped name."""
+    spec = str(spec)
+    names = list(shipped_names())
+    parent = Path(spec).parent
+    files = []
+    try:
+        if parent.is_dir():
+            files = [str(parent / f.name) if str(parent) != "." else f.name for f in parent.iterdir()
+                     if f.name.endswith((".json", ".json.gz"))][:1000]
+    except OSError:
+        pass
+    ratio = {c: difflib.SequenceMatcher(None, spec, c).ratio() for c in names + files}
+    close = [c for c in difflib.get_close_matches(spec, list(ratio), n=3, cutoff=0.6)
+             if ratio[c] >= max(ratio.values()) - 0.02]  # the best match, and any as close as it
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    return f"--bank {spec!r}: item bank file not found, nor a shipped bank's name{hint} (shipped: {', '.join(names)})"
 
 
 def parse_banks(specs, tasks, *, metric: str | None = None, command: str = "--adaptive", note=None,
-                several: bool = False) -> dict:
+                several: bool = False, include_path=None) -> dict:
     """Task → bank spec (a path or a shipped name) from ``--bank [TASK=]SPEC ...`` and the tasks'
     shipped banks; nothing is read yet. Refused: a task with no bank and no single shipped one, a
     bank for a task not run, a task given two banks. ``note(line)`` is told each shipped bank taken
     without ``--bank`` (the command line prints it on stderr; without ``note`` it is not said).
 
     ``several``: a task may be given several banks (one per metric: a multi-metric run); every
-    value is then a list of specs (one item when a task has one bank)."""
+    value is then a list of specs (one item when a task has one bank). A spec that is neither a file
+    nor a shipped bank's name is refused here (:func:`unknown_bank`); so is a ``--metric`` the task's
+    YAML under ``include_path`` does not list."""
     out: dict = {}
     for s in specs or ():
         s = str(s)
         named = None if Path(s).exists() else shipped_bank(s)
         if "=" in s and not Path(s).exists():
             t, p = s.split("=", 1)
+            if not Path(p).exists() and shipped_bank(p) is None:
+                raise InputError(unknown_bank(p))
+        elif named is None and not Path(s).exists():
+            raise InputError(unknown_bank(s))
         elif named is not None and (len(tasks) != 1 or named.task in tasks):
             t, p = named.task, s
         elif len(tasks) == 1:
@@ -67,6 +98,8 @@ def parse_banks(specs, tasks, *, metric: str | None = None, command: str = "--ad
         if t in out:
             continue
         fits = shipped_for_task(t, metric)
+        if not fits and metric:
+            check_task_metric(t, metric, include_path)
         if len(fits) == 1:
             out[t] = [fits[0].name]
             if note is not None:
@@ -86,6 +119,16 @@ def parse_banks(specs, tasks, *, metric: str | None = None, command: str = "--ad
     return out if several else {t: v[0] for t, v in out.items()}
 
 
+def check_task_metric(task: str, metric: str, include_path, *, what: str | None = None) -> None:
+    """Refuse ``metric`` (named by ``what``, default ``--metric``) when the task's YAML under
+    ``include_path`` lists its metrics without it (nothing is loaded; a task not found there is not
+    checked here)."""
+    have = yaml_task_metrics(task, include_path)
+    if have is not None and metric not in have:
+        raise InputError(f"{what or f'--metric {metric}'}: task {task!r} has no metric {metric!r} (its "
+                         f"metrics: {', '.join(have)})")
+
+
 def load_bank(spec) -> ItemBank:
     """The bank ``spec`` names: an :class:`ItemBank` as it is, a bank file (``.json`` or
     ``.json.gz``), or a shipped bank's name; BankError naming it otherwise, listing the shipped
@@ -96,8 +139,7 @@ def load_bank(spec) -> ItemBank:
     if not path.exists():
         named = shipped_bank(str(spec))
         if named is None:
-            raise BankError(f"item bank file not found, nor a shipped bank's name (shipped: "
-                            f"{', '.join(shipped_names())})", path=str(spec))
+            raise BankError(unknown_bank(str(spec)))
         return ItemBank.from_dict(read_bank_json(named.path), source=f"shipped bank {named.name} ({named.path})")
     if path.name.endswith(".gz"):
         return ItemBank.from_dict(read_bank_json(path), source=str(path))

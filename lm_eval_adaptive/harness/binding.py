@@ -36,9 +36,9 @@ import numpy as np
 
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.errors import BankError, InputError
-from lm_eval_adaptive.harness.bank_source import load_bank
+from lm_eval_adaptive.harness.bank_source import check_task_metric, load_bank
 
-__all__ = ["DOC_ID", "SAMPLE_LOGS_SOURCE", "ITEM_FIELD_KEY", "BankBinding", "bind_bank", "bind_banks",
+__all__ = ["DOC_ID", "SAMPLE_LOGS_SOURCE", "ITEM_FIELD_KEY", "BankBinding", "bind_bank", "bind_banks", "check_banks",
            "check_metric_bindings", "task_metrics", "record_item_field", "recorded_item_field"]
 
 #: ``item_field`` value meaning "the ids are harness doc ids (positions in the evaluation split)".
@@ -93,8 +93,8 @@ def bind_bank(bank, task_name: str, task_obj, *, metric: str | None = None,
         raise BankError(f"bank {bank.describe()} names no metric; pass --metric")
     given = task_metrics(task_obj)
     if given and metric not in given:
-        raise BankError(f"task {task_name!r} gives no per-document metric {metric!r} (its metrics: "
-                        f"{', '.join(given)}); use a bank calibrated on one of them")
+        raise BankError(f"task {task_name!r} has no metric {metric!r} (its metrics: {', '.join(given)}); use a "
+                        "bank calibrated on one of them")
     docs = list(task_obj.eval_docs)
     field = item_field or recorded_item_field(bank)
     how = (f"--item-field {field!r}" if item_field else
@@ -104,6 +104,21 @@ def bind_bank(bank, task_name: str, task_obj, *, metric: str | None = None,
     doc_of_item = _map_items(bank, docs, field, task_name, how)
     return BankBinding(bank=bank, task=task_name, metric=metric, n_docs=len(docs),
                        item_field=field or DOC_ID, doc_of_item=doc_of_item)
+
+
+def check_banks(banks: dict, *, metric: str | None = None, include_path=None) -> None:
+    """The checks of :func:`bind_bank` that need no task loaded, for task → its bank specs: each bank
+    is found (a file or a shipped name) and read, made for this task, and for ``--metric``; the metric
+    (``--metric``, else the bank's) is one the task's YAML under ``include_path`` lists (a task not
+    found there is checked when it is loaded). Raises :class:`BankError` or :class:`InputError`."""
+    for task, specs in banks.items():
+        if metric:
+            check_task_metric(task, metric, include_path)
+        for spec in specs:
+            bank = load_bank(spec)
+            bank.check_compatible(task=task, metric=metric)
+            if not metric and bank.metric:
+                check_task_metric(task, bank.metric, include_path, what=f"bank {bank.describe()}")
 
 
 def bind_banks(banks, task_name: str, task_obj, *, metric: str | None = None,

@@ -14,7 +14,7 @@ from lm_eval_adaptive.harness.sample_logs import ADAPTIVE_SAMPLE_KEY
 from lm_eval_adaptive.harness.task_loop import MultiTaskOutcome, TaskOutcome
 
 __all__ = ["ADMINISTERED_SUFFIX", "headline_estimate", "display_results", "metric_blocks", "adaptive_block",
-           "multi_block", "annotate_samples", "annotate_multi_samples"]
+           "administered", "multi_block", "annotate_samples", "annotate_multi_samples"]
 
 #: Suffix of the metrics that hold plain means over the administered documents only.
 ADMINISTERED_SUFFIX = "_administered_mean"
@@ -119,11 +119,24 @@ def _cost_fields(o, generations: int) -> dict:
     }
 
 
+def administered(o: TaskOutcome) -> list[dict]:
+    """Each administered document in the order it was given: the bank's item id, the harness doc id, the
+    raw metric value, and whether a random slot of the selector chose it (the random share the
+    full-task estimate's design-based correction rests on: docs/metric-scale.md)."""
+    e = o.test.examinee
+    is_random = getattr(e.selector, "is_random_slot", None)
+    ids = o.bank.item_ids
+    return [{"item_id": str(ids[i]), "doc_id": int(d), "raw": float(r),
+             "random": bool(is_random(k)) if is_random is not None else False}
+            for k, (i, d, r) in enumerate(zip(e.items, o.doc_ids, o.raw))]
+
+
 def adaptive_block(o: TaskOutcome) -> dict:
     e = o.test.examinee
     return {
         "metric": o.binding.metric,
         **_estimate_fields(o.bank, e, o.raw, o.n_docs),
+        "administered": administered(o),
         "cost_usd": e.spent,
         "judge_cost_usd": o.judge.get("cost_usd", 0.0),
         "judge": dict(o.judge),

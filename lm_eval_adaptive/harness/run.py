@@ -50,18 +50,18 @@ import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from lm_eval_adaptive.data.price_map import model_price, parse_prices
-from lm_eval_adaptive.data.prices import DEFAULT_PRICE
+from lm_eval_adaptive.data.price_map import price_policy, priced_by_default, resolve_prices
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness import lm_eval_compat as compat
 from lm_eval_adaptive.harness.attempts import AttemptBilling, harness_attempts
-from lm_eval_adaptive.harness.bank_source import parse_banks
+from lm_eval_adaptive.harness.bank_source import bank_reference, parse_banks
 from lm_eval_adaptive.harness.billing import RetryPolicy, may_have_been_billed
-from lm_eval_adaptive.harness.binding import BankBinding, bind_bank
+from lm_eval_adaptive.harness.binding import BankBinding, bind_bank, check_banks
 from lm_eval_adaptive.harness.judge_pricing import JudgePricing
 from lm_eval_adaptive.harness.metrics import declared_judges
 from lm_eval_adaptive.harness.result_blocks import (
@@ -110,6 +110,19 @@ def execute_run(harness_args: HarnessArgs, adaptive: AdaptiveRunConfig | None, h
         return run_adaptive(harness_args, adaptive, display=display, note=note)
 
 
+def _task_names(tasks) -> list[str] | None:
+    """The ``--tasks`` names when each is a plain task name (not a YAML file, folder or glob, which only
+    the harness can resolve), else None."""
+    if not tasks:
+        return None
+    names = [t.strip() for t in (tasks.split(",") if isinstance(tasks, str) else
+                                 [x for task in tasks for x in str(task).split(",")]) if t.strip()]
+    if not names or any(any(c in t for c in "*?[/\\") or t.endswith((".yaml", ".yml")) or os.path.exists(t)
+                        for t in names):
+        return None
+    return list(dict.fromkeys(names))
+
+
 def _model_name(cfg) -> str:
     ma = cfg.model_args if isinstance(cfg.model_args, dict) else {}
     if not ma and isinstance(cfg.model_args, str):
@@ -134,6 +147,8 @@ class AdaptivePlan:
     #: task → its banks' bindings, one per metric, for a task given several banks (a multi-metric
     #: run; ``bound`` then holds the first one)
     metric_bindings: dict = field(default_factory=dict)
+    #: task → how the run's settings name its bank(s) (a shipped bank's name, a file's absolute path)
+    bank_refs: dict = field(default_factory=dict)
 
     def max_output_tokens(self, task_obj) -> int:
         """The most output tokens one request of ``task_obj`` may ask for (``max_gen_toks``): the
@@ -177,6 +192,20 @@ def plan_adaptive_run(hargs: HarnessArgs, config: AdaptiveRunConfig, *, note=Non
 
     parse_gen_kwargs(getattr(hargs, "gen_kwargs", None))
     cfg = EvaluatorConfig.from_cli(hargs)
+    # the checks that need no task loaded, first: banks (and the task's metric, from its YAML), the price
+    named = _task_names(getattr(hargs, "tasks", None))
+    bank_paths = None
+    if named is not None:
+        bank_paths = parse_banks(list(config.bank), named, metric=config.metric, several=True, note=note,
+                                 include_path=cfg.include_path)
+        check_banks(bank_paths, metric=config.metric, include_path=cfg.include_path)
+    name = _model_name(cfg)
+    policy = price_policy(list(config.price) or None, bare=name)
+    price = resolve_prices([(name, name)], policy)[name]
+    if note is not None and priced_by_default({name: price}):
+        note(f"{name}: no known price; priced by the default ${price.input_per_mtok:g}/${price.output_per_mtok:g} "
+             f"per M tokens ({price.source})")
+    judges = JudgePricing(policy)
     try:
         task_manager = cfg.process_tasks(cfg.metadata)
     except ValueError as e:  # the harness's "Tasks not found: ..."
@@ -185,14 +214,12 @@ def plan_adaptive_run(hargs: HarnessArgs, config: AdaptiveRunConfig, *, note=Non
         raise InputError(f"{e}: no such harness task; a task of this project needs --include_path task_configs "
                          "(the folder of its YAML)") from None
     tasks = list(cfg.tasks)
-    bank_paths = parse_banks(list(config.bank), tasks, metric=config.metric, several=True, note=note)
-    name = _model_name(cfg)
-    overrides = parse_prices(list(config.price) or None, bare=name)
+    if bank_paths is None or set(bank_paths) != set(tasks):
+        bank_paths = parse_banks(list(config.bank), tasks, metric=config.metric, several=True,
+                                 note=note if bank_paths is None else None, include_path=cfg.include_path)
     budgeted = config.budget_usd is not None
-    price = model_price(name, overrides=overrides, default=None if budgeted else DEFAULT_PRICE)
-    judges = JudgePricing(overrides, required=budgeted)
     # every task's bank is checked and bound before the model is built: nothing is asked of a bad input
-    bound, multi = [], {}
+    bound, multi, refs = [], {}, {}
     for task_name in tasks:
         with declared_judges() as declared:
             loaded = task_manager.load([task_name])["tasks"]
@@ -206,12 +233,13 @@ def plan_adaptive_run(hargs: HarnessArgs, config: AdaptiveRunConfig, *, note=Non
                              "metric; --metric is for a single bank")
         bindings = [bind_bank(spec, tname, task_obj, metric=config.metric, item_field=config.item_field)
                     for spec in specs]
+        refs[tname] = [bank_reference(spec) for spec in specs]
         judges.declare(declared)
         bound.append((tname, task_obj, bindings[0]))
         if len(bindings) > 1:
             multi[tname] = _check_metric_bindings(tname, bindings)
     plan = AdaptivePlan(cfg=cfg, task_manager=task_manager, model=name, price=price, judges=judges, bound=bound,
-                        metric_bindings=multi)
+                        metric_bindings=multi, bank_refs=refs)
     if budgeted:
         for tname, _, binding in bound:
             cheapest = float(np.nanmin(price.item_costs(binding.bank.input_tokens, binding.bank.output_tokens)))
@@ -281,6 +309,7 @@ def run_adaptive(hargs: HarnessArgs, config: AdaptiveRunConfig, *, display: RunD
     timeout = resolve_timeout(config.timeout, model_args)
     # the harness's and litellm's retries are off: every retry is ours (AttemptBilling), reserved
     # against --budget-usd before it is sent and charged when the provider may have billed it
+    _no_litellm_banners()
     lm = compat.build_lm(cfg.model, model_args, extra=extra, timeout=timeout, own_retries=True)
     billing = AttemptBilling(price, lm, RetryPolicy(max_attempts=harness_attempts(model_args)))
     compat.before_requests(lm, billing.before_send)
@@ -318,6 +347,7 @@ def run_adaptive(hargs: HarnessArgs, config: AdaptiveRunConfig, *, display: RunD
         shutil.rmtree(tmpdir, ignore_errors=True)
 
     # everything succeeded: write the harness's output files, then report
+    _record_run(all_results, plan, hargs)
     tracker.save_results_aggregated(results=all_results, samples=all_samples if cfg.log_samples else None)
     if cfg.log_samples:
         for t, rows in all_samples.items():
@@ -329,6 +359,36 @@ def run_adaptive(hargs: HarnessArgs, config: AdaptiveRunConfig, *, display: RunD
     return AdaptiveRunReport(results=public, table=make_table(display_results(public)), model=str(cfg.model),
                              model_args=redact_text(str(cfg.model_args)), config=config,
                              output_path=cfg.output_path or None, results_file=results_file)
+
+
+def _no_litellm_banners() -> None:
+    """litellm prints a "Give Feedback / Get Help" banner before every error it raises: off for the run's
+    calls (set here, as the model is built, so that the checks before it need not import litellm)."""
+    try:
+        import litellm  # noqa: PLC0415 - seconds to import: only once the run is to call a model
+    except ImportError:  # pragma: no cover - an install without litellm has no litellm model
+        return
+    litellm.suppress_debug_info = True
+
+
+def _record_run(results: dict, plan: AdaptivePlan, hargs) -> None:
+    """What each task's ``adaptive`` block records of the run beyond its figures: the bank(s) as the run
+    named them (``bank``), the models priced by ``--price default`` (``priced_by_default``), and the
+    harness task arguments a ``rank`` of the same task needs (``task_args``: ``compare`` prints that
+    command)."""
+    defaulted = ([plan.model] if priced_by_default({plan.model: plan.price}) else []) + plan.judges.priced_by_default
+    include = getattr(hargs, "include_path", None)
+    task_args = {"include_path": str(Path(include).resolve()) if include else None,
+                 "apply_chat_template": bool(getattr(hargs, "apply_chat_template", False)),
+                 "fewshot_as_multiturn": bool(getattr(hargs, "fewshot_as_multiturn", False)),
+                 "num_fewshot": getattr(hargs, "num_fewshot", None),
+                 "gen_kwargs": getattr(hargs, "gen_kwargs", None) or None,
+                 "system_instruction": getattr(hargs, "system_instruction", None)}
+    for task, block in results.get("adaptive", {}).items():
+        refs = plan.bank_refs.get(task) or []
+        block["bank"] = refs[0] if len(refs) == 1 else refs
+        block["priced_by_default"] = list(defaulted)
+        block["task_args"] = dict(task_args)
 
 
 class ModelCallError(RuntimeError):

@@ -60,13 +60,15 @@ from lm_eval_adaptive.live.session import (
     check_live_settings,
     cheapest_call_check,
     journal_cap_change,
+    live_prices,
     model_rows,
+    note_default_prices,
     start_run,
 )
 from lm_eval_adaptive.live.terminal import styled
 
 __all__ = ["LEADERBOARD_FORMAT", "REFRESH_KEYS", "load_leaderboard", "create_leaderboard", "history_beside", "refresh",
-           "print_leaderboard"]
+           "print_leaderboard", "new_models_stop"]
 
 LEADERBOARD_FORMAT = "lm-eval-adaptive/leaderboard"
 LEADERBOARD_VERSION = 1
@@ -130,7 +132,9 @@ _REFRESH_FIELDS = {"at": _OPT_TEXT, "budget_usd": _OPT_NUMBER, "spent_usd": _OPT
                    "added": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
                              "an array of model names"),
                    "failed": (lambda v: isinstance(v, dict), "an object"),
-                   "confidence": _OPT_NUMBER}
+                   "confidence": _OPT_NUMBER,
+                   "priced_by_default": (lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+                                         "an array of model names")}
 
 
 def _check_fields(obj: dict, fields: dict, where: str, path: str) -> None:
@@ -312,8 +316,9 @@ REFRESH_KEYS = ("leaderboard", "add", "budget_usd", "confidence", "min_items", "
 def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, report=None) -> int:
     """Place ``settings.add`` on the leaderboard ``settings.leaderboard`` live (see the module docstring; a
     list of leaderboards of one task, one per metric, are refreshed together); the exit status: 0 placed,
-    1 no new model placed, 130 interrupted. The plan and progress go to ``console``, the result (the new
-    leaderboard(s), what failed, why it stopped) to ``report`` (default: ``console``)."""
+    3 placed but a new model failed every call (dropped), 1 no new model placed, 130 interrupted. The plan
+    and progress go to ``console``, the result (the new leaderboard(s), what failed, why it stopped) to
+    ``report`` (default: ``console``)."""
     report = report if report is not None else console
 
     given = settings.leaderboard
@@ -329,6 +334,7 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
     if settings.budget_usd is None or not (settings.budget_usd > 0 and math.isfinite(settings.budget_usd)):
         raise InputError("--budget-usd: a refresh needs a positive dollar cap")
     check_live_settings(settings)
+    live_prices(settings)  # every new model without a price in one error, before the history is read
     if joint and settings.metric:
         raise InputError(f"--metric {settings.metric}: the {len(boards)} leaderboards say their metrics")
     if joint and settings.dry_run:
@@ -376,6 +382,7 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
         return ranker
 
     if settings.dry_run:
+        note_default_prices(console, setup.priced_by_default, setup.prices, setup.judges.prices)
         return forecast_refresh(settings, console, setup, new_ranker)
     ranker = new_ranker()
     if not resumed:
@@ -430,17 +437,32 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
                      f"{', '.join(map(str, paths))} {'were' if joint else 'was'} not changed"
                      + (f"; the journal is in {out_dir}" if out_dir is not None else "")))
         return 1
-    upper = 1 - (1 - settings.confidence) / 2
     stops = []
     for metric, res in per.items():
         board, bpath, _ = by_metric[metric] if joint else (lb, path, tables[0])
         examinees = ranker.metric_examinees(metric) if joint else ranker.examinees
-        stops.append(_enter(board, bpath, res, examinees, new, setup, settings, live, ranker, upper, report,
+        stops.append(_enter(board, bpath, res, examinees, new, setup, settings, live, ranker, report,
                             metric if joint else None))
     stopped = stops[0] if len(set(stops)) == 1 else ", ".join(f"{k}: {x}" for k, x in zip(per, stops))
-    report.print(f"stopped because: {stopped}; spent ${setup.ledger.spent:.4f} of a ${settings.budget_usd:g} cap; "
-                 f"{', '.join(map(str, paths))} updated")
+    report.print(f"stopped because: {stopped} (the new models: {', '.join(placed)}); spent "
+                 f"${setup.ledger.spent:.4f} of a ${settings.budget_usd:g} cap; {', '.join(map(str, paths))} updated")
+    if failed:  # placed the others; a model that failed every call is dropped: exit 3
+        for m, why in failed.items():
+            report.print(styled("dropped", "red", f": {m} after {live.failed_calls[m]} failed call(s), not placed: "
+                                                  f"{why}"))
+        return 3
     return 0
+
+
+def new_models_stop(res, reason: str | None, new) -> str:
+    """Why the placing of the ``new`` models stopped, of them alone: ``settled`` when no pair of theirs is
+    left open (each ordered, equivalent, or closer than the bank can separate: a tie), else the ranker's
+    ``reason`` (budget, max_items, bank_exhausted: the passes of the new models, the only ones asked).
+    An anchor pair left open, or an anchor with no item left, is no reason of the new models'."""
+    mine = set(new)
+    if not any(mine & set(p) for p in res.open_pairs):
+        return "settled"
+    return reason or "running"
 
 
 def _check_joint_boards(paths, boards) -> None:
@@ -455,21 +477,12 @@ def _check_joint_boards(paths, boards) -> None:
         raise InputError(f"--leaderboard: two leaderboards of metric {dup[0]!r}; refresh one at a time")
 
 
-def _enter(lb, path, res, examinees, new, setup, settings, live, ranker, upper, report, metric) -> str:
+def _enter(lb, path, res, examinees, new, setup, settings, live, ranker, report, metric) -> str:
     """Enter the placed new models on one leaderboard (``metric``: its metric in a several-board refresh),
     write it, print it; why its placement stopped."""
     pos = {m: k for k, m in enumerate(res.ranking)}
-    adj = res.adjacent_confidence  # adj[k] = P(ranking[k] > ranking[k+1])
-
-    def settled(m):
-        k = pos[m]
-        return (k == 0 or adj[k - 1] > upper) and (k == len(res.ranking) - 1 or adj[k] > upper)
-
     placed = [m for m in new if m in pos]
-    if all(settled(m) for m in placed):
-        stopped = "settled"
-    else:
-        stopped = ranker.stopped_because if ranker.stopped_because in ("budget", "max_items") else "bank_exhausted"
+    stopped = new_models_stop(res, ranker.stopped_because, new)
     rows = {r["model"]: r for r in model_rows(live, setup, placed, metric=metric)}
     old = {e["model"]: e for e in lb["entries"] if e.get("source") == "full_run"}
     added = {}
@@ -492,7 +505,7 @@ def _enter(lb, path, res, examinees, new, setup, settings, live, ranker, upper, 
         "at": _now(), "added": list(added), "failed": dict(res.failed), "budget_usd": settings.budget_usd,
         "spent_usd": setup.ledger.spent, "judge_spent_usd": float(sum(live.judge_spent.values())),
         "stopped_because": stopped, "confidence": settings.confidence,
-        "items": {m: res.items[m] for m in new}})
+        "items": {m: res.items[m] for m in new}, "priced_by_default": setup.priced_by_default})
     _write(path, lb)
     print_leaderboard(report, lb, added, res.failed)
     for m, e in added.items():

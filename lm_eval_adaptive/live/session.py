@@ -26,7 +26,7 @@ import numpy as np
 
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.files import check_output_folder
-from lm_eval_adaptive.data.price_map import model_price, parse_prices
+from lm_eval_adaptive.data.price_map import PricePolicy, price_policy, priced_by_default, resolve_prices
 from lm_eval_adaptive.data.prices import actual_cost, upper_estimate
 from lm_eval_adaptive.display import SHOWN_LOG_FILTER, shown
 from lm_eval_adaptive.engine.bank import joint_item_ids
@@ -36,7 +36,7 @@ from lm_eval_adaptive.engine.multi_metric_ranker import MultiMetricRanker
 from lm_eval_adaptive.engine.pair_rules import pair_rule_for
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
 from lm_eval_adaptive.errors import InputError
-from lm_eval_adaptive.harness.binding import bind_banks
+from lm_eval_adaptive.harness.binding import bind_banks, check_banks
 from lm_eval_adaptive.harness.lm_eval_compat import harness_bars_off
 from lm_eval_adaptive.harness.judge_pricing import JudgePricing
 from lm_eval_adaptive.harness.scorer import (
@@ -52,6 +52,7 @@ from lm_eval_adaptive.redaction import redact as redact_all
 from lm_eval_adaptive.live.terminal import styled
 
 __all__ = ["LiveSettings", "Setup", "rank_ranker", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
+           "live_prices", "check_before_loading", "note_default_prices",
            "open_run", "start_run", "journal_cap_change", "cheapest_call_check", "announce", "LiveProgress", "model_rows", "build_report",
            "JUDGE_PROMPT_ALLOWANCE", "JUDGE_OUTPUT_ALLOWANCE",
            "CHARS_PER_TOKEN", "expected_item_costs"]
@@ -173,6 +174,34 @@ def check_live_settings(a: LiveSettings) -> None:
         raise InputError(f"--timeout must be a finite number > 0, got {timeout!r}")
 
 
+def live_prices(a: LiveSettings, specs=None) -> tuple[dict, PricePolicy]:
+    """(name → price of each model of the run, the run's price policy): ``--price`` values, litellm's map,
+    the bundled benchmark systems, else ``--price default``; every model without a price named in one
+    error with the ``--price`` line to add (:func:`~lm_eval_adaptive.data.price_map.resolve_prices`).
+    ``specs``: the models (default: ``a.models``, or a refresh's ``a.add``)."""
+    if specs is None:
+        specs = [parse_model_spec(s) for s in (a.models if a.models is not None else a.add or [])]
+    policy = price_policy(a.price)
+    return resolve_prices([(s.name, s.model_id) for s in specs], policy), policy
+
+
+def check_before_loading(a: LiveSettings) -> None:
+    """Every check of a new ``rank`` run that needs no harness task loaded, in order, each failing at once:
+    the banks (a file or a shipped name, close matches offered; the task's metric read from its YAML
+    under ``--include_path``; the bank's task and metric), the prices (every unpriced model in one
+    error), the run folder. (``refresh`` checks its prices with :func:`live_prices` as it starts, before
+    it reads the leaderboard's history.)"""
+    if a.bank:
+        check_banks({a.tasks: a.bank if isinstance(a.bank, list) else [a.bank]}, metric=a.metric,
+                    include_path=a.include_path)
+    live_prices(a)
+    if a.output and not a.resume:
+        d = Path(a.output)
+        if (d / JOURNAL_NAME).exists():
+            raise InputError(f"a run already exists in {d}; continue it with --resume {d} or choose another --output")
+        check_output_folder(d, "--output")
+
+
 class Setup:
     """Everything a live run needs, built from the settings (shared by rank and refresh).
 
@@ -192,8 +221,7 @@ class Setup:
         clash = sorted(set(names) & set(anchors or ()))
         if clash:
             raise InputError(f"model(s) {clash} are already on the leaderboard")
-        overrides = parse_prices(a.price)
-        self.prices = {s.name: model_price(s.model_id, name=s.name, overrides=overrides) for s in self.specs}
+        self.prices, policy = live_prices(a, self.specs)
         metadata = parse_metadata(a.metadata)
         self.task = HarnessTask(a.tasks, include_path=a.include_path, num_fewshot=a.num_fewshot,
                                 gen_kwargs=a.gen_kwargs, apply_chat_template=a.apply_chat_template,
@@ -214,7 +242,7 @@ class Setup:
         else:
             self.item_ids = [str(i) for i in self.bank.item_ids.tolist()]
             first = slice(None)
-        self.judges = JudgePricing(overrides, required=True)
+        self.judges = JudgePricing(policy)
         self.judges.declare(self.task.judges)  # a judge the task declared is priced before any call
         timeout = a.timeout
         self.scorers = {}
@@ -237,6 +265,11 @@ class Setup:
         self.expected_costs = {m: np.broadcast_to(expected_item_costs(
             self.prices[m], bank, [self.scorers[m].prompt_length(i) for i in ids]), (n,))[first] for m in names}
         self.full_cost = {m: float(np.mean(c)) * self.n_docs for m, c in self.expected_costs.items()}
+
+    @property
+    def priced_by_default(self) -> list[str]:
+        """The models (and judges) priced by ``--price default``."""
+        return priced_by_default(self.prices) + self.judges.priced_by_default
 
     @property
     def bank_ids(self) -> str:
@@ -472,11 +505,22 @@ def announce(console, setup, a: LiveSettings) -> None:
         p = setup.prices[s.name]
         console.print(f"  {s.name}: {s.type}:{s.model_id}, ${p.input_per_mtok:g}/${p.output_per_mtok:g} per M tokens "
                       f"({p.source}); full run ≈ ${setup.full_cost[s.name]:.4f}")
+    note_default_prices(console, setup.priced_by_default, setup.prices, setup.judges.prices)
+
+
+def note_default_prices(console, names, *price_maps) -> None:
+    """One line naming the models priced by ``--price default`` (nothing when there are none)."""
+    if not names:
+        return
+    prices = {k: v for m in price_maps for k, v in m.items()}
+    p = prices[names[0]]
+    console.print(f"priced by the default ${p.input_per_mtok:g}/${p.output_per_mtok:g} per M tokens ({p.source}), "
+                  f"not a known price: {', '.join(names)}", highlight=False)
 
 
 class LiveProgress:
-    """Live table on stderr: items and dollars per model, θ̂ ± SE, calls in flight, failures; while it
-    is open the harness draws none of its own bars (:func:`~lm_eval_adaptive.harness.lm_eval_compat.harness_bars_off`:
+    """Live table on stderr: items and dollars per model called (a refresh's new models, not its anchors),
+    θ̂ ± SE, calls in flight, failures; while it is open the harness draws none of its own bars (:func:`~lm_eval_adaptive.harness.lm_eval_compat.harness_bars_off`:
     ``TQDM_DISABLE`` alone misses a tqdm imported before it was set)."""
 
     def __init__(self, console, live, setup, *, enabled: bool, every: int = 25):
@@ -486,6 +530,8 @@ class LiveProgress:
         self.every, self._next_line = every, every
         self._live = None
         self._bars_off = None
+        #: the models this run calls (a refresh's anchors are never called: not counted, not shown)
+        self.called = [s.name for s in setup.specs]
 
     def _table(self):
         from rich.table import Table
@@ -497,7 +543,7 @@ class LiveProgress:
         for c in ("model", "items", "in flight", *thetas, "$", "failed calls"):
             t.add_column(c, justify="left" if c == "model" else "right",
                          overflow="fold" if c == "model" else "ellipsis")
-        for m in r.models:
+        for m in self.called:
             e = r.examinees[m]
             parts = [r.metric_examinees(k)[m] for k in setup.metrics] if setup.joint else [e]
             t.add_row(shown(m) + (" (failed)" if m in r.failed else ""), str(e.n), str(r.in_flight(m)),
@@ -520,10 +566,11 @@ class LiveProgress:
             self._live.update(self._table())
         elif self.lines:
             r = self.live_run.ranker
-            n = sum(e.n for e in r.examinees.values())
+            called = self.called
+            n = sum(r.examinees[m].n for m in called)
             if n >= self._next_line:
                 self._next_line = n + self.every
-                per = ", ".join(f"{m} {r.examinees[m].n} (${r.examinees[m].spent:.4f})" for m in r.models)
+                per = ", ".join(f"{m} {r.examinees[m].n} (${r.examinees[m].spent:.4f})" for m in called)
                 self.console.print(f"{n} items, ${self.setup.ledger.spent:.4f} spent: {per}", highlight=False)
 
     def __exit__(self, *exc):
@@ -615,9 +662,11 @@ def build_report(live, setup, a: LiveSettings, *, command: str) -> dict:
         "judge_cost_usd": float(sum(live.judge_spent.values())),
         "judge_prices": {m: {"input_per_mtok": p.input_per_mtok, "output_per_mtok": p.output_per_mtok,
                              "source": p.source} for m, p in setup.judges.prices.items()},
+        "priced_by_default": setup.priced_by_default,
         "full_run_cost_usd": float(sum(setup.full_cost[m] for m in live.ranker.models)),
-        "failed": [{"model": m, "error": why, "items": items[m], "cost_usd": live.ranker.examinees[m].spent,
-                    "judge_cost_usd": live.judge_spent.get(m, 0.0)} for m, why in failed.items()],
+        "failed": [{"model": m, "error": why, "failed_calls": int(live.failed_calls[m]), "items": items[m],
+                    "cost_usd": live.ranker.examinees[m].spent, "judge_cost_usd": live.judge_spent.get(m, 0.0)}
+                   for m, why in failed.items()],
         "calls": {"attempts": live.attempts, "retries": live.retries,
                   "billed_failures": live.billed_failures, "billed_failures_usd": live.billed_failures_usd,
                   "failed_items": int(sum(live.failed_calls.values())),
