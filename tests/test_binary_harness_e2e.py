@@ -35,6 +35,8 @@ def _run(model_dir: Path, out: Path, *extra: str) -> dict:
             f"pretrained={model_dir},dtype=float32,parallelize=False,device_map=cpu", "--device", "cpu",
             "--batch_size", "16", "--tasks", "tiny_mc", "--include_path", str(TASK_DIR), "--log_samples",
             "--output_path", str(out), *extra]
+    if "--adaptive" in extra:
+        args += ["--price", "0,0"]  # a local model: no API price (unpriced models are refused)
     assert main(args) == 0
     (res,) = glob.glob(str(out / "*" / "results_*.json"))
     return json.loads(Path(res).read_text())
