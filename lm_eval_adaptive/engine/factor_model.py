@@ -24,10 +24,10 @@ keeps outside them (floored at :data:`MIN_NOISE`). Predictions are clipped to th
 item by item.
 
 What this buys over the 2PL/3PL prediction (the same adaptive items, 200 held-out models,
-docs/binary.md): mean absolute error of the full-task accuracy at 100 items 0.014 against 0.027
-on mmlu_pro_math_7b and 0.014 against 0.036 on bbh_shuffled_objects_5; at 20-30 items on the
-100-item tables about the same as the 2PL/3PL (their 100 items were chosen by tinyBenchmarks
-to be predictable by one dimension).
+docs/binary.md): mean absolute error of the full-task accuracy at 100 items 0.014 against 0.026
+(p-IRT) on mmlu_pro_math_7b and 0.016 against 0.036 on bbh_shuffled_objects_5; at 30 items on the
+100-item tables a little lower than p-IRT (0.015-0.036 against 0.016-0.036; their 100 items were
+chosen by tinyBenchmarks to be predictable by one dimension).
 
 Pure NumPy: fitting is one SVD of the (models × items) matrix; a prediction is O(n·d² + N·d).
 """
