@@ -379,3 +379,44 @@ def test_bad_scale_is_rejected():
         build_judge_prompt("Q", "A", scale=(1, 1))
     with pytest.raises(ValueError):
         build_judge_prompt("Q", "A", scale=(0, math.inf))
+
+
+def test_a_judge_that_never_answers_times_out_instead_of_hanging(monkeypatch):
+    """Outside a live run no caller sets a timeout: the judge request still gives up after
+    DEFAULT_JUDGE_TIMEOUT_S (a stalled judge once hung a plain harness run in a test for its 10 minutes)."""
+    import socket
+    import threading
+
+    import litellm
+
+    from lm_eval_adaptive.harness import llm_judge as judge_module
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    held = []
+    stop = threading.Event()
+
+    def accept_and_stay_silent():
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(srv.accept()[0])
+            except OSError:
+                continue
+
+    t = threading.Thread(target=accept_and_stay_silent, daemon=True)
+    t.start()
+    monkeypatch.setattr(judge_module, "DEFAULT_JUDGE_TIMEOUT_S", 1.0)
+    try:
+        with pytest.raises((litellm.Timeout, litellm.APIConnectionError)) as err:
+            judge_module.llm_judge("Say hi.", "hi", model="openai/judge",
+                                   api_base=f"http://127.0.0.1:{srv.getsockname()[1]}/v1", api_key="k")
+        assert "time" in str(err.value).lower()
+        assert held, "the request reached the silent server"
+    finally:
+        stop.set()
+        t.join()
+        for c in held:
+            c.close()
+        srv.close()

@@ -25,7 +25,7 @@ from lm_eval_adaptive.data.judge_format import (
     parse_judge_score,
 )
 
-__all__ = ["JUDGE_MODEL_ENV", "JUDGE_API_BASE_ENV", "JUDGE_API_KEY_ENV", "JudgeCall", "llm_judge",
+__all__ = ["DEFAULT_JUDGE_TIMEOUT_S", "JUDGE_MODEL_ENV", "JUDGE_API_BASE_ENV", "JUDGE_API_KEY_ENV", "JudgeCall", "llm_judge",
            "judge_calls", "declare_judge", "declared_judges", "clear_judge_cache"]
 
 #: Environment variables read when the judge's model / endpoint / key are not given.
@@ -100,6 +100,10 @@ def _usage_dict(usage: Any) -> dict | None:
             "completion_tokens": getattr(usage, "completion_tokens", None)}
 
 
+#: Seconds a judge request waits for its reply when no caller set a timeout.
+DEFAULT_JUDGE_TIMEOUT_S = 120.0
+
+
 def _judge_request(model: str, api_base: str | None, api_key: str | None, prompt: str,
                    timeout: float | None) -> str | None:
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -116,8 +120,9 @@ def _judge_request(model: str, api_base: str | None, api_key: str | None, prompt
         kwargs["api_key"] = "EMPTY"
     if timeout is None:
         timeout = getattr(_judge_tls, "timeout", None)
-    if timeout is not None:
-        kwargs["timeout"] = timeout
+    # a judge call outside a live run (a plain harness run) waits at most DEFAULT_JUDGE_TIMEOUT_S, not
+    # litellm's 10 minutes: a stalled judge server fails the document instead of hanging the run
+    kwargs["timeout"] = DEFAULT_JUDGE_TIMEOUT_S if timeout is None else timeout
     # no retry behind the caller's back: litellm's own (num_retries) and the provider SDK's
     # (max_retries, 2 by default in the OpenAI client) are off; each retry is the caller's,
     # reserved, charged and counted (live/driver.py)
