@@ -90,8 +90,11 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
                         "metric; default: the task's shipped bank when only one fits the task and --metric")
     g.add_argument("--se-target", dest="adaptive_se_target", metavar="SE", type=nonnegative_float, default=0.2,
                    help="stop when the ability SE falls to this (default 0.2)")
+    g.add_argument("--ci-width", dest="adaptive_ci_width", metavar="W", type=positive_float, default=None,
+                   help="stop instead when the estimated full-task metric's 95%% interval has a half-width of at "
+                        "most W, in the metric's units (0.02: ±2 points of accuracy); replaces --se-target")
     g.add_argument("--min-items", dest="adaptive_min_items", metavar="N", type=positive_int, default=30,
-                   help="minimum documents per task before the SE rule may stop (default 30)")
+                   help="minimum documents per task before the SE (or --ci-width) rule may stop (default 30)")
     g.add_argument("--max-items", dest="adaptive_max_items", metavar="N", type=positive_int, default=500,
                    help="maximum documents per task (default 500)")
     g.add_argument("--budget-usd", dest="adaptive_budget_usd", metavar="USD", type=positive_float, default=None,
@@ -159,7 +162,8 @@ def adaptive_run_summary(report: AdaptiveRunReport) -> list[str]:
     harness's results table, per task (per metric) θ̂ ± SE, documents, the estimated full-task metric
     with its interval, dollars and the stop (and a misfit note), and where the results went."""
     c = report.config
-    lines = [f"{report.model} ({report.model_args}), adaptive: se_target={c.se_target}, "
+    stop = f"ci_width={c.ci_width}" if c.ci_width is not None else f"se_target={c.se_target}"
+    lines = [f"{report.model} ({report.model_args}), adaptive: {stop}, "
              f"min_items={c.min_items}, max_items={c.max_items}, budget_usd={c.budget_usd}",
              report.table]
     for label, a in metric_blocks(report.results["adaptive"]):

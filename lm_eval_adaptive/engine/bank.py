@@ -21,6 +21,7 @@ import numpy as np
 from lm_eval_adaptive import __version__
 from lm_eval_adaptive.atomic import atomic_write_text
 from lm_eval_adaptive.data.files import read_json
+from lm_eval_adaptive.engine.factor_model import FactorModel
 from lm_eval_adaptive.engine.response_model import (
     ResponseModel,
     response_model_from_dict,
@@ -64,6 +65,10 @@ class ItemBank:
     #: Per-item discrimination and guessing of a 2PL/3PL bank (``model.per_item``); None otherwise.
     a: np.ndarray | None = None
     c: np.ndarray | None = None
+    #: A linear factor model of the calibration answers (engine/factor_model.py; 0/1 banks calibrated on
+    #: enough models): the full-task estimate predicts the unseen items with it. None: the response
+    #: model's curves predict them.
+    factors: FactorModel | None = None
 
     def __post_init__(self):
         """Validate: messages name the field as the bank file spells it (``items.b[3]``)."""
@@ -101,6 +106,8 @@ class ItemBank:
         if len(set(self.item_ids.tolist())) != n:
             raise BankError("item ids must be unique")
         self._check_item_parameters(n)
+        if self.factors is not None and self.factors.n_items != n:
+            raise BankError(f"factors: {self.factors.n_items} items, the bank has {n}")
         k = self.k
         if k is not None and not (isinstance(k, (int, float, np.floating)) and K_RANGE[0] <= k <= K_RANGE[1]):
             raise BankError(f"response_model.k is {k!r}: the noise of a continuous bank must be a finite number "
@@ -252,6 +259,7 @@ class ItemBank:
             "diagnostics": self.diagnostics,
             "calibration": self.calibration,
             **({"model_error": dict(self.model_error)} if self.model_error else {}),
+            **({"factors": self.factors.to_dict()} if self.factors is not None else {}),
         }
 
     @property
@@ -259,7 +267,8 @@ class ItemBank:
         """Short content hash: the same items, parameters and ranges give the same id."""
         if self._hash is None:
             d = self.to_dict()
-            content = {k: d[k] for k in ("task", "metric", "response_model", "scaling", "items", "model_error")
+            content = {k: d[k] for k in ("task", "metric", "response_model", "scaling", "items", "model_error",
+                                         "factors")
                        if k in d}
             blob = json.dumps(content, sort_keys=True, separators=(",", ":")).encode()
             self._hash = "sha256:" + hashlib.sha256(blob).hexdigest()[:16]
@@ -319,7 +328,8 @@ class ItemBank:
                        diagnostics=d.get("diagnostics") or {}, calibration=d.get("calibration") or {},
                        model_error=_model_error(d.get("model_error")),
                        a=_numbers(items, "a", n) if model.per_item else None,
-                       c=_numbers(items, "c", n) if model.per_item and "c" in items else None)
+                       c=_numbers(items, "c", n) if model.per_item and "c" in items else None,
+                       factors=_factors(d.get("factors"), n))
         except BankError as e:
             raise BankError(str(e), path=source) from None
         except (KeyError, TypeError, ValueError) as e:  # pragma: no cover - the checks above come first
@@ -408,6 +418,16 @@ def _require(ok: np.ndarray, values: np.ndarray, name: str, rule: str, *, indexe
             raise BankError(f"{name} is {float(values[i])!r}: {rule}")
         more = f" (and {bad.size - 1} more)" if bad.size > 1 else ""
         raise BankError(f"{name}[{i}] is {float(values[i])!r}{more}: {rule}")
+
+
+def _factors(v, n: int) -> FactorModel | None:
+    """The bank file's optional ``factors`` block, checked."""
+    if v is None:
+        return None
+    try:
+        return FactorModel.from_dict(v, n)
+    except ValueError as e:
+        raise BankError(f"malformed item bank: {e}") from None
 
 
 _MODEL_ERROR_SDS = ("ability_sd", "full_task_sd", "ability_sd_misfit", "full_task_sd_misfit")

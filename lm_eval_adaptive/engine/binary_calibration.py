@@ -54,6 +54,7 @@ from scipy.stats import norm
 
 from lm_eval_adaptive import __version__
 from lm_eval_adaptive.engine.bank import ItemBank
+from lm_eval_adaptive.engine.factor_model import factor_count, fit_factor_model
 from lm_eval_adaptive.engine.response_model import BINARY_KINDS, BinaryIRTModel
 from lm_eval_adaptive.errors import InputError
 
@@ -405,7 +406,7 @@ def choose_binary_model(counts: BinaryCounts, fixed_c, c_prior, *, la_sd: float 
 def calibrate_binary(table, *, response_model: str | None = "2pl", guessing=None, guessing_prior=None,
                      drop_negative: bool = True, log_a_prior_sd: float = LOG_A_PRIOR_SD,
                      d_prior_sd: float = D_PRIOR_SD, guessing_strength: float = GUESSING_STRENGTH,
-                     task: str | None = None, metric: str | None = None) -> ItemBank:
+                     task: str | None = None, metric: str | None = None, factors: int | None = None) -> ItemBank:
     """A 2PL/3PL :class:`ItemBank` from a 0/1 response table (see the module docstring).
 
     ``response_model``: "2pl", "3pl", or None (the one with the higher held-out likelihood).
@@ -415,6 +416,10 @@ def calibrate_binary(table, *, response_model: str | None = "2pl", guessing=None
     mapping per item); None: estimated from the bank. ``drop_negative`` is the continuous
     calibration's filter and has no effect here (no binary item is dropped for a negative
     correlation: its slope is estimated, floored above 0).
+    ``factors``: the factors of the bank's linear factor model of the answers (engine/factor_model.py,
+    what the full-task estimate predicts unseen items with); None: the default
+    (:func:`~lm_eval_adaptive.engine.factor_model.factor_count`: 5, fewer with fewer than 100 models,
+    none below 20); 0: none.
     """
     if response_model is not None and response_model not in BINARY_KINDS:
         raise InputError(f"binary calibration fits {' or '.join(BINARY_KINDS)}, not {response_model!r}")
@@ -487,13 +492,18 @@ def calibrate_binary(table, *, response_model: str | None = "2pl", guessing=None
         "abilities": {m: round(float(t), 6) for m, t in zip(models, fit.theta)},
         "mean_raw_score": {m: round(float(v), 6) for m, v in zip(models, model_mean)},
     }
+    n_factors = factor_count(M, int(kept.size), factors)
+    factor_model = None
+    if n_factors > 0:
+        factor_model = fit_factor_model(_mean_matrix(mi, pos[ii], y, M, int(kept.size)), n_factors)
+    diagnostics["factors"] = n_factors
     in_tok, out_tok = table.item_tokens()
     return ItemBank(
         item_ids=item_ids[kept], b=b, model=BinaryIRTModel(kind), scaling="none", lo=0.0, hi=1.0,
         input_tokens=in_tok[kept], output_tokens=out_tok[kept], a=a, c=c,
         task=task, metric=metric if metric is not None else getattr(table, "metric", None),
         dropped=[_dropped_entry(item_ids[i], dropped[i], raw_item_mean[i]) for i in sorted(dropped)],
-        diagnostics=diagnostics,
+        diagnostics=diagnostics, factors=factor_model,
         calibration={"method": "mml-em", "response_model": kind, "scaling": "none",
                      "guessing": ("estimated" if estimated_c else
                                   (float(c[0]) if kind == "3pl" and np.all(c == c[0]) else
@@ -507,6 +517,23 @@ def calibrate_binary(table, *, response_model: str | None = "2pl", guessing=None
                      "models": models,
                      "source": str(getattr(table, "source", "")), "software": f"lm-eval-adaptive {__version__}"},
     )
+
+
+def _mean_matrix(mi, ii, y, M: int, N: int) -> np.ndarray:
+    """(M, N) mean score of each (model, item) cell (NaN: none); a table too large to hold densely is
+    cut to a seeded subsample of its models that fits (the factor model needs no more)."""
+    keep = np.arange(M)
+    if M * N > _DENSE_CELLS:
+        keep = np.sort(np.random.default_rng(_CHOICE_SEED).permutation(M)[:max(2, _DENSE_CELLS // N)])
+    rowpos = np.full(M, -1, dtype=np.int64)
+    rowpos[keep] = np.arange(keep.size)
+    ok = rowpos[mi] >= 0
+    cell = rowpos[mi[ok]] * N + ii[ok]
+    size = keep.size * N
+    tot = np.bincount(cell, weights=y[ok], minlength=size)
+    cnt = np.bincount(cell, minlength=size)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(cnt > 0, tot / np.maximum(cnt, 1), np.nan).reshape(keep.size, N)
 
 
 def _dropped_entry(item_id, reason: str, mean_raw: float) -> dict:

@@ -51,8 +51,10 @@ __all__ = ["correction_from_records", "corrected_figures", "describe_correction"
            "single_model_check", "MIN_CLASS_RUNS", "SINGLE_MODEL_LENGTHS", "SINGLE_MODEL_FOLDS",
            "SINGLE_MODEL_PER_FOLD", "Z95"]
 
-#: Test lengths at which the single-model leg records the miss (capped at the bank's size).
-SINGLE_MODEL_LENGTHS = (20, 30, 50, 100)
+#: Test lengths at which the single-model leg records the miss (capped at the bank's size): up to 400
+#: items, so that a test stopped on its full-task interval (``--ci-width``: 200-400 items on a
+#: 1,351-item bank at ±0.02-0.03) stops where the correction was measured.
+SINGLE_MODEL_LENGTHS = (20, 30, 50, 100, 200, 400)
 #: Folds of the single-model leg, and the most models each holds out (a tenth of the models at most).
 SINGLE_MODEL_FOLDS = 5
 SINGLE_MODEL_PER_FOLD = 40
@@ -72,6 +74,9 @@ def _arrays(recs) -> dict:
             "h1": np.where(up, [r["hi"] for r in recs], [r["lo"] for r in recs]),
             "h2": np.where(up, [r["hi2"] for r in recs], [r["lo2"] for r in recs]),
             "misfit": np.array([bool(r.get("misfit", False)) for r in recs]),
+            # what the full-task model error is multiplied by in that run's interval (the factor estimate's
+            # unseen share; 1 for the response model's estimate, and for records that do not say)
+            "u": np.array([float(r.get("u", 1.0)) for r in recs], dtype=float),
             # the single-model leg's test length (0: a ranker's run): the runs are covered length by length
             "group": np.array([int(r.get("n", 0)) if r.get("leg") == "single" else 0 for r in recs])}
 
@@ -103,7 +108,9 @@ def _constants(a: dict, sel: np.ndarray, level: float) -> tuple[float, float]:
 
 def _sigma(a: dict, sel: np.ndarray, tau: float, level: float) -> float:
     h = _widened({k: v[sel] for k, v in a.items()}, np.full(int(sel.sum()), tau))
-    need_sig2 = (a["err"][sel] ** 2 - h ** 2) / Z95 ** 2  # σ² that brings each miss inside
+    u = a["u"][sel]
+    with np.errstate(invalid="ignore", divide="ignore"):  # σ² that brings each miss inside (a full run: none)
+        need_sig2 = np.where(u > 0, (a["err"][sel] ** 2 - h ** 2) / (Z95 * np.where(u > 0, u, 1.0)) ** 2, 0.0)
     return float(np.sqrt(max(float(np.quantile(need_sig2, level)), 0.0)))
 
 
@@ -141,7 +148,7 @@ def corrected_figures(records, correction: dict) -> tuple[float, float]:
     sig = np.where(mis, correction.get("full_task_sd_misfit", 0.0), correction.get("full_task_sd", 0.0))
     ok = a["s2"] + tau ** 2 > 0
     z = np.abs(a["d"][ok]) / np.sqrt(a["s2"][ok] + tau[ok] ** 2)
-    h = np.hypot(_widened(a, tau), Z95 * sig)
+    h = np.hypot(_widened(a, tau), Z95 * sig * a["u"])
     return float(np.mean(np.abs(a["err"]) <= h)), float(np.mean(z > Z95)) if z.size else float("nan")
 
 
@@ -188,7 +195,7 @@ def single_model_records(bank, scaled: np.ndarray, raw: np.ndarray, truth: np.nd
                             "misfit": bool(e.person_fit.flagged), "err": float(truth[j]) - est["estimate"],
                             "lo": est["estimate"] - est["lower"], "hi": est["upper"] - est["estimate"],
                             "lo2": wide["estimate"] - wide["lower"], "hi2": wide["upper"] - wide["estimate"],
-                            "n": int(e.n), "leg": "single"})
+                            "u": est.get("error_scale", 1.0), "n": int(e.n), "leg": "single"})
     return records
 
 

@@ -4,7 +4,8 @@ Single-model CAT (:class:`~lm_eval_adaptive.engine.cat.AdaptiveTest`, and
 :class:`~lm_eval_adaptive.engine.multi_metric_test.MultiMetricTest` with a bank per metric) stops on the first of
 a list of :class:`StoppingRule` objects that fires: :class:`BankExhausted`,
 :class:`MaxItems`, :class:`SETarget` (after a minimum length) and :class:`Budget` are the
-usual ones (METHOD.md §3); any object with the same methods can be added.
+usual ones (METHOD.md §3); :class:`CIWidth` stops on the full-task estimate's interval, in the
+metric's own units; any object with the same methods can be added.
 
 A rule reads the model under test through :class:`ExamineeState` (what
 :class:`~lm_eval_adaptive.engine.cat.Examinee` and
@@ -21,8 +22,9 @@ from typing import Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from lm_eval_adaptive.engine.full_task import full_task_estimate
 
-__all__ = ["ExamineeState", "StoppingRule", "Rule", "BankExhausted", "MaxItems", "SETarget", "Budget"]
+__all__ = ["ExamineeState", "StoppingRule", "Rule", "BankExhausted", "MaxItems", "SETarget", "Budget", "CIWidth"]
 
 
 class ExamineeState(Protocol):
@@ -173,3 +175,50 @@ class Budget(Rule):
 
     def describe(self) -> str:
         return f"budget={self.usd!r}"
+
+
+@dataclass(frozen=True)
+class CIWidth(Rule):
+    """The full-task estimate's ``level`` interval (:func:`~lm_eval_adaptive.engine.full_task.full_task_estimate`,
+    the metric's own units: accuracy for a 0/1 task) has a half-width of at most ``half_width``, once at
+    least ``min_items`` items were given (``run --adaptive --ci-width``).
+
+    Reads the examinee's bank, items and scores (an :class:`~lm_eval_adaptive.engine.cat.Examinee`; a
+    model under several metrics stops when every metric's interval is that narrow). The interval is a
+    fixed-length one checked after every item, so the coverage at the stop is measured by backtest
+    (optional stopping; docs/binary.md), not guaranteed.
+    """
+
+    half_width: float
+    min_items: int = 0
+    level: float = 0.95
+    reason = "ci_width"
+
+    def __post_init__(self):
+        if not (self.half_width > 0):
+            raise ValueError(f"ci_width must be a number > 0, got {self.half_width}")
+        if self.min_items < 0:
+            raise ValueError("min_items must be >= 0")
+        if not (0 < self.level < 1):
+            raise ValueError(f"level must be in (0, 1), got {self.level}")
+
+    def half(self, examinee) -> float:
+        """The half-width of ``examinee``'s full-task interval now (the widest of its metrics' for a model
+        under several metrics; inf before its first score)."""
+        parts = getattr(examinee, "parts", None)
+        if parts is not None:
+            return max((self.half(p) for p in parts.values()), default=math.inf)
+        if examinee.n == 0:
+            return math.inf
+        bank = examinee.bank
+        items = np.asarray(examinee.items, dtype=np.int64)
+        raw = bank.lo[items] + np.asarray(examinee.scores, dtype=float) * (bank.hi[items] - bank.lo[items])
+        est = full_task_estimate(bank, items, raw, examinee.theta, examinee.se, self.level,
+                                 misfit=examinee.misfit)
+        return 0.5 * (est["upper"] - est["lower"])
+
+    def reached(self, examinee) -> bool:
+        return examinee.n >= self.min_items and self.half(examinee) <= self.half_width
+
+    def describe(self) -> str:
+        return f"ci_width={self.half_width!r}/level={self.level!r}/min_items={self.min_items}"

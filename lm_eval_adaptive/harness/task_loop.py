@@ -23,6 +23,7 @@ from lm_eval_adaptive.engine.bank import joint_item_ids
 from lm_eval_adaptive.engine.cat import AdaptiveTest
 from lm_eval_adaptive.engine.full_task import full_task_estimate
 from lm_eval_adaptive.engine.multi_metric_test import MultiMetricTest
+from lm_eval_adaptive.engine.stopping import CIWidth
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness import lm_eval_compat as compat
 from lm_eval_adaptive.harness.attempts import AttemptBilling
@@ -44,7 +45,9 @@ class AdaptiveRunConfig:
 
     ``bank``: ``[TASK=]PATH`` per task (several for one task: a bank per metric, one joint test);
     ``se_target``, ``min_items``, ``max_items``: the
-    stopping rules; ``budget_usd``: a cap checked with the bank's token estimates;
+    stopping rules (``ci_width``: stop on the full-task estimate's 95% half-width in the metric's
+    units instead of the SE target, :class:`~lm_eval_adaptive.engine.stopping.CIWidth`);
+    ``budget_usd``: a cap checked with the bank's token estimates;
     ``price``: ``MODEL=IN,OUT`` (or a bare ``IN,OUT`` for the model run); ``batch_size``:
     documents picked per step; ``metric``, ``item_field``: which per-document metric feeds
     the test and which document field holds the bank's ids; ``timeout``: seconds per call;
@@ -65,6 +68,15 @@ class AdaptiveRunConfig:
     timeout: float | None = None
     dry_run: bool = False
     seed: int | None = 0
+    ci_width: float | None = None
+
+
+def _stop_rules(config: AdaptiveRunConfig) -> dict:
+    """The SE target, or with ``ci_width`` the :class:`~lm_eval_adaptive.engine.stopping.CIWidth` rule in its
+    place (after ``min_items``), as keyword arguments of a test."""
+    if config.ci_width is None:
+        return {"se_target": config.se_target}
+    return {"se_target": None, "rules": (CIWidth(config.ci_width, config.min_items),)}
 
 
 @dataclass(frozen=True)
@@ -147,7 +159,7 @@ class MultiTaskOutcome:
 def adaptive_test(bank, item_costs: np.ndarray, config: AdaptiveRunConfig, name: str) -> AdaptiveTest:
     """The adaptive test of one task of ``run --adaptive``: ``config``'s stopping rules, ``item_costs``
     (USD per bank item: the bank's token counts at the model's price) for its budget."""
-    return AdaptiveTest(bank, se_target=config.se_target, min_items=config.min_items,
+    return AdaptiveTest(bank, **_stop_rules(config), min_items=config.min_items,
                         max_items=config.max_items, budget=config.budget_usd, item_costs=item_costs, name=name,
                         seed=config.seed)
 
@@ -201,7 +213,7 @@ def adaptive_task(tname, task_obj, binding: BankBinding, price, judges: JudgePri
 def multi_metric_test(bindings: list, item_costs: np.ndarray, config: AdaptiveRunConfig, name: str) -> MultiMetricTest:
     """The multi-metric adaptive test of one task of ``run --adaptive`` (a bank per metric): ``config``'s
     stopping rules, the SE target applying to every metric; ``item_costs``: USD per joint item."""
-    return MultiMetricTest({b.metric: b.bank for b in bindings}, se_target=config.se_target,
+    return MultiMetricTest({b.metric: b.bank for b in bindings}, **_stop_rules(config),
                            min_items=config.min_items, max_items=config.max_items, budget=config.budget_usd,
                            item_costs=item_costs, seed=config.seed, name=name)
 
