@@ -45,17 +45,25 @@ def test_task_lists():
 
 
 def test_rank_takes_the_harness_spelling_and_several_tasks(tmp_path):
+    """The harness's spellings (--model/--model_args, --tasks a,b c, --output_path) give one run per task;
+    the banks are shipped ones, so every check before loading passes (banks are read, prices resolved)."""
+    tasks = ("wmt24_en-de", "wmt24_en-es", "wmt24_en-ja")
     args = parse("rank", "--model", "litellm", "--model_args", "model=openai/A", "temperature=0",
-                 "--model_args", "model=openai/B", "--tasks", "t1,t2", "t3", "--bank", "t1=a.json",
-                 "t2=b.json", "--bank", "t3=c.json", "--output_path", str(tmp_path / "out"))
+                 "--model_args", "model=openai/B", "--tasks", f"{tasks[0]},{tasks[1]}", tasks[2],
+                 "--bank", f"{tasks[0]}={tasks[0]}.bleu", f"{tasks[1]}={tasks[1]}.bleu",
+                 "--bank", f"{tasks[2]}={tasks[2]}.bleu", "--price", "default=1,3",
+                 "--output_path", str(tmp_path / "out"))
     runs, several = rank_settings(args)
-    assert several and [a.tasks for a in runs] == ["t1", "t2", "t3"]
-    assert [a.bank for a in runs] == ["a.json", "b.json", "c.json"]
-    assert [Path(a.output) for a in runs] == [tmp_path / "out" / t for t in ("t1", "t2", "t3")]
+    assert several and [a.tasks for a in runs] == list(tasks)
+    assert [a.bank for a in runs] == [f"{t}.bleu" for t in tasks]
+    assert [Path(a.output) for a in runs] == [tmp_path / "out" / t for t in tasks]
     assert runs[0].models == ["litellm:model=openai/A,temperature=0", "litellm:model=openai/B"]
-    one, several = rank_settings(parse("rank", "--models", "litellm:model=a", "--tasks", "t", "--bank", "b.json",
-                                       "--output", "d"))
-    assert not several and (one[0].tasks, one[0].bank, one[0].output) == ("t", "b.json", "d")
+    one, several = rank_settings(parse("rank", "--models", "litellm:model=a", "litellm:model=b", "--tasks", tasks[0],
+                                       "--bank", f"{tasks[0]}.bleu", "--price", "default=1,3",
+                                       "--output", str(tmp_path / "d")))
+    assert not several and (one[0].tasks, one[0].bank, one[0].output) == (tasks[0], f"{tasks[0]}.bleu",
+                                                                          str(tmp_path / "d"))
+    assert not (tmp_path / "out").exists() and not (tmp_path / "d").exists()  # nothing written yet
 
 
 @pytest.mark.parametrize("extra, says", [

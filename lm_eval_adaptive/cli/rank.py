@@ -61,6 +61,7 @@ from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S
 from lm_eval_adaptive.live.cost_forecast import forecast_rank, write_forecast
 from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, env_secrets
+from lm_eval_adaptive.live.run_report import build_report
 from lm_eval_adaptive.live.session import (
     PLOT_FILE,
     RANKING_FILE,
@@ -68,7 +69,6 @@ from lm_eval_adaptive.live.session import (
     RUN_KEYS,
     LiveSettings,
     Setup,
-    build_report,
     check_before_loading,
     check_settings,
     cheapest_call_check,

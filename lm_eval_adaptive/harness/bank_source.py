@@ -70,13 +70,14 @@ def parse_banks(specs, tasks, *, metric: str | None = None, command: str = "--ad
     nor a shipped bank's name is refused here (:func:`unknown_bank`); so is a ``--metric`` the task's
     YAML under ``include_path`` does not list."""
     out: dict = {}
+    unknown: list = []
     for s in specs or ():
         s = str(s)
         named = None if Path(s).exists() else shipped_bank(s)
         if "=" in s and not Path(s).exists():
             t, p = s.split("=", 1)
             if not Path(p).exists() and shipped_bank(p) is None:
-                raise InputError(unknown_bank(p))
+                unknown.append(p)  # refused once the command line's form is known to be right
         elif named is None and not Path(s).exists():
             if len(tasks) != 1:  # the form first: which task is it for?
                 raise InputError(f"--bank {s!r}: with several tasks write TASK=PATH")
@@ -118,6 +119,8 @@ def parse_banks(specs, tasks, *, metric: str | None = None, command: str = "--ad
                          "--samples ...`")
     if missing:
         raise InputError(f"no --bank for task(s): {', '.join(missing)}")
+    if unknown:
+        raise InputError(unknown_bank(unknown[0]))
     return out if several else {t: v[0] for t, v in out.items()}
 
 

@@ -47,7 +47,7 @@ from lm_eval_adaptive.engine.self_check import calibrate_checked
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import DOC_ID, record_item_field
 from lm_eval_adaptive.harness.sample_logs import table_from_sample_logs
-from lm_eval_adaptive.live.session import model_rows
+from lm_eval_adaptive.live.run_report import model_rows
 from lm_eval_adaptive.redaction import redact
 
 __all__ = ["LEADERBOARD_FORMAT", "REFRESH_KEYS", "load_leaderboard", "create_leaderboard", "history_beside",
