@@ -221,7 +221,17 @@ def group_colors(n: int) -> list[str]:
 
 
 def plot_ranking(path, rows, result, *, title: str) -> None:
-    plot_intervals(path, rows, result.tie_groups, title=title)
+    """A ranking's plot: on the metric scale (the result has pairs), each model's full-task estimate of record
+    with its 95% interval, labelled with its rank range; else θ̂ with its interval. ``rows``: best first, with
+    ``theta``/``lo``/``hi`` and ``est``/``est_lo``/``est_hi``."""
+    if result.pairs:
+        pts = [{"model": r["model"], "theta": r["est"], "lo": r["est_lo"], "hi": r["est_hi"],
+                "label": f"{r['model']}  (rank {rank_range_text(result.rank_range.get(r['model'])) or '?'})"}
+               for r in rows]
+        plot_intervals(path, pts, result.tie_groups, title=title,
+                       xlabel="full-task estimate (95% interval); colour = tie group (equivalent)")
+    else:
+        plot_intervals(path, rows, result.tie_groups, title=title)
 
 
 def plot_intervals(path, rows, tie_groups, *, title: str, xlabel: str = "ability θ (95% interval); colour = tie group") -> None:
