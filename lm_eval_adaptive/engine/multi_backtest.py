@@ -55,6 +55,7 @@ from lm_eval_adaptive.engine.full_task import full_task_estimate
 from lm_eval_adaptive.engine.multi_metric_ranker import ITEM_WEIGHTINGS, MultiMetricRanker
 from lm_eval_adaptive.engine.pair_rules import pair_rule_for
 from lm_eval_adaptive.engine.signature import versions
+from lm_eval_adaptive.engine.simulation import drive
 from lm_eval_adaptive.errors import InputError
 
 __all__ = ["backtest_multi", "MODES", "MultiBacktestPlan", "plan_multi_backtest", "multi_backtest_fold",
@@ -208,9 +209,7 @@ def multi_backtest_fold(tables: Mapping[str, object], plan: MultiBacktestPlan, f
                                       seed=[config.partition_seed, f, seed], pair_rules=rules,
                                       futility=config.futility, exclude=joint_missing,
                                       item_weighting=plan.item_weighting, judgement=judgement_for(config))
-            while (req := multi.ask()) is not None:  # told with the raw values (the metric scale's)
-                multi.tell(req, joint_score(req.model, req.item), raw=joint_raw(req.model, req.item))
-            res = multi.result()
+            res = drive(multi, joint_score, raw=joint_raw)  # told with the raw values (the metric scale's)
             per = {k: _metric_figures(multi.metric_examinees(k), res.results[k], banks[k], raw_bank[k], row, truth[k],
                                       truth_mean[k]) for k in metrics}
             runs.append({"fold": f, "seed": seed, "spend": spend, "mode": "joint", "generations": res.generations,
@@ -222,10 +221,8 @@ def multi_backtest_fold(tables: Mapping[str, object], plan: MultiBacktestPlan, f
             for k in metrics:
                 ranker = fold_ranker(banks[k], hold, config, f, seed, item_costs=bank_costs[k], budget=budget / K,
                                      exclude=missing[k], pair_rule=rules[k])
-                while (req := ranker.ask()) is not None:
-                    ranker.tell(req, float(scaled[k][row[req.model], req.item]),
-                                raw=float(raw_bank[k][row[req.model], req.item]))
-                r = ranker.result()
+                r = drive(ranker, lambda m, i, k=k: float(scaled[k][row[m], i]),
+                          raw=lambda m, i, k=k: float(raw_bank[k][row[m], i]))
                 per[k] = _metric_figures(ranker.examinees, r, banks[k], raw_bank[k], row, truth[k], truth_mean[k])
                 gens |= {(m, str(i)) for m in hold for i, _ in r.item_log[m]}
                 generated += r.total_items
