@@ -253,6 +253,38 @@ def test_a_correlation_from_a_handful_of_items_is_not_used():
     assert residual_correlation(dev, rnd)[0, 1] == 0.0
 
 
+def test_a_near_perfect_correlation_on_few_items_is_capped_and_needs_ten_items():
+    """Two weak models that both score nothing on the few random items they share have residuals that
+    differ only by their predictions: ρ̂ ≈ 1 on 5 or 11 items (alpaca_eval/judge). Below 10 common items no
+    correlation is used; above, ρ̂ counts as at most 0.99 before its lower bound."""
+    from lm_eval_adaptive.engine.metric_scale import residual_correlation
+    rnd = np.zeros((2, 50), dtype=bool)
+    dev = np.zeros((2, 50))
+    rnd[:, :5] = True
+    dev[0, :5] = -np.linspace(0.03, 0.05, 5)
+    dev[1, :5] = dev[0, :5] - 0.001
+    assert residual_correlation(dev, rnd)[0, 1] == 0.0
+    rnd[:, :11] = True
+    dev[0, :11] = -np.linspace(0.03, 0.05, 11)
+    dev[1, :11] = dev[0, :11] - 0.001 + 1e-6 * np.arange(11)
+    rho = residual_correlation(dev, rnd)[0, 1]
+    assert np.corrcoef(dev[0, :11], dev[1, :11])[0, 1] > 0.9999
+    assert 0.9 < rho < 0.97  # tanh(atanh(0.99) - 1.645 / √8)
+
+
+def test_equivalence_is_tested_at_the_unpaired_se_when_it_is_larger():
+    """A paired SE far below the two models' own SEs (a correlation near 1) orders pairs as before, but does
+    not make a pair equivalent: equivalence uses the larger of the paired and unpaired SE."""
+    from lm_eval_adaptive.engine.pair_outcomes import decide
+    inf = float("inf")
+    assert decide(0.0005, 0.0005, inf, 0.95, 0.015) == EQUIVALENT
+    assert decide(0.0005, 0.0005, inf, 0.95, 0.015, se_apart=0.03) == UNRESOLVED
+    assert decide(0.0005, 0.0005, inf, 0.95, 0.015, se_apart=0.008) == EQUIVALENT  # 0.0005 + 1.645·0.008 < 0.015
+    assert decide(0.01, 0.001, inf, 0.95, 0.015, se_apart=0.03) == ORDERED
+    assert decide(0.0, 0.0, inf, 0.95, 0.015, se_apart=0.0) == EQUIVALENT  # two full runs, equal means
+    assert decide(0.002, 0.0, inf, 0.95, 0.015, se_apart=0.0) == ORDERED
+
+
 def test_without_a_shared_effect_paired_and_unpaired_agree():
     cov, ratio = _pair_runs("model", 200, 0.3, seed=22)
     assert 0.90 <= cov <= 0.99, cov

@@ -59,7 +59,8 @@ __all__ = ["MetricScale", "ScaleEntry", "ModelPart", "model_part", "random_share
 
 #: Fewest random-share items for the design-based interval (a variance needs two).
 MIN_RANDOM_ITEMS = 2
-_MIN_COMMON = 4  # fewest items both models drew at random to estimate their residual correlation
+_MIN_COMMON = 10  # fewest items both models drew at random to estimate their residual correlation
+_MAX_RHO = 0.99  # a sample correlation is taken as at most this before its lower bound (see _lower_bound)
 _Z_LOWER = 1.6448536269514722  # the one-sided 95% normal quantile (the correlation's lower bound)
 
 
@@ -532,7 +533,7 @@ def _lower_bound_one(rho: float, n: float) -> float:
     """:func:`_lower_bound` of one correlation, in plain floats."""
     if n <= 3:
         return 0.0
-    z = math.atanh(min(max(rho, -0.999999), 0.999999))
+    z = math.atanh(min(max(rho, -_MAX_RHO), _MAX_RHO))
     return max(math.tanh(z - _Z_LOWER / math.sqrt(n - 3.0)), 0.0)
 
 
@@ -542,7 +543,7 @@ def _lower_bound(rho: np.ndarray, n: np.ndarray) -> np.ndarray:
     at random is wild (4 items can give 0.9 by chance and order a near tie after 8 items each); the bound
     uses the correlation only where the items show it. A negative ρ̂ is taken as 0: the pair counts as
     unpaired (its lower bound would double the variance of every early pair)."""
-    z = np.arctanh(np.clip(rho, -0.999999, 0.999999))
+    z = np.arctanh(np.clip(rho, -_MAX_RHO, _MAX_RHO))
     with np.errstate(invalid="ignore", divide="ignore"):
         low = np.tanh(z - _Z_LOWER / np.sqrt(np.maximum(n - 3.0, 1e-12)))
     return np.where(n > 3, np.maximum(low, 0.0), 0.0)

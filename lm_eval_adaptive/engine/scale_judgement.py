@@ -181,7 +181,8 @@ class MetricScaleJudgement:
             return hit[2]
         d, v, df = self._pair(i, j)
         s = math.sqrt(v)
-        out = (d >= 0, decide(d, s, df, self.confidence, self.margin), abs(d), s, df)
+        apart = math.sqrt(self._parts[i].var + self._parts[j].var)
+        out = (d >= 0, decide(d, s, df, self.confidence, self.margin, apart), abs(d), s, df)
         self._decided[(i, j)] = (ci, cj, out)
         return out
 
@@ -206,7 +207,8 @@ class MetricScaleJudgement:
             for w in range(u + 1, n):
                 d, v, df = self._pair(idx[u], idx[w])
                 a, b = (u, w) if d >= 0 else (w, u)
-                stats.append((a, b, abs(d), math.sqrt(v), df))
+                apart = math.sqrt(self._parts[idx[u]].var + self._parts[idx[w]].var)
+                stats.append((a, b, abs(d), math.sqrt(v), df, apart))
         d = np.array([x[2] for x in stats])
         s = np.array([x[3] for x in stats])
         df = np.array([x[4] for x in stats])
@@ -214,11 +216,11 @@ class MetricScaleJudgement:
         with np.errstate(invalid="ignore", divide="ignore"):
             z = np.where(exact, np.where(d > 0, np.inf, 0.0), d / s)
         ordered = holm(np.minimum(1.0, 2 * (1 - stdtr(df, z))), 1 - self.confidence) | (exact & (d > 0))
-        for (a, b, dd, ss, ff), o in zip(stats, ordered.tolist()):
+        for (a, b, dd, ss, ff, sa), o in zip(stats, ordered.tolist()):
             if o:
                 out[(a, b)] = ORDERED
             else:
-                x = decide(dd, ss, ff, self.confidence, self.margin)
+                x = decide(dd, ss, ff, self.confidence, self.margin, sa)
                 out[(a, b)] = EQUIVALENT if x == EQUIVALENT else UNRESOLVED
         return out
 
