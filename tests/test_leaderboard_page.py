@@ -231,3 +231,21 @@ def test_render_refuses_what_is_not_a_placed_board(tmp_path, capsys):
     # building a board still needs --task, --metric and --out (render needs none of them)
     assert main(["leaderboard", "--history", "wmt24/en-de/bleu", "--metric", "bleu"]) == 2
     assert "required: --task, --out" in capsys.readouterr().err
+
+
+def test_a_board_written_before_pairs_says_they_are_not_recorded(board, tmp_path):
+    """A board from before issue 21 has no `pairs` (nor rank ranges): its page says the pairs are not
+    recorded instead of counting 0 ordered, and shows each entry's rank."""
+    lb, _ = board
+    old = {k: v for k, v in lb.items() if k != "pairs"}
+    old["entries"] = [{k: v for k, v in e.items() if k != "rank_range"} for e in lb["entries"]]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    html = tmp_path / "old.html"
+    assert main(["leaderboard", "render", str(path), "--html", str(html)]) == 0
+    text = html.read_text(encoding="utf-8")
+    assert 'id="no-pairs"' in text and 'id="pair-counts"' not in text and "0 ordered" not in text
+    page = Page(text)
+    assert [r["attrs"]["data-rank-range"] for r in page.rows] == [str(e["rank"]) for e in
+                                                                  sorted(lb["entries"], key=lambda e: e["rank"])]
+
