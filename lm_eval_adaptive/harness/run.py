@@ -61,7 +61,7 @@ from lm_eval_adaptive.harness import lm_eval_compat as compat
 from lm_eval_adaptive.harness.attempts import AttemptBilling, harness_attempts
 from lm_eval_adaptive.harness.bank_source import bank_reference, parse_banks
 from lm_eval_adaptive.harness.billing import RetryPolicy, may_have_been_billed
-from lm_eval_adaptive.harness.binding import BankBinding, bind_bank, check_banks
+from lm_eval_adaptive.harness.binding import BankBinding, bind_bank, check_banks, check_metric_bindings
 from lm_eval_adaptive.harness.judge_pricing import JudgePricing
 from lm_eval_adaptive.harness.metrics import declared_judges
 from lm_eval_adaptive.harness.result_blocks import (
@@ -237,7 +237,7 @@ def plan_adaptive_run(hargs: HarnessArgs, config: AdaptiveRunConfig, *, note=Non
         judges.declare(declared)
         bound.append((tname, task_obj, bindings[0]))
         if len(bindings) > 1:
-            multi[tname] = _check_metric_bindings(tname, bindings)
+            multi[tname] = check_metric_bindings(tname, bindings)
     plan = AdaptivePlan(cfg=cfg, task_manager=task_manager, model=name, price=price, judges=judges, bound=bound,
                         metric_bindings=multi, bank_refs=refs)
     if budgeted:
@@ -248,27 +248,6 @@ def plan_adaptive_run(hargs: HarnessArgs, config: AdaptiveRunConfig, *, note=Non
                                  f"of task {tname!r} costs ${cheapest:.6g} (the bank's token counts at the "
                                  f"model's price); nothing was run")
     return plan
-
-
-def _check_metric_bindings(task: str, bindings: list) -> list:
-    """The bindings of a task's several banks: one per metric, their shared ids naming the same documents."""
-    metrics = [b.metric for b in bindings]
-    dup = sorted({m for m in metrics if metrics.count(m) > 1})
-    if dup:
-        raise InputError(f"task {task!r}: several banks for the metric(s) {', '.join(dup)}; a multi-metric run "
-                         "takes one bank per metric")
-    first = bindings[0].doc_of
-    for b in bindings[1:]:
-        other = b.doc_of
-        shared = [i for i in other if i in first]
-        if not shared:
-            raise InputError(f"task {task!r}: the banks {bindings[0].bank.describe()} and {b.bank.describe()} "
-                             "share no item id; a multi-metric run gives the items every bank has")
-        clash = [i for i in shared if other[i] != first[i]]
-        if clash:
-            raise InputError(f"task {task!r}: item {clash[0]!r} is document {first[clash[0]]} in "
-                             f"{bindings[0].bank.describe()} but {other[clash[0]]} in {b.bank.describe()}")
-    return bindings
 
 
 @dataclass(frozen=True)

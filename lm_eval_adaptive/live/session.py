@@ -397,8 +397,7 @@ def open_run(settings: LiveSettings, keys=RUN_KEYS, *, command: str = "rank", re
             return None, None, False
         raise InputError("--output DIR is needed (the journal, settings and results go there)")
     d = Path(settings.output)
-    if (d / JOURNAL_NAME).exists():
-        raise InputError(f"a run already exists in {d}; continue it with --resume {d} or choose another --output")
+    refuse_existing_run(d)
     check_output_folder(d, "--output")  # a folder, or one that can be created, and writable
     return d, None, False  # created by start_run, once every setting has been checked
 
