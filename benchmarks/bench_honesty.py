@@ -70,6 +70,9 @@ def show(rows, title):
               f"measured {st['mean_measured']:.0f} (median of {st['runs_per_pair']} continuations: "
               f"{st['mean_measured_median']:.0f}); within a factor 2: {st['within_2x']:.2f} of one continuation, "
               f"{st['within_2x_median']:.2f} of the median")
+        if "within_range" in st:
+            print(f"  stated 80% range (median hi/lo {st['median_range_ratio']:.1f}): holds "
+                  f"{st['within_range']:.2f} of the continuations")
     worst = min((x for x in rows[:-1] if x["confident_pairs"]), key=lambda x: x["confident_accuracy"], default=None)
     if worst is not None:
         print(f"lowest confident-order accuracy of a table: {worst['confident_accuracy']:.3f} ({worst['table']})")

@@ -62,6 +62,11 @@ def _signed(x: float, fmt: str) -> str:
     return format(x, "+" + fmt)
 
 
+def _range(m: dict) -> str:
+    rng = m.get("items_to_settle_range")
+    return f"; 80% range {rng[0]}–{rng[1]} documents" if rng and rng[1] > 0 else ""
+
+
 def print_comparison(console, c: Comparison) -> None:
     """Each model, then each pair: ordered or not on each scale, and the rank command for those that are not."""
     g = c.confidence
@@ -82,7 +87,8 @@ def print_comparison(console, c: Comparison) -> None:
         console.print(f"  metric scale: full-task {c.metric} difference {_signed(m['difference'], '.4f')} ± {m['se']:.4f}, "
                       f"P({a} > {b}) = {m['p']:.3f}: {'ordered' if m['ordered'] else 'not ordered'}"
                       + (f" (about {m['items_to_settle']} more documents, ${m['cost_to_settle_usd']:.4f}, would "
-                         "settle it at this difference)" if not m["ordered"] and m["items_to_settle"] else ""),
+                         "settle it at this difference" + _range(m) + ")" if not m["ordered"] and m["items_to_settle"]
+                         else ""),
                       highlight=False)
         if s["difference"] is None:
             console.print(f"  shared documents: {s['documents']} (too few for a paired difference)", highlight=False)

@@ -456,7 +456,7 @@ def _settle_checks(ranker, res, score_of, config: BacktestConfig, margin: float,
             measured.append(run.items)
         out.append({"stated": int(rec["items_to_settle"]), "measured": int(measured[0]),
                     "median": float(np.median(measured)), "runs": measured, "beyond_policy": bool(rec["beyond_policy"]),
-                    "oracle": oracle})
+                    "oracle": oracle, "range": rec.get("items_to_settle_range")})
     return out
 
 
@@ -800,6 +800,12 @@ def settle_summary(records: list) -> dict:
            "mean_measured_median": float(med.mean()), "within_2x": within(one), "within_2x_median": within(med),
            "median_ratio": float(np.median(st / one)), "median_ratio_median": float(np.median(st / med)),
            "runs_per_pair": int(max(len(r["runs"]) for r in records))}
+    ranges = [r.get("range") for r in records]
+    if all(r is not None for r in ranges):  # the stated 80% range: the share of continuations inside it
+        inside = [lo <= m <= hi for r, (lo, hi) in zip(records, ranges) for m in r["runs"]]
+        out["within_range"] = float(np.mean(inside))
+        out["range_level"] = 0.8
+        out["median_range_ratio"] = float(np.median([max(hi, 1) / max(lo, 1) for lo, hi in ranges]))
     oracle = [r.get("oracle") for r in records]
     if all(o is not None for o in oracle):  # the same projection at the true gap: what D̂'s noise costs
         orc = np.maximum(np.array(oracle, dtype=float), 1)

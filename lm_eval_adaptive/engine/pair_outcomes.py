@@ -63,6 +63,8 @@ class PairOutcomes:
     confidence: float
     tie_margin: float
     family_wise: bool = False
+    settle_range: np.ndarray | None = None  # (pairs, 2): the 80% range of the items to settle (None: not made)
+    cost_range: np.ndarray | None = None  # (pairs, 2): its dollars
 
     def matrix(self) -> np.ndarray:
         """(K, K) int: +1 where row is ordered above column, −1 below, 0 otherwise."""
@@ -87,12 +89,19 @@ class PairOutcomes:
         return out
 
     def to_records(self) -> list[dict]:
-        """The pairs as JSON records (issue 21's ``pairs`` keys, plus the difference and its SE)."""
-        return [{"a": self.names[a], "b": self.names[b], "outcome": str(o), "p_order": float(p),
-                 "difference": float(d), "se": float(s),
-                 "items_to_settle": int(n), "cost_to_settle_usd": float(c)}
-                for a, b, o, p, d, s, n, c in zip(self.a, self.b, self.outcome, self.p_order, self.difference,
-                                                  self.se, self.items_to_settle, self.cost_to_settle)]
+        """The pairs as JSON records (issue 21's ``pairs`` keys, plus the difference and its SE, and where
+        made, ``items_to_settle_range`` / ``cost_to_settle_usd_range``: the 80% range of what settling
+        an unresolved pair takes, [0, 0] for a settled one)."""
+        out = []
+        for k, (a, b, o, p, d, s, n, c) in enumerate(zip(self.a, self.b, self.outcome, self.p_order, self.difference,
+                                                         self.se, self.items_to_settle, self.cost_to_settle)):
+            rec = {"a": self.names[a], "b": self.names[b], "outcome": str(o), "p_order": float(p),
+                   "difference": float(d), "se": float(s), "items_to_settle": int(n), "cost_to_settle_usd": float(c)}
+            if self.settle_range is not None:
+                rec["items_to_settle_range"] = [int(v) for v in self.settle_range[k]]
+                rec["cost_to_settle_usd_range"] = [float(v) for v in self.cost_range[k]]
+            out.append(rec)
+        return out
 
 
 def rank_ranges(ordered) -> tuple[np.ndarray, np.ndarray]:
@@ -152,11 +161,14 @@ def judge_pairs(scale: MetricScale, *, confidence: float = 0.95, tie_margin: flo
     equivalent = ~ordered & (d + np.where(s_eq == 0, 0.0, one * s_eq) <= tie_margin)
     outcome = np.where(ordered, ORDERED, np.where(equivalent, EQUIVALENT, UNRESOLVED))
     level = settle_level(confidence, int(np.count_nonzero(~ordered)), family_wise)
-    items, cost = _cost_to_settle(scale, a, b, d, s, (outcome == UNRESOLVED) & settle_cost, level,
-                                  tie_margin, item_costs, float(random_share), confidence)
+    items, cost, items_range, cost_range = _cost_to_settle(scale, a, b, d, s, (outcome == UNRESOLVED) & settle_cost,
+                                                           level, tie_margin, item_costs, float(random_share),
+                                                           confidence)
     return PairOutcomes(names=list(scale.names), a=a, b=b, outcome=outcome, difference=d, se=s, df=df,
                         p_order=p, items_to_settle=items, cost_to_settle=cost, confidence=float(confidence),
-                        tie_margin=float(tie_margin), family_wise=bool(family_wise))
+                        tie_margin=float(tie_margin), family_wise=bool(family_wise),
+                        settle_range=items_range if settle_cost else None,
+                        cost_range=cost_range if settle_cost else None)
 
 
 def judge_apart(names, points, ses, *, confidence: float = 0.95, tie_margin: float = 0.0) -> PairOutcomes:
@@ -266,21 +278,118 @@ def settle_items(d: float, var: float, share_a: float, nu_a: int, nr_a: int, des
     return int(min(up, nu_a) + min(up, nu_b))
 
 
+SETTLE_RANGE = (0.1, 0.9)  # the range of the items to settle stated with the point: its 10% and 90% quantiles
+SETTLE_PATHS = 400  # simulated continuations per pair (a fixed seed: the same result gives the same range)
+_SETTLE_GRID = np.unique(np.geomspace(1e-3, 1.0, 72))  # the looks of a simulated continuation, as shares of hi
+
+
 def _cost_to_settle(scale: MetricScale, a, b, d, s, open_, confidence, margin, item_costs, share, margin_level=None):
-    """Items (both models together) and dollars for each open pair to settle at the current D̂.
+    """Items (both models together) and dollars for each open pair to settle at the current D̂, and the
+    80% range of both (:data:`SETTLE_RANGE`).
 
     Each model of the pair adds m items (up to its unseen ones); the pair's variance is assumed to
     shrink as its members' own variances do (:meth:`MetricScale.projected_variance_factor`, weighted
     by their shares of the variance now) and its degrees of freedom to grow with the random share of
-    the new items. m is the smallest that orders the pair (t·SE < |D̂|) or, with a margin, makes it
-    equivalent (|D̂| + t·SE ≤ δ); found by bisection, vectorised over pairs."""
+    the new items. The point is the smallest m that orders the pair (t·SE < |D̂|) or, with a margin, makes
+    it equivalent (|D̂| + t·SE ≤ δ) at the current D̂; found by bisection, vectorised over pairs.
+
+    The range is that of the first m at which a continuation settles the pair (what running on measures):
+    the estimate moves as it gathers items, D̂_m = D̂ + W(V − V_m) with W a Brownian motion (the
+    estimate of a full-task difference whose posterior is N(D̂, V) is a martingale whose variance grows
+    by what the pair's variance shrinks; at a full run it is the true difference), looked at on a
+    geometric grid of m; :data:`SETTLE_PATHS` paths per pair with a fixed seed. The point statement can
+    lie outside it (a noisy small D̂ asks for many items; the first crossing comes early:
+    docs/metric-scale.md)."""
     n_pairs = a.size
     eq_level = confidence if margin_level is None else margin_level  # the equivalence test is pairwise
     items = np.zeros(n_pairs, dtype=np.int64)
     cost = np.zeros(n_pairs)
+    items_range = np.zeros((n_pairs, 2), dtype=np.int64)
+    cost_range = np.zeros((n_pairs, 2))
     idx = np.flatnonzero(open_)
     if idx.size == 0:
-        return items, cost
+        return items, cost, items_range, cost_range
+    pa, pb = a[idx], b[idx]
+    dd, v_now = d[idx], s[idx] ** 2
+    nu = scale.n_unseen
+    hi = np.maximum(nu[pa], nu[pb]).astype(float)  # a full run of both: exact
+    va, vb = scale.var[pa], scale.var[pb]
+    vsum = va + vb
+    with np.errstate(invalid="ignore", divide="ignore"):
+        wa = np.where(vsum > 0, va / vsum, 0.5)
+    design = scale.method == "design"
+    nr = scale.n_random.astype(float)
+
+    nua, nub = nu[pa].astype(float), nu[pb].astype(float)
+    nra, nrb = nr[pa], nr[pb]
+    da, db = design[pa], design[pb]
+
+    def col(x, m):  # a per-pair array shaped to broadcast against m ((P,) or (P, G))
+        return x if np.ndim(m) == 1 else x[:, None]
+
+    def variance(m):
+        return col(v_now, m) * (col(wa, m) * shrink_factor(col(nua, m), col(nra, m), m, share)
+                                + (1 - col(wa, m)) * shrink_factor(col(nub, m), col(nrb, m), m, share))
+
+    def dof(m):
+        dfa = np.where(col(da, m) & (col(nua, m) > m), col(nra, m) + share * m - 1, np.inf)
+        dfb = np.where(col(db, m) & (col(nub, m) > m), col(nrb, m) + share * m - 1, np.inf)
+        return np.maximum(np.minimum(dfa, dfb), 1.0)
+
+    def settled(gap, m):  # gap: |D̂| at m (broadcast against m)
+        v = variance(m)
+        df = dof(m)
+        se = np.sqrt(v)
+        order = gap > scale.quantile(df, 1 - (1 - confidence) / 2) * se  # t·SE < |D̂|
+        equiv = gap + scale.quantile(df, eq_level) * se <= margin  # |D̂| + t·SE ≤ δ
+        return order | equiv | (v == 0)
+
+    lo = np.zeros(idx.size)  # open at m = lo (it is open now)
+    up = hi.copy()  # settled at m = up (a full run of both: variance 0)
+    for _ in range(64):
+        gap = up - lo > 1
+        if not gap.any():
+            break
+        mid = np.floor((lo + up) / 2)
+        ok = settled(dd, mid)
+        up = np.where(gap & ok, mid, up)
+        lo = np.where(gap & ~ok, mid, lo)
+
+    # the range: simulated continuations, looked at on a grid of m (P, G), the last look a full run
+    grid = np.maximum(np.ceil(hi[:, None] * _SETTLE_GRID[None, :]), 1.0)
+    v_grid = variance(grid)
+    v_grid[:, -1] = 0.0
+    step = np.sqrt(np.maximum(-np.diff(np.concatenate([v_now[:, None], v_grid], axis=1), axis=1), 0.0))
+    noise = np.random.default_rng(0).standard_normal((SETTLE_PATHS, grid.shape[1]))  # the same paths for every pair
+    m_range = np.empty((idx.size, 2))
+    G = grid.shape[1]
+    for c0 in range(0, idx.size, 32):  # in chunks of pairs: (pairs, paths, looks) floats
+        sl = slice(c0, c0 + 32)
+        path = np.abs(dd[sl, None, None] + np.cumsum(step[sl, None, :] * noise[None], axis=2))
+        n = path.shape[0]
+        g = np.broadcast_to(grid[sl, None, :], path.shape).reshape(n, -1)
+        ok = settled(path.reshape(n, -1), g).reshape(path.shape)
+        first = np.where(ok.any(2), ok.argmax(2), G - 1)
+        m_range[sl] = np.quantile(np.take_along_axis(grid[sl], first, axis=1), SETTLE_RANGE, axis=1).T
+
+    def both(m):  # items of both models for m each (each at most its unseen)
+        return np.minimum(m, col(nu[pa], m)), np.minimum(m, col(nu[pb], m))
+
+    add_a, add_b = both(up)
+    items[idx] = (add_a + add_b).astype(np.int64)
+    ra, rb = both(np.ceil(m_range))
+    items_range[idx] = (ra + rb).astype(np.int64)
+    if item_costs is not None:
+        c = np.asarray(item_costs, dtype=float)
+        if c.ndim == 1:
+            unit = c
+        else:
+            unseen = scale.unseen_mask
+            with np.errstate(invalid="ignore"):
+                unit = np.where(unseen.sum(1) > 0, (c * unseen).sum(1) / np.maximum(unseen.sum(1), 1), 0.0)
+        cost[idx] = add_a * unit[pa] + add_b * unit[pb]
+        cost_range[idx] = ra * unit[pa][:, None] + rb * unit[pb][:, None]
+    return items, cost, items_range, cost_range
     pa, pb = a[idx], b[idx]
     dd, v_now = d[idx], s[idx] ** 2
     nu = scale.n_unseen

@@ -264,7 +264,8 @@ def compare_runs(paths, *, confidence: float = 0.95, task: str | None = None, ba
                  "ordered": bool(rule.ordered(a.theta, a.se, b.theta, b.se))}
         met = {"difference": rec["difference"], "se": rec["se"], "p": rec["p_order"],
                "ordered": rec["outcome"] == ORDERED, "items_to_settle": rec["items_to_settle"],
-               "cost_to_settle_usd": rec["cost_to_settle_usd"]}
+               "cost_to_settle_usd": rec["cost_to_settle_usd"],
+               "items_to_settle_range": rec.get("items_to_settle_range")}
         pair = PairComparison(a.model, b.model, theta, met, _shared(a.block, b.block, confidence))
         if not pair.ordered:
             spent = float(a.block.get("cost_usd") or 0) + float(b.block.get("cost_usd") or 0)

@@ -348,9 +348,10 @@ def _pair_record(r: dict, judged: str) -> dict:
     null where no run holds both models); ``judged``: "run" (paired, this run's judgement) or "apart"."""
     n, c = r.get("items_to_settle"), r.get("cost_to_settle_usd")
     unknown = n is None or n < 0 or c is None or not math.isfinite(c)
+    rng = r.get("items_to_settle_range")
     return {"a": r["a"], "b": r["b"], "outcome": r["outcome"], "p_order": float(r["p_order"]),
             "items_to_settle": None if unknown else int(n), "cost_to_settle_usd": None if unknown else float(c),
-            "judged": judged}
+            "items_to_settle_range": None if unknown or rng is None else [int(v) for v in rng], "judged": judged}
 
 
 REFRESH_KEYS = ("leaderboard", "add", "budget_usd", "confidence", "min_items", "max_items", "concurrency",

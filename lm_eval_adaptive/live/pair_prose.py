@@ -37,6 +37,9 @@ def settle_text(p: dict) -> str:
     if n is None or c is None or (isinstance(c, float) and not math.isfinite(c)):
         return "estimated in different runs: a run of both settles it"
     text = f"about {n} more items, ${c:.4f}" if c > 0 else f"about {n} more items"
+    rng = p.get("items_to_settle_range")
+    if rng and rng[1] > 0:  # where running on would settle it: 80% of continuations (docs/metric-scale.md)
+        text += f"; 80% range {int(rng[0])}–{int(rng[1])} items"
     if p.get("beyond_policy"):
         text += "; the run stopped buying for it at that cost"
     return text
