@@ -84,14 +84,15 @@ def test_pair_prose_never_says_a_pair_cannot_be_settled():
     pairs = [{"a": "A", "b": "B", "outcome": "ordered", "p_order": 0.99},
              {"a": "B", "b": "C", "outcome": "equivalent", "p_order": 0.6},
              {"a": "C", "b": "D", "outcome": "unresolved", "p_order": 0.8, "items_to_settle": 120,
-              "cost_to_settle_usd": 0.42, "beyond_policy": True},
+              "cost_to_settle_usd": 0.42, "beyond_policy": True, "items_to_settle_range": [30, 610]},
              {"a": "E", "b": "D", "outcome": "unresolved", "p_order": 0.7, "items_to_settle": None,
               "cost_to_settle_usd": None}]
     lines = pair_lines(pairs, ["A", "B", "C", "D", "E"], 0.01)
     text = "\n".join(lines)
     assert lines[0] == "pairs: 1 ordered at γ, 1 equivalent, 2 not settled yet (of 4)"
     assert "B ≈ C" in text and "±0.01" in text
-    assert "C vs D (about 120 more items, $0.4200; the run stopped buying for it at that cost)" in text
+    assert ("C vs D (about 120 more items, $0.4200; 80% range 30–610 items; the stopping policy bought no more for it)"
+            in text)
     assert "D vs E (estimated in different runs: a run of both settles it)" in text
     for word in ("cannot", "impossible", "would not", "inseparable", "never"):
         assert word not in text

@@ -333,14 +333,15 @@ def test_an_unresolved_pair_has_a_cost_to_settle_within_the_rest_of_a_full_run()
         raw = sc.raw.copy()
         raw[0] += j.difference[0] if j.a[0] == 0 else -j.difference[0]
         wider = judge_pairs(MetricScale(sc.bank, raw, sc.drawn_mask, sc.theta))
-        assert wider.outcome[0] == ORDERED or wider.items_to_settle[0] < j.items_to_settle[0]
+        assert wider.outcome[0] == ORDERED or wider.items_at_gap[0] < j.items_at_gap[0]
+        assert wider.outcome[0] == ORDERED or wider.items_to_settle[0] <= j.items_to_settle[0]
     assert checked >= 2
 
 
 def test_the_stated_cost_is_where_the_projected_interval_first_excludes_zero():
     sc, j = next((sc, j) for sc, j in ((sc, judge_pairs(sc)) for sc in (_open_pair(0.15, seed=s) for s in range(20)))
-                 if j.outcome[0] == UNRESOLVED and j.items_to_settle[0] < sc.n_unseen.sum())
-    m = j.items_to_settle[0] / 2
+                 if j.outcome[0] == UNRESOLVED and j.items_at_gap[0] < sc.n_unseen.sum())
+    m = j.items_at_gap[0] / 2
     f = sc.projected_variance_factor([m - 1, m])
     w = sc.var / sc.var.sum()
     v = j.se[0] ** 2 * (w[:, None] * f).sum(0)

@@ -149,6 +149,12 @@ def test_the_policy_never_lets_a_run_spend_beyond_its_share_of_a_full_run(bank, 
     assert all(0 < p["items_to_settle"] <= 2 * bank.n_items and p["cost_to_settle_usd"] > 0 for p in unresolved)
     # the cost is the items at the model's price
     assert all(p["cost_to_settle_usd"] == pytest.approx(p["items_to_settle"] * 0.002) for p in unresolved)
+    # and its 80% range, in items and at the same price
+    for p in unresolved:
+        lo, hi = p["items_to_settle_range"]
+        assert 0 < lo <= hi <= 2 * bank.n_items
+        assert p["cost_to_settle_usd_range"] == pytest.approx([lo * 0.002, hi * 0.002])
+    assert all(p["items_to_settle_range"] == [0, 0] for p in res.pairs if p["outcome"] != UNRESOLVED)
     # without the policy the same run goes on
     r = AdaptiveRanker(bank, list(near), item_costs=costs, budget=2 * full, n_init=5, seed=0, n_max=150,
                        judgement=functools.partial(MetricScaleJudgement, policy=SettlePolicy(None, None)))
@@ -258,7 +264,8 @@ def test_running_a_pair_on_settles_it_and_leaves_the_ranker_alone(bank):
 
 
 def test_the_float_cost_to_settle_is_judge_pairs_cost(bank):
-    """settle_items (one pair, plain floats, any gap) states what judge_pairs states at the estimated gap."""
+    """settle_items (one pair, plain floats, any gap) states what judge_pairs' projection states at the
+    estimated gap (the stopping policy's view; the stated point is the median of simulated continuations)."""
     from lm_eval_adaptive.engine.pair_outcomes import settle_items
     ys = world(bank, thetas={"a": 0.0, "b": 0.15, "c": 0.3}, seed=15)
     r = AdaptiveRanker(bank, list("abc"), n_init=12, n_max=12, seed=0)
@@ -266,7 +273,7 @@ def test_the_float_cost_to_settle_is_judge_pairs_cost(bank):
     sc = batch_scale(r)
     j = judge_pairs(sc, confidence=0.95)
     checked = 0
-    for a, b, o, d, s, n in zip(j.a, j.b, j.outcome, j.difference, j.se, j.items_to_settle):
+    for a, b, o, d, s, n in zip(j.a, j.b, j.outcome, j.difference, j.se, j.items_at_gap):
         if o != UNRESOLVED:
             continue
         va, vb = sc.var[a], sc.var[b]

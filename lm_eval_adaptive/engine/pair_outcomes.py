@@ -10,10 +10,12 @@ difference of the two full-task means, D̂ = T̂_a − T̂_b, with its SE and de
 * ``equivalent``: both one-sided tests at 1 − γ put D inside ±δ (the tie margin, metric units):
   |D̂| + t_γ·SE ≤ δ (Schuirmann 1987). Two full runs with equal means are equivalent at any δ.
   ``ordered`` is checked first: a pair known to differ is ordered even when within δ.
-* ``unresolved``: neither, with its **cost to settle**: the fewest further items that would
-  settle it at the current D̂ (n ≈ (t·s_d/D̂)², with the finite-population factor: the
-  variance falls to 0 at a full run, so every pair settles by then; the count is capped at the
-  rest of a full run of both models), and their dollars. Never "no number of items settles it".
+* ``unresolved``: neither, with its **cost to settle**: the items (and dollars) at which running
+  the pair on would settle it, the median and the 80% range of simulated continuations (the estimate
+  moves as items accrue; the variance falls to 0 at a full run, so every pair settles by then; the
+  count is capped at the rest of a full run of both models). The projection at the current D̂
+  (n ≈ (t·s_d/D̂)² with the finite-population factor; ``items_at_gap``) is what the stopping policy
+  judges by. Never "no number of items settles it".
 
 :func:`rank_ranges` turns the ordered pairs into each entry's best and worst rank (as Chatbot
 Arena reports them); equivalence is a separate claim (:meth:`PairOutcomes.equivalents`) and is
@@ -47,7 +49,9 @@ class PairOutcomes:
     """Every pair of K models, judged (arrays aligned by pair; ``a`` is the higher estimate).
 
     ``p_order``: P(T_a > T_b) = F_t(D̂/SE) (1 for an exact positive difference);
-    ``items_to_settle`` and ``cost_to_settle``: 0 for a settled pair.
+    ``items_to_settle`` and ``cost_to_settle``: 0 for a settled pair; for an unresolved one the median of
+    where running on settles it, ``settle_range``/``cost_range`` its 80% range, ``items_at_gap`` the
+    projection at the current D̂ (the stopping policy's view).
     """
 
     names: list
@@ -65,6 +69,7 @@ class PairOutcomes:
     family_wise: bool = False
     settle_range: np.ndarray | None = None  # (pairs, 2): the 80% range of the items to settle (None: not made)
     cost_range: np.ndarray | None = None  # (pairs, 2): its dollars
+    items_at_gap: np.ndarray | None = None  # the items at which the projection at the current D̂ settles a pair
 
     def matrix(self) -> np.ndarray:
         """(K, K) int: +1 where row is ordered above column, −1 below, 0 otherwise."""
@@ -161,14 +166,14 @@ def judge_pairs(scale: MetricScale, *, confidence: float = 0.95, tie_margin: flo
     equivalent = ~ordered & (d + np.where(s_eq == 0, 0.0, one * s_eq) <= tie_margin)
     outcome = np.where(ordered, ORDERED, np.where(equivalent, EQUIVALENT, UNRESOLVED))
     level = settle_level(confidence, int(np.count_nonzero(~ordered)), family_wise)
-    items, cost, items_range, cost_range = _cost_to_settle(scale, a, b, d, s, (outcome == UNRESOLVED) & settle_cost,
+    items, cost, items_range, cost_range, at_gap = _cost_to_settle(scale, a, b, d, s, (outcome == UNRESOLVED) & settle_cost,
                                                            level, tie_margin, item_costs, float(random_share),
                                                            confidence)
     return PairOutcomes(names=list(scale.names), a=a, b=b, outcome=outcome, difference=d, se=s, df=df,
                         p_order=p, items_to_settle=items, cost_to_settle=cost, confidence=float(confidence),
                         tie_margin=float(tie_margin), family_wise=bool(family_wise),
                         settle_range=items_range if settle_cost else None,
-                        cost_range=cost_range if settle_cost else None)
+                        cost_range=cost_range if settle_cost else None, items_at_gap=at_gap)
 
 
 def judge_apart(names, points, ses, *, confidence: float = 0.95, tie_margin: float = 0.0) -> PairOutcomes:
@@ -284,31 +289,34 @@ _SETTLE_GRID = np.unique(np.geomspace(1e-3, 1.0, 72))  # the looks of a simulate
 
 
 def _cost_to_settle(scale: MetricScale, a, b, d, s, open_, confidence, margin, item_costs, share, margin_level=None):
-    """Items (both models together) and dollars for each open pair to settle at the current D̂, and the
-    80% range of both (:data:`SETTLE_RANGE`).
+    """Items (both models together) and dollars for each open pair to settle: the median and the 80%
+    range (:data:`SETTLE_RANGE`) of simulated continuations, and the projection at the current D̂.
 
     Each model of the pair adds m items (up to its unseen ones); the pair's variance is assumed to
     shrink as its members' own variances do (:meth:`MetricScale.projected_variance_factor`, weighted
     by their shares of the variance now) and its degrees of freedom to grow with the random share of
-    the new items. The point is the smallest m that orders the pair (t·SE < |D̂|) or, with a margin, makes
-    it equivalent (|D̂| + t·SE ≤ δ) at the current D̂; found by bisection, vectorised over pairs.
+    the new items. The projection (``items_at_gap``) is the smallest m that orders the pair (t·SE < |D̂|)
+    or, with a margin, makes it equivalent (|D̂| + t·SE ≤ δ) at the current D̂; found by bisection,
+    vectorised over pairs.
 
-    The range is that of the first m at which a continuation settles the pair (what running on measures):
+    The stated point and range are the median and 10%-90% quantiles of the first m at which a
+    continuation settles the pair (what running on measures):
     the estimate moves as it gathers items, D̂_m = D̂ + W(V − V_m) with W a Brownian motion (the
     estimate of a full-task difference whose posterior is N(D̂, V) is a martingale whose variance grows
     by what the pair's variance shrinks; at a full run it is the true difference), looked at on a
-    geometric grid of m; :data:`SETTLE_PATHS` paths per pair with a fixed seed. The point statement can
-    lie outside it (a noisy small D̂ asks for many items; the first crossing comes early:
-    docs/metric-scale.md)."""
+    geometric grid of m; :data:`SETTLE_PATHS` paths per pair with a fixed seed. The projection at the
+    current D̂ overstates what a small noisy D̂ takes (the true gap is as likely wider; the first
+    crossing comes early: docs/metric-scale.md)."""
     n_pairs = a.size
     eq_level = confidence if margin_level is None else margin_level  # the equivalence test is pairwise
     items = np.zeros(n_pairs, dtype=np.int64)
     cost = np.zeros(n_pairs)
     items_range = np.zeros((n_pairs, 2), dtype=np.int64)
     cost_range = np.zeros((n_pairs, 2))
+    at_gap = np.zeros(n_pairs, dtype=np.int64)
     idx = np.flatnonzero(open_)
     if idx.size == 0:
-        return items, cost, items_range, cost_range
+        return items, cost, items_range, cost_range, at_gap
     pa, pb = a[idx], b[idx]
     dd, v_now = d[idx], s[idx] ** 2
     nu = scale.n_unseen
@@ -361,7 +369,7 @@ def _cost_to_settle(scale: MetricScale, a, b, d, s, open_, confidence, margin, i
     v_grid[:, -1] = 0.0
     step = np.sqrt(np.maximum(-np.diff(np.concatenate([v_now[:, None], v_grid], axis=1), axis=1), 0.0))
     noise = np.random.default_rng(0).standard_normal((SETTLE_PATHS, grid.shape[1]))  # the same paths for every pair
-    m_range = np.empty((idx.size, 2))
+    m_sim = np.empty((idx.size, 3))  # 10%, 50%, 90% of the first settled look
     G = grid.shape[1]
     for c0 in range(0, idx.size, 32):  # in chunks of pairs: (pairs, paths, looks) floats
         sl = slice(c0, c0 + 32)
@@ -370,14 +378,16 @@ def _cost_to_settle(scale: MetricScale, a, b, d, s, open_, confidence, margin, i
         g = np.broadcast_to(grid[sl, None, :], path.shape).reshape(n, -1)
         ok = settled(path.reshape(n, -1), g).reshape(path.shape)
         first = np.where(ok.any(2), ok.argmax(2), G - 1)
-        m_range[sl] = np.quantile(np.take_along_axis(grid[sl], first, axis=1), SETTLE_RANGE, axis=1).T
+        m_sim[sl] = np.quantile(np.take_along_axis(grid[sl], first, axis=1), (SETTLE_RANGE[0], 0.5, SETTLE_RANGE[1]),
+                                axis=1).T
 
     def both(m):  # items of both models for m each (each at most its unseen)
         return np.minimum(m, col(nu[pa], m)), np.minimum(m, col(nu[pb], m))
 
-    add_a, add_b = both(up)
+    at_gap[idx] = sum(both(up)).astype(np.int64)
+    add_a, add_b = both(np.ceil(m_sim[:, 1]))
     items[idx] = (add_a + add_b).astype(np.int64)
-    ra, rb = both(np.ceil(m_range))
+    ra, rb = both(np.ceil(m_sim[:, [0, 2]]))
     items_range[idx] = (ra + rb).astype(np.int64)
     if item_costs is not None:
         c = np.asarray(item_costs, dtype=float)
@@ -389,7 +399,7 @@ def _cost_to_settle(scale: MetricScale, a, b, d, s, open_, confidence, margin, i
                 unit = np.where(unseen.sum(1) > 0, (c * unseen).sum(1) / np.maximum(unseen.sum(1), 1), 0.0)
         cost[idx] = add_a * unit[pa] + add_b * unit[pb]
         cost_range[idx] = ra * unit[pa][:, None] + rb * unit[pb][:, None]
-    return items, cost, items_range, cost_range
+    return items, cost, items_range, cost_range, at_gap
     pa, pb = a[idx], b[idx]
     dd, v_now = d[idx], s[idx] ** 2
     nu = scale.n_unseen

@@ -41,7 +41,7 @@ def settle_text(p: dict) -> str:
     if rng and rng[1] > 0:  # where running on would settle it: 80% of continuations (docs/metric-scale.md)
         text += f"; 80% range {int(rng[0])}–{int(rng[1])} items"
     if p.get("beyond_policy"):
-        text += "; the run stopped buying for it at that cost"
+        text += "; the stopping policy bought no more for it"
     return text
 
 
