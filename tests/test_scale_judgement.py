@@ -238,7 +238,10 @@ def test_a_tie_margin_settles_a_near_tie_as_equivalent(bank):
     ys = world(bank, thetas=near, seed=13)
     gap = abs(float(np.mean(ys["a"]) - np.mean(ys["b"])))
     rule = pair_rule_for(bank, 0.95, 0.08, False)
-    res = AdaptiveRanker(bank, list(near), n_init=10, seed=0, pair_rule=rule).run(lambda m, i: float(ys[m][i]))
+    # a share of a full run the equivalence fits in (at the default 10% it stops 26 items short, as it must)
+    res = AdaptiveRanker(bank, list(near), n_init=10, seed=0, pair_rule=rule,
+                         judgement=functools.partial(MetricScaleJudgement, policy=SettlePolicy(0.25))
+                         ).run(lambda m, i: float(ys[m][i]))
     assert res.pairs[0]["outcome"] == EQUIVALENT and gap < 0.08
     assert res.stopped_because == "settled" and res.tie_groups == [res.ranking]
     assert res.signature["tie_margin"] == 0.08 and res.signature["judgement"] == "metric-scale"
@@ -311,3 +314,32 @@ def test_the_stated_80_percent_range_holds_the_measured_cost_to_settle(bank):
                 total += 1
     assert total >= 60
     assert 0.65 <= inside / total <= 0.95
+
+
+def test_a_tie_margin_never_lets_a_run_buy_past_its_share_of_a_full_run(bank):
+    """With a tie margin the policy's optimism (the gap one SE narrower) can call a near tie of two highly
+    correlated models settled at no extra cost; once the run is past its share of a full run, that must
+    not buy more items (it did: 5.9% of a full run at a 5% share, 15.4% at 10% in bench_near_tie)."""
+    ys = world(bank, thetas={"a": 0.0, "c": 0.5}, seed=21)
+    ys["b"] = np.clip(ys["a"] + np.random.default_rng(21).normal(0, 0.03, bank.n_items), 0, 1)  # a near copy of a
+    names = ["a", "b", "c"]
+    costs = {m: np.full(bank.n_items, 0.002) for m in names}
+    full = 3 * bank.n_items * 0.002
+    share = 0.05
+    rule = pair_rule_for(bank, 0.95, 0.1, False)
+    r = AdaptiveRanker(bank, names, item_costs=costs, budget=2 * full, n_init=5, seed=0, pair_rule=rule,
+                       judgement=functools.partial(MetricScaleJudgement, policy=SettlePolicy(share)))
+    res = r.run(lambda m, i: float(ys[m][i]))
+    assert res.total_cost <= share * full + 0.002 + 1e-12  # at most the one item that crossed the line
+    assert res.stopped_because in ("cost_to_settle", "settled")
+
+
+def test_the_projection_tests_equivalence_at_the_larger_variance_as_the_decision_does():
+    """settles_after and decide agree: two highly correlated models have a small paired SE (0.01) but
+    each its own SE; equivalence is tested at √(Var_a + Var_b) when that is larger."""
+    from lm_eval_adaptive.engine.pair_outcomes import settles_after
+    args = (0.5, 400, 20, True, 400, 20, True, 0.95, 0.03)
+    assert settles_after(0, 0.01, 1e-4, *args) is True  # 0.01 + t₁₉·0.01 = 0.027 ≤ 0.03
+    assert settles_after(0, 0.01, 1e-4, *args, var_apart=1e-3) is False  # 0.01 + t₁₉·0.032 = 0.065 > 0.03
+    assert decide(0.01, 0.01, 19, 0.95, 0.03, se_apart=np.sqrt(1e-3)) == UNRESOLVED
+    assert settles_after(390, 0.01, 1e-4, *args, var_apart=1e-3) is True  # near a full run it settles

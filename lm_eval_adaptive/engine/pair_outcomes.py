@@ -237,19 +237,18 @@ def decide(d: float, se: float, df: float, confidence: float, margin: float, se_
 
 def settles_after(m: float, d: float, var: float, share_a: float, nu_a: int, nr_a: int, design_a: bool,
                   nu_b: int, nr_b: int, design_b: bool, confidence: float, margin: float,
-                  random_share: float = DEFAULT_RANDOM_SHARE) -> bool:
+                  random_share: float = DEFAULT_RANDOM_SHARE, var_apart: float = 0.0) -> bool:
     """Whether a pair would be settled after each of its models adds ``m`` items, at the current |D̂| =
     ``d`` (:func:`judge_pairs`' projection, for one pair in plain floats): the pair's variance ``var``
     shrinks as its models' own (``share_a``: model a's share of it; ``nu``/``nr``: unseen and comparable
     random items; ``design``: the model's interval is design-based), its degrees of freedom grow with the
     random share of the new items; settled when the projected interval orders it or (``margin`` > 0) puts
-    it within ±margin, or the variance is 0 (both full runs)."""
+    it within ±margin, or the variance is 0 (both full runs). ``var_apart``: Var_a + Var_b, the variance
+    equivalence is tested at where it is the larger (as :func:`decide` does; it shrinks the same way)."""
     d = abs(d)
-    if m <= 0:
-        v = var
-    else:
-        v = var * (share_a * shrink_one(nu_a, nr_a, m, random_share)
-                   + (1 - share_a) * shrink_one(nu_b, nr_b, m, random_share))
+    f = 1.0 if m <= 0 else (share_a * shrink_one(nu_a, nr_a, m, random_share)
+                            + (1 - share_a) * shrink_one(nu_b, nr_b, m, random_share))
+    v = var * f
     if v <= 0:
         return True
     dfa = nr_a + random_share * m - 1 if design_a and nu_a > m else math.inf
@@ -258,7 +257,7 @@ def settles_after(m: float, d: float, var: float, share_a: float, nu_a: int, nr_
     se = math.sqrt(v)
     if d > t_quantile(df, 1 - (1 - confidence) / 2) * se:
         return True
-    return margin > 0 and d + t_quantile(df, confidence) * se <= margin
+    return margin > 0 and d + t_quantile(df, confidence) * math.sqrt(max(var, var_apart) * f) <= margin
 
 
 def settle_items(d: float, var: float, share_a: float, nu_a: int, nr_a: int, design_a: bool, nu_b: int, nr_b: int,
@@ -344,12 +343,16 @@ def _cost_to_settle(scale: MetricScale, a, b, d, s, open_, confidence, margin, i
         dfb = np.where(col(db, m) & (col(nub, m) > m), col(nrb, m) + share * m - 1, np.inf)
         return np.maximum(np.minimum(dfa, dfb), 1.0)
 
+    # equivalence is tested at the larger of the paired and the unpaired variance (judge_pairs); both shrink alike
+    with np.errstate(invalid="ignore", divide="ignore"):
+        eq_ratio = np.where(v_now > 0, np.maximum(vsum / v_now, 1.0), 1.0)
+
     def settled(gap, m):  # gap: |D̂| at m (broadcast against m)
         v = variance(m)
         df = dof(m)
         se = np.sqrt(v)
         order = gap > scale.quantile(df, 1 - (1 - confidence) / 2) * se  # t·SE < |D̂|
-        equiv = gap + scale.quantile(df, eq_level) * se <= margin  # |D̂| + t·SE ≤ δ
+        equiv = gap + scale.quantile(df, eq_level) * se * np.sqrt(col(eq_ratio, m)) <= margin  # |D̂| + t·SE_eq ≤ δ
         return order | equiv | (v == 0)
 
     lo = np.zeros(idx.size)  # open at m = lo (it is open now)

@@ -256,6 +256,8 @@ class MetricScaleJudgement:
         most = most_items(lim, pi.n_unseen, unit_i if pi.n_unseen else 0.0, pj.n_unseen, unit_j if pj.n_unseen else 0.0)
         if most >= max(pi.n_unseen, pj.n_unseen):
             return False  # it may run to a full run of both, which settles it
+        if most < 0:
+            return True  # the run is past its share already: no gap, however favourable, buys more
         d, v, _ = self._pair(i, j)
         vsum = pi.var + pj.var
         share_i = pi.var / vsum if vsum > 0 else 0.5
@@ -265,7 +267,7 @@ class MetricScaleJudgement:
         slack = self.policy.optimism * math.sqrt(v)
         for gap in ((abs(d) + slack, max(abs(d) - slack, 0.0)) if slack > 0 else (abs(d),)):
             if settles_after(m, gap, v, share_i, pi.n_unseen, pi.n_random, pi.method == "design", pj.n_unseen,
-                             pj.n_random, pj.method == "design", level, self.margin, self.random_share):
+                             pj.n_random, pj.method == "design", level, self.margin, self.random_share, vsum):
                 return False
         return True
 

@@ -58,7 +58,8 @@ def _judge(parts, confidence: float, margin: float) -> tuple[str, bool]:
     d = a.estimate - b.estimate
     dfa = math.inf if a.var == 0 else a.df
     dfb = math.inf if b.var == 0 else b.df
-    return decide(d, math.sqrt(v), min(dfa, dfb), confidence, margin), d >= 0
+    # equivalence at the larger of the paired and the unpaired SE, as the ranking judges it
+    return decide(d, math.sqrt(v), min(dfa, dfb), confidence, margin, math.sqrt(a.var + b.var)), d >= 0
 
 
 def run_on_to_settle(pair: tuple[Examinee, Examinee], score: Callable[[int, int], tuple[float, float]], *,
