@@ -20,13 +20,13 @@ model's estimate of record and rank range, every pair's outcome (ordered, equiva
 with its items and dollars to settle), every confident pair and whether the full data agrees, and one
 PASS/FAIL line per criterion (issue 21):
 
-1. total spend ≤ max_spend_share (10%) of a full run;
+1. total spend ≤ max_spend_share (10%) of a full run (with ``--settle-share S``: ≤ S);
 2. the near-tie pair not ordered (with ``--tie-margin``: reported ``equivalent``);
 3. every confident (ordered) pair ordered as the full data orders it;
 4. no impossibility claim (no pair "inseparable") and every unresolved pair with its cost to settle.
 
     python benchmarks/bench_near_tie.py [--case benchmarks/near_tie_case.json] [--json out.json]
-        [--tie-margin DELTA] [--seed S ...]
+        [--tie-margin DELTA] [--seed S ...] [--settle-share S]
 
 ``--seed``: run the case with each of these ranking seeds (``rank --seed``; default 0) and print each.
 """
@@ -147,11 +147,11 @@ def full_run_cost(usage: dict, prices: dict[str, Price]) -> dict[str, float]:
 
 # ----------------------------------------------------------------------------- the live run
 def run_case(case: dict, workdir: Path, *, server: ReplayServer, tie_margin: float | None = None,
-             seed: int | None = None) -> dict:
+             seed: int | None = None, settle_share: float | None = None) -> dict:
     """Calibrate the bank without the case's systems, rank them live, and collect the figures.
 
-    ``server`` is a running ReplayServer that litellm already reaches (OPENAI_API_BASE); ``tie_margin``
-    and ``seed`` are passed to ``rank`` (None: its defaults). The bank is calibrated once per workdir."""
+    ``server`` is a running ReplayServer that litellm already reaches (OPENAI_API_BASE); ``tie_margin``,
+    ``seed`` and ``settle_share`` are passed to ``rank`` (None: its defaults). The bank is calibrated once per workdir."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     bank_path = workdir / "bank.json"
@@ -167,9 +167,10 @@ def run_case(case: dict, workdir: Path, *, server: ReplayServer, tie_margin: flo
     full = full_run_cost(usage, prices)
     full_total = sum(full.values())
     cap = round(case["cap_over_full_run"] * full_total, 6)
-    out = workdir / f"rank-{seed}-{tie_margin}"
+    out = workdir / f"rank-{seed}-{tie_margin}-{settle_share}"
     extra = ([] if tie_margin is None else ["--tie-margin", str(tie_margin)]) + \
-        ([] if seed is None else ["--seed", str(seed)])
+        ([] if seed is None else ["--seed", str(seed)]) + \
+        ([] if settle_share is None else ["--settle-share", str(settle_share)])
     server.reset_stats()
     t1 = time.perf_counter()
     rc = cli(["rank", "--models", *[f"{m}=litellm:model=openai/{m}" for m in case["systems"]],
@@ -189,7 +190,7 @@ def run_case(case: dict, workdir: Path, *, server: ReplayServer, tie_margin: flo
             mismatched.append((s["model"], s["item_id"], u, usage[s["model"]][s["item_id"]]))
     charged = {e["model"]: (e["price"]["input_per_mtok"], e["price"]["output_per_mtok"]) for e in report["ranking"]}
     assumed = {m: (p.input_per_mtok, p.output_per_mtok) for m, p in prices.items()}
-    return {"case": case, "tie_margin": tie_margin, "seed": seed,
+    return {"case": case, "tie_margin": tie_margin, "seed": seed, "settle_share": settle_share,
             "bank_items": len(item_ids), "bank_id": report["bank_id"], "prices": assumed,
             "charged_prices": charged, "usage_mismatches": mismatched[:5], "n_usage_mismatches": len(mismatched),
             "full_run_cost_usd": full, "full_run_cost_total_usd": full_total,
@@ -217,9 +218,10 @@ def judge(result: dict, truth: dict) -> dict:
     conf = [{"higher": a, "lower": b, "p": report["pairwise"][a][b], "right": truth["mean"][a] > truth["mean"][b]}
             for a, b in confident_pairs(report)]
     unresolved = [p for p in pairs if p["outcome"] == "unresolved"]
+    limit = result.get("settle_share") or case["max_spend_share"]
     return {
-        "spent_usd": spent, "spend_share": share,
-        "spend_ok": share <= case["max_spend_share"],
+        "spent_usd": spent, "spend_share": share, "spend_limit": limit,
+        "spend_ok": share <= limit,
         "near_tie_reported_as_tie": near_tied,
         "near_tie_outcome": outcome.get(near),
         "near_tie_equivalent": outcome.get(near) == "equivalent",
@@ -280,7 +282,7 @@ def show(result: dict, truth: dict, verdict: dict) -> None:
         print("  none")
     n_conf = len(verdict["confident_pairs"])
     n_ok = sum(c["right"] for c in verdict["confident_pairs"])
-    print(f"{'PASS' if verdict['spend_ok'] else 'FAIL'}: total spend ≤ {100 * case['max_spend_share']:g}% of a full "
+    print(f"{'PASS' if verdict['spend_ok'] else 'FAIL'}: total spend ≤ {100 * verdict['spend_limit']:g}% of a full "
           f"run ({100 * verdict['spend_share']:.1f}%)")
     if result.get("tie_margin") is None:
         print(f"{'PASS' if verdict['near_tie_reported_as_tie'] else 'FAIL'}: the near tie "
@@ -301,6 +303,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--tie-margin", type=float, default=None, help="rank --tie-margin (metric units)")
     ap.add_argument("--seed", type=int, nargs="+", default=[None], help="rank --seed, one run each")
+    ap.add_argument("--settle-share", type=float, default=None,
+                    help="rank --settle-share (the stopping policy's share of a full run; the spend criterion then)")
     a = ap.parse_args(argv)
     case = load_case(a.case)
     truth = full_data_truth(case)
@@ -309,7 +313,8 @@ def main(argv=None) -> int:
         os.environ["OPENAI_API_BASE"] = srv.url
         os.environ["OPENAI_API_KEY"] = "replay"
         for seed in a.seed:
-            result = run_case(case, Path(tmp), server=srv, tie_margin=a.tie_margin, seed=seed)
+            result = run_case(case, Path(tmp), server=srv, tie_margin=a.tie_margin, seed=seed,
+                              settle_share=a.settle_share)
             verdict = judge(result, truth)
             if len(a.seed) > 1:
                 print(f"\n=== rank --seed {seed} ===")

@@ -343,3 +343,28 @@ def test_the_projection_tests_equivalence_at_the_larger_variance_as_the_decision
     assert settles_after(0, 0.01, 1e-4, *args, var_apart=1e-3) is False  # 0.01 + t₁₉·0.032 = 0.065 > 0.03
     assert decide(0.01, 0.01, 19, 0.95, 0.03, se_apart=np.sqrt(1e-3)) == UNRESOLVED
     assert settles_after(390, 0.01, 1e-4, *args, var_apart=1e-3) is True  # near a full run it settles
+
+
+def test_rank_settle_share_reaches_the_ranker_and_bounds_its_spend():
+    """``rank --settle-share S`` sets the stopping policy's share of a full run (default 0.1): the ranker's
+    signature names it, a resume must keep it, and a run under it spends at most that share."""
+    from types import SimpleNamespace
+
+    from lm_eval_adaptive.cli.main import build_parser
+    from lm_eval_adaptive.live.session import RUN_KEYS, LiveSettings, rank_ranker
+    base = ["rank", "--models", "litellm:model=a", "litellm:model=b", "--tasks", "t", "--bank", "b.json",
+            "--budget-usd", "1"]
+    small = make_sim_bank(n_items=200, seed=3)
+    setup = SimpleNamespace(bank=small, joint=False, specs=[SimpleNamespace(name="a"), SimpleNamespace(name="b")],
+                            bank_costs={"a": np.full(200, 0.001), "b": np.full(200, 0.001)})
+    default = LiveSettings.from_mapping(vars(build_parser().parse_args(base)))
+    assert default.settle_share is None and "settle_share" in RUN_KEYS
+    assert "full_run=0.1," in rank_ranker(setup, default).signature()["settle_policy"]
+    a = LiveSettings.from_mapping(vars(build_parser().parse_args([*base, "--settle-share", "0.3"])))
+    r = rank_ranker(setup, a)
+    assert "full_run=0.3," in r.signature()["settle_policy"]
+    ys = world(small, thetas={"a": 0.0, "b": 0.02}, seed=3)
+    res = r.run(lambda m, i: float(ys[m][i]))
+    assert res.total_cost <= 0.3 * 2 * 200 * 0.001 + 0.001 + 1e-12
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*base, "--settle-share", "0"])

@@ -55,6 +55,7 @@ from lm_eval_adaptive.live.pair_prose import pair_lines, rank_range_text
 from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.person_fit import misfit_note
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.settle_policy import DEFAULT_FULL_RUN_SHARE
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.bank_source import bank_reference, parse_banks
 from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S
@@ -191,6 +192,10 @@ def add_rank_parser(sub) -> argparse.ArgumentParser:
                    help="continue the run in DIR (crashed or interrupted): nothing is requested or paid twice; "
                         "a folder of several tasks continues the tasks not finished, in turn")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--settle-share", type=positive_float, default=None, metavar="S",
+                   help="stop buying for a pair once settling it would take the run past this share of a full "
+                        f"run of every model (default {DEFAULT_FULL_RUN_SHARE:g}; 1: up to a full run, which settles "
+                        "every pair; the budget cap still holds)")
     add_model_arguments(p, adds_to="--models")
     add_task_arguments(p)
     add_live_arguments(p)

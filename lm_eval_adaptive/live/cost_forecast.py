@@ -422,7 +422,7 @@ def _live_arrays(setup: Setup, models: Sequence[str]) -> tuple[dict, dict, dict]
 def _live_settings(a: LiveSettings) -> dict:
     return {"confidence": a.confidence, "budget_usd": a.budget_usd, "min_items": a.min_items,
             "max_items": a.max_items, "concurrency": a.concurrency, "seed": a.seed, "tie_margin": a.tie_margin,
-            "family_wise": a.family_wise}
+            "family_wise": a.family_wise, "settle_share": a.settle_share}
 
 
 def forecast_rank(a: LiveSettings) -> CostForecast:

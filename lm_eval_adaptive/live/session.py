@@ -14,6 +14,7 @@ scale. The run folder is created only once every setting has been checked.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -32,7 +33,9 @@ from lm_eval_adaptive.display import SHOWN_LOG_FILTER
 from lm_eval_adaptive.engine.bank import joint_item_ids
 from lm_eval_adaptive.engine.multi_metric_ranker import MultiMetricRanker
 from lm_eval_adaptive.engine.pair_rules import pair_rule_for
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.ranker import AdaptiveRanker, default_judgement
+from lm_eval_adaptive.engine.selection import DEFAULT_RANDOM_SHARE
+from lm_eval_adaptive.engine.settle_policy import SettlePolicy
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import bind_banks, check_banks
 from lm_eval_adaptive.harness.judge_pricing import JudgePricing
@@ -65,7 +68,7 @@ PLOT_FILE = "ranking.png"
 RUN_KEYS = ("models", "tasks", "bank", "confidence", "budget_usd", "min_items", "max_items", "concurrency",
             "price", "metric", "item_field", "include_path", "num_fewshot", "apply_chat_template",
             "fewshot_as_multiturn", "gen_kwargs", "system_instruction", "seed", "metadata", "tie_margin",
-            "family_wise")
+            "family_wise", "settle_share")
 
 #: A judge call's part of an item's reservation: its prompt is taken as at most twice the
 #: model's prompt plus four bytes per output token of the model plus this many bytes (rubric,
@@ -115,6 +118,7 @@ class LiveSettings:
     timeout: float | None = None
     tie_margin: float | None = None
     family_wise: bool = False  # γ for the whole ranking (pair_rules.FamilyWise)
+    settle_share: float | None = None  # rank: the stopping policy's share of a full run (None: its default)
     max_attempts: int = 6
     max_failures: int = 3
     backoff: float = 0.5
@@ -314,16 +318,21 @@ def rank_ranker(setup: Setup, a: LiveSettings) -> AdaptiveRanker:
     """A fresh ranker for a ``rank`` run: the setup's models and bank-estimated item costs, the settings' rules
     (a :class:`MultiMetricRanker` with a bank per metric, each metric under the same rules)."""
     bank = setup.bank
+    judgement = None  # the default policy
+    if a.settle_share is not None:
+        judgement = functools.partial(default_judgement, policy=SettlePolicy(full_run_share=a.settle_share),
+                                      random_share=DEFAULT_RANDOM_SHARE)
     if setup.joint:
         return MultiMetricRanker(setup.banks, [s.name for s in setup.specs], item_costs=setup.bank_costs,
                                  confidence=a.confidence, n_init=a.min_items, n_max=a.max_items, budget=a.budget_usd,
-                                 seed=a.seed, max_in_flight=a.concurrency,
+                                 seed=a.seed, max_in_flight=a.concurrency, judgement=judgement,
                                  pair_rules={k: pair_rule_for(b, a.confidence, a.tie_margin, a.family_wise)
                                              for k, b in setup.banks.items()})
     return AdaptiveRanker(bank, [s.name for s in setup.specs], item_costs=setup.bank_costs, confidence=a.confidence,
                           n_init=a.min_items, n_max=a.max_items, budget=a.budget_usd, seed=a.seed,
                           max_in_flight=a.concurrency, pair_rule=pair_rule_for(bank, a.confidence, a.tie_margin,
-                                                                                     a.family_wise))
+                                                                                     a.family_wise),
+                          judgement=judgement)
 
 
 def quiet_libraries() -> None:
