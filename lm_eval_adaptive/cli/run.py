@@ -28,8 +28,7 @@ from lm_eval_adaptive.cli.arguments import (
 from lm_eval_adaptive.cli.logs import quiet_third_party
 from lm_eval_adaptive.cli.progress import AdaptiveRunProgress
 from lm_eval_adaptive.cli.report import note_on_stderr, report_console
-from lm_eval_adaptive.data.files import check_output_folder, check_outputs
-from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.cli.run_early_checks import check_display_options, check_run_outputs
 from lm_eval_adaptive.harness.lm_eval_compat import add_harness_run_parser
 from lm_eval_adaptive.harness.result_blocks import metric_blocks
 from lm_eval_adaptive.harness.run import AdaptiveRunReport, execute_run
@@ -56,14 +55,9 @@ def split_run_arguments(args: argparse.Namespace) -> tuple[argparse.Namespace, A
     """(the harness's own ``run`` arguments, the adaptive settings or None without ``--adaptive``)."""
     ours = {k: v for k, v in vars(args).items() if k == "adaptive" or k.startswith("adaptive_")}
     harness = argparse.Namespace(**{k: v for k, v in vars(args).items() if k not in ours})
+    check_display_options(bool(ours.get("adaptive")), bool(ours.get("adaptive_dry_run")), ours.get("adaptive_plot"))
     if not ours.get("adaptive"):
-        if ours.get("adaptive_dry_run"):
-            raise InputError("--dry-run forecasts an adaptive run: add --adaptive")
-        if ours.get("adaptive_plot"):
-            raise InputError("--plot draws an adaptive run: add --adaptive")
         return harness, None
-    if ours.get("adaptive_dry_run") and ours.get("adaptive_plot"):
-        raise InputError("--plot draws an adaptive run; --dry-run makes none")
     ours = {k: v for k, v in ours.items() if k not in DISPLAY_KEYS}
     values = {k[len("adaptive_"):]: v for k, v in ours.items() if k != "adaptive"}
     for key in ("bank", "price"):
@@ -143,18 +137,6 @@ def run_display(args: argparse.Namespace) -> AdaptiveRunProgress:
     plot = getattr(args, "adaptive_plot", None)
     return AdaptiveRunProgress(report_console(stderr=True), enabled=not getattr(args, "adaptive_no_progress", False),
                                plot=plot if plot else plot_beside)
-
-
-def check_run_outputs(harness: argparse.Namespace, plot=None) -> None:
-    """Refuse, before any model is built or called, an ``--output_path`` (a folder, or a results
-    ``.json`` file as the harness takes it) or ``--plot`` that cannot be written."""
-    out = getattr(harness, "output_path", None)
-    if out:
-        if str(out).endswith((".json", ".jsonl")):
-            check_outputs([("--output_path", out)])
-        else:
-            check_output_folder(out, "--output_path")
-    check_outputs([("--plot", plot)])
 
 
 def adaptive_run_summary(report: AdaptiveRunReport) -> list[str]:
