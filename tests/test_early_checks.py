@@ -185,7 +185,8 @@ EARLY_RUN_CASES = {
     "bad --price": ["--bank", "wmt24_en-de.bleu", "--price", "bad"],
     "--plot with --dry-run": ["--bank", "wmt24_en-de.bleuu", "--dry-run", "--plot", "x.png"],
 }
-HEAVY = ("lm_eval.tasks", "datasets", "litellm", "scipy.stats", "lm_eval_adaptive.cli.main", "lm_eval_adaptive.cli.rank")
+HEAVY = ("lm_eval.tasks", "datasets", "litellm", "scipy.stats", "lm_eval_adaptive.cli.main",
+         "lm_eval_adaptive.cli.rank")
 
 
 def entry_in_subprocess(argv, tmp_path):
