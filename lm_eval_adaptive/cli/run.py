@@ -34,7 +34,7 @@ from lm_eval_adaptive.harness.result_blocks import metric_blocks
 from lm_eval_adaptive.harness.run import AdaptiveRunReport, execute_run
 from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S
 from lm_eval_adaptive.harness.task_loop import AdaptiveRunConfig
-from lm_eval_adaptive.cli.live_output import print_forecast, print_forecast_written
+from lm_eval_adaptive.cli.live_output import print_forecast, print_forecast_written, stop_rule
 from lm_eval_adaptive.live.cost_forecast import adaptive_run_forecast_folder, forecast_adaptive_run, write_forecast
 
 __all__ = ["add_run_parser", "split_run_arguments", "run_display", "plot_beside", "adaptive_run_summary",
@@ -144,8 +144,7 @@ def adaptive_run_summary(report: AdaptiveRunReport) -> list[str]:
     harness's results table, per task (per metric) θ̂ ± SE, documents, the estimated full-task metric
     with its interval, dollars and the stop (and a misfit note), and where the results went."""
     c = report.config
-    stop = f"ci_width={c.ci_width}" if c.ci_width is not None else f"se_target={c.se_target}"
-    lines = [f"{report.model} ({report.model_args}), adaptive: {stop}, "
+    lines = [f"{report.model} ({report.model_args}), adaptive: {stop_rule(c.se_target, c.ci_width)}, "
              f"min_items={c.min_items}, max_items={c.max_items}, budget_usd={c.budget_usd}",
              report.table]
     for label, a in metric_blocks(report.results["adaptive"]):
