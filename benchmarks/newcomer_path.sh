@@ -2,7 +2,9 @@
 # The newcomer path of issue 23, timed: a fresh clone and a new venv, README's first command, the
 # five-minute block, then `rank --dry-run` and `rank` with four systems litellm has no price for.
 # A price error is answered the way a newcomer would: each `--price NAME=IN,OUT` the error names is
-# added (at 1,3) and the command run again; the attempts are counted.
+# added (at 1,3) and the command run again; the attempts are counted. Both messages are read: the one
+# error naming every unpriced model (since issue 23), and before it `no known price for model 'NAME'`,
+# one model an attempt.
 # usage: newcomer_path.sh REPO REF WORKDIR   (needs ../shared/data or LM_EVAL_ADAPTIVE_DATA)
 set -u
 REPO=$1; REF=$2; W=$3
@@ -34,7 +36,10 @@ until_priced() {  # run "$@" plus the prices learned so far; add the prices each
     n=$((n + 1)); local t=$(now)
     "$@" ${PRICES[@]+--price "${PRICES[@]}"} > "$W/$name.$n.out" 2> "$W/$name.$n.err"; rc=$?
     lap "  $name attempt $n" "$t" "rc=$rc"
+    # since issue 23 one error names every unpriced model: `... add --price A=IN,OUT B=IN,OUT (USD ...)`
     missing=$(grep -o -- '--price [^(;]*' "$W/$name.$n.err" | head -1 | grep -o '[^ ]*=IN,OUT' | sed 's/=IN,OUT$//' | grep -vx default)
+    # before it, one model an error: `no known price for model 'A' ...` (also read when no --price line is given)
+    [ -n "$missing" ] || missing=$(grep -o "no known price for model '[^']*'" "$W/$name.$n.err" | head -1 | sed "s/^[^']*'//; s/'$//")
     [ "$rc" = 2 ] && [ -n "$missing" ] || break
     for m in $missing; do PRICES+=("$m=1,3"); done
   done

@@ -265,3 +265,31 @@ def test_the_worst_case_is_never_above_the_cap_or_a_full_run():
                            task="sim-task", price=PRICE, cost=cost1, upper=upper1, full_run=float(np.sum(cost1)),
                            budget=None, draws=2)
     assert row.worst_usd <= row.full_run_usd < 60 * upper1[0] == pytest.approx(row.bound_usd)
+
+
+@pytest.mark.parametrize("extra, stop", [([], "se_target=0.2"), (["--ci-width", "0.02"], "ci_width=0.02")])
+def test_run_dry_run_states_the_stopping_rule_it_simulated(extra, stop, tmp_path, capsys):
+    """Before: `run --adaptive --ci-width W --dry-run` wrote settings.se_target 0.2 (and no ci_width) while its
+    simulated tests stopped on the interval's half-width; the settings now name the rule the runs stopped by, in the
+    printed settings line and in cost_forecast.json."""
+    from pathlib import Path
+
+    from lm_eval_adaptive.data.data_root import data_root
+    from lm_eval_adaptive.errors import InputError
+
+    try:
+        data_root()
+    except InputError as e:
+        pytest.skip(f"real data not available: {e}")
+    tasks = str(Path(__file__).resolve().parents[1] / "task_configs")
+    out = tmp_path / "dry"
+    assert main(["run", "--model", "litellm", "--model_args", "model=openai/Mistral-Large", "--tasks", "wmt24_en-de",
+                 "--include_path", tasks, "--apply_chat_template", "--output_path", str(out), "--adaptive",
+                 "--bank", "wmt24_en-de.bleu", "--max-items", "60", *extra, "--dry-run", "--no-progress"]) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    assert f"settings per task: stop at {stop}, min_items=30, max_items=60," in printed
+    fc = json.loads((out / "cost_forecast.json").read_text())
+    rule = dict([stop.split("=")])
+    assert fc["settings"]["ci_width"] == (0.02 if "ci_width" in rule else None)
+    assert fc["settings"]["se_target"] == (0.2 if "se_target" in rule else None)
+    assert set(fc["simulated_stops"]) <= {next(iter(rule)), "max_items"}

@@ -174,3 +174,63 @@ def test_rank_dry_run_honours_and_names_the_default_price(tmp_path, capsys):
     (fc,) = (tmp_path / "dry").glob("cost_forecast*.json")
     text = fc.read_text()
     assert text.count('"source": "--price default"') == 3 and '"source": "--price"' in text
+
+
+# ------------------------------------------------- run --adaptive: refused before the command line is imported
+EARLY_RUN_CASES = {
+    "misspelled bank": ["--bank", "wmt24_en-de.bleuu"],
+    "metric the task lacks": ["--metric", "rouge_l"],
+    "bank of another task": ["--bank", "wmt24_en-es.bleu"],
+    "unpriced model": ["--bank", "wmt24_en-de.bleu", "--model_args", "model=openai/Aya23"],
+    "bad --price": ["--bank", "wmt24_en-de.bleu", "--price", "bad"],
+    "--plot with --dry-run": ["--bank", "wmt24_en-de.bleuu", "--dry-run", "--plot", "x.png"],
+}
+HEAVY = ("lm_eval.tasks", "datasets", "litellm", "scipy.stats", "lm_eval_adaptive.cli.main",
+         "lm_eval_adaptive.cli.rank")
+
+
+def entry_in_subprocess(argv, tmp_path):
+    """The console script's main in a fresh process: (exit status, its error line, heavy modules imported)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json, sys; from lm_eval_adaptive.cli.entry import main; rc = main(sys.argv[2:]); "
+            "print(json.dumps([rc, [m for m in json.loads(sys.argv[1]) if m in sys.modules]]))")
+    r = subprocess.run([sys.executable, "-c", code, json.dumps(HEAVY), *map(str, argv)], capture_output=True,
+                       text=True, timeout=300, cwd=tmp_path, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+    rc, heavy = json.loads(r.stdout.strip().splitlines()[-1])
+    return rc, [ln for ln in r.stderr.splitlines() if ln.startswith("error: ")], heavy
+
+
+def test_run_adaptive_refusals_come_before_the_command_line_and_the_task_index_are_imported(tmp_path, monkeypatch,
+                                                                                             capsys):
+    """Each early refusal of `run --adaptive` (through the console script) imports neither lm-eval's task index,
+    datasets, litellm, scipy.stats nor the command line's modules, and says exactly what the full path (the harness's
+    parser, then plan_adaptive_run's checks) says."""
+    import lm_eval_adaptive.cli.main as cli_main
+
+    monkeypatch.setattr(cli_main, "refuse_before_parsing", lambda argv: None)  # the full path alone
+    for name, extra in EARLY_RUN_CASES.items():
+        argv = run_adaptive(tmp_path / "out", *extra)
+        rc, errors, heavy = entry_in_subprocess(argv, tmp_path)
+        assert (rc, heavy, len(errors)) == (2, [], 1), (name, rc, heavy, errors)
+        assert cli_main.main(argv) == 2, name
+        assert capsys.readouterr().err.strip() == errors[0], name
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_early_parser_leaves_to_the_full_path_what_it_cannot_read(tmp_path):
+    """--help, a --config file, no --adaptive, no --model, an option it cannot parse: no early refusal (the
+    full path decides), even with a misspelled bank; a good command line passes the early checks."""
+    from lm_eval_adaptive.cli.run_early_checks import refuse_before_parsing
+
+    bad = ["--bank", "wmt24_en-de.bleuu"]
+    base = run_adaptive(tmp_path / "o", *bad)[1:]
+    for argv in (base + ["--help"], base + ["--config", "c.yaml"], [a for a in base if a != "--adaptive"],
+                 base[2:], base + ["--metric"]):
+        assert refuse_before_parsing(argv) is None, argv
+    assert refuse_before_parsing(run_adaptive(tmp_path / "o", "--bank", "wmt24_en-de.bleu")[1:]) is None
+    with pytest.raises(Exception, match="did you mean wmt24_en-de.bleu"):
+        refuse_before_parsing(base)

@@ -12,7 +12,7 @@ from lm_eval_adaptive.live.cost_forecast import TOLERANCE, CostForecast, Spread
 from lm_eval_adaptive.live.pair_prose import pair_lines, rank_range_text
 from lm_eval_adaptive.live.session import LiveSettings, cap_text
 
-__all__ = ["announce", "note_default_prices", "LiveProgress", "print_cap_change", "print_forecast",
+__all__ = ["announce", "note_default_prices", "LiveProgress", "print_cap_change", "print_forecast", "stop_rule",
            "print_forecast_written", "print_leaderboard"]
 
 
@@ -117,6 +117,12 @@ def print_cap_change(console, change, ledger) -> None:
 
 
 # ------------------------------------------------------------------------ cost forecast
+def stop_rule(se_target, ci_width) -> str:
+    """The stopping rule of a ``run --adaptive`` task as its summary and its forecast name it: ``ci_width=W``
+    (``--ci-width``, which replaces the SE target), else ``se_target=SE``."""
+    return f"ci_width={ci_width}" if ci_width is not None else f"se_target={se_target}"
+
+
 def print_forecast(console, fc: CostForecast) -> None:
     """The forecast as a table (one row per model, and the total), and how it was made."""
     from rich.table import Table
@@ -139,6 +145,11 @@ def print_forecast(console, fc: CostForecast) -> None:
     t.add_row("total", *([""] if per_task else []), "", spread(fc.items, ".0f"), spread(fc.usd, ".4f"),
               str(fc.worst_items), f"{fc.worst_usd:.4f}", f"{fc.full_run_usd:.4f}", style="bold")
     console.print(t)
+    if per_task and fc.settings:  # the settings the simulated runs stopped by, as the real run's summary names them
+        st = fc.settings
+        console.print(f"settings per task: stop at {stop_rule(st.get('se_target'), st.get('ci_width'))}, "
+                      f"min_items={st.get('min_items')}, max_items={st.get('max_items')}, "
+                      f"budget_usd={st.get('budget_usd_per_task')}, batch_size={st.get('batch_size')}", highlight=False)
     stops = ", ".join(f"{k} {v}" for k, v in sorted(fc.stopped_because.items(), key=lambda kv: -kv[1]))
     bound = ("the cap" if fc.budget_usd is not None and not per_task and fc.bound_usd >= fc.budget_usd
              else f"${fc.bound_usd:.4f}")

@@ -39,6 +39,7 @@ from lm_eval_adaptive.cli.report import (
     table_label,
 )
 from lm_eval_adaptive.cli.run import add_run_parser
+from lm_eval_adaptive.cli.run_early_checks import refuse_before_parsing, refused
 from lm_eval_adaptive.data.files import check_outputs
 from lm_eval_adaptive.data.price_map import load_costs_file, price_for
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE
@@ -371,6 +372,11 @@ def main(argv=None) -> int:
 
 
 def _main(argv: list) -> int:
+    if argv and argv[0] == "run":  # run --adaptive's checks that need no task: before the task index is imported
+        try:
+            refuse_before_parsing(argv[1:])
+        except InputError as e:
+            return refused(e)
     parser = build_parser(with_run=bool(argv) and argv[0] == "run")
     args = parser.parse_args(argv)
     if getattr(args, "resume", None):  # a resumed run compares what the command line set with its journal
@@ -385,8 +391,7 @@ def _main(argv: list) -> int:
         with progress_hook(table_progress):  # the data layer's long work (scoring a table) shown on stderr
             return int(args.func(args) or 0)
     except InputError as e:
-        print(f"error: {shown(e, lines=True)}", file=sys.stderr)
-        return 2
+        return refused(e)
     except RuntimeError as e:
 
         if not isinstance(e, ModelCallError):

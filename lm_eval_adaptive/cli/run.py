@@ -28,14 +28,13 @@ from lm_eval_adaptive.cli.arguments import (
 from lm_eval_adaptive.cli.logs import quiet_third_party
 from lm_eval_adaptive.cli.progress import AdaptiveRunProgress
 from lm_eval_adaptive.cli.report import note_on_stderr, report_console
-from lm_eval_adaptive.data.files import check_output_folder, check_outputs
-from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.cli.run_early_checks import check_display_options, check_run_outputs
 from lm_eval_adaptive.harness.lm_eval_compat import add_harness_run_parser
 from lm_eval_adaptive.harness.result_blocks import metric_blocks
 from lm_eval_adaptive.harness.run import AdaptiveRunReport, execute_run
 from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S
 from lm_eval_adaptive.harness.task_loop import AdaptiveRunConfig
-from lm_eval_adaptive.cli.live_output import print_forecast, print_forecast_written
+from lm_eval_adaptive.cli.live_output import print_forecast, print_forecast_written, stop_rule
 from lm_eval_adaptive.live.cost_forecast import adaptive_run_forecast_folder, forecast_adaptive_run, write_forecast
 
 __all__ = ["add_run_parser", "split_run_arguments", "run_display", "plot_beside", "adaptive_run_summary",
@@ -56,14 +55,9 @@ def split_run_arguments(args: argparse.Namespace) -> tuple[argparse.Namespace, A
     """(the harness's own ``run`` arguments, the adaptive settings or None without ``--adaptive``)."""
     ours = {k: v for k, v in vars(args).items() if k == "adaptive" or k.startswith("adaptive_")}
     harness = argparse.Namespace(**{k: v for k, v in vars(args).items() if k not in ours})
+    check_display_options(bool(ours.get("adaptive")), bool(ours.get("adaptive_dry_run")), ours.get("adaptive_plot"))
     if not ours.get("adaptive"):
-        if ours.get("adaptive_dry_run"):
-            raise InputError("--dry-run forecasts an adaptive run: add --adaptive")
-        if ours.get("adaptive_plot"):
-            raise InputError("--plot draws an adaptive run: add --adaptive")
         return harness, None
-    if ours.get("adaptive_dry_run") and ours.get("adaptive_plot"):
-        raise InputError("--plot draws an adaptive run; --dry-run makes none")
     ours = {k: v for k, v in ours.items() if k not in DISPLAY_KEYS}
     values = {k[len("adaptive_"):]: v for k, v in ours.items() if k != "adaptive"}
     for key in ("bank", "price"):
@@ -145,25 +139,12 @@ def run_display(args: argparse.Namespace) -> AdaptiveRunProgress:
                                plot=plot if plot else plot_beside)
 
 
-def check_run_outputs(harness: argparse.Namespace, plot=None) -> None:
-    """Refuse, before any model is built or called, an ``--output_path`` (a folder, or a results
-    ``.json`` file as the harness takes it) or ``--plot`` that cannot be written."""
-    out = getattr(harness, "output_path", None)
-    if out:
-        if str(out).endswith((".json", ".jsonl")):
-            check_outputs([("--output_path", out)])
-        else:
-            check_output_folder(out, "--output_path")
-    check_outputs([("--plot", plot)])
-
-
 def adaptive_run_summary(report: AdaptiveRunReport) -> list[str]:
     """The lines ``run --adaptive`` prints once its files are written: the model and settings, the
     harness's results table, per task (per metric) θ̂ ± SE, documents, the estimated full-task metric
     with its interval, dollars and the stop (and a misfit note), and where the results went."""
     c = report.config
-    stop = f"ci_width={c.ci_width}" if c.ci_width is not None else f"se_target={c.se_target}"
-    lines = [f"{report.model} ({report.model_args}), adaptive: {stop}, "
+    lines = [f"{report.model} ({report.model_args}), adaptive: {stop_rule(c.se_target, c.ci_width)}, "
              f"min_items={c.min_items}, max_items={c.max_items}, budget_usd={c.budget_usd}",
              report.table]
     for label, a in metric_blocks(report.results["adaptive"]):

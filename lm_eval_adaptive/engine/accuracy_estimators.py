@@ -35,8 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.cluster.vq import kmeans2
-from scipy.stats import norm
+from scipy.special import ndtri  # the normal quantile (scipy.stats' norm.ppf), without importing scipy.stats
 
 from lm_eval_adaptive.engine.bank import ItemBank
 from lm_eval_adaptive.engine.full_task import factor_full_task_estimate, irt_full_task_estimate
@@ -108,7 +107,7 @@ def sample_mean(n_total: int, known, sample, level: float = 0.95) -> tuple[Accur
     est = (float(np.sum(known)) + n_rest * mean) / n_total
     s2 = float(np.var(sample, ddof=1)) if n_s > 1 else 0.25
     var = max(s2, 1e-12) * (n_rest * n_rest / n_s + n_rest) / (n_total * n_total)
-    half = float(norm.ppf(0.5 + level / 2)) * np.sqrt(var)
+    half = float(ndtri(0.5 + level / 2)) * np.sqrt(var)
     return AccuracyEstimate(est, est - half, est + half, "sample-mean"), var
 
 
@@ -148,6 +147,8 @@ def anchor_points(responses, n: int, *, seed: int = 0, restarts: int = 5) -> tup
     ``responses`` of calibration models (NaN: counted at the item's mean): K-means (k-means++ starts,
     the best of ``restarts`` by within-cluster sum of squares) on each item's vector of answers, the
     item nearest each centroid, weighted by the share of the items in its cluster (the weights sum to 1)."""
+    from scipy.cluster.vq import kmeans2  # noqa: PLC0415 - with scipy.spatial, not needed at start-up
+
     Y = np.asarray(responses, dtype=float)
     mean = np.nanmean(Y, axis=0)
     X = np.where(np.isfinite(Y), Y, mean).T  # items × models

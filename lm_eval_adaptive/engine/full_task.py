@@ -15,7 +15,7 @@ Two predictors of the items a model has not answered, whichever the bank has:
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import norm
+from scipy.special import ndtri  # the normal quantile (scipy.stats' norm.ppf), without importing scipy.stats
 
 from lm_eval_adaptive.engine.bank import ItemBank
 
@@ -52,7 +52,7 @@ def factor_full_task_estimate(bank: ItemBank, items, raw_scores, level: float = 
     model error the bank's self-check measured for this estimator (``bank.full_task_error_sd(misfit)``),
     scaled by the unseen share u = N_U/N: the miss of a prediction is a miss on the unseen items only,
     so a full run is exact (width 0). Bounded by the metric's range."""
-    z = float(norm.ppf(0.5 + level / 2))
+    z = float(ndtri(0.5 + level / 2))
     fm = bank.factors
     items = np.asarray(items, dtype=np.int64)
     raw = np.asarray(raw_scores, dtype=float)
@@ -84,7 +84,7 @@ def irt_full_task_estimate(bank: ItemBank, items, raw_scores, theta: float, se: 
     (``bank.full_task_error_sd(misfit)``: how far full-task estimates of left-out models
     missed; ``misfit``: the person-fit statistic flags this model).
     """
-    z = float(norm.ppf(0.5 + level / 2))
+    z = float(ndtri(0.5 + level / 2))
     items = np.asarray(items, dtype=np.int64)
     rest = np.ones(bank.n_items, dtype=bool)
     rest[items] = False

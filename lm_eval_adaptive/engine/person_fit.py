@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import norm
+from scipy.special import ndtri  # the normal quantile (scipy.stats' norm.ppf), without importing scipy.stats
 
 from lm_eval_adaptive.engine.bank import ItemBank
 
@@ -26,7 +26,7 @@ __all__ = ["PersonFit", "dispersion_fit", "misfit_note", "FLAG_Z"]
 #: z above which a model is flagged (one-sided p < 0.05). The flag also picks the model-error
 #: correction a model gets (engine/model_error.py): flagged models get the one measured on
 #: flagged held-out runs.
-FLAG_Z = float(norm.ppf(0.95))
+FLAG_Z = float(ndtri(0.95))
 
 
 @dataclass(frozen=True)

@@ -55,13 +55,13 @@ from typing import Any
 
 import numpy as np
 
-from lm_eval_adaptive.data.price_map import price_policy, priced_by_default, resolve_prices
+from lm_eval_adaptive.data.price_map import priced_by_default
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness import lm_eval_compat as compat
 from lm_eval_adaptive.harness.attempts import AttemptBilling, harness_attempts
 from lm_eval_adaptive.harness.bank_source import bank_reference, parse_banks
 from lm_eval_adaptive.harness.billing import RetryPolicy, may_have_been_billed
-from lm_eval_adaptive.harness.binding import BankBinding, bind_bank, check_banks, check_metric_bindings
+from lm_eval_adaptive.harness.binding import BankBinding, bind_bank, check_metric_bindings
 from lm_eval_adaptive.harness.judge_pricing import JudgePricing
 from lm_eval_adaptive.harness.metrics import declared_judges
 from lm_eval_adaptive.harness.result_blocks import (
@@ -72,6 +72,7 @@ from lm_eval_adaptive.harness.result_blocks import (
     headline_estimate,
     multi_block,
 )
+from lm_eval_adaptive.harness.run_checks import check_before_loading
 from lm_eval_adaptive.harness.scorer import parse_gen_kwargs, resolve_timeout
 from lm_eval_adaptive.harness.task_loop import (
     AdaptiveRunConfig,
@@ -108,28 +109,6 @@ def execute_run(harness_args: HarnessArgs, adaptive: AdaptiveRunConfig | None, h
                 raise InputError("--dry-run: no cost forecast was given to this run")
             return forecast(plan_adaptive_run(harness_args, adaptive, note=note), adaptive)
         return run_adaptive(harness_args, adaptive, display=display, note=note)
-
-
-def _task_names(tasks) -> list[str] | None:
-    """The ``--tasks`` names when each is a plain task name (not a YAML file, folder or glob, which only
-    the harness can resolve), else None."""
-    if not tasks:
-        return None
-    names = [t.strip() for t in (tasks.split(",") if isinstance(tasks, str) else
-                                 [x for task in tasks for x in str(task).split(",")]) if t.strip()]
-    if not names or any(any(c in t for c in "*?[/\\") or t.endswith((".yaml", ".yml")) or os.path.exists(t)
-                        for t in names):
-        return None
-    return list(dict.fromkeys(names))
-
-
-def _model_name(cfg) -> str:
-    ma = cfg.model_args if isinstance(cfg.model_args, dict) else {}
-    if not ma and isinstance(cfg.model_args, str):
-        from lm_eval.utils import simple_parse_args_string
-
-        ma = simple_parse_args_string(cfg.model_args)
-    return str(ma.get("model") or ma.get("pretrained") or cfg.model)
 
 
 @dataclass
@@ -193,15 +172,9 @@ def plan_adaptive_run(hargs: HarnessArgs, config: AdaptiveRunConfig, *, note=Non
     parse_gen_kwargs(getattr(hargs, "gen_kwargs", None))
     cfg = EvaluatorConfig.from_cli(hargs)
     # the checks that need no task loaded, first: banks (and the task's metric, from its YAML), the price
-    named = _task_names(getattr(hargs, "tasks", None))
-    bank_paths = None
-    if named is not None:
-        bank_paths = parse_banks(list(config.bank), named, metric=config.metric, several=True, note=note,
-                                 include_path=cfg.include_path)
-        check_banks(bank_paths, metric=config.metric, include_path=cfg.include_path)
-    name = _model_name(cfg)
-    policy = price_policy(list(config.price) or None, bare=name)
-    price = resolve_prices([(name, name)], policy)[name]
+    early = check_before_loading(getattr(hargs, "tasks", None), cfg.include_path, cfg.model, cfg.model_args,
+                                 banks=config.bank, metric=config.metric, prices=config.price, note=note)
+    bank_paths, name, policy, price = early.bank_paths, early.model, early.policy, early.price
     if note is not None and priced_by_default({name: price}):
         note(f"{name}: no known price; priced by the default ${price.input_per_mtok:g}/${price.output_per_mtok:g} "
              f"per M tokens ({price.source})")

@@ -510,7 +510,9 @@ def forecast_adaptive_run(plan, config) -> CostForecast:
         worst_usd=float(sum(r.worst_usd for r in rows)), full_run_usd=float(sum(r.full_run_usd for r in rows)),
         budget_usd=config.budget_usd, draws=DRAWS, seed=seed, abilities=abilities,
         stopped_because=dict(Counter(r["stopped_because"] for task_runs in runs for r in task_runs)),
-        settings={"se_target": config.se_target, "min_items": config.min_items, "max_items": config.max_items,
+        # the stopping rule the simulated (and the real) tests use: --ci-width replaces the SE target
+        settings={"se_target": config.se_target if config.ci_width is None else None, "ci_width": config.ci_width,
+                  "min_items": config.min_items, "max_items": config.max_items,
                   "budget_usd_per_task": config.budget_usd, "batch_size": config.batch_size},
         bound_usd=float(sum(r.bound_usd for r in rows)))
     return fc

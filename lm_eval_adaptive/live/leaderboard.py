@@ -34,7 +34,7 @@ import math
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import norm
+from scipy.special import ndtri  # the normal quantile (scipy.stats' norm.ppf), without importing scipy.stats
 
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.files import read_json
@@ -339,7 +339,7 @@ def _stored_se(met: dict) -> float:
         return 0.0
     if "se" in met:
         return float(met["se"])
-    z = float(norm.ppf(0.5 + float(met.get("level", 0.95)) / 2))
+    z = float(ndtri(0.5 + float(met.get("level", 0.95)) / 2))
     return (float(met["upper"]) - float(met["lower"])) / (2 * z)
 
 
