@@ -96,3 +96,8 @@ def test_pair_prose_never_says_a_pair_cannot_be_settled():
     assert "D vs E (estimated in different runs: a run of both settles it)" in text
     for word in ("cannot", "impossible", "would not", "inseparable", "never"):
         assert word not in text
+    # every unresolved pair beyond the policy: said once, not per pair
+    both = [dict(pairs[2]), dict(pairs[2], a="E", b="D", items_to_settle=50, items_to_settle_range=[10, 200])]
+    (line,) = [x for x in pair_lines(both, ["A", "B", "C", "D", "E"]) if x.startswith("not settled yet")]
+    assert line.startswith("not settled yet (the stopping policy bought no more for them): ")
+    assert line.count("stopping policy") == 1 and "D vs E (about 50 more items, $0.4200; 80% range 10–200 items)" in line

@@ -31,8 +31,9 @@ def pair_counts(pairs) -> dict:
     return out
 
 
-def settle_text(p: dict) -> str:
-    """What settling an unresolved pair would take, in words."""
+def settle_text(p: dict, policy_note: bool = True) -> str:
+    """What settling an unresolved pair would take, in words (``policy_note``: say when the stopping
+    policy bought no more for it)."""
     n, c = p.get("items_to_settle"), p.get("cost_to_settle_usd")
     if n is None or c is None or (isinstance(c, float) and not math.isfinite(c)):
         return "estimated in different runs: a run of both settles it"
@@ -40,7 +41,7 @@ def settle_text(p: dict) -> str:
     rng = p.get("items_to_settle_range")
     if rng and rng[1] > 0:  # where running on would settle it: 80% of continuations (docs/metric-scale.md)
         text += f"; 80% range {int(rng[0])}–{int(rng[1])} items"
-    if p.get("beyond_policy"):
+    if policy_note and p.get("beyond_policy"):
         text += "; the stopping policy bought no more for it"
     return text
 
@@ -69,5 +70,7 @@ def pair_lines(pairs, ranking, tie_margin=None) -> list[str]:
         lines.append(f"equivalent (difference confidently within{margin}): " + "; ".join(named(p, "≈") for p in eq))
     open_ = sorted((p for p in pairs if p["outcome"] == "unresolved"), key=key)
     if open_:
-        lines.append("not settled yet: " + "; ".join(f"{named(p, 'vs')} ({settle_text(p)})" for p in open_))
+        every = all(p.get("beyond_policy") for p in open_)  # said once for all of them
+        head = "not settled yet (the stopping policy bought no more for them): " if every else "not settled yet: "
+        lines.append(head + "; ".join(f"{named(p, 'vs')} ({settle_text(p, not every)})" for p in open_))
     return lines
