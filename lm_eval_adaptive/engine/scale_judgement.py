@@ -257,6 +257,8 @@ class MetricScaleJudgement:
         most = most_items(lim, pi.n_unseen, unit_i if pi.n_unseen else 0.0, pj.n_unseen, unit_j if pj.n_unseen else 0.0)
         if most >= max(pi.n_unseen, pj.n_unseen):
             return False  # it may run to a full run of both, which settles it
+        if most < 0:
+            return True  # the run is past what the policy allows: no pair gets another item
         d, v, _ = self._pair(i, j)
         vsum = pi.var + pj.var
         share_i = pi.var / vsum if vsum > 0 else 0.5
