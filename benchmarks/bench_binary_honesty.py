@@ -30,6 +30,10 @@ models no bank of the bench saw.
     python benchmarks/bench_binary_honesty.py [--half tuning|report|both] [--seeds 5]
         [--calib 300] [--holdout 200] [--lengths 20 30 100] [--jobs 2] [--json out.json]
         [--details details.json] [--tables NAME ...] [--skip-ranking] [--skip-single]
+        [--full-run-share S|off] [--floor-items N|off]
+
+``--full-run-share`` and ``--floor-items`` set the ranking's stopping policy (engine/settle_policy.py;
+default: the engine's); each table's row says why its runs stopped.
 """
 
 from __future__ import annotations
@@ -63,7 +67,7 @@ REPORT = [f"ollb/{n}" for n in OLLB_REPORT]
 #: The seed of the one permutation of each table's models that picks every subsample.
 SUBSAMPLE_SEED = 20260
 RANK_COLS = ("adaptive_tau", "random_tau", "items", "confident_accuracy", "confident_pairs", "any_wrong_share",
-             "full_task_coverage", "share_abs_z_over_1_96")
+             "full_task_coverage", "share_abs_z_over_1_96", "tie_recall", "cost_share_of_full_run")
 METHODS = ("adaptive", "random", "random-mean")
 
 
@@ -158,6 +162,10 @@ def show_ranking(rows, title):
     print(f"{'table':<32}" + "".join(f"{c[:12]:>13}" for c in RANK_COLS))
     for x in rows:
         print(f"{x['table']:<32}" + "".join(f"{x[c]:>13.3f}" for c in RANK_COLS))
+    for x in rows:
+        if x.get("stopped_because"):
+            print(f"  {x['table']} stopped because: "
+                  + ", ".join(f"{k} {v}" for k, v in sorted(x["stopped_because"].items())))
 
 
 def show_single(summaries, title):
@@ -167,6 +175,10 @@ def show_single(summaries, title):
         for key, v in s.items():
             print(f"    {key:<18} MAE {v['mae']:.4f}  bias {v['bias']:+.4f}  coverage {v['coverage']:.3f}"
                   f"  width {v['width']:.4f}  ({v['models']} models)")
+
+
+def _share_or_off(v: str):
+    return None if v == "off" else float(v)
 
 
 def main(argv=None) -> int:
@@ -182,11 +194,16 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-single", action="store_true")
     ap.add_argument("--json", default=None)
     ap.add_argument("--details", default=None, help="also write every single-model run here")
+    ap.add_argument("--full-run-share", type=_share_or_off, default=BacktestConfig.full_run_share,
+                    help="the stopping policy's share of a full run (off: none)")
+    ap.add_argument("--floor-items", type=_share_or_off, default=BacktestConfig.settle_floor_items,
+                    help="the stopping policy's floor in items per model (off: none)")
     a = ap.parse_args(argv)
     halves = {"custom": a.tables} if a.tables else {
         k: v for k, v in (("tuning", TUNING), ("report", REPORT)) if a.half in (k, "both")}
-    config = BacktestConfig(seeds=a.seeds)
+    config = BacktestConfig(seeds=a.seeds, full_run_share=a.full_run_share, settle_floor_items=a.floor_items)
     out = {"settings": {"seeds": a.seeds, "calib": a.calib, "holdout": a.holdout, "lengths": a.lengths,
+                        "full_run_share": config.full_run_share, "settle_floor_items": config.settle_floor_items,
                         "subsample_seed": SUBSAMPLE_SEED, "prices": "uniform", "holdout_size": config.holdout_size,
                         "folds": config.folds, "target_items": config.target_items}}
     details = {}
@@ -197,8 +214,13 @@ def main(argv=None) -> int:
             tables = [ranking_subtable(load_named(n), a.calib, config) for n in names]
             results = run_backtests(tables, config=config, jobs=a.jobs)
             rows = [{"table": n, **pooled([r]), "bank_items": float(np.mean([f["bank_items"] for f in r.folds])),
-                     "discrimination": r.discrimination, "seconds": r.seconds} for n, r in zip(names, results)]
-            pool = {"table": f"POOLED {half}", **pooled(results)}
+                     "discrimination": r.discrimination, "seconds": r.seconds, "stopped_because": r.stopped_because}
+                    for n, r in zip(names, results)]
+            stops = {}
+            for r in results:
+                for k, v in r.stopped_because.items():
+                    stops[k] = stops.get(k, 0) + v
+            pool = {"table": f"POOLED {half}", **pooled(results), "stopped_because": stops}
             show_ranking(rows + [pool], f"{half} half ({len(names)} tables, {a.seeds} seeds, "
                                         f"{tables[0].n_models} models per table)")
             out[half]["ranking"] = {"tables": rows, "pooled": pool}

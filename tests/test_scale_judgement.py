@@ -4,8 +4,8 @@ engine/settle_policy.py, engine/settle_check.py and what the ranker records for 
 * the incremental judgement decides what the batch MetricScale + judge_pairs decide, at every step;
 * the random-slot items and raw values the examinees keep are the selector's and the caller's;
 * a family-wise rule is Holm over the pairs' p-values on the metric scale;
-* the stopping policy never lets a run spend beyond its share of a full run, says so as a cost, and
-  never calls a pair inseparable;
+* the stopping policy never lets a run spend beyond its share of a full run (raised to its floor of items
+  per model on a small table: closed form and a run), says so as a cost, and never calls a pair inseparable;
 * the result's fields: every pair's record, rank ranges from the ordered pairs only, tie groups from
   equivalence only (never chained), the estimate of record per model; full runs are exact.
 """
@@ -131,6 +131,52 @@ def test_most_items_within_a_limit():
     assert most_items(0.5, 10, 1.0, 10, 1.0) == 0
 
 
+def test_the_floor_raises_the_full_run_share_to_floor_items_per_model():
+    """Closed form: the share allowed is max(full_run_share, min(1, floor_items / n)) for a full run of n items
+    per model, and the limit is that share of a full run less what the run has spent."""
+    p = SettlePolicy(0.1, floor_items=20)
+    assert p.share(100) == pytest.approx(0.2)  # 20 of 100 items per model
+    assert p.share(200) == pytest.approx(0.1)  # 20 of 200 is the share itself
+    assert p.share(1000) == pytest.approx(0.1)  # a large table: the share alone
+    assert p.share(12) == 1.0  # never beyond a full run
+    assert p.share(None) == pytest.approx(0.1)  # the items not known: no floor
+    assert p.limit(30.0, 400.0, None, 100) == pytest.approx(0.2 * 400 - 30)
+    assert p.limit(30.0, 400.0, None) == pytest.approx(0.1 * 400 - 30)
+    assert p.limit(30.0, 400.0, 5.0, 100) == pytest.approx(50.0)  # no budget share: the budget left plays no part
+    assert SettlePolicy(0.1, 1.0, floor_items=20).limit(30.0, 400.0, 5.0, 100) == pytest.approx(5.0)
+    for off in (None, 0):
+        assert SettlePolicy(0.1, floor_items=off).share(100) == pytest.approx(0.1)
+    assert SettlePolicy(None, floor_items=20).share(100) is None  # no share: no limit, floor or not
+    assert SettlePolicy(None, floor_items=20).limit(30.0, 400.0, None, 100) == float("inf")
+    assert "floor_items=20" in p.name and "floor" not in SettlePolicy(0.1, floor_items=None).name
+    with pytest.raises(ValueError):
+        SettlePolicy(0.1, floor_items=-1)
+
+
+@pytest.mark.parametrize("floor", [None, 20, 30])
+def test_a_small_table_buys_up_to_the_floor_of_items_per_model(floor):
+    """Four models, a near tie among them, on a bank of 100 items with 10 first items each: a share of 10% of
+    a full run is spent by the first items alone, so without a floor the run ends there; with a floor of F
+    items per model it goes on to about F each (its spend within max(10%, F / 100) of a full run)."""
+    small = make_sim_bank(n_items=100, seed=3)
+    near = {"a": 0.0, "b": 0.03, "c": 0.06, "d": 0.09}
+    ys = world(small, thetas=near, seed=4)
+    costs = {m: np.full(small.n_items, 0.002) for m in near}
+    full = len(near) * small.n_items * 0.002
+    policy = SettlePolicy(0.1, floor_items=floor)
+    res = AdaptiveRanker(small, list(near), item_costs=costs, budget=2 * full, n_init=10, seed=0,
+                         judgement=functools.partial(MetricScaleJudgement, policy=policy)).run(
+        lambda m, i: float(ys[m][i]))
+    assert res.stopped_because == "cost_to_settle"
+    share = policy.share(small.n_items)
+    assert res.total_cost <= share * full + 0.002 + 1e-12  # at most the one item bought at the limit
+    per_model = res.total_items / len(near)
+    if floor is None:
+        assert per_model <= 11  # the first items and at most the one in flight
+    else:
+        assert per_model > 0.8 * floor  # it went on well past the first 10 items
+
+
 @pytest.mark.parametrize("share", [0.05, 0.1])
 def test_the_policy_never_lets_a_run_spend_beyond_its_share_of_a_full_run(bank, share):
     """A near tie ranked with a cap above a full run: the run stops on the pairs' cost to settle, within
@@ -140,7 +186,7 @@ def test_the_policy_never_lets_a_run_spend_beyond_its_share_of_a_full_run(bank, 
     costs = {m: np.full(bank.n_items, 0.002) for m in near}
     full = 3 * bank.n_items * 0.002
     r = AdaptiveRanker(bank, list(near), item_costs=costs, budget=2 * full, n_init=5, seed=0,
-                       judgement=functools.partial(MetricScaleJudgement, policy=SettlePolicy(share)))
+                       judgement=functools.partial(MetricScaleJudgement, policy=SettlePolicy(share, floor_items=None)))
     res = r.run(lambda m, i: float(ys[m][i]))
     assert res.stopped_because == "cost_to_settle" and not res.inseparable
     assert res.total_cost <= share * full + 1e-12
@@ -238,10 +284,9 @@ def test_a_tie_margin_settles_a_near_tie_as_equivalent(bank):
     ys = world(bank, thetas=near, seed=13)
     gap = abs(float(np.mean(ys["a"]) - np.mean(ys["b"])))
     rule = pair_rule_for(bank, 0.95, 0.08, False)
-    # a share of a full run the equivalence fits in (at the default 10% it stops 26 items short, as it must)
-    res = AdaptiveRanker(bank, list(near), n_init=10, seed=0, pair_rule=rule,
-                         judgement=functools.partial(MetricScaleJudgement, policy=SettlePolicy(0.25))
-                         ).run(lambda m, i: float(ys[m][i]))
+    # no stopping policy: settling it takes 90 items, past the default's 10% of a full run of 2 × 400 items
+    res = AdaptiveRanker(bank, list(near), n_init=10, seed=0, pair_rule=rule, judgement=functools.partial(
+        MetricScaleJudgement, policy=SettlePolicy(None, None))).run(lambda m, i: float(ys[m][i]))
     assert res.pairs[0]["outcome"] == EQUIVALENT and gap < 0.08
     assert res.stopped_because == "settled" and res.tie_groups == [res.ranking]
     assert res.signature["tie_margin"] == 0.08 and res.signature["judgement"] == "metric-scale"

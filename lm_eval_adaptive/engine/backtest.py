@@ -51,6 +51,7 @@ from lm_eval_adaptive.engine.selection import default_selector
 from lm_eval_adaptive.engine.settle_check import run_on_to_settle
 from lm_eval_adaptive.engine.settle_policy import (
     DEFAULT_BUDGET_SHARE,
+    DEFAULT_FLOOR_ITEMS,
     DEFAULT_FULL_RUN_SHARE,
     DEFAULT_OPTIMISM,
     SettlePolicy,
@@ -95,6 +96,7 @@ class BacktestConfig:
     full_run_share: float | None = DEFAULT_FULL_RUN_SHARE  # the stopping policy (engine/settle_policy.py)
     budget_share: float | None = DEFAULT_BUDGET_SHARE
     optimism: float = DEFAULT_OPTIMISM
+    settle_floor_items: float | None = DEFAULT_FLOOR_ITEMS  # the policy's floor in items per model
     settle_seeds: int = 1  # seeds per fold whose unresolved pairs are run on to settle (0: none)
     settle_runs: int = 1  # continuations per pair: the run's own, then fresh permutations (the median is reported)
 
@@ -600,7 +602,7 @@ def judgement_for(config: BacktestConfig):
     """The ranker's judgement factory for ``config`` (its judgement and stopping policy)."""
     if config.judgement == "theta":
         return ThetaJudgement
-    policy = SettlePolicy(config.full_run_share, config.budget_share, config.optimism)
+    policy = SettlePolicy(config.full_run_share, config.budget_share, config.optimism, config.settle_floor_items)
     return functools.partial(MetricScaleJudgement, policy=policy)
 
 

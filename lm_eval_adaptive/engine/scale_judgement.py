@@ -102,7 +102,7 @@ class MetricScaleJudgement:
         self._V = np.zeros((K, K))
         self._decided: dict = {}  # (i, j) -> (changes of i, of j, decision): see _decision
         self._stopped: dict = {}  # (i, j) -> (what the policy's answer depends on, the answer)
-        self._run = (0.0, 0.0, False)  # the run's cost so far and its full run's (see _run_cost)
+        self._run = (0.0, 0.0, False, 0.0)  # the run's cost so far, its full run's, ... (see _run_cost)
         # per model, in cost units (dollars with item costs, else items): mean cost of an unseen item, of a
         # full run, and the cost so far (the full run's and the cost so far count 0 for an exact model)
         self._unit = [1.0] * K
@@ -235,24 +235,25 @@ class MetricScaleJudgement:
         self._stopped[(i, j)] = (key, out)
         return out
 
-    def _run_cost(self, idx: list[int]) -> tuple[float, float, bool]:
-        """(what the models not yet exact have cost, their full runs' cost, in dollars): in dollars when every
-        one has item costs and their full runs cost something, else in items."""
+    def _run_cost(self, idx: list[int]) -> tuple[float, float, bool, float]:
+        """(what the models not yet exact have cost, their full runs' cost, in dollars, their full runs' mean
+        items): in dollars when every one has item costs and their full runs cost something, else in items."""
         live = [k for k in idx if self._parts[k].n_unseen]
+        items = float(np.mean([self._parts[k].n_total for k in live])) if live else 0.0
         if live and all(self._dollars[k] for k in live) and sum(self._full[k] for k in live) > 0:
-            return sum(self._spent(k) for k in live), sum(self._full[k] for k in live), True
+            return sum(self._spent(k) for k in live), sum(self._full[k] for k in live), True, items
         return (float(sum(self._parts[k].n_seen for k in live)), float(sum(self._parts[k].n_total for k in live)),
-                False)
+                False, items)
 
     def _beyond(self, i: int, j: int, remaining: float | None, level: float) -> bool:
         pi, pj = self._parts[i], self._parts[j]
-        spent, full, dollars = self._run
+        spent, full, dollars, items = self._run
         if dollars:
             unit_i, unit_j = self._unit[i], self._unit[j]
         else:  # no prices: items
             unit_i = unit_j = 1.0
             remaining = None
-        lim = self.policy.limit(spent, full, remaining)
+        lim = self.policy.limit(spent, full, remaining, items)
         most = most_items(lim, pi.n_unseen, unit_i if pi.n_unseen else 0.0, pj.n_unseen, unit_j if pj.n_unseen else 0.0)
         if most >= max(pi.n_unseen, pj.n_unseen):
             return False  # it may run to a full run of both, which settles it
