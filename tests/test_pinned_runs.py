@@ -10,7 +10,8 @@ Issue 21 made the full-task metric's scale the rankers' default judgement, which
 gets each item and when a run stops: the default scenarios were written again (with each model's
 estimate of record, every pair's outcome and the rank ranges). The ``theta_*`` scenarios are the same
 runs with the θ-scale judgement and hold the figures written before issue 21, byte for byte: the old
-path is unchanged.
+path is unchanged. Every pair's ``items_to_settle`` was written again when the stated cost to settle
+became the median of simulated continuations (everything else equal).
 """
 
 from __future__ import annotations
