@@ -582,8 +582,13 @@ def test_a_ctrl_c_during_an_append_waits_until_the_record_is_on_disk(tmp_path, m
         real_fsync(fd)
 
     monkeypatch.setattr(os, "fsync", fsync_with_ctrl_c)
-    with pytest.raises(KeyboardInterrupt):
-        j.append({"type": "score", "model": "a", "item_id": "1", "raw": 0.5, "scaled": 0.5, "cost_usd": 0.0})
+    # Python's own Ctrl-C handler, as a command starts with (an earlier test in this worker may have left another)
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            j.append({"type": "score", "model": "a", "item_id": "1", "raw": 0.5, "scaled": 0.5, "cost_usd": 0.0})
+    finally:
+        signal.signal(signal.SIGINT, handler)
     monkeypatch.setattr(os, "fsync", real_fsync)
     # the record is whole and on disk, and the journal still takes the calls in flight
     j.append({"type": "score", "model": "a", "item_id": "2", "raw": 0.4, "scaled": 0.4, "cost_usd": 0.0})

@@ -9,6 +9,7 @@ reaches the same ranking; multi-request ranker bookkeeping (release, fail, max_i
 from __future__ import annotations
 
 import collections
+import functools
 import threading
 
 import numpy as np
@@ -17,8 +18,9 @@ from conftest import make_sim_bank, simulate_scores
 
 from lm_eval_adaptive.engine.estimation import GridEAP
 from lm_eval_adaptive.engine.pair_status import ThetaJudgement
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.ranker import AdaptiveRanker, default_judgement
 from lm_eval_adaptive.engine.selection import MaxInfoSelector
+from lm_eval_adaptive.engine.settle_policy import SettlePolicy
 from lm_eval_adaptive.harness.scorer import ItemScore, parse_model_spec
 from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy, is_retryable
 from lm_eval_adaptive.live.journal import Journal
@@ -62,10 +64,10 @@ class Caller:
 
 
 def make_live(bank, *, budget=None, journal=None, callers=None, in_flight=1, retry=None, max_failures=3,
-              models=THETAS, n_init=5):
+              models=THETAS, n_init=5, judgement=None):
     costs = {m: np.full(bank.n_items, 100 * PRICE_IN + 50 * PRICE_OUT) for m in models}
     ranker = AdaptiveRanker(bank, list(models), item_costs=costs, n_init=n_init, n_max=60, budget=budget,
-                            seed=0, max_in_flight=in_flight)
+                            seed=0, max_in_flight=in_flight, judgement=judgement)
     callers = callers or {m: Caller(bank, t, k) for k, (m, t) in enumerate(models.items())}
     ledger = BudgetLedger(budget)
 
@@ -101,7 +103,10 @@ def test_runs_to_a_settled_ranking_with_one_charge_per_item(bank, tmp_path):
 def test_hard_cap_holds_with_many_calls_in_flight(bank, in_flight):
     budget = 0.01  # ~ 28 items at 3.5e-4 each
     close = {"a": 0.1, "b": 0.0, "c": -0.1}  # never settles: the budget must stop it
-    live, _ = make_live(bank, budget=budget, in_flight=in_flight, models=close)
+    # no stopping policy: whether it gives the close pairs up before the cap depends on which answers are
+    # in when (the threads' timing); here only the cap may stop the run
+    no_policy = functools.partial(default_judgement, policy=SettlePolicy(None, None))
+    live, _ = make_live(bank, budget=budget, in_flight=in_flight, models=close, judgement=no_policy)
     live.run(workers=8)
     res = live.ranker.result()
     assert res.stopped_because == "budget"
