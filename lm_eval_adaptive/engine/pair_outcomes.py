@@ -372,14 +372,19 @@ def _cost_to_settle(scale: MetricScale, a, b, d, s, open_, confidence, margin, i
     v_grid[:, -1] = 0.0
     step = np.sqrt(np.maximum(-np.diff(np.concatenate([v_now[:, None], v_grid], axis=1), axis=1), 0.0))
     noise = np.random.default_rng(0).standard_normal((SETTLE_PATHS, grid.shape[1]))  # the same paths for every pair
+    # what each look asks of |D̂| (the t quantiles per look, not per path): above `order` it is ordered,
+    # at most `equiv` it is equivalent; a look at variance 0 (a full run of both) settles it
+    df_grid = dof(grid)
+    se_grid = np.sqrt(v_grid)
+    order = scale.quantile(df_grid, 1 - (1 - confidence) / 2) * se_grid
+    equiv = margin - scale.quantile(df_grid, eq_level) * se_grid * np.sqrt(eq_ratio[:, None])
+    exact = v_grid == 0
     m_sim = np.empty((idx.size, 3))  # 10%, 50%, 90% of the first settled look
     G = grid.shape[1]
     for c0 in range(0, idx.size, 32):  # in chunks of pairs: (pairs, paths, looks) floats
         sl = slice(c0, c0 + 32)
         path = np.abs(dd[sl, None, None] + np.cumsum(step[sl, None, :] * noise[None], axis=2))
-        n = path.shape[0]
-        g = np.broadcast_to(grid[sl, None, :], path.shape).reshape(n, -1)
-        ok = settled(path.reshape(n, -1), g).reshape(path.shape)
+        ok = (path > order[sl, None, :]) | (path <= equiv[sl, None, :]) | exact[sl, None, :]
         first = np.where(ok.any(2), ok.argmax(2), G - 1)
         m_sim[sl] = np.quantile(np.take_along_axis(grid[sl], first, axis=1), (SETTLE_RANGE[0], 0.5, SETTLE_RANGE[1]),
                                 axis=1).T
