@@ -166,9 +166,9 @@ def judge_pairs(scale: MetricScale, *, confidence: float = 0.95, tie_margin: flo
     equivalent = ~ordered & (d + np.where(s_eq == 0, 0.0, one * s_eq) <= tie_margin)
     outcome = np.where(ordered, ORDERED, np.where(equivalent, EQUIVALENT, UNRESOLVED))
     level = settle_level(confidence, int(np.count_nonzero(~ordered)), family_wise)
-    items, cost, items_range, cost_range, at_gap = _cost_to_settle(scale, a, b, d, s, (outcome == UNRESOLVED) & settle_cost,
-                                                           level, tie_margin, item_costs, float(random_share),
-                                                           confidence)
+    open_ = (outcome == UNRESOLVED) & settle_cost
+    items, cost, items_range, cost_range, at_gap = _cost_to_settle(scale, a, b, d, s, open_, level, tie_margin,
+                                                                   item_costs, float(random_share), confidence)
     return PairOutcomes(names=list(scale.names), a=a, b=b, outcome=outcome, difference=d, se=s, df=df,
                         p_order=p, items_to_settle=items, cost_to_settle=cost, confidence=float(confidence),
                         tie_margin=float(tie_margin), family_wise=bool(family_wise),
