@@ -347,13 +347,18 @@ def _cost_to_settle(scale: MetricScale, a, b, d, s, open_, confidence, margin, i
     with np.errstate(invalid="ignore", divide="ignore"):
         eq_ratio = np.where(v_now > 0, np.maximum(vsum / v_now, 1.0), 1.0)
 
-    def settled(gap, m):  # gap: |D̂| at m (broadcast against m)
-        v = variance(m)
+    def bounds(m, v):
+        """What a look after m items (variance v) asks of |D̂|: above ``order`` it is ordered (t·SE < |D̂|),
+        at most ``equiv`` equivalent (|D̂| + t·SE_eq ≤ δ); ``exact`` (variance 0: a full run) settles it."""
         df = dof(m)
         se = np.sqrt(v)
-        order = gap > scale.quantile(df, 1 - (1 - confidence) / 2) * se  # t·SE < |D̂|
-        equiv = gap + scale.quantile(df, eq_level) * se * np.sqrt(col(eq_ratio, m)) <= margin  # |D̂| + t·SE_eq ≤ δ
-        return order | equiv | (v == 0)
+        order = scale.quantile(df, 1 - (1 - confidence) / 2) * se
+        equiv = margin - scale.quantile(df, eq_level) * se * np.sqrt(col(eq_ratio, m))
+        return order, equiv, v == 0
+
+    def settled(gap, m):  # gap: |D̂| at m (broadcast against m)
+        order, equiv, exact = bounds(m, variance(m))
+        return (gap > order) | (gap <= equiv) | exact
 
     lo = np.zeros(idx.size)  # open at m = lo (it is open now)
     up = hi.copy()  # settled at m = up (a full run of both: variance 0)
@@ -372,13 +377,7 @@ def _cost_to_settle(scale: MetricScale, a, b, d, s, open_, confidence, margin, i
     v_grid[:, -1] = 0.0
     step = np.sqrt(np.maximum(-np.diff(np.concatenate([v_now[:, None], v_grid], axis=1), axis=1), 0.0))
     noise = np.random.default_rng(0).standard_normal((SETTLE_PATHS, grid.shape[1]))  # the same paths for every pair
-    # what each look asks of |D̂| (the t quantiles per look, not per path): above `order` it is ordered,
-    # at most `equiv` it is equivalent; a look at variance 0 (a full run of both) settles it
-    df_grid = dof(grid)
-    se_grid = np.sqrt(v_grid)
-    order = scale.quantile(df_grid, 1 - (1 - confidence) / 2) * se_grid
-    equiv = margin - scale.quantile(df_grid, eq_level) * se_grid * np.sqrt(eq_ratio[:, None])
-    exact = v_grid == 0
+    order, equiv, exact = bounds(grid, v_grid)  # per look, not per path (the t quantiles are the cost)
     m_sim = np.empty((idx.size, 3))  # 10%, 50%, 90% of the first settled look
     G = grid.shape[1]
     for c0 in range(0, idx.size, 32):  # in chunks of pairs: (pairs, paths, looks) floats
@@ -408,57 +407,3 @@ def _cost_to_settle(scale: MetricScale, a, b, d, s, open_, confidence, margin, i
         cost[idx] = add_a * unit[pa] + add_b * unit[pb]
         cost_range[idx] = ra * unit[pa][:, None] + rb * unit[pb][:, None]
     return items, cost, items_range, cost_range, at_gap
-    pa, pb = a[idx], b[idx]
-    dd, v_now = d[idx], s[idx] ** 2
-    nu = scale.n_unseen
-    hi = np.maximum(nu[pa], nu[pb]).astype(float)  # a full run of both: exact
-    va, vb = scale.var[pa], scale.var[pb]
-    vsum = va + vb
-    with np.errstate(invalid="ignore", divide="ignore"):
-        wa = np.where(vsum > 0, va / vsum, 0.5)
-    design = scale.method == "design"
-    nr = scale.n_random.astype(float)
-
-    nua, nub = nu[pa].astype(float), nu[pb].astype(float)
-    nra, nrb = nr[pa], nr[pb]
-
-    def variance(m):
-        return v_now * (wa * shrink_factor(nua, nra, m, share) + (1 - wa) * shrink_factor(nub, nrb, m, share))
-
-    def dof(m):
-        dfa = np.where(design[pa] & (nu[pa] > m), nr[pa] + share * m - 1, np.inf)
-        dfb = np.where(design[pb] & (nu[pb] > m), nr[pb] + share * m - 1, np.inf)
-        return np.maximum(np.minimum(dfa, dfb), 1.0)
-
-    def settles(m):
-        v = variance(m)
-        df = dof(m)
-        se = np.sqrt(v)
-        order = dd > scale.quantile(df, 1 - (1 - confidence) / 2) * se  # t·SE < |D̂|
-        equiv = dd + scale.quantile(df, eq_level) * se <= margin  # |D̂| + t·SE ≤ δ
-        return order | equiv | (v == 0)
-
-    lo = np.zeros(idx.size)  # open at m = lo (it is open now)
-    up = hi.copy()  # settled at m = up (a full run of both: variance 0)
-    for _ in range(64):
-        gap = up - lo > 1
-        if not gap.any():
-            break
-        mid = np.floor((lo + up) / 2)
-        ok = settles(mid)
-        up = np.where(gap & ok, mid, up)
-        lo = np.where(gap & ~ok, mid, lo)
-    m = up
-    add_a = np.minimum(m, nu[pa])
-    add_b = np.minimum(m, nu[pb])
-    items[idx] = (add_a + add_b).astype(np.int64)
-    if item_costs is not None:
-        c = np.asarray(item_costs, dtype=float)
-        if c.ndim == 1:
-            unit = c
-        else:
-            unseen = scale.unseen_mask
-            with np.errstate(invalid="ignore"):
-                unit = np.where(unseen.sum(1) > 0, (c * unseen).sum(1) / np.maximum(unseen.sum(1), 1), 0.0)
-        cost[idx] = add_a * unit[pa] + add_b * unit[pb]
-    return items, cost
