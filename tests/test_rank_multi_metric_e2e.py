@@ -158,7 +158,7 @@ def test_kill_9_then_resume_asks_no_document_twice_and_holds_the_cap(replay_serv
     # the journal's requests without an outcome were lost in flight: charged, never asked again
     lost = r["calls"]["lost_in_flight"]
     assert all(x["charged_usd"] > 0 for x in lost)
-    assert r["stopped_because"] in ("settled", "budget", "max_items")
+    assert r["stopped_because"] in ("settled", "cost_to_settle", "budget", "max_items")
 
 
 def test_several_banks_refuse_metric_and_dry_run_and_a_resume_keeps_them(replay_server, banks, tmp_path, capsys):
