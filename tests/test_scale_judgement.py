@@ -384,10 +384,11 @@ def test_the_projection_tests_equivalence_at_the_larger_variance_as_the_decision
     each its own SE; equivalence is tested at √(Var_a + Var_b) when that is larger."""
     from lm_eval_adaptive.engine.pair_outcomes import settles_after
     args = (0.5, 400, 20, True, 400, 20, True, 0.95, 0.03)
-    assert settles_after(0, 0.01, 1e-4, *args) is True  # 0.01 + t₁₉·0.01 = 0.027 ≤ 0.03
-    assert settles_after(0, 0.01, 1e-4, *args, var_apart=1e-3) is False  # 0.01 + t₁₉·0.032 = 0.065 > 0.03
-    assert decide(0.01, 0.01, 19, 0.95, 0.03, se_apart=np.sqrt(1e-3)) == UNRESOLVED
-    assert settles_after(390, 0.01, 1e-4, *args, var_apart=1e-3) is True  # near a full run it settles
+    assert settles_after(0, 0.008, 1e-4, *args) is True  # 0.008 + t₁₉(0.975)·0.01 = 0.029 ≤ 0.03
+    assert settles_after(0, 0.008, 1e-4, *args, var_apart=1e-3) is False  # 0.008 + t₁₉·0.032 = 0.074 > 0.03
+    assert decide(0.008, 0.01, 19, 0.95, 0.03, se_apart=np.sqrt(1e-3)) == UNRESOLVED
+    assert decide(0.008, 0.01, 19, 0.95, 0.03) == EQUIVALENT
+    assert settles_after(390, 0.008, 1e-4, *args, var_apart=1e-3) is True  # near a full run it settles
 
 
 def test_rank_settle_share_reaches_the_ranker_and_bounds_its_spend():

@@ -72,8 +72,9 @@ def confidence_level(text: str) -> float:
 def add_tie_margin_argument(parser) -> None:
     """``--tie-margin DELTA`` (a parser or an argument group): the equivalence margin of a ranking."""
     parser.add_argument("--tie-margin", type=positive_float, default=None, metavar="DELTA",
-                        help="settle a pair as a tie once its difference is confidently within ±DELTA "
-                             "(the metric's units, e.g. 0.01 BLEU on a 0-1 scale; default: none)")
+                        help="settle a pair as equivalent once the interval of its difference at --confidence "
+                             "lies within ±DELTA (the metric's units, e.g. 0.01 BLEU on a 0-1 scale; "
+                             "default: none)")
 
 
 def add_family_wise_argument(parser) -> None:
