@@ -186,7 +186,10 @@ def test_the_forecasts_driver_reproduces_the_real_run_from_its_recorded_scores(r
     upper = {m: np.array([setup.upper_cost(m, x) for x in ids]) for m in RANK_SYSTEMS}
     sim = simulated_live_run(rank_ranker(setup, a), score, cost, upper, a.budget_usd)
     items = {e["model"]: e["items"] for e in real["ranking"]}
-    assert sim["stopped_because"] == real["stopped_because"]
+    # the last pairs are given up by the stopping policy about when the budget runs out: which comes first
+    # depends on the order the calls in flight completed (seen both ways on a loaded machine)
+    assert sim["stopped_because"] == real["stopped_because"] \
+        or {sim["stopped_because"], real["stopped_because"]} == {"budget", "cost_to_settle"}
     # calls in flight complete in another order than the simulation's, and which pairs are still
     # open (the futility stop) depends on every model's state when a model is asked: a few items move
     # (CI on a loaded machine: 21 against 24 for one model, 190 against 201 in all)
