@@ -67,15 +67,23 @@ def test_run_without_adaptive_equals_lm_eval_run(server, tmp_path):
     assert a["n-samples"] == b["n-samples"] and a["configs"][TASK] == b["configs"][TASK]
 
 
-def test_adaptive_only_requests_bank_documents_and_logs_them(server, tmp_path):
+def test_adaptive_only_requests_bank_documents_and_logs_them(server, tmp_path, monkeypatch):
+    import lm_eval.evaluator
+
     bank = make_bank(tmp_path / "bank.json", ids=range(100, 160))
     server.reset_stats()
+    env_reports = []
+    real = lm_eval.evaluator.add_env_info
+    monkeypatch.setattr(lm_eval.evaluator, "add_env_info", lambda res: (env_reports.append(1), real(res)))
     assert main(run_args("Claude-3.5", tmp_path / "out", "--adaptive", "--bank", bank, "--item-field",
                          "doc_id", "--min-items", "8", "--max-items", "8", "--batch-size-adaptive", "4")) == 0
     stats = server.stats()
     assert stats["per_model"] == {"Claude-3.5": 8}  # 8 documents generated, the final pass is cached
     (res,) = glob.glob(str(tmp_path / "out" / "openai__Claude-3.5" / "results_*.json"))
     r = json.loads(open(res).read())
+    # the harness's environment report (torch's collect_env: ~0.6 s of subprocesses) is collected once, for
+    # the results written, not for each batch of the adaptive loop (before: 3 times here, once per evaluation)
+    assert len(env_reports) == 1 and r["pretty_env_info"]
     a = r["adaptive"][TASK]
     assert a["items"] == 8 and a["stopped_because"] == "max_items"
     assert a["bank_id"] == ItemBank.load(bank).bank_id

@@ -65,7 +65,8 @@ from contextlib import contextmanager
 __all__ = ["SUPPORTED_LM_EVAL", "TESTED_LM_EVAL", "add_harness_run_parser", "index_include_path_only",
            "build_lm", "capture_usage", "before_requests",
            "usage_sink", "use_full_run_requests", "fresh_instance", "task_filters", "default_max_gen_toks",
-           "is_api_model", "prompt_text", "harness_bars_off", "results_file", "redacted_output_files"]
+           "is_api_model", "prompt_text", "harness_bars_off", "results_file", "redacted_output_files",
+           "without_env_info"]
 
 SUPPORTED_LM_EVAL = ">=0.4.9,<0.5"
 TESTED_LM_EVAL = ("0.4.13",)
@@ -308,6 +309,23 @@ def use_full_run_requests(task_obj) -> None:
                                    for i in by_doc[d]]
 
     task_obj.build_all_requests = build_all_requests
+
+
+# ---------------------------------------------------------------------- per-item evaluations
+@contextmanager
+def without_env_info():
+    """While active, ``simple_evaluate`` does not collect its environment report (``add_env_info``:
+    torch's ``collect_env``, which runs ``pip list`` and a dozen other subprocesses, about 0.6 s a call).
+    An adaptive run evaluates one batch of documents at a time and reads only their scores; the final
+    pass over the administered documents, whose results are written, keeps the report."""
+    import lm_eval.evaluator as evaluator
+
+    saved = evaluator.add_env_info
+    evaluator.add_env_info = lambda results: None
+    try:
+        yield
+    finally:
+        evaluator.add_env_info = saved
 
 
 # ---------------------------------------------------------------------- progress bars

@@ -46,6 +46,7 @@ lm-eval internals goes through it).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -271,16 +272,18 @@ def run_adaptive(hargs: HarnessArgs, config: AdaptiveRunConfig, *, display: RunD
     seeds = cfg.seed if cfg.seed else [0, 1234, 1234, 1234]
 
     def evaluate(task_obj, docs, *, tracker_=None, log=True, bootstrap=0):
-        return simple_evaluate(
-            model=lm, model_args=model_args, tasks=[task_obj],
-            # in task order: the harness labels a chosen document by its position in this list
-            samples={task_obj.config.task: sorted(int(d) for d in docs)}, use_cache=cache_path,
-            num_fewshot=cfg.num_fewshot, gen_kwargs=cfg.gen_kwargs, task_manager=task_manager,
-            log_samples=log, bootstrap_iters=bootstrap, evaluation_tracker=tracker_,
-            system_instruction=cfg.system_instruction, apply_chat_template=cfg.apply_chat_template,
-            fewshot_as_multiturn=cfg.fewshot_as_multiturn, random_seed=seeds[0],
-            numpy_random_seed=seeds[1], torch_random_seed=seeds[2], fewshot_random_seed=seeds[3],
-            confirm_run_unsafe_code=cfg.confirm_run_unsafe_code, metadata=cfg.metadata)
+        # a batch of the adaptive loop (no tracker: nothing written) skips the harness's environment report
+        with contextlib.nullcontext() if tracker_ is not None else compat.without_env_info():
+            return simple_evaluate(
+                model=lm, model_args=model_args, tasks=[task_obj],
+                # in task order: the harness labels a chosen document by its position in this list
+                samples={task_obj.config.task: sorted(int(d) for d in docs)}, use_cache=cache_path,
+                num_fewshot=cfg.num_fewshot, gen_kwargs=cfg.gen_kwargs, task_manager=task_manager,
+                log_samples=log, bootstrap_iters=bootstrap, evaluation_tracker=tracker_,
+                system_instruction=cfg.system_instruction, apply_chat_template=cfg.apply_chat_template,
+                fewshot_as_multiturn=cfg.fewshot_as_multiturn, random_seed=seeds[0],
+                numpy_random_seed=seeds[1], torch_random_seed=seeds[2], fewshot_random_seed=seeds[3],
+                confirm_run_unsafe_code=cfg.confirm_run_unsafe_code, metadata=cfg.metadata)
 
     outcomes, all_samples = [], {}
     try:
