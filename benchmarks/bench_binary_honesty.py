@@ -29,8 +29,13 @@ models no bank of the bench saw.
 
     python benchmarks/bench_binary_honesty.py [--half tuning|report|both] [--seeds 5]
         [--calib 300] [--holdout 200] [--lengths 20 30 100] [--jobs 2] [--json out.json]
-        [--details details.json] [--tables NAME ...] [--skip-ranking] [--skip-single]
+        [--details details.json] [--pairs pairs.json] [--tables NAME ...] [--skip-ranking] [--skip-single]
         [--full-run-share S|off] [--floor-items N|off]
+
+Each table's confident pairs in the wrong order are printed below its ranking row (fold, seed, the two
+models, D̂ ± SE, p_order, the true gap, each model's items, comparable random items, whether its
+residual variance was at the floor, person-fit flag); ``--pairs`` writes every confident pair so
+(engine/backtest.py ``_confident_pairs``).
 
 ``--full-run-share`` and ``--floor-items`` set the ranking's stopping policy (engine/settle_policy.py;
 default: the engine's); each table's row says why its runs stopped.
@@ -177,6 +182,22 @@ def show_single(summaries, title):
                   f"  width {v['width']:.4f}  ({v['models']} models)")
 
 
+def show_wrong_pairs(results, names) -> None:
+    """Each table's confident pairs in the wrong order, one line each (the model ranked above first)."""
+    for name, r in zip(names, results):
+        for p in r.confident_pairs:
+            if p["right"]:
+                continue
+            ma, mb = (p["models"][m] for m in (p["a"], p["b"]))
+            print(f"  {name} wrong: fold {p['fold']} seed {p['seed']} D̂ {p['difference']:+.3f} ± {p['se']:.3f} "
+                  f"p_order {p['p_order']:.3f}, true gap {p['true_gap']:+.3f} (bank's items {p['true_gap_bank']:+.3f})")
+            for m, st in ((p["a"], ma), (p["b"], mb)):
+                print(f"    {m}: estimate {st['estimate']:.3f} (truth {st['truth']:.3f}), {st['items']} items, "
+                      f"{st['comparable_random_items']} comparable random, s² {st['s2_residuals']:.3f}"
+                      f"{' floored to ' + format(st['s2_used'], '.3f') if st['floored'] else ''}, "
+                      f"θ̂ {st['theta']:.2f} ± {st['theta_se']:.2f}{', person-fit flagged' if st['misfit'] else ''}")
+
+
 def _share_or_off(v: str):
     return None if v == "off" else float(v)
 
@@ -194,6 +215,7 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-single", action="store_true")
     ap.add_argument("--json", default=None)
     ap.add_argument("--details", default=None, help="also write every single-model run here")
+    ap.add_argument("--pairs", default=None, help="also write every confident pair of the ranking here")
     ap.add_argument("--full-run-share", type=_share_or_off, default=BacktestConfig.full_run_share,
                     help="the stopping policy's share of a full run (off: none)")
     ap.add_argument("--floor-items", type=_share_or_off, default=BacktestConfig.settle_floor_items,
@@ -206,7 +228,7 @@ def main(argv=None) -> int:
                         "full_run_share": config.full_run_share, "settle_floor_items": config.settle_floor_items,
                         "subsample_seed": SUBSAMPLE_SEED, "prices": "uniform", "holdout_size": config.holdout_size,
                         "folds": config.folds, "target_items": config.target_items}}
-    details = {}
+    details, pairs = {}, {}
     t0 = time.perf_counter()
     for half, names in halves.items():
         out[half] = {}
@@ -223,6 +245,8 @@ def main(argv=None) -> int:
             pool = {"table": f"POOLED {half}", **pooled(results), "stopped_because": stops}
             show_ranking(rows + [pool], f"{half} half ({len(names)} tables, {a.seeds} seeds, "
                                         f"{tables[0].n_models} models per table)")
+            show_wrong_pairs(results, names)
+            pairs[half] = {n: r.confident_pairs for n, r in zip(names, results)}
             out[half]["ranking"] = {"tables": rows, "pooled": pool}
             print(f"  [{time.perf_counter() - t0:.0f} s]", file=sys.stderr, flush=True)
         if not a.skip_single:
@@ -244,6 +268,8 @@ def main(argv=None) -> int:
         Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
     if a.details:
         Path(a.details).write_text(json.dumps(details) + "\n")
+    if a.pairs:
+        Path(a.pairs).write_text(json.dumps(pairs, indent=1) + "\n")
     return 0
 
 
