@@ -30,7 +30,7 @@ models no bank of the bench saw.
     python benchmarks/bench_binary_honesty.py [--half tuning|report|both] [--seeds 5]
         [--calib 300] [--holdout 200] [--lengths 20 30 100] [--jobs 2] [--json out.json]
         [--details details.json] [--pairs pairs.json] [--tables NAME ...] [--skip-ranking] [--skip-single]
-        [--full-run-share S|off] [--floor-items N|off]
+        [--full-run-share S|off] [--floor-items N|off] [--model-floor F (with --jobs 1)]
 
 Each table's confident pairs in the wrong order are printed below its ranking row (fold, seed, the two
 models, D̂ ± SE, p_order, the true gap, each model's items, comparable random items, whether its
@@ -64,6 +64,7 @@ from lm_eval_adaptive.engine.backtest import BacktestConfig, fold_bank, pooled  
 from lm_eval_adaptive.engine.cat import AdaptiveTest  # noqa: E402
 from lm_eval_adaptive.engine.estimation import DEFAULT_PRIOR_SD, Z95, GridPosterior  # noqa: E402
 from lm_eval_adaptive.engine.full_task import full_task_estimate  # noqa: E402
+from lm_eval_adaptive.engine.metric_scale import MetricScale  # noqa: E402
 from lm_eval_adaptive.engine.selection import RandomShareSelector  # noqa: E402
 from lm_eval_adaptive.sweep import run_backtests  # noqa: E402
 
@@ -216,15 +217,22 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None)
     ap.add_argument("--details", default=None, help="also write every single-model run here")
     ap.add_argument("--pairs", default=None, help="also write every confident pair of the ranking here")
+    ap.add_argument("--model-floor", type=float, default=None,
+                    help="MetricScale.model_floor for this run (an experiment; needs --jobs 1: set in this process)")
     ap.add_argument("--full-run-share", type=_share_or_off, default=BacktestConfig.full_run_share,
                     help="the stopping policy's share of a full run (off: none)")
     ap.add_argument("--floor-items", type=_share_or_off, default=BacktestConfig.settle_floor_items,
                     help="the stopping policy's floor in items per model (off: none)")
     a = ap.parse_args(argv)
+    if a.model_floor is not None:
+        if a.jobs != 1:
+            ap.error("--model-floor is set in this process: run it with --jobs 1")
+        MetricScale.model_floor = a.model_floor
     halves = {"custom": a.tables} if a.tables else {
         k: v for k, v in (("tuning", TUNING), ("report", REPORT)) if a.half in (k, "both")}
     config = BacktestConfig(seeds=a.seeds, full_run_share=a.full_run_share, settle_floor_items=a.floor_items)
-    out = {"settings": {"seeds": a.seeds, "calib": a.calib, "holdout": a.holdout, "lengths": a.lengths,
+    out = {"settings": {"model_floor": MetricScale.model_floor, "seeds": a.seeds, "calib": a.calib,
+                        "holdout": a.holdout, "lengths": a.lengths,
                         "full_run_share": config.full_run_share, "settle_floor_items": config.settle_floor_items,
                         "subsample_seed": SUBSAMPLE_SEED, "prices": "uniform", "holdout_size": config.holdout_size,
                         "folds": config.folds, "target_items": config.target_items}}
