@@ -169,6 +169,11 @@ def show_ranking(rows, title):
     for x in rows:
         print(f"{x['table']:<32}" + "".join(f"{x[c]:>13.3f}" for c in RANK_COLS))
     for x in rows:
+        if x.get("floored_stops") is not None and x.get("runs"):
+            print(f"  {x['table']}: residual variance at its floor in {x['floored_stops']} of {x['models_ranked']} "
+                  f"model stops; metric-scale coverage there {x['floored_coverage']:.3f}, elsewhere "
+                  f"{x['unfloored_coverage']:.3f}")
+    for x in rows:
         if x.get("stopped_because"):
             print(f"  {x['table']} stopped because: "
                   + ", ".join(f"{k} {v}" for k, v in sorted(x["stopped_because"].items())))

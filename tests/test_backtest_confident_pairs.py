@@ -8,7 +8,7 @@ import pytest
 from scipy.special import stdtrit
 
 from lm_eval_adaptive.data.responses import ResponseTable
-from lm_eval_adaptive.engine.backtest import BacktestConfig, backtest
+from lm_eval_adaptive.engine.backtest import BacktestConfig, backtest, pooled
 from lm_eval_adaptive.engine.response_model import BinaryIRTModel
 from lm_eval_adaptive.engine.simulation import draw_scores
 
@@ -53,3 +53,15 @@ def test_each_record_is_an_order_its_own_figures_claim(result):
             if st["method"] == "design":  # the variance used is the residuals' own or the floor, never below
                 assert st["s2_used"] >= st["s2_residuals"] * (1 - 1e-9)
                 assert st["floored"] == (st["s2_used"] > st["s2_residuals"] * (1 + 1e-9) + 1e-15)
+
+
+def test_floored_stops_split_the_metric_scale_coverage(result):
+    """The model stops whose residual variance sat at its floor and the others partition the coverage."""
+    p = pooled([result])
+    c = result.counts
+    assert 0 <= c["floored_covered"] <= c["floored"] <= c["models"] == p["models_ranked"]
+    covered = p["floored_coverage"] * c["floored"] if c["floored"] else 0.0
+    covered += p["unfloored_coverage"] * (c["models"] - c["floored"])
+    assert covered == pytest.approx(c["covered_metric"])
+    floored_in_pairs = [st["floored"] for q in result.confident_pairs for st in q["models"].values()]
+    assert not any(floored_in_pairs) or c["floored"] > 0

@@ -340,6 +340,7 @@ class _Run:
     tied: tuple = (0, 0)  # (reported ordered, all) truly tied pairs
     settle: list = field(default_factory=list)  # per unresolved pair run on: stated and measured items
     confident_pairs: list = field(default_factory=list)  # per pair reported ordered: see _confident_pairs
+    floored: list = field(default_factory=list)  # per model: its residual variance was raised to the floor
 
 
 #: Fewest models a self-check can run on: a hold-out pair and two to calibrate on.
@@ -391,7 +392,7 @@ def _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all, bank_mean) ->
     bank's items (``bank_mean``), and does the θ-scale full-task interval hold its full-task mean
     (``truth_mean``); the SE-calibration z = (θ̂_stop - θ̂_all) / √(SE_stop² - SE_all²); is it flagged as
     misfitting."""
-    covered_metric, covered_theta, zs, misfit, records = [], [], [], [], []
+    covered_metric, covered_theta, zs, misfit, records, floored = [], [], [], [], [], []
     for m in res.ranking:
         e = ranker.examinees[m]
         items = np.asarray(e.items, dtype=np.int64)
@@ -401,6 +402,7 @@ def _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all, bank_mean) ->
         half = 0.0 if part.var == 0 else t_quantile(part.df, 0.975) * float(np.sqrt(part.var))
         tol = 1e-9 * max(1.0, abs(bank_mean[m]))  # a full run's zero-width interval: float rounding only
         covered_metric.append(bool(part.estimate - half - tol <= bank_mean[m] <= part.estimate + half + tol))
+        floored.append(_floored(part)[0])
         est = full_task_estimate(bank, items, raw, theta, se, misfit=e.misfit)
         covered_theta.append(bool(est["lower"] <= truth_mean[m] <= est["upper"]))
         t_all, s_all = se_all[m]
@@ -414,6 +416,7 @@ def _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all, bank_mean) ->
                         "lo": est["estimate"] - est["lower"], "hi": est["upper"] - est["estimate"],
                         "lo2": wide["estimate"] - wide["lower"], "hi2": wide["upper"] - wide["estimate"]})
     return {"covered_metric": covered_metric, "covered_theta": covered_theta, "z": zs, "misfit": misfit,
+            "floored": floored,
             "records": records}
 
 
@@ -466,15 +469,23 @@ def _settle_checks(ranker, res, score_of, config: BacktestConfig, margin: float,
     return out
 
 
+def _floored(part) -> tuple[bool, float]:
+    """(was the residual variance raised to its floor, the variance used) of a metric-scale part: the
+    design variance is s²·(N_U²/n_R + N_U)/N², so the s² used is the variance over that weight."""
+    if part.method != "design" or not part.n_random:
+        return False, float("nan")
+    s2 = part.var / ((part.n_unseen ** 2 / part.n_random + part.n_unseen) / part.n_total ** 2)
+    return bool(s2 > part.s2_design * (1 + 1e-9) + 1e-15), float(s2)
+
+
 def _model_state(bank, e, truth: float, bank_truth: float) -> dict:
     """What one ranked model's metric-scale part rested on at the stop (for :func:`_confident_pairs`)."""
     part = model_part(bank, e.raw, e.random_mask, e.theta, population=e.population, se_theta=e.se)
-    weight = (part.n_unseen ** 2 / part.n_random + part.n_unseen) / part.n_total ** 2 if part.n_random else 0.0
-    s2 = part.var / weight if part.method == "design" and weight > 0 else float("nan")
+    floored, s2 = _floored(part)
     return {"estimate": part.estimate, "se": float(np.sqrt(part.var)), "df": part.df, "method": part.method,
             "truth": truth, "bank_truth": bank_truth, "items": int(part.n_seen), "random_items": int(part.n_drawn),
             "comparable_random_items": int(part.n_random), "s2_residuals": part.s2_design, "s2_used": s2,
-            "floored": bool(part.method == "design" and s2 > part.s2_design * (1 + 1e-9) + 1e-15),
+            "floored": floored,
             "theta": float(e.theta), "theta_se": float(e.se), "misfit": bool(e.person_fit.flagged)}
 
 
@@ -817,6 +828,8 @@ def assemble_backtest(table, plan: BacktestPlan, outcomes, *, seconds: float) ->
                 "runs_any_wrong": sum(int(r.confident[0] < r.confident[1]) for r in runs), "runs": len(runs),
                 "covered_theta": sum(sum(r.covered_theta) for r in runs),
                 "covered_metric": sum(sum(r.covered_metric) for r in runs),
+                "floored": sum(sum(r.floored) for r in runs),
+                "floored_covered": sum(int(c) for r in runs for f, c in zip(r.floored, r.covered_metric) if f),
                 "equivalent_right": sum(r.equivalent[0] for r in runs), "equivalent": sum(r.equivalent[1] for r in runs),
                 "tied_ordered": sum(r.tied[0] for r in runs), "tied": sum(r.tied[1] for r in runs)},
         settle_records=[x for r in runs for x in r.settle],
@@ -891,7 +904,8 @@ def pooled(results) -> dict:
 
     tp, fp, fn = c["ties_tp"], c["ties_fp"], c["ties_fn"]
     extra = {k: sum(r.counts.get(k, 0) for r in results) for k in
-             ("covered_theta", "covered_metric", "equivalent_right", "equivalent", "tied_ordered", "tied")}
+             ("covered_theta", "covered_metric", "equivalent_right", "equivalent", "tied_ordered", "tied",
+              "floored", "floored_covered")}
     settle = settle_summary([x for r in results for x in r.settle_records])
     return {"tables": len(results),
             "adaptive_tau": float(np.mean([r.adaptive.tau for r in results])),
@@ -905,6 +919,10 @@ def pooled(results) -> dict:
             "full_task_coverage": share("covered", "models"),
             "theta_full_task_coverage": _ratio(extra["covered_theta"], c["models"]),
             "metric_full_task_coverage": _ratio(extra["covered_metric"], c["models"]),
+            # the metric-scale interval where the residual variance was at its floor, and elsewhere
+            "models_ranked": c["models"], "floored_stops": extra["floored"], "floored_coverage": _ratio(extra["floored_covered"], extra["floored"]),
+            "unfloored_coverage": _ratio(extra["covered_metric"] - extra["floored_covered"],
+                                         c["models"] - extra["floored"]),
             "share_abs_z_over_1_96": share("z_over_1_96", "z"),
             "equivalence_accuracy": _ratio(extra["equivalent_right"], extra["equivalent"]),
             "equivalent_claims": extra["equivalent"],
