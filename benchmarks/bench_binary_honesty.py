@@ -29,8 +29,13 @@ models no bank of the bench saw.
 
     python benchmarks/bench_binary_honesty.py [--half tuning|report|both] [--seeds 5]
         [--calib 300] [--holdout 200] [--lengths 20 30 100] [--jobs 2] [--json out.json]
-        [--details details.json] [--tables NAME ...] [--skip-ranking] [--skip-single]
-        [--full-run-share S|off] [--floor-items N|off]
+        [--details details.json] [--pairs pairs.json] [--tables NAME ...] [--skip-ranking] [--skip-single]
+        [--full-run-share S|off] [--floor-items N|off] [--model-floor F (with --jobs 1)]
+
+Each table's confident pairs in the wrong order are printed below its ranking row (fold, seed, the two
+models, D̂ ± SE, p_order, the true gap, each model's items, comparable random items, whether its
+residual variance was at the floor, person-fit flag); ``--pairs`` writes every confident pair so
+(engine/backtest.py ``_confident_pairs``).
 
 ``--full-run-share`` and ``--floor-items`` set the ranking's stopping policy (engine/settle_policy.py;
 default: the engine's); each table's row says why its runs stopped.
@@ -59,6 +64,7 @@ from lm_eval_adaptive.engine.backtest import BacktestConfig, fold_bank, pooled  
 from lm_eval_adaptive.engine.cat import AdaptiveTest  # noqa: E402
 from lm_eval_adaptive.engine.estimation import DEFAULT_PRIOR_SD, Z95, GridPosterior  # noqa: E402
 from lm_eval_adaptive.engine.full_task import full_task_estimate  # noqa: E402
+from lm_eval_adaptive.engine.metric_scale import MetricScale  # noqa: E402
 from lm_eval_adaptive.engine.selection import RandomShareSelector  # noqa: E402
 from lm_eval_adaptive.sweep import run_backtests  # noqa: E402
 
@@ -163,6 +169,11 @@ def show_ranking(rows, title):
     for x in rows:
         print(f"{x['table']:<32}" + "".join(f"{x[c]:>13.3f}" for c in RANK_COLS))
     for x in rows:
+        if x.get("floored_stops") is not None and x.get("runs"):
+            print(f"  {x['table']}: residual variance at its floor in {x['floored_stops']} of {x['models_ranked']} "
+                  f"model stops; metric-scale coverage there {x['floored_coverage']:.3f}, elsewhere "
+                  f"{x['unfloored_coverage']:.3f}")
+    for x in rows:
         if x.get("stopped_because"):
             print(f"  {x['table']} stopped because: "
                   + ", ".join(f"{k} {v}" for k, v in sorted(x["stopped_because"].items())))
@@ -175,6 +186,22 @@ def show_single(summaries, title):
         for key, v in s.items():
             print(f"    {key:<18} MAE {v['mae']:.4f}  bias {v['bias']:+.4f}  coverage {v['coverage']:.3f}"
                   f"  width {v['width']:.4f}  ({v['models']} models)")
+
+
+def show_wrong_pairs(results, names) -> None:
+    """Each table's confident pairs in the wrong order, one line each (the model ranked above first)."""
+    for name, r in zip(names, results):
+        for p in r.confident_pairs:
+            if p["right"]:
+                continue
+            ma, mb = (p["models"][m] for m in (p["a"], p["b"]))
+            print(f"  {name} wrong: fold {p['fold']} seed {p['seed']} D̂ {p['difference']:+.3f} ± {p['se']:.3f} "
+                  f"p_order {p['p_order']:.3f}, true gap {p['true_gap']:+.3f} (bank's items {p['true_gap_bank']:+.3f})")
+            for m, st in ((p["a"], ma), (p["b"], mb)):
+                print(f"    {m}: estimate {st['estimate']:.3f} (truth {st['truth']:.3f}), {st['items']} items, "
+                      f"{st['comparable_random_items']} comparable random, s² {st['s2_residuals']:.3f}"
+                      f"{' floored to ' + format(st['s2_used'], '.3f') if st['floored'] else ''}, "
+                      f"θ̂ {st['theta']:.2f} ± {st['theta_se']:.2f}{', person-fit flagged' if st['misfit'] else ''}")
 
 
 def _share_or_off(v: str):
@@ -194,19 +221,27 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-single", action="store_true")
     ap.add_argument("--json", default=None)
     ap.add_argument("--details", default=None, help="also write every single-model run here")
+    ap.add_argument("--pairs", default=None, help="also write every confident pair of the ranking here")
+    ap.add_argument("--model-floor", type=float, default=None,
+                    help="MetricScale.model_floor for this run (an experiment; needs --jobs 1: set in this process)")
     ap.add_argument("--full-run-share", type=_share_or_off, default=BacktestConfig.full_run_share,
                     help="the stopping policy's share of a full run (off: none)")
     ap.add_argument("--floor-items", type=_share_or_off, default=BacktestConfig.settle_floor_items,
                     help="the stopping policy's floor in items per model (off: none)")
     a = ap.parse_args(argv)
+    if a.model_floor is not None:
+        if a.jobs != 1:
+            ap.error("--model-floor is set in this process: run it with --jobs 1")
+        MetricScale.model_floor = a.model_floor
     halves = {"custom": a.tables} if a.tables else {
         k: v for k, v in (("tuning", TUNING), ("report", REPORT)) if a.half in (k, "both")}
     config = BacktestConfig(seeds=a.seeds, full_run_share=a.full_run_share, settle_floor_items=a.floor_items)
-    out = {"settings": {"seeds": a.seeds, "calib": a.calib, "holdout": a.holdout, "lengths": a.lengths,
+    out = {"settings": {"model_floor": MetricScale.model_floor, "seeds": a.seeds, "calib": a.calib,
+                        "holdout": a.holdout, "lengths": a.lengths,
                         "full_run_share": config.full_run_share, "settle_floor_items": config.settle_floor_items,
                         "subsample_seed": SUBSAMPLE_SEED, "prices": "uniform", "holdout_size": config.holdout_size,
                         "folds": config.folds, "target_items": config.target_items}}
-    details = {}
+    details, pairs = {}, {}
     t0 = time.perf_counter()
     for half, names in halves.items():
         out[half] = {}
@@ -223,6 +258,8 @@ def main(argv=None) -> int:
             pool = {"table": f"POOLED {half}", **pooled(results), "stopped_because": stops}
             show_ranking(rows + [pool], f"{half} half ({len(names)} tables, {a.seeds} seeds, "
                                         f"{tables[0].n_models} models per table)")
+            show_wrong_pairs(results, names)
+            pairs[half] = {n: r.confident_pairs for n, r in zip(names, results)}
             out[half]["ranking"] = {"tables": rows, "pooled": pool}
             print(f"  [{time.perf_counter() - t0:.0f} s]", file=sys.stderr, flush=True)
         if not a.skip_single:
@@ -244,6 +281,8 @@ def main(argv=None) -> int:
         Path(a.json).write_text(json.dumps(out, indent=1) + "\n")
     if a.details:
         Path(a.details).write_text(json.dumps(details) + "\n")
+    if a.pairs:
+        Path(a.pairs).write_text(json.dumps(pairs, indent=1) + "\n")
     return 0
 
 

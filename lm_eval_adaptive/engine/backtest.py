@@ -183,6 +183,7 @@ class BacktestResult:
     metric_full_task_coverage: float = float("nan")  # the metric-scale interval's coverage
     settle: dict = field(default_factory=dict)  # stated against measured cost to settle (see settle_summary)
     settle_records: list = field(default_factory=list, repr=False)  # per unresolved pair run on (for pooling)
+    confident_pairs: list = field(default_factory=list, repr=False)  # per pair reported ordered (_confident_pairs)
 
     def method(self, name: str) -> MethodSummary:
         """The summary of ``adaptive``, ``random`` or ``fixed``."""
@@ -194,6 +195,7 @@ class BacktestResult:
         d = asdict(self)
         d.pop("records")
         d.pop("settle_records")
+        d.pop("confident_pairs")
         return d
 
 
@@ -337,6 +339,8 @@ class _Run:
     equivalent: tuple = (0, 0)  # (within the margin, all) pairs reported equivalent
     tied: tuple = (0, 0)  # (reported ordered, all) truly tied pairs
     settle: list = field(default_factory=list)  # per unresolved pair run on: stated and measured items
+    confident_pairs: list = field(default_factory=list)  # per pair reported ordered: see _confident_pairs
+    floored: list = field(default_factory=list)  # per model: its residual variance was raised to the floor
 
 
 #: Fewest models a self-check can run on: a hold-out pair and two to calibrate on.
@@ -388,7 +392,7 @@ def _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all, bank_mean) ->
     bank's items (``bank_mean``), and does the θ-scale full-task interval hold its full-task mean
     (``truth_mean``); the SE-calibration z = (θ̂_stop - θ̂_all) / √(SE_stop² - SE_all²); is it flagged as
     misfitting."""
-    covered_metric, covered_theta, zs, misfit, records = [], [], [], [], []
+    covered_metric, covered_theta, zs, misfit, records, floored = [], [], [], [], [], []
     for m in res.ranking:
         e = ranker.examinees[m]
         items = np.asarray(e.items, dtype=np.int64)
@@ -398,6 +402,7 @@ def _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all, bank_mean) ->
         half = 0.0 if part.var == 0 else t_quantile(part.df, 0.975) * float(np.sqrt(part.var))
         tol = 1e-9 * max(1.0, abs(bank_mean[m]))  # a full run's zero-width interval: float rounding only
         covered_metric.append(bool(part.estimate - half - tol <= bank_mean[m] <= part.estimate + half + tol))
+        floored.append(_floored(part)[0])
         est = full_task_estimate(bank, items, raw, theta, se, misfit=e.misfit)
         covered_theta.append(bool(est["lower"] <= truth_mean[m] <= est["upper"]))
         t_all, s_all = se_all[m]
@@ -411,6 +416,7 @@ def _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all, bank_mean) ->
                         "lo": est["estimate"] - est["lower"], "hi": est["upper"] - est["estimate"],
                         "lo2": wide["estimate"] - wide["lower"], "hi2": wide["upper"] - wide["estimate"]})
     return {"covered_metric": covered_metric, "covered_theta": covered_theta, "z": zs, "misfit": misfit,
+            "floored": floored,
             "records": records}
 
 
@@ -460,6 +466,51 @@ def _settle_checks(ranker, res, score_of, config: BacktestConfig, margin: float,
         out.append({"stated": int(rec["items_to_settle"]), "measured": int(measured[0]),
                     "median": float(np.median(measured)), "runs": measured, "beyond_policy": bool(rec["beyond_policy"]),
                     "oracle": oracle, "range": rec.get("items_to_settle_range")})
+    return out
+
+
+def _floored(part) -> tuple[bool, float]:
+    """(was the residual variance raised to its floor, the variance used) of a metric-scale part: the
+    design variance is s²·(N_U²/n_R + N_U)/N², so the s² used is the variance over that weight."""
+    if part.method != "design" or not part.n_random:
+        return False, float("nan")
+    s2 = part.var / ((part.n_unseen ** 2 / part.n_random + part.n_unseen) / part.n_total ** 2)
+    return bool(s2 > part.s2_design * (1 + 1e-9) + 1e-15), float(s2)
+
+
+def _model_state(bank, e, truth: float, bank_truth: float) -> dict:
+    """What one ranked model's metric-scale part rested on at the stop (for :func:`_confident_pairs`)."""
+    part = model_part(bank, e.raw, e.random_mask, e.theta, population=e.population, se_theta=e.se)
+    floored, s2 = _floored(part)
+    return {"estimate": part.estimate, "se": float(np.sqrt(part.var)), "df": part.df, "method": part.method,
+            "truth": truth, "bank_truth": bank_truth, "items": int(part.n_seen), "random_items": int(part.n_drawn),
+            "comparable_random_items": int(part.n_random), "s2_residuals": part.s2_design, "s2_used": s2,
+            "floored": floored,
+            "theta": float(e.theta), "theta_se": float(e.se), "misfit": bool(e.person_fit.flagged)}
+
+
+def _confident_pairs(ranker, res, bank, truth: list, ties: set, truth_mean: dict, bank_mean: dict) -> list:
+    """Every pair ``res`` reports ordered (not in ``ties``), as :func:`confident_counts` counts it: the one
+    ranked above (``a``), below (``b``), whether the truth (``truth``: the order of the full-task means,
+    ``truth_mean`` over every table item) agrees, the pair's D̂ = T̂_a − T̂_b, SE, p_order, the true gaps over
+    the table's items and the bank's (``bank_mean``), and each model's state (:func:`_model_state`)."""
+    pos = {m: i for i, m in enumerate(res.ranking)}
+    tpos = {m: i for i, m in enumerate(truth)}
+    recs = {frozenset((r["a"], r["b"])): r for r in res.pairs}
+    out = []
+    for i, a in enumerate(res.ranking):
+        for b in res.ranking[i + 1:]:
+            key = frozenset((a, b))
+            if key in ties:
+                continue
+            rec = recs.get(key, {})
+            sign = 1.0 if rec.get("a", a) == a else -1.0
+            out.append({"a": a, "b": b, "right": (pos[a] < pos[b]) == (tpos[a] < tpos[b]),
+                        "difference": sign * float(rec.get("difference", float("nan"))),
+                        "se": float(rec.get("se", float("nan"))), "p_order": float(rec.get("p_order", float("nan"))),
+                        "true_gap": truth_mean[a] - truth_mean[b], "true_gap_bank": bank_mean[a] - bank_mean[b],
+                        "models": {m: _model_state(bank, ranker.examinees[m], truth_mean[m], bank_mean[m])
+                                   for m in (a, b)}})
     return out
 
 
@@ -669,6 +720,8 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
         pred_ties = {frozenset(p) for p in res.ties}
         prec, rec, f1 = tie_metrics(pred_ties, gt["ties"])
         right, confident = confident_counts(res.ranking, truth, pred_ties)
+        pairs = [p | {"fold": f, "seed": seed}
+                 for p in _confident_pairs(ranker, res, bank, truth, pred_ties, truth_mean, bank_mean)]
         n_fixed = max(res.items.values())
         fx = fixed_length_cat(bank, hold, n_fixed, scaled_score, item_costs=bank_costs,
                               rng=np.random.default_rng(seed), selector=selector, exclude=missing)
@@ -682,7 +735,7 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
             cost_share=res.total_cost / full_run_cost if full_run_cost > 0 else float("nan"),
             confident=(right, confident),
             tie_counts=(len(pred_ties & gt["ties"]), len(pred_ties - gt["ties"]), len(gt["ties"] - pred_ties)),
-            equivalent=claims["equivalent"], tied=claims["tied"], settle=settle, **honesty))
+            equivalent=claims["equivalent"], tied=claims["tied"], settle=settle, confident_pairs=pairs, **honesty))
     matched = float(np.mean([r.adaptive_cost for r in fold_runs]))
     available = {m: np.flatnonzero(~np.isnan(raw_h[j])) for j, m in enumerate(hold)}
 
@@ -775,9 +828,12 @@ def assemble_backtest(table, plan: BacktestPlan, outcomes, *, seconds: float) ->
                 "runs_any_wrong": sum(int(r.confident[0] < r.confident[1]) for r in runs), "runs": len(runs),
                 "covered_theta": sum(sum(r.covered_theta) for r in runs),
                 "covered_metric": sum(sum(r.covered_metric) for r in runs),
+                "floored": sum(sum(r.floored) for r in runs),
+                "floored_covered": sum(int(c) for r in runs for f, c in zip(r.floored, r.covered_metric) if f),
                 "equivalent_right": sum(r.equivalent[0] for r in runs), "equivalent": sum(r.equivalent[1] for r in runs),
                 "tied_ordered": sum(r.tied[0] for r in runs), "tied": sum(r.tied[1] for r in runs)},
         settle_records=[x for r in runs for x in r.settle],
+        confident_pairs=[x for r in runs for x in r.confident_pairs],
     )
 
 
@@ -848,7 +904,8 @@ def pooled(results) -> dict:
 
     tp, fp, fn = c["ties_tp"], c["ties_fp"], c["ties_fn"]
     extra = {k: sum(r.counts.get(k, 0) for r in results) for k in
-             ("covered_theta", "covered_metric", "equivalent_right", "equivalent", "tied_ordered", "tied")}
+             ("covered_theta", "covered_metric", "equivalent_right", "equivalent", "tied_ordered", "tied",
+              "floored", "floored_covered")}
     settle = settle_summary([x for r in results for x in r.settle_records])
     return {"tables": len(results),
             "adaptive_tau": float(np.mean([r.adaptive.tau for r in results])),
@@ -862,6 +919,10 @@ def pooled(results) -> dict:
             "full_task_coverage": share("covered", "models"),
             "theta_full_task_coverage": _ratio(extra["covered_theta"], c["models"]),
             "metric_full_task_coverage": _ratio(extra["covered_metric"], c["models"]),
+            # the metric-scale interval where the residual variance was at its floor, and elsewhere
+            "models_ranked": c["models"], "floored_stops": extra["floored"], "floored_coverage": _ratio(extra["floored_covered"], extra["floored"]),
+            "unfloored_coverage": _ratio(extra["covered_metric"] - extra["floored_covered"],
+                                         c["models"] - extra["floored"]),
             "share_abs_z_over_1_96": share("z_over_1_96", "z"),
             "equivalence_accuracy": _ratio(extra["equivalent_right"], extra["equivalent"]),
             "equivalent_claims": extra["equivalent"],
