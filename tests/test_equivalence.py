@@ -51,6 +51,13 @@ def test_equivalence_needs_the_interval_inside_the_margin(sim_bank):
     st = rule.judge(np.array([0.0, 0.0, 2.0]), np.array([0.01, 0.5, 0.05]),
                     np.array([0.0, 0.0, 0.0]), np.array([0.01, 0.5, 0.05]))
     assert st.tolist() == [PairStatus.EQUIVALENT, PairStatus.OPEN, PairStatus.ORDERED]
+    # the two-sided 95% interval inside ±margin (z = 1.96), as the metric-scale judgement asks: a pair whose
+    # 90% interval (TOST's usual z = 1.645) fits and whose 95% interval does not stays open
+    d, s = rule.difference(np.array([0.0]), np.array([0.1]), np.array([0.0]), np.array([0.1]))
+    wide = EquivalenceMargin(sim_bank, float(1.8 * s[0]), 0.95)
+    assert wide.judge(np.array([0.0]), np.array([0.1]), np.array([0.0]), np.array([0.1])).tolist() == [PairStatus.OPEN]
+    assert EquivalenceMargin(sim_bank, float(2.0 * s[0]), 0.95).judge(
+        np.array([0.0]), np.array([0.1]), np.array([0.0]), np.array([0.1])).tolist() == [PairStatus.EQUIVALENT]
     with pytest.raises(ValueError, match="margin"):
         EquivalenceMargin(sim_bank, 0.0)
 

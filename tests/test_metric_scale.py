@@ -289,7 +289,8 @@ def test_equivalent_means_the_two_sided_interval_lies_inside_the_margin():
     """Equivalence is claimed when the printed γ interval of the difference, D̂ ± t_{1−(1−γ)/2}·SE, lies
     inside ±δ; TOST's usual 1 − 2(1 − γ) interval (D̂ + t_γ·SE ≤ δ) is not enough (a ranker looks after
     every item: claims at that level were wrong 2 of 35 times at |Δ| ≈ 1.1 δ on the dev tables)."""
-    from lm_eval_adaptive.engine.pair_outcomes import decide, equivalence_level
+    from lm_eval_adaptive.engine.pair_outcomes import decide
+    from lm_eval_adaptive.engine.pair_rules import equivalence_level
     inf = float("inf")
     assert equivalence_level(0.95) == pytest.approx(0.975)
     assert decide(0.002, 0.0065, inf, 0.95, 0.014) == UNRESOLVED  # 0.002 + 1.645·0.0065 = 0.0127 ≤ 0.014 (TOST's 90%)

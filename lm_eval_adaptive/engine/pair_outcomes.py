@@ -9,7 +9,7 @@ difference of the two full-task means, D̂ = T̂_a − T̂_b, with its SE and de
   Holm's step-down over every pair's two-sided p-value at level 1 − γ instead.
 * ``equivalent``: the two-sided γ interval of D lies inside ±δ (the tie margin, metric units):
   |D̂| + t_{1−(1−γ)/2}·SE ≤ δ, i.e. both one-sided tests (Schuirmann 1987) at (1 − γ)/2 each
-  (:func:`equivalence_level`). Two full runs with equal means are equivalent at any δ.
+  (:func:`~lm_eval_adaptive.engine.pair_rules.equivalence_level`). Two full runs with equal means are equivalent at any δ.
   ``ordered`` is checked first: a pair known to differ is ordered even when within δ.
 * ``unresolved``: neither, with its **cost to settle**: the items (and dollars) at which running
   the pair on would settle it, the median and the 80% range of simulated continuations (the estimate
@@ -36,11 +36,11 @@ import numpy as np
 from scipy.special import stdtr, stdtrit
 
 from lm_eval_adaptive.engine.metric_scale import MetricScale, shrink_factor, shrink_one
-from lm_eval_adaptive.engine.pair_rules import holm
+from lm_eval_adaptive.engine.pair_rules import equivalence_level, holm
 from lm_eval_adaptive.engine.selection import DEFAULT_RANDOM_SHARE
 
 __all__ = ["ORDERED", "EQUIVALENT", "UNRESOLVED", "PairOutcomes", "judge_pairs", "judge_apart", "rank_ranges", "decide",
-           "settles_after", "settle_items", "t_quantile", "equivalence_level"]
+           "settles_after", "settle_items", "t_quantile"]
 
 ORDERED, EQUIVALENT, UNRESOLVED = "ordered", "equivalent", "unresolved"
 
@@ -205,15 +205,6 @@ def judge_apart(names, points, ses, *, confidence: float = 0.95, tie_margin: flo
                         p_order=p, items_to_settle=np.where(unresolved, -1, 0),
                         cost_to_settle=np.where(unresolved, np.nan, 0.0), confidence=float(confidence),
                         tie_margin=float(tie_margin))
-
-
-def equivalence_level(confidence: float) -> float:
-    """The upper quantile each one-sided test of equivalence is run at: 1 − (1 − γ)/2, the two-sided γ
-    interval inside ±δ. At γ itself (a 1 − 2(1 − γ) interval, TOST's usual level) the claims were too
-    often wrong on the dev tables at 10% of the range: a ranker tests a pair after every item and stops
-    at the first look that passes, and the claims that pass cluster at |Δ| ≈ δ (tuning 19 of 20 right,
-    report 33 of 35: 1.11 δ and 1.06 δ, after 12-34 items; docs/metric-scale.md)."""
-    return 1 - (1 - confidence) / 2
 
 
 def settle_level(confidence: float, n_open: int, family_wise: bool) -> float:
