@@ -30,7 +30,7 @@ models no bank of the bench saw.
     python benchmarks/bench_binary_honesty.py [--half tuning|report|both] [--seeds 5]
         [--calib 300] [--holdout 200] [--lengths 20 30 100] [--jobs 2] [--json out.json]
         [--details details.json] [--pairs pairs.json] [--tables NAME ...] [--skip-ranking] [--skip-single]
-        [--full-run-share S|off] [--floor-items N|off] [--model-floor F (with --jobs 1)]
+        [--full-run-share S|off] [--floor-items N|off] [--model-floor F (with --jobs 1)] [--settle-runs N]
 
 Each table's confident pairs in the wrong order are printed below its ranking row (fold, seed, the two
 models, D̂ ± SE, p_order, the true gap, each model's items, comparable random items, whether its
@@ -38,7 +38,9 @@ residual variance was at the floor, person-fit flag); ``--pairs`` writes every c
 (engine/backtest.py ``_confident_pairs``).
 
 ``--full-run-share`` and ``--floor-items`` set the ranking's stopping policy (engine/settle_policy.py;
-default: the engine's); each table's row says why its runs stopped.
+default: the engine's); each table's row says why its runs stopped. The unresolved pairs of each fold's
+first seed are run on until settled (``--settle-runs`` continuations each): the stated cost to settle
+against the measured one, and the share of continuations inside the stated 80% range.
 """
 
 from __future__ import annotations
@@ -177,6 +179,11 @@ def show_ranking(rows, title):
         if x.get("stopped_because"):
             print(f"  {x['table']} stopped because: "
                   + ", ".join(f"{k} {v}" for k, v in sorted(x["stopped_because"].items())))
+    st = rows[-1].get("settle") or {}
+    if st.get("pairs") and "within_range" in st:
+        print(f"  cost to settle, {st['pairs']} unresolved pairs run on ({st['runs_per_pair']} continuations each): "
+              f"the stated 80% range holds {st['within_range']:.2f} of the continuations (median hi/lo "
+              f"{st['median_range_ratio']:.1f}); the stated point within 2x of one continuation {st['within_2x']:.2f}")
 
 
 def show_single(summaries, title):
@@ -228,6 +235,8 @@ def main(argv=None) -> int:
                     help="the stopping policy's share of a full run (off: none)")
     ap.add_argument("--floor-items", type=_share_or_off, default=BacktestConfig.settle_floor_items,
                     help="the stopping policy's floor in items per model (off: none)")
+    ap.add_argument("--settle-runs", type=int, default=BacktestConfig.settle_runs,
+                    help="continuations per unresolved pair when the cost to settle is measured")
     a = ap.parse_args(argv)
     if a.model_floor is not None:
         if a.jobs != 1:
@@ -235,10 +244,12 @@ def main(argv=None) -> int:
         MetricScale.model_floor = a.model_floor
     halves = {"custom": a.tables} if a.tables else {
         k: v for k, v in (("tuning", TUNING), ("report", REPORT)) if a.half in (k, "both")}
-    config = BacktestConfig(seeds=a.seeds, full_run_share=a.full_run_share, settle_floor_items=a.floor_items)
+    config = BacktestConfig(seeds=a.seeds, full_run_share=a.full_run_share, settle_floor_items=a.floor_items,
+                            settle_runs=a.settle_runs)
     out = {"settings": {"model_floor": MetricScale.model_floor, "seeds": a.seeds, "calib": a.calib,
                         "holdout": a.holdout, "lengths": a.lengths,
                         "full_run_share": config.full_run_share, "settle_floor_items": config.settle_floor_items,
+                        "settle_runs": config.settle_runs,
                         "subsample_seed": SUBSAMPLE_SEED, "prices": "uniform", "holdout_size": config.holdout_size,
                         "folds": config.folds, "target_items": config.target_items}}
     details, pairs = {}, {}
