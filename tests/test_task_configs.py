@@ -202,3 +202,22 @@ def test_truthfulqa_prompt_renders(manager):
     prompt = apply_template(cfg["doc_to_text"], {"question": "Is the sky green?"})
     assert prompt.startswith("Q: What is human life expectancy")
     assert prompt.endswith("\n\nQ: Is the sky green?\nA:")
+
+
+@needs_wmt
+def test_the_adaptive_loops_document_iterator_yields_what_the_harness_does(manager):
+    """``use_full_run_requests`` reads the chosen documents by index instead of walking all 997 of the task
+    once per evaluation (an adaptive run evaluates once per item): the same documents, in the same order,
+    numbered the same, each once; bad samples still get the harness's own check."""
+    from lm_eval_adaptive.harness.lm_eval_compat import use_full_run_requests
+
+    task = _build(manager, "wmt24_en-de")
+    harness = task.doc_iterator
+    use_full_run_requests(task)
+    for samples in ([5], [9, 1, 5], [0, 996, 3, 3], list(range(0, 997, 97))):
+        assert list(task.doc_iterator(samples=samples)) == list(harness(samples=samples))
+    assert list(task.doc_iterator(samples=[4, 2, 8], rank=1, world_size=2)) == \
+        list(harness(samples=[4, 2, 8], rank=1, world_size=2))
+    assert list(task.doc_iterator(limit=3)) == list(harness(limit=3))
+    with pytest.raises(AssertionError, match="--samples"):
+        list(task.doc_iterator(samples=[997]))

@@ -31,7 +31,8 @@ What is reached here, and why:
   and the concurrent paths alike.
 * **Task requests** (:func:`use_full_run_requests`): ``Task.build_all_requests`` of the
   instance is replaced, and the private ``Task._instances`` set, so that a subset of
-  documents gets the requests a full run builds for them (the few-shot stream).
+  documents gets the requests a full run builds for them (the few-shot stream); its
+  ``doc_iterator`` reads the chosen documents by index (the harness's walks every document).
 * **Task filters** (:func:`task_filters`): the private ``Task._filters`` applied to the
   requests of one document (``Task.apply_filters`` works on the task's whole request list).
 * **Default output limit** (:func:`default_max_gen_toks`): the private
@@ -61,6 +62,7 @@ import copy
 import math
 import threading
 from contextlib import contextmanager
+from itertools import islice
 
 __all__ = ["SUPPORTED_LM_EVAL", "TESTED_LM_EVAL", "add_harness_run_parser", "index_include_path_only",
            "build_lm", "capture_usage", "before_requests",
@@ -287,10 +289,13 @@ def use_full_run_requests(task_obj) -> None:
     other examples than the full runs the bank was calibrated on, and the final pass other
     prompts than the CAT's (its generations would miss the cache and be paid twice). Here
     ``build_all_requests`` builds every document's requests once, as a full run does, and
-    each call then takes fresh copies of the requested documents' requests.
+    each call then takes fresh copies of the requested documents' requests. The chosen documents are
+    read by index (``doc_iterator``): the harness's own iterator walks every document of the task to
+    find them, once per evaluation, which an adaptive run makes once per item.
     """
 
     build = task_obj.build_all_requests
+    iterate = task_obj.doc_iterator
     memo: dict = {}
 
     def build_all_requests(*, limit=None, samples=None, **kwargs):
@@ -308,7 +313,15 @@ def use_full_run_requests(task_obj) -> None:
             task_obj._instances = [fresh_instance(i, doc_id=k) for k, d in enumerate(sorted(samples))
                                    for i in by_doc[d]]
 
+    def doc_iterator(*, rank: int = 0, limit=None, world_size: int = 1, samples=None):
+        docs = task_obj.eval_docs
+        if not samples or not all(isinstance(e, int) and 0 <= e < len(docs) for e in samples):
+            return iterate(rank=rank, limit=limit, world_size=world_size, samples=samples)  # the harness's checks
+        # what the harness yields (the chosen documents in task order, each once, numbered by position)
+        return islice(enumerate(docs[i] for i in sorted(set(samples))), int(rank), None, int(world_size))
+
     task_obj.build_all_requests = build_all_requests
+    task_obj.doc_iterator = doc_iterator
 
 
 # ---------------------------------------------------------------------- per-item evaluations
