@@ -234,3 +234,28 @@ def test_the_early_parser_leaves_to_the_full_path_what_it_cannot_read(tmp_path):
     assert refuse_before_parsing(run_adaptive(tmp_path / "o", "--bank", "wmt24_en-de.bleu")[1:]) is None
     with pytest.raises(Exception, match="did you mean wmt24_en-de.bleu"):
         refuse_before_parsing(base)
+
+
+def test_the_console_script_makes_the_early_checks_once(tmp_path, monkeypatch):
+    """The console script checks before it imports the command line, and tells it so: the command line does
+    not check again (called on its own, it checks)."""
+    import lm_eval_adaptive.cli.main as cli_main
+    from lm_eval_adaptive.cli.entry import main as entry_main
+
+    calls = []
+
+    class Parsed(Exception):
+        pass
+
+    def no_parser(**kwargs):
+        raise Parsed
+
+    monkeypatch.setattr(cli_main, "refuse_before_parsing", lambda argv: calls.append(argv))
+    monkeypatch.setattr(cli_main, "build_parser", no_parser)  # stop where the full path would parse
+    argv = run_adaptive(tmp_path / "o", "--bank", "wmt24_en-de.bleu")
+    with pytest.raises(Parsed):
+        entry_main(argv)
+    assert calls == []
+    with pytest.raises(Parsed):
+        cli_main.main(argv)
+    assert calls == [argv[1:]]

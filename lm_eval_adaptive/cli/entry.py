@@ -3,8 +3,8 @@
 ``run --adaptive`` with a bad bank, a metric the task lacks, a model without a price or an output that
 cannot be written is refused here (:func:`~lm_eval_adaptive.cli.run_early_checks.refuse_before_parsing`)
 before the command line's modules are imported (scipy, pandas' readers, the harness's task index:
-about two seconds); anything else goes to :func:`lm_eval_adaptive.cli.main.main`, which makes every
-check again.
+about two seconds); then everything goes to :func:`lm_eval_adaptive.cli.main.main`, told that these
+checks were made (the run's plan makes them once more, on the harness's parsed configuration).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def main(argv=None) -> int:
                 return refused(e)
     from lm_eval_adaptive.cli.main import main as full  # noqa: PLC0415 - the command line's modules, once needed
 
-    return full(argv)
+    return full(argv, checked_early=bool(argv) and argv[0] == "run")
 
 
 if __name__ == "__main__":  # pragma: no cover

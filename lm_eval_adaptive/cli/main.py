@@ -363,16 +363,18 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
     return p
 
 
-def main(argv=None) -> int:
+def main(argv=None, *, checked_early: bool = False) -> int:
+    """The command line. ``checked_early``: ``run --adaptive``'s checks that need no task were made already
+    (by the console script, :mod:`lm_eval_adaptive.cli.entry`), so they are not made twice here."""
     argv = list(sys.argv[1:] if argv is None else argv)
     # the secrets of this command line (and --redact values) never show: not in a file, not on
     # stdout or stderr, not in a log message or a parse error
     with redacting(argv):
-        return _main(argv)
+        return _main(argv, checked_early)
 
 
-def _main(argv: list) -> int:
-    if argv and argv[0] == "run":  # run --adaptive's checks that need no task: before the task index is imported
+def _main(argv: list, checked_early: bool = False) -> int:
+    if argv and argv[0] == "run" and not checked_early:  # the checks that need no task: before the task index
         try:
             refuse_before_parsing(argv[1:])
         except InputError as e:
