@@ -28,7 +28,7 @@ variance shrinks with k more items (:func:`~lm_eval_adaptive.engine.metric_scale
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
 import numpy as np
 from scipy.special import stdtr
@@ -56,6 +56,17 @@ from lm_eval_adaptive.engine.selection import DEFAULT_RANDOM_SHARE
 from lm_eval_adaptive.engine.settle_policy import SettlePolicy, most_items
 
 __all__ = ["MetricScaleJudgement", "equivalence_groups", "ranking_order"]
+
+
+class _RunCost(NamedTuple):
+    """What the stopping policy weighs a pair against (:meth:`MetricScaleJudgement._run_cost`): the cost so far of
+    the models not yet exact, their full runs' cost (in dollars, or in items without prices) and their full runs'
+    mean items per model (for the policy's floor)."""
+
+    spent: float
+    full: float
+    dollars: bool
+    items: float
 
 
 class MetricScaleJudgement:
@@ -102,7 +113,7 @@ class MetricScaleJudgement:
         self._V = np.zeros((K, K))
         self._decided: dict = {}  # (i, j) -> (changes of i, of j, decision): see _decision
         self._stopped: dict = {}  # (i, j) -> (what the policy's answer depends on, the answer)
-        self._run = (0.0, 0.0, False, 0.0)  # the run's cost so far, its full run's, ... (see _run_cost)
+        self._run = _RunCost(0.0, 0.0, False, 0.0)  # see _run_cost
         # per model, in cost units (dollars with item costs, else items): mean cost of an unseen item, of a
         # full run, and the cost so far (the full run's and the cost so far count 0 for an exact model)
         self._unit = [1.0] * K
@@ -235,15 +246,15 @@ class MetricScaleJudgement:
         self._stopped[(i, j)] = (key, out)
         return out
 
-    def _run_cost(self, idx: list[int]) -> tuple[float, float, bool, float]:
-        """(what the models not yet exact have cost, their full runs' cost, in dollars, their full runs' mean
-        items): in dollars when every one has item costs and their full runs cost something, else in items."""
+    def _run_cost(self, idx: list[int]) -> _RunCost:
+        """The run's cost so far against its full run's, of the models not yet exact: in dollars when every one
+        has item costs and their full runs cost something, else in items."""
         live = [k for k in idx if self._parts[k].n_unseen]
         items = float(np.mean([self._parts[k].n_total for k in live])) if live else 0.0
         if live and all(self._dollars[k] for k in live) and sum(self._full[k] for k in live) > 0:
-            return sum(self._spent(k) for k in live), sum(self._full[k] for k in live), True, items
-        return (float(sum(self._parts[k].n_seen for k in live)), float(sum(self._parts[k].n_total for k in live)),
-                False, items)
+            return _RunCost(sum(self._spent(k) for k in live), sum(self._full[k] for k in live), True, items)
+        return _RunCost(float(sum(self._parts[k].n_seen for k in live)),
+                        float(sum(self._parts[k].n_total for k in live)), False, items)
 
     def _beyond(self, i: int, j: int, remaining: float | None, level: float) -> bool:
         pi, pj = self._parts[i], self._parts[j]
