@@ -470,12 +470,10 @@ def _settle_checks(ranker, res, score_of, config: BacktestConfig, margin: float,
 
 
 def _floored(part) -> tuple[bool, float]:
-    """(was the residual variance raised to its floor, the variance used) of a metric-scale part: the
-    design variance is s²·(N_U²/n_R + N_U)/N², so the s² used is the variance over that weight."""
+    """(was the residual variance raised to its floor, the variance used) of a metric-scale part."""
     if part.method != "design" or not part.n_random:
         return False, float("nan")
-    s2 = part.var / ((part.n_unseen ** 2 / part.n_random + part.n_unseen) / part.n_total ** 2)
-    return bool(s2 > part.s2_design * (1 + 1e-9) + 1e-15), float(s2)
+    return bool(part.s2 > part.s2_design), float(part.s2)
 
 
 def _model_state(bank, e, truth: float, bank_truth: float) -> dict:
@@ -497,6 +495,13 @@ def _confident_pairs(ranker, res, bank, truth: list, ties: set, truth_mean: dict
     pos = {m: i for i, m in enumerate(res.ranking)}
     tpos = {m: i for i, m in enumerate(truth)}
     recs = {frozenset((r["a"], r["b"])): r for r in res.pairs}
+    states: dict = {}  # each model's state, made once (a model is in several pairs)
+
+    def state(m):
+        if m not in states:
+            states[m] = _model_state(bank, ranker.examinees[m], truth_mean[m], bank_mean[m])
+        return states[m]
+
     out = []
     for i, a in enumerate(res.ranking):
         for b in res.ranking[i + 1:]:
@@ -509,8 +514,7 @@ def _confident_pairs(ranker, res, bank, truth: list, ties: set, truth_mean: dict
                         "difference": sign * float(rec.get("difference", float("nan"))),
                         "se": float(rec.get("se", float("nan"))), "p_order": float(rec.get("p_order", float("nan"))),
                         "true_gap": truth_mean[a] - truth_mean[b], "true_gap_bank": bank_mean[a] - bank_mean[b],
-                        "models": {m: _model_state(bank, ranker.examinees[m], truth_mean[m], bank_mean[m])
-                                   for m in (a, b)}})
+                        "models": {m: state(m) for m in (a, b)}})
     return out
 
 

@@ -147,6 +147,7 @@ class ModelPart(NamedTuple):
     n_total: int
     n_drawn: int
     s2_design: float
+    s2: float  # the residual variance a design interval uses: s2_design, raised to the floor where it binds
     fallback_var: float
     ws: np.ndarray
     dev: np.ndarray
@@ -254,7 +255,7 @@ def model_part(bank: ItemBank, raw, random, theta: float, *, population=None, se
             point = prediction + (1.0 - v_corr / (corr * corr)) * corr
     return ModelPart(estimate=estimate, prediction=prediction, point=point, var=var, df=df, method=method,
                      n_seen=n_seen, n_random=n_r,
-                     n_unseen=n_u, n_total=n_tot, n_drawn=int(np.count_nonzero(drawn)), s2_design=s2_design,
+                     n_unseen=n_u, n_total=n_tot, n_drawn=int(np.count_nonzero(drawn)), s2_design=s2_design, s2=s2,
                      fallback_var=fallback_var, ws=ws, dev=dev, rnd=rnd, unseen=unseen, drawn=drawn,
                      raw=y, seen=seen, predicted=pred)
 
