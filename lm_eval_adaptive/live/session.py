@@ -34,7 +34,6 @@ from lm_eval_adaptive.engine.bank import joint_item_ids
 from lm_eval_adaptive.engine.multi_metric_ranker import MultiMetricRanker
 from lm_eval_adaptive.engine.pair_rules import pair_rule_for
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker, default_judgement
-from lm_eval_adaptive.engine.selection import DEFAULT_RANDOM_SHARE
 from lm_eval_adaptive.engine.settle_policy import SettlePolicy
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import bind_banks, check_banks
@@ -320,8 +319,7 @@ def rank_ranker(setup: Setup, a: LiveSettings) -> AdaptiveRanker:
     bank = setup.bank
     judgement = None  # the default policy
     if a.settle_share is not None:
-        judgement = functools.partial(default_judgement, policy=SettlePolicy(full_run_share=a.settle_share),
-                                      random_share=DEFAULT_RANDOM_SHARE)
+        judgement = functools.partial(default_judgement, policy=SettlePolicy(full_run_share=a.settle_share))
     if setup.joint:
         return MultiMetricRanker(setup.banks, [s.name for s in setup.specs], item_costs=setup.bank_costs,
                                  confidence=a.confidence, n_init=a.min_items, n_max=a.max_items, budget=a.budget_usd,
