@@ -3,7 +3,7 @@
 1. One adaptive test of 100 items on banks of 1k, 10k and 100k items: a continuous bank (the
    window selector: nearest b) against a 3PL bank (per-item a and c: every pick ranks the
    whole bank by information, one vectorised pass). Median ms per test and µs per item given.
-2. The 2PL/3PL calibration (engine/binary_calibration.py) on a simulated 0/1 table, and on
+2. The 2PL/3PL calibration (engine/irt/binary_calibration.py) on a simulated 0/1 table, and on
    the AlpacaEval win/lose table when the real data are there.
 3. The Open LLM Leaderboard tables (``ollb/<name>``, when the data are there): calibration of each
    whole table (2PL or 3PL chosen by held-out likelihood: three EM fits), seconds per million
@@ -32,14 +32,14 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lm_eval_adaptive.data.responses import ResponseTable  # noqa: E402
-from lm_eval_adaptive.engine.bank import ItemBank  # noqa: E402
-from lm_eval_adaptive.engine.calibration import calibrate  # noqa: E402
-from lm_eval_adaptive.engine.cat import AdaptiveTest  # noqa: E402
-from lm_eval_adaptive.engine.response_model import (  # noqa: E402
+from lm_eval_adaptive.engine.irt.bank import ItemBank  # noqa: E402
+from lm_eval_adaptive.engine.irt.calibration import calibrate  # noqa: E402
+from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest  # noqa: E402
+from lm_eval_adaptive.engine.irt.response_model import (  # noqa: E402
     BinaryIRTModel,
     ContinuousResponseModel,
 )
-from lm_eval_adaptive.engine.simulation import bank_scores, draw_scores, drive  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.simulation import bank_scores, draw_scores, drive  # noqa: E402
 from lm_eval_adaptive.errors import InputError  # noqa: E402
 
 
@@ -127,7 +127,7 @@ def median_time(job, repeats: int) -> float:
 def ollb(repeats: int) -> None:
     from lm_eval_adaptive.data.named_tables import load_named
     from lm_eval_adaptive.data.ollb import OLLB_NAMES
-    from lm_eval_adaptive.engine.self_check import calibrate_checked
+    from lm_eval_adaptive.engine.evaluation.self_check import calibrate_checked
 
     print("3. Open LLM Leaderboard tables: calibration of the whole table (median s; s per million scores)")
     try:

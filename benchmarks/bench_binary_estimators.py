@@ -4,23 +4,23 @@ Per ollb dev table (tuning half: mmlu_pro_math_7b, tiny_gsm8k, tiny_hellaswag; r
 bbh_shuffled_objects_5, tiny_truthfulqa), with bench_binary_honesty.py's seeded order of the models:
 
 * the bank is calibrated on the first ``--calib`` models (default 300) and corrected by its own
-  self-check (engine/backtest.py ``fold_bank``), once with its factor model (the estimate of record
+  self-check (engine/evaluation/backtest.py ``fold_bank``), once with its factor model (the estimate of record
   of a 0/1 bank, ``factor``) and once without (``p-irt``'s interval and model error, as the engine
   gave them before the factor model); the 2PL/3PL parameters are the same, so are the items;
 * the next ``--holdout`` models after the ranking subsample's 320 (models no bank saw) answer the
   items of each **design** (their recorded 0/1 answers):
   ``adaptive`` (the engine's default test: maximum information, every second item at random),
   ``adaptive-cs`` (with ``--common-slope``: the same with information at one common slope,
-  engine/binary_selection.py), ``random`` (every item at random), ``anchor`` (tinyBenchmarks'
+  engine/cat/binary_selection.py), ``random`` (every item at random), ``anchor`` (tinyBenchmarks'
   anchor points of the calibration answers: K-means on the items' answer vectors, weighted),
   ``anchor-irt`` (the same clustered on the items' IRT parameters, slope and intercept),
   ``info`` (metabench-style: the items most informative over the calibration abilities) and
   ``stop`` (the default test to ``run --adaptive``'s default stop: SE ≤ 0.2 after ≥ 30 items);
   ``--ci-width W`` adds ``ci-stop``, the default test to a full-task half-width of W
-  (:class:`~lm_eval_adaptive.engine.stopping.CIWidth`, checked after every item: optional stopping);
+  (:class:`~lm_eval_adaptive.engine.cat.stopping.CIWidth`, checked after every item: optional stopping);
 * after 20, 30 and 100 items (capped at the bank's size: on a 100-item tiny table 100 is a full
   run) each design's items are scored by every **estimator** that applies
-  (engine/accuracy_estimators.py): ``irt`` (mean prediction at θ̂), ``p-irt``, ``gp-irt``
+  (engine/evaluation/accuracy_estimators.py): ``irt`` (mean prediction at θ̂), ``p-irt``, ``gp-irt``
   (λ chosen per design and length on validation models: a bank on the first 240 models, the next 60
   as validation, λ on a grid of 0.05 minimising their squared error, as tinyBenchmarks' optimal
   lambdas), ``design`` (MetricScale's difference estimator with the random share),
@@ -55,8 +55,8 @@ from bench_binary_honesty import REPORT, SUBSAMPLE_SEED, TUNING, model_order  # 
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from lm_eval_adaptive.data.named_tables import load_named  # noqa: E402
-from lm_eval_adaptive.engine import factor_model  # noqa: E402
-from lm_eval_adaptive.engine.accuracy_estimators import (  # noqa: E402
+from lm_eval_adaptive.engine.irt import factor_model  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.accuracy_estimators import (  # noqa: E402
     anchor_estimate,
     anchor_points,
     design_estimate,
@@ -66,13 +66,13 @@ from lm_eval_adaptive.engine.accuracy_estimators import (  # noqa: E402
     p_irt,
     sample_mean,
 )
-from lm_eval_adaptive.engine.backtest import BacktestConfig, fold_bank  # noqa: E402
-from lm_eval_adaptive.engine.binary_calibration import calibrate_binary  # noqa: E402
-from lm_eval_adaptive.engine.binary_selection import ShrunkSlopeSelector  # noqa: E402
-from lm_eval_adaptive.engine.cat import AdaptiveTest, Examinee  # noqa: E402
-from lm_eval_adaptive.engine.metric_scale import random_share_mask  # noqa: E402
-from lm_eval_adaptive.engine.selection import RandomShareSelector, shared_default_selector  # noqa: E402
-from lm_eval_adaptive.engine.stopping import CIWidth  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig, fold_bank  # noqa: E402
+from lm_eval_adaptive.engine.irt.binary_calibration import calibrate_binary  # noqa: E402
+from lm_eval_adaptive.engine.cat.binary_selection import ShrunkSlopeSelector  # noqa: E402
+from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest, Examinee  # noqa: E402
+from lm_eval_adaptive.engine.ranking.pairs.metric_scale import random_share_mask  # noqa: E402
+from lm_eval_adaptive.engine.cat.selection import RandomShareSelector, shared_default_selector  # noqa: E402
+from lm_eval_adaptive.engine.cat.stopping import CIWidth  # noqa: E402
 
 ESTIMATORS = ("irt", "p-irt", "gp-irt", "design", "factor", "sample-mean", "anchor")
 LAMBDAS = np.round(np.arange(0.0, 1.0001, 0.05), 2)

@@ -4,7 +4,7 @@ Tuning half: ollb/mmlu_pro_math_7b, ollb/tiny_gsm8k, ollb/tiny_hellaswag (defaul
 here); report half: ollb/bbh_shuffled_objects_5, ollb/tiny_truthfulqa (only reported). Per table
 and pooled per half:
 
-1. **Ranking backtest** (engine/backtest.py, the protocol of bench_honesty.py: 5 folds of 4
+1. **Ranking backtest** (engine/evaluation/backtest.py, the protocol of bench_honesty.py: 5 folds of 4
    hold-out models, uniform prices, 20 items per model, each fold's bank corrected by its own
    self-check): mean Kendall τ (adaptive, random at the same spend), items per 4-model set,
    confident-pair accuracy, the share of runs with any wrong confident pair, full-task 95%
@@ -13,7 +13,7 @@ and pooled per half:
    size: a row says the length asked for, ``given`` in the details the items given) with the
    engine's default test (``adaptive``: maximum information with the random half) and with every
    item drawn at random (``random``), each scored by the full-task estimator of the engine
-   (engine/full_task.py); and the plain mean of as many items drawn at random from the whole
+   (engine/cat/full_task.py); and the plain mean of as many items drawn at random from the whole
    table, with the normal interval of a sample mean and the finite-population correction
    (``random-mean``). Figures: mean absolute error of the estimated full-benchmark accuracy, its
    bias, the coverage of the 95% interval and its mean width, against the model's accuracy on
@@ -35,9 +35,9 @@ models no bank of the bench saw.
 Each table's confident pairs in the wrong order are printed below its ranking row (fold, seed, the two
 models, D̂ ± SE, p_order, the true gap, each model's items, comparable random items, whether its
 residual variance was at the floor, person-fit flag); ``--pairs`` writes every confident pair so
-(engine/backtest.py ``_confident_pairs``).
+(engine/evaluation/backtest.py ``_confident_pairs``).
 
-``--full-run-share`` and ``--floor-items`` set the ranking's stopping policy (engine/settle_policy.py;
+``--full-run-share`` and ``--floor-items`` set the ranking's stopping policy (engine/ranking/pairs/settle_policy.py;
 default: the engine's); each table's row says why its runs stopped. The unresolved pairs of each fold's
 first seed are run on until settled (``--settle-runs`` continuations each): the stated cost to settle
 against the measured one, and the share of continuations inside the stated 80% range.
@@ -62,12 +62,12 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 from lm_eval_adaptive.data.named_tables import load_named  # noqa: E402
 from lm_eval_adaptive.data.ollb import OLLB_REPORT, OLLB_TUNING  # noqa: E402
-from lm_eval_adaptive.engine.backtest import BacktestConfig, fold_bank, pooled  # noqa: E402
-from lm_eval_adaptive.engine.cat import AdaptiveTest  # noqa: E402
-from lm_eval_adaptive.engine.estimation import DEFAULT_PRIOR_SD, Z95, GridPosterior  # noqa: E402
-from lm_eval_adaptive.engine.full_task import full_task_estimate  # noqa: E402
-from lm_eval_adaptive.engine.metric_scale import MetricScale  # noqa: E402
-from lm_eval_adaptive.engine.selection import RandomShareSelector  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig, fold_bank, pooled  # noqa: E402
+from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest  # noqa: E402
+from lm_eval_adaptive.engine.cat.estimation import DEFAULT_PRIOR_SD, Z95, GridPosterior  # noqa: E402
+from lm_eval_adaptive.engine.cat.full_task import full_task_estimate  # noqa: E402
+from lm_eval_adaptive.engine.ranking.pairs.metric_scale import MetricScale  # noqa: E402
+from lm_eval_adaptive.engine.cat.selection import RandomShareSelector  # noqa: E402
 from lm_eval_adaptive.sweep import run_backtests  # noqa: E402
 
 TUNING = [f"ollb/{n}" for n in OLLB_TUNING]

@@ -33,10 +33,10 @@ from bench_binary_honesty import model_order  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from lm_eval_adaptive.data.named_tables import load_named  # noqa: E402
-from lm_eval_adaptive.engine.binary_calibration import LOG_A_PRIOR_SD, calibrate_binary  # noqa: E402
-from lm_eval_adaptive.engine.cat import AdaptiveTest  # noqa: E402
-from lm_eval_adaptive.engine.estimation import DEFAULT_PRIOR_SD, Z95, GridPosterior  # noqa: E402
-from lm_eval_adaptive.engine.selection import RandomShareSelector  # noqa: E402
+from lm_eval_adaptive.engine.irt.binary_calibration import LOG_A_PRIOR_SD, calibrate_binary  # noqa: E402
+from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest  # noqa: E402
+from lm_eval_adaptive.engine.cat.estimation import DEFAULT_PRIOR_SD, Z95, GridPosterior  # noqa: E402
+from lm_eval_adaptive.engine.cat.selection import RandomShareSelector  # noqa: E402
 
 LENGTHS = (20, 30, 100)
 

@@ -7,13 +7,13 @@ selector: every second item from one seeded random permutation, the others maxim
 ``AdaptiveTest`` with the fold's bank) until it has answered every bank item it has a score for.
 Along that path:
 
-* **coverage and width** of the 95% full-task interval (engine/metric_scale.py) at 20 items and at
+* **coverage and width** of the 95% full-task interval (engine/ranking/pairs/metric_scale.py) at 20 items and at
   10%, 50%, 90% and 100% of the model's items, against its true mean over those items (widths in
   units of the SD of all the table's models' full-task means, so that tables compare); the same for
   the difference of every pair of hold-out models (at the same share of items), and the median ratio
   of the paired SE to the unpaired one (√(SE_a² + SE_b²));
 * **cost to settle**: at 20 items per model, each pair that is neither ordered nor equivalent gets
-  its stated items to settle (engine/pair_outcomes.py); then both models keep taking items, one
+  its stated items to settle (engine/ranking/pairs/outcomes.py); then both models keep taking items, one
   each per step, until the pair is settled (or both have answered everything), and the items that
   took are the measured cost. Reported: the share of pairs whose stated cost is within a factor 2
   of the measured one (target: 80%), the median ratio, and whether the claim made at the settle
@@ -43,11 +43,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
-from lm_eval_adaptive.engine.backtest import BacktestConfig, fold_bank, plan_backtest  # noqa: E402
-from lm_eval_adaptive.engine.cat import AdaptiveTest  # noqa: E402
-from lm_eval_adaptive.engine.metric_scale import MetricScale  # noqa: E402
-from lm_eval_adaptive.engine.pair_outcomes import EQUIVALENT, ORDERED, UNRESOLVED, judge_pairs  # noqa: E402
-from lm_eval_adaptive.engine.selection import RandomShareSelector, default_selector  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig, fold_bank, plan_backtest  # noqa: E402
+from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest  # noqa: E402
+from lm_eval_adaptive.engine.ranking.pairs.metric_scale import MetricScale  # noqa: E402
+from lm_eval_adaptive.engine.ranking.pairs.outcomes import EQUIVALENT, ORDERED, UNRESOLVED, judge_pairs  # noqa: E402
+from lm_eval_adaptive.engine.cat.selection import RandomShareSelector, default_selector  # noqa: E402
 
 POINTS = ("20 items", "10%", "50%", "90%", "100%")
 LEVEL = 0.95
@@ -266,7 +266,7 @@ def show(title: str, rows: dict) -> None:
 def timing() -> None:
     """Per-call cost of MetricScale + judge_pairs (the ranker would call them after each score)."""
     from lm_eval_adaptive.data.tables import load_any_table
-    from lm_eval_adaptive.engine.calibration import calibrate
+    from lm_eval_adaptive.engine.irt.calibration import calibrate
     bank = calibrate(load_any_table("wmt24/en-de/bleu"))
     rng = np.random.default_rng(0)
     N = bank.n_items

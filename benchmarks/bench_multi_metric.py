@@ -2,7 +2,7 @@
 
 For each WMT25 pair (default: the REPORT half of bench_honesty.py, cs-de, en-ar, en-et,
 en-it; the defaults were not tuned on it) and its five metrics, the multi-metric backtest
-(engine/multi_backtest.py): 5 folds of 4 hold-out models, a bank per metric, for each
+(engine/evaluation/multi_backtest.py): 5 folds of 4 hold-out models, a bank per metric, for each
 total spend S (in units of the single-metric backtest's budget B = 20 items per model):
 
 * joint: one MultiMetricRanker, budget S·B, every generation scored by all five metrics;
@@ -31,9 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lm_eval_adaptive.data.named_tables import load_named  # noqa: E402
 from lm_eval_adaptive.data.wmt24 import WMT24_METRICS, WMT24_PAIRS  # noqa: E402
 from lm_eval_adaptive.data.wmt25 import WMT25_METRICS  # noqa: E402
-from lm_eval_adaptive.engine.backtest import BacktestConfig  # noqa: E402
-from lm_eval_adaptive.engine.multi_backtest import MODES, backtest_multi  # noqa: E402
-from lm_eval_adaptive.engine.multi_metric_ranker import ITEM_WEIGHTINGS  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.multi_backtest import MODES, backtest_multi  # noqa: E402
+from lm_eval_adaptive.engine.ranking.multi_metric_ranker import ITEM_WEIGHTINGS  # noqa: E402
 
 REPORT_PAIRS = ("cs-de", "en-ar", "en-et", "en-it")
 

@@ -55,7 +55,7 @@ from lm_eval_adaptive.data.files import read_lines  # noqa: E402
 from lm_eval_adaptive.data.named_tables import load_named  # noqa: E402
 from lm_eval_adaptive.data.price_map import price_for  # noqa: E402
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE, Price  # noqa: E402
-from lm_eval_adaptive.engine.bank import ItemBank  # noqa: E402
+from lm_eval_adaptive.engine.irt.bank import ItemBank  # noqa: E402
 from lm_eval_adaptive.errors import InputError  # noqa: E402
 from lm_eval_adaptive.live.journal import Journal  # noqa: E402
 from lm_eval_adaptive.replay.server import ReplayServer, estimate_tokens, max_answers_per_item  # noqa: E402

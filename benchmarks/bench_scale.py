@@ -43,9 +43,9 @@ sys.path.insert(0, str(REPO))
 import numpy as np  # noqa: E402
 
 from lm_eval_adaptive.data.responses import ResponseTable  # noqa: E402
-from lm_eval_adaptive.engine.calibration import calibrate  # noqa: E402
-from lm_eval_adaptive.engine.response_model import ContinuousResponseModel  # noqa: E402
-from lm_eval_adaptive.engine.simulation import draw_scores  # noqa: E402
+from lm_eval_adaptive.engine.irt.calibration import calibrate  # noqa: E402
+from lm_eval_adaptive.engine.irt.response_model import ContinuousResponseModel  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.simulation import draw_scores  # noqa: E402
 
 BLOCK_CELLS = 1 << 22
 

@@ -48,12 +48,12 @@ import numpy as np  # noqa: E402
 import scipy  # noqa: E402
 
 import lm_eval_adaptive  # noqa: E402
-from lm_eval_adaptive.engine.backtest import BacktestConfig, backtest  # noqa: E402
-from lm_eval_adaptive.engine.bank import ItemBank  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig, backtest  # noqa: E402
+from lm_eval_adaptive.engine.irt.bank import ItemBank  # noqa: E402
 from lm_eval_adaptive.data.named_tables import load_named  # noqa: E402
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker  # noqa: E402
-from lm_eval_adaptive.engine.response_model import ContinuousResponseModel  # noqa: E402
-from lm_eval_adaptive.engine.simulation import bank_scores, drive  # noqa: E402
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker  # noqa: E402
+from lm_eval_adaptive.engine.irt.response_model import ContinuousResponseModel  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.simulation import bank_scores, drive  # noqa: E402
 
 K = 0.25
 B_SD = 1.5
@@ -96,7 +96,7 @@ def make_bank(n_items: int, seed: int = 0) -> ItemBank:
 
 
 def simulate_scores(bank: ItemBank, thetas: np.ndarray, seed: int = 1) -> np.ndarray:
-    """(models, items) scaled scores y ~ N(mu, k mu (1 - mu)) clipped to [0, 1] (engine/simulation.py)."""
+    """(models, items) scaled scores y ~ N(mu, k mu (1 - mu)) clipped to [0, 1] (engine/evaluation/simulation.py)."""
     return bank_scores(bank, thetas[:, None], np.random.default_rng([seed, bank.n_items, thetas.size]))
 
 

@@ -24,8 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_speed as bs  # noqa: E402
-from lm_eval_adaptive.engine import estimation, selection  # noqa: E402
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker  # noqa: E402
+from lm_eval_adaptive.engine.cat import estimation, selection  # noqa: E402
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker  # noqa: E402
 
 CLOCK = time.process_time_ns
 

@@ -27,8 +27,8 @@ from lm_eval_adaptive import __version__
 from lm_eval_adaptive.data import shipped_banks
 from lm_eval_adaptive.data.named_tables import load_named
 from lm_eval_adaptive.data.tables import table_item_field
-from lm_eval_adaptive.engine.bank import ItemBank
-from lm_eval_adaptive.engine.self_check import calibrate_checked
+from lm_eval_adaptive.engine.irt.bank import ItemBank
+from lm_eval_adaptive.engine.evaluation.self_check import calibrate_checked
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import record_item_field
 

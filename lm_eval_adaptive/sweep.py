@@ -1,14 +1,14 @@
 """Backtest sweeps: many tables' backtests at once, in local processes or on a Ray cluster.
 
 A backtest splits into independent units, one per table × fold
-(:func:`~lm_eval_adaptive.engine.backtest.backtest_fold`): each calibrates its fold's bank
+(:func:`~lm_eval_adaptive.engine.evaluation.backtest.backtest_fold`): each calibrates its fold's bank
 (and runs the bank's self-check, most of a fold's time), then ranks the hold-out set once per
 seed. The seeds of a fold stay together because they share that bank and because the random
 baseline spends the mean of the fold's adaptive runs. Every unit is a pure function of the
 table, the plan and the fold, with its random streams seeded from (partition seed, fold,
 seed), so a sweep gives bit-identical figures however its units are run:
 
-- ``jobs=1``: one after another in this process (:func:`~lm_eval_adaptive.engine.backtest.backtest`);
+- ``jobs=1``: one after another in this process (:func:`~lm_eval_adaptive.engine.evaluation.backtest.backtest`);
 - ``jobs=N``: in a pool of N local processes (``concurrent.futures``, the ``forkserver``
   start method where there is one, so no thread of this process is forked);
 - ``ray_address=...``: as Ray tasks (``ray.init(address=...)``; ``auto`` joins the running
@@ -20,8 +20,8 @@ Only a result's ``seconds`` differs: the wall time of its table when run seriall
 sum of its folds' times.
 
 The joint-vs-separate backtest of several metric tables of one task
-(:mod:`~lm_eval_adaptive.engine.multi_backtest`) splits the same way, one unit per fold
-(:func:`~lm_eval_adaptive.engine.multi_backtest.multi_backtest_fold`), and
+(:mod:`~lm_eval_adaptive.engine.evaluation.multi_backtest`) splits the same way, one unit per fold
+(:func:`~lm_eval_adaptive.engine.evaluation.multi_backtest.multi_backtest_fold`), and
 :func:`run_multi_backtest` runs its folds on the same process pool or Ray path.
 """
 
@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from threadpoolctl import threadpool_limits
 
 from lm_eval_adaptive.data.prices import Price
-from lm_eval_adaptive.engine.backtest import (
+from lm_eval_adaptive.engine.evaluation.backtest import (
     BacktestConfig,
     BacktestResult,
     assemble_backtest,
@@ -45,7 +45,7 @@ from lm_eval_adaptive.engine.backtest import (
     backtest_fold,
     plan_backtest,
 )
-from lm_eval_adaptive.engine.multi_backtest import (
+from lm_eval_adaptive.engine.evaluation.multi_backtest import (
     assemble_multi_backtest,
     backtest_multi,
     multi_backtest_fold,
@@ -97,7 +97,7 @@ def run_multi_backtest(tables: Mapping[str, object], *, config: BacktestConfig =
                        spends: Sequence[float] = (1.0,), prices: Mapping[str, Price] | None = None,
                        item_weighting: str = "normalised", jobs: int | None = None, ray_address: str | None = None,
                        progress: Progress | None = None) -> dict:
-    """:func:`~lm_eval_adaptive.engine.multi_backtest.backtest_multi` of ``tables`` (metric name →
+    """:func:`~lm_eval_adaptive.engine.evaluation.multi_backtest.backtest_multi` of ``tables`` (metric name →
     response table of one task), its folds run as ``jobs`` local processes (default:
     :func:`default_jobs`; 1 runs them here, one after another) or, with ``ray_address``, as Ray
     tasks: the same figures, only ``seconds`` differs. ``progress(done, total)`` is called for each

@@ -1,5 +1,5 @@
 """Shared fixtures: a simulated item bank, and scores under the continuous model drawn by the engine's
-simulation module (lm_eval_adaptive/engine/simulation.py: no test draws scores of its own)."""
+simulation module (lm_eval_adaptive/engine/evaluation/simulation.py: no test draws scores of its own)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from lm_eval_adaptive.engine.bank import ItemBank  # noqa: E402
-from lm_eval_adaptive.engine.response_model import ContinuousResponseModel  # noqa: E402
-from lm_eval_adaptive.engine.simulation import draw_scores  # noqa: E402
+from lm_eval_adaptive.engine.irt.bank import ItemBank  # noqa: E402
+from lm_eval_adaptive.engine.irt.response_model import ContinuousResponseModel  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.simulation import draw_scores  # noqa: E402
 
 SIM_K = 0.1
 SIM_N_ITEMS = 500
@@ -41,7 +41,7 @@ def make_sim_bank(n_items: int = SIM_N_ITEMS, k: float = SIM_K, seed: int = 0,
 
 def simulate_scores(theta, b, k: float = SIM_K, rng: np.random.Generator | None = None) -> np.ndarray:
     """Continuous scores under the model at k: y = clip(Normal(μ, k·μ(1-μ)), 0, 1), μ = logistic(θ - b)
-    (:func:`~lm_eval_adaptive.engine.simulation.draw_scores`; θ and b broadcast)."""
+    (:func:`~lm_eval_adaptive.engine.evaluation.simulation.draw_scores`; θ and b broadcast)."""
     rng = rng if rng is not None else np.random.default_rng()
     return draw_scores(ContinuousResponseModel(k=k), theta, b, rng)
 

@@ -18,13 +18,13 @@ import sys
 
 import numpy as np
 
-from lm_eval_adaptive.engine.bank import ItemBank
-from lm_eval_adaptive.engine.cat import AdaptiveTest
-from lm_eval_adaptive.engine.estimation import GridEAP
-from lm_eval_adaptive.engine.pair_status import ThetaJudgement
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker
-from lm_eval_adaptive.engine.response_model import BernoulliResponseModel, ContinuousResponseModel
-from lm_eval_adaptive.engine.simulation import bank_scores, drive
+from lm_eval_adaptive.engine.irt.bank import ItemBank
+from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest
+from lm_eval_adaptive.engine.cat.estimation import GridEAP
+from lm_eval_adaptive.engine.ranking.pairs.judgement import ThetaJudgement
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.irt.response_model import BernoulliResponseModel, ContinuousResponseModel
+from lm_eval_adaptive.engine.evaluation.simulation import bank_scores, drive
 
 MODEL_ERROR = {"ability_sd": 0.08, "full_task_sd": 0.004, "ability_sd_misfit": 0.2, "full_task_sd_misfit": 0.01,
                "runs": 100, "misfit_runs": 30}

@@ -1,4 +1,4 @@
-"""The backtest's record of every confident pair (engine/backtest.py ``_confident_pairs``): what each pair
+"""The backtest's record of every confident pair (engine/evaluation/backtest.py ``_confident_pairs``): what each pair
 the ranker reported ordered rested on, so that a wrong one can be read (docs/binary.md)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import pytest
 from scipy.special import stdtrit
 
 from lm_eval_adaptive.data.responses import ResponseTable
-from lm_eval_adaptive.engine.backtest import BacktestConfig, backtest, pooled
-from lm_eval_adaptive.engine.response_model import BinaryIRTModel
-from lm_eval_adaptive.engine.simulation import draw_scores
+from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig, backtest, pooled
+from lm_eval_adaptive.engine.irt.response_model import BinaryIRTModel
+from lm_eval_adaptive.engine.evaluation.simulation import draw_scores
 
 
 def _binary_table(n_models: int, n_items: int, seed: int) -> ResponseTable:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from lm_eval_adaptive.cli.main import main
-from lm_eval_adaptive.engine.backtest import BacktestConfig, backtest
+from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig, backtest
 from lm_eval_adaptive.errors import InputError
 
 
@@ -40,7 +40,7 @@ def test_backtest_on_real_wmt_table(wmt_bleu):
 
 
 def test_hold_out_models_never_calibrate_their_own_bank(wmt_bleu, monkeypatch):
-    import lm_eval_adaptive.engine.backtest as bt
+    import lm_eval_adaptive.engine.evaluation.backtest as bt
 
     seen = []
     real = bt.calibrate
@@ -107,7 +107,7 @@ def test_backtest_reports_the_metric_scale_figures_of_issue_21(wmt_bleu):
     """The ground truth at δ (truly tied pairs), equivalence claims against the tie margin, and each
     unresolved pair's stated cost to settle against the items it took run on (one continuation and the
     median of several); the θ-scale judgement's run reports the same figures, without costs."""
-    from lm_eval_adaptive.engine.backtest import pooled
+    from lm_eval_adaptive.engine.evaluation.backtest import pooled
 
     cfg = BacktestConfig(seeds=1, folds=3, settle_runs=3, tie_margin_share=0.5, truth_margin_share=0.1)
     r = backtest(wmt_bleu, config=cfg)
@@ -139,7 +139,7 @@ def test_the_self_check_predicts_the_coverage_measured_on_left_out_models():
     """Each fold's bank is corrected by its own self-check, which aims its intervals at 95% on the
     calibration models; the coverage then measured on the truly left-out models is within 5 points."""
     from lm_eval_adaptive.data.named_tables import load_named
-    from lm_eval_adaptive.engine.backtest import pooled
+    from lm_eval_adaptive.engine.evaluation.backtest import pooled
 
     try:
         tables = [load_named(n) for n in ("wmt24/en-de/bleu", "wmt25/en-ja/gemba-gpt4.1", "wmt25/en-zh/cometkiwi")]

@@ -15,8 +15,8 @@ import pytest
 
 from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.data.files import MAX_FILE_MB_ENV, read_bytes
-from lm_eval_adaptive.engine.bank import ItemBank
-from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
+from lm_eval_adaptive.engine.irt.bank import ItemBank
+from lm_eval_adaptive.engine.irt.response_model import ContinuousResponseModel
 from lm_eval_adaptive.errors import InputError
 
 REPO = Path(__file__).resolve().parents[1]

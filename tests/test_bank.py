@@ -10,8 +10,8 @@ import pytest
 from conftest import make_sim_bank
 
 import lm_eval_adaptive.atomic as atomic_mod
-from lm_eval_adaptive.engine.bank import BANK_FORMAT, BANK_VERSION, ItemBank
-from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
+from lm_eval_adaptive.engine.irt.bank import BANK_FORMAT, BANK_VERSION, ItemBank
+from lm_eval_adaptive.engine.irt.response_model import ContinuousResponseModel
 from lm_eval_adaptive.errors import BankError, InputError
 
 

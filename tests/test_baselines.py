@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import make_sim_bank
 
-from lm_eval_adaptive.engine.baselines import fixed_length_cat, random_sampling
+from lm_eval_adaptive.engine.evaluation.baselines import fixed_length_cat, random_sampling
 
 
 def _setup(rng, n_models=4, n_items=60):

@@ -25,8 +25,8 @@ from test_live import THETAS, Caller, make_live
 
 from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.data.price_map import litellm_price
-from lm_eval_adaptive.engine.bank import ItemBank
-from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
+from lm_eval_adaptive.engine.irt.bank import ItemBank
+from lm_eval_adaptive.engine.irt.response_model import ContinuousResponseModel
 from lm_eval_adaptive.harness.metrics import clear_judge_cache
 from lm_eval_adaptive.harness.scorer import ItemScore
 from lm_eval_adaptive.live.driver import RetryPolicy, may_have_been_billed

@@ -1,4 +1,4 @@
-"""2PL/3PL calibration (engine/binary_calibration.py): parameter recovery by simulation, the default
+"""2PL/3PL calibration (engine/irt/binary_calibration.py): parameter recovery by simulation, the default
 response model per table type, the CLI flags, and the AlpacaEval win/lose table."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.data.data_root import DATA_ENV, data_root
 from lm_eval_adaptive.data.named_tables import load_named
 from lm_eval_adaptive.data.responses import ResponseTable
-from lm_eval_adaptive.engine.bank import ItemBank
-from lm_eval_adaptive.engine.calibration import BINARY_BY_CHOICE, calibrate, resolve_response_model
-from lm_eval_adaptive.engine.response_model import BinaryIRTModel
-from lm_eval_adaptive.engine.simulation import draw_scores
+from lm_eval_adaptive.engine.irt.bank import ItemBank
+from lm_eval_adaptive.engine.irt.calibration import BINARY_BY_CHOICE, calibrate, resolve_response_model
+from lm_eval_adaptive.engine.irt.response_model import BinaryIRTModel
+from lm_eval_adaptive.engine.evaluation.simulation import draw_scores
 from lm_eval_adaptive.errors import InputError
 
 
@@ -76,7 +76,7 @@ def test_guessing_and_slopes_are_estimated_and_the_model_is_chosen_by_held_out_l
 def test_slopes_are_shrunk_toward_the_banks_typical_slope():
     table, _, _, a = _simulated(n_models=40, n_items=80, seed=7, c=0.0)
     loose = calibrate(table, response_model="2pl")
-    from lm_eval_adaptive.engine.binary_calibration import calibrate_binary
+    from lm_eval_adaptive.engine.irt.binary_calibration import calibrate_binary
 
     tight = calibrate_binary(table, response_model="2pl", log_a_prior_sd=0.1)
     # a tighter prior on log a leaves less spread of the slopes around their centre
@@ -133,7 +133,7 @@ def test_an_item_without_scores_is_dropped():
 
 
 def test_missing_pairs_and_repeated_rows_fit_as_a_dense_table_does():
-    from lm_eval_adaptive.engine.binary_calibration import BinaryCounts, fit_mml
+    from lm_eval_adaptive.engine.irt.binary_calibration import BinaryCounts, fit_mml
 
     table, *_ = _simulated(n_models=200, n_items=30, seed=10)
     mi, ii, y = np.asarray(table.model_idx), np.asarray(table.item_idx), np.asarray(table.score)

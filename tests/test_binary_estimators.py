@@ -1,6 +1,6 @@
-"""The full-task accuracy estimators of 0/1 banks: the factor model (engine/factor_model.py), the estimate of
-record (engine/full_task.py), the published estimators compared with it (engine/accuracy_estimators.py), the
-model error scaled by the unseen share (engine/model_error.py) and the CIWidth stop (engine/stopping.py).
+"""The full-task accuracy estimators of 0/1 banks: the factor model (engine/irt/factor_model.py), the estimate of
+record (engine/cat/full_task.py), the published estimators compared with it (engine/evaluation/accuracy_estimators.py), the
+model error scaled by the unseen share (engine/evaluation/model_error.py) and the CIWidth stop (engine/cat/stopping.py).
 
 Math against closed forms and simulations with known parameters; behaviour on the real dev data is in
 benchmarks/bench_binary_estimators.py (docs/binary.md)."""
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from lm_eval_adaptive.data.responses import ResponseTable
-from lm_eval_adaptive.engine.accuracy_estimators import (
+from lm_eval_adaptive.engine.evaluation.accuracy_estimators import (
     anchor_estimate,
     anchor_points,
     design_estimate,
@@ -23,21 +23,21 @@ from lm_eval_adaptive.engine.accuracy_estimators import (
     p_irt,
     sample_mean,
 )
-from lm_eval_adaptive.engine.bank import ItemBank
-from lm_eval_adaptive.engine.binary_calibration import calibrate_binary
-from lm_eval_adaptive.engine.cat import AdaptiveTest
-from lm_eval_adaptive.engine.factor_model import (
+from lm_eval_adaptive.engine.irt.bank import ItemBank
+from lm_eval_adaptive.engine.irt.binary_calibration import calibrate_binary
+from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest
+from lm_eval_adaptive.engine.irt.factor_model import (
     MIN_FACTOR_MODELS,
     FactorModel,
     factor_count,
     fit_factor_model,
 )
-from lm_eval_adaptive.engine.full_task import full_task_estimate, irt_full_task_estimate
-from lm_eval_adaptive.engine.metric_scale import MetricScale
-from lm_eval_adaptive.engine.model_error import correction_from_records, corrected_figures
-from lm_eval_adaptive.engine.response_model import BinaryIRTModel
-from lm_eval_adaptive.engine.simulation import draw_scores
-from lm_eval_adaptive.engine.stopping import CIWidth
+from lm_eval_adaptive.engine.cat.full_task import full_task_estimate, irt_full_task_estimate
+from lm_eval_adaptive.engine.ranking.pairs.metric_scale import MetricScale
+from lm_eval_adaptive.engine.evaluation.model_error import correction_from_records, corrected_figures
+from lm_eval_adaptive.engine.irt.response_model import BinaryIRTModel
+from lm_eval_adaptive.engine.evaluation.simulation import draw_scores
+from lm_eval_adaptive.engine.cat.stopping import CIWidth
 
 
 def _factor_scores(rng, M, N, d=2, noise=0.3, *, truth=False):

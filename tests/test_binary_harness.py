@@ -18,9 +18,9 @@ import pytest
 from tiny_hf import save_tiny_model
 
 from lm_eval_adaptive.cli.main import main
-from lm_eval_adaptive.engine.bank import ItemBank
-from lm_eval_adaptive.engine.response_model import BinaryIRTModel
-from lm_eval_adaptive.engine.simulation import draw_scores
+from lm_eval_adaptive.engine.irt.bank import ItemBank
+from lm_eval_adaptive.engine.irt.response_model import BinaryIRTModel
+from lm_eval_adaptive.engine.evaluation.simulation import draw_scores
 
 pytestmark = pytest.mark.slow
 TASK_DIR = Path(__file__).parent / "tasks"

@@ -16,7 +16,7 @@ import pytest
 from tiny_hf import save_tiny_model
 
 from lm_eval_adaptive.cli.main import main
-from lm_eval_adaptive.engine.bank import ItemBank
+from lm_eval_adaptive.engine.irt.bank import ItemBank
 
 pytestmark = pytest.mark.slow
 TASK_DIR = Path(__file__).parent / "tasks"

@@ -8,18 +8,18 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from lm_eval_adaptive.engine.bank import ItemBank
-from lm_eval_adaptive.engine.cat import AdaptiveTest
-from lm_eval_adaptive.engine.estimation import DispersionPosterior, GridPosterior
-from lm_eval_adaptive.engine.person_fit import dispersion_fit
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker
-from lm_eval_adaptive.engine.response_model import (
+from lm_eval_adaptive.engine.irt.bank import ItemBank
+from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest
+from lm_eval_adaptive.engine.cat.estimation import DispersionPosterior, GridPosterior
+from lm_eval_adaptive.engine.cat.person_fit import dispersion_fit
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.irt.response_model import (
     BernoulliResponseModel,
     BinaryIRTModel,
     response_model_from_dict,
 )
-from lm_eval_adaptive.engine.simulation import bank_scores
-from lm_eval_adaptive.engine.selection import MaxInfoSelector, select_max_information
+from lm_eval_adaptive.engine.evaluation.simulation import bank_scores
+from lm_eval_adaptive.engine.cat.selection import MaxInfoSelector, select_max_information
 from lm_eval_adaptive.errors import BankError
 
 

@@ -1,4 +1,4 @@
-"""The self-check of a 2PL/3PL bank: its single-model leg (engine/model_error.py, single_model_check)
+"""The self-check of a 2PL/3PL bank: its single-model leg (engine/evaluation/model_error.py, single_model_check)
 measures the miss of held-out models tested alone at several lengths, beside the ranker's runs."""
 
 from __future__ import annotations
@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 
 from lm_eval_adaptive.data.responses import ResponseTable
-from lm_eval_adaptive.engine.calibration import calibrate
-from lm_eval_adaptive.engine.model_error import (
+from lm_eval_adaptive.engine.irt.calibration import calibrate
+from lm_eval_adaptive.engine.evaluation.model_error import (
     corrected_figures,
     correction_from_records,
     single_model_check,
 )
-from lm_eval_adaptive.engine.response_model import BinaryIRTModel, ContinuousResponseModel
-from lm_eval_adaptive.engine.self_check import self_check
-from lm_eval_adaptive.engine.simulation import draw_scores
+from lm_eval_adaptive.engine.irt.response_model import BinaryIRTModel, ContinuousResponseModel
+from lm_eval_adaptive.engine.evaluation.self_check import self_check
+from lm_eval_adaptive.engine.evaluation.simulation import draw_scores
 
 
 def _table(n_models, n_items, seed, *, interaction=0.0, binary=True):

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from conftest import WMT_LIKE, HarnessTaskStub
-from lm_eval_adaptive.engine.bank import ItemBank
-from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
+from lm_eval_adaptive.engine.irt.bank import ItemBank
+from lm_eval_adaptive.engine.irt.response_model import ContinuousResponseModel
 from lm_eval_adaptive.errors import BankError, InputError
 from lm_eval_adaptive.harness.binding import DOC_ID, SAMPLE_LOGS_SOURCE, bind_bank
 

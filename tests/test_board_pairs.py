@@ -11,7 +11,7 @@ from scipy.stats import norm
 
 from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.data.tables import load_any_table
-from lm_eval_adaptive.engine.pair_outcomes import judge_apart
+from lm_eval_adaptive.engine.ranking.pairs.outcomes import judge_apart
 from lm_eval_adaptive.live.pair_prose import pair_counts, pair_lines, rank_range_text
 
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from lm_eval_adaptive.data.responses import ResponseTable
-from lm_eval_adaptive.engine.calibration import calibrate
-from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
-from lm_eval_adaptive.engine.simulation import draw_scores
+from lm_eval_adaptive.engine.irt.calibration import calibrate
+from lm_eval_adaptive.engine.irt.response_model import ContinuousResponseModel
+from lm_eval_adaptive.engine.evaluation.simulation import draw_scores
 from lm_eval_adaptive.errors import InputError
 
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from conftest import make_sim_bank
 
-from lm_eval_adaptive.engine.cat import AdaptiveTest
-from lm_eval_adaptive.engine.full_task import full_task_estimate
+from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest
+from lm_eval_adaptive.engine.cat.full_task import full_task_estimate
 
 
 def _score_fn(bank, theta, simulate, seed):

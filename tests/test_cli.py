@@ -13,7 +13,7 @@ from conftest import simulate_scores
 from lm_eval_adaptive.cli.main import build_parser, main
 from lm_eval_adaptive.data.table_files import read_table
 from lm_eval_adaptive.data.tables import embedded_path
-from lm_eval_adaptive.engine.bank import ItemBank
+from lm_eval_adaptive.engine.irt.bank import ItemBank
 
 
 def _synthetic_csv(path, n_models=6, n_items=40, seed=0, extra_rows=""):

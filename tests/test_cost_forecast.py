@@ -15,11 +15,11 @@ from conftest import make_sim_bank
 
 from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.data.prices import Price
-from lm_eval_adaptive.engine.cat import AdaptiveTest
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker
-from lm_eval_adaptive.engine.scale_judgement import MetricScaleJudgement
-from lm_eval_adaptive.engine.settle_policy import SettlePolicy
-from lm_eval_adaptive.engine.simulation import AbilityPopulation, bank_scores
+from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import MetricScaleJudgement
+from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy
+from lm_eval_adaptive.engine.evaluation.simulation import AbilityPopulation, bank_scores
 from lm_eval_adaptive.harness.lm_eval_compat import prompt_text
 from lm_eval_adaptive.live.cost_forecast import (
     RANKING_DRAWS,

@@ -23,7 +23,7 @@ engine's defaults (additive model error, futility stop):
   refresh): rank $0.1479 → $0.1454 (0.98); refresh $0.0508 → $0.0546 (1.08); run --adaptive
   $0.0896 → $0.0746 (0.83, off by 20%).
 * now (issue 23: one table consistent by construction, the simulated runs made by the live driver
-  itself and engine/simulation.py; the typical total inside its 10-90% range, every other typical
+  itself and engine/evaluation/simulation.py; the typical total inside its 10-90% range, every other typical
   figure the median of the runs within 25% of it): rank $0.1532 → $0.1477 (0.96); refresh $0.0587
   → $0.0546 (0.93); run --adaptive $0.0749 → $0.0746 (1.00). README's five-minute block (dry run
   only here): 30 [30, 33] documents, $0.0260 (the real run: 30 documents, $0.0242).

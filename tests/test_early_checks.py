@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from lm_eval_adaptive.cli.main import main
-from lm_eval_adaptive.engine.bank import ItemBank
-from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
+from lm_eval_adaptive.engine.irt.bank import ItemBank
+from lm_eval_adaptive.engine.irt.response_model import ContinuousResponseModel
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = str(REPO / "task_configs")

@@ -22,8 +22,8 @@ import pytest
 
 from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.data.price_map import litellm_price
-from lm_eval_adaptive.engine.bank import ItemBank
-from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
+from lm_eval_adaptive.engine.irt.bank import ItemBank
+from lm_eval_adaptive.engine.irt.response_model import ContinuousResponseModel
 from lm_eval_adaptive.harness.metrics import clear_judge_cache
 from lm_eval_adaptive.live.journal import Journal
 

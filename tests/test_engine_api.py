@@ -16,23 +16,23 @@ import pytest
 from conftest import make_sim_bank, simulate_scores
 
 import lm_eval_adaptive
-from lm_eval_adaptive.engine.cat import AdaptiveTest, Examinee
-from lm_eval_adaptive.engine.estimation import (
+from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest, Examinee
+from lm_eval_adaptive.engine.cat.estimation import (
     AbilityEstimator,
     DispersionPosterior,
     EstimatorFactory,
     GridEAP,
     GridPosterior,
 )
-from lm_eval_adaptive.engine.pair_rules import OrderConfidence, PairRule, PairStatus
-from lm_eval_adaptive.engine.ranker import (
+from lm_eval_adaptive.engine.ranking.pairs.rules import OrderConfidence, PairRule, PairStatus
+from lm_eval_adaptive.engine.ranking.ranker import (
     STOP_REASONS,
     AdaptiveRanker,
     ReplayError,
     ReplayEvent,
 )
-from lm_eval_adaptive.engine.selection import MaxInfoSelector, Selector
-from lm_eval_adaptive.engine.stopping import Rule, StoppingRule
+from lm_eval_adaptive.engine.cat.selection import MaxInfoSelector, Selector
+from lm_eval_adaptive.engine.cat.stopping import Rule, StoppingRule
 from lm_eval_adaptive.errors import BankError
 
 THETAS = {"m0": -0.6, "m1": 0.0, "m2": 0.4, "m3": 1.5}

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from conftest import simulate_scores
 
-from lm_eval_adaptive.engine.pair_rules import EquivalenceMargin, OrderConfidence, PairStatus
-from lm_eval_adaptive.engine.pair_status import ThetaJudgement
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.ranking.pairs.rules import EquivalenceMargin, OrderConfidence, PairStatus
+from lm_eval_adaptive.engine.ranking.pairs.judgement import ThetaJudgement
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
 
 
 def _rank(bank, thetas, rule, seed=0, n_max=300):

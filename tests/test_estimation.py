@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
-from lm_eval_adaptive.engine.estimation import DEFAULT_PRIOR_SD, DispersionPosterior, GridPosterior
-from lm_eval_adaptive.engine.response_model import (
+from lm_eval_adaptive.engine.cat.estimation import DEFAULT_PRIOR_SD, DispersionPosterior, GridPosterior
+from lm_eval_adaptive.engine.irt.response_model import (
     BernoulliResponseModel,
     ContinuousResponseModel,
 )

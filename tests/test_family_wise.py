@@ -22,7 +22,7 @@ from scipy.special import ndtri
 from scipy.stats import binom
 
 from lm_eval_adaptive.cli.main import build_parser, main
-from lm_eval_adaptive.engine.pair_rules import (
+from lm_eval_adaptive.engine.ranking.pairs.rules import (
     EquivalenceMargin,
     FamilyWise,
     OrderConfidence,
@@ -33,7 +33,7 @@ from lm_eval_adaptive.engine.pair_rules import (
     pair_rule_for,
     ranking_status,
 )
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
 from lm_eval_adaptive.live.leaderboard import REFRESH_KEYS
 from lm_eval_adaptive.live.session import RUN_KEYS, LiveSettings, rank_ranker
 
@@ -145,7 +145,7 @@ def test_adaptive_runs_with_known_abilities_family_wise_within_1_minus_gamma(jud
     Each run has a bank of its own: with 4-12 items a model, one shared bank's first item (the same
     for every model and run) decided most runs' fate (10 of 40 wrong on one such item, 1 of 40 on its
     neighbour)."""
-    from lm_eval_adaptive.engine.pair_status import ThetaJudgement
+    from lm_eval_adaptive.engine.ranking.pairs.judgement import ThetaJudgement
     k, runs = 8, 80
     names = [f"m{i}" for i in range(k)]
     theta = dict(zip(names, 0.03 * np.arange(k)[::-1]))

@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 
 from conftest import make_sim_bank, simulate_scores
-from lm_eval_adaptive.engine.cat import Examinee
-from lm_eval_adaptive.engine.estimation import DispersionPosterior, GridPosterior
-from lm_eval_adaptive.engine.pair_rules import OrderConfidence
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker
-from lm_eval_adaptive.engine.response_model import BernoulliResponseModel, ContinuousResponseModel
-from lm_eval_adaptive.engine.selection import (
+from lm_eval_adaptive.engine.cat.examinee import Examinee
+from lm_eval_adaptive.engine.cat.estimation import DispersionPosterior, GridPosterior
+from lm_eval_adaptive.engine.ranking.pairs.rules import OrderConfidence
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.irt.response_model import BernoulliResponseModel, ContinuousResponseModel
+from lm_eval_adaptive.engine.cat.selection import (
     MaxInfoSelector,
     RandomShareSelector,
     default_selector,

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from lm_eval_adaptive.cli.main import main
-from lm_eval_adaptive.engine.bank import ItemBank
-from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
+from lm_eval_adaptive.engine.irt.bank import ItemBank
+from lm_eval_adaptive.engine.irt.response_model import ContinuousResponseModel
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.sample_logs import table_from_sample_logs
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from conftest import make_sim_bank, simulate_scores
 
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker, ReplayEvent
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker, ReplayEvent
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, Journal, redact
 from lm_eval_adaptive.live.ledger import BudgetLedger
@@ -599,7 +599,7 @@ def test_a_ctrl_c_during_an_append_waits_until_the_record_is_on_disk(tmp_path, m
 def test_a_several_metric_score_record_holds_every_metrics_score_and_replays_into_the_joint_ranker(tmp_path):
     """With a bank per metric a score record's raw and scaled are objects metric → value (null where the
     metric could not score); the journal checks them and replays them into a MultiMetricRanker."""
-    from lm_eval_adaptive.engine.multi_metric_ranker import MultiMetricRanker
+    from lm_eval_adaptive.engine.ranking.multi_metric_ranker import MultiMetricRanker
 
     banks = {"x": make_sim_bank(n_items=40, seed=1), "y": make_sim_bank(n_items=40, seed=2)}
     j = Journal.create(tmp_path, {"command": "rank"})

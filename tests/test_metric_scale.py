@@ -1,4 +1,4 @@
-"""The full-task metric as the quantity of record (engine/metric_scale.py, engine/pair_outcomes.py):
+"""The full-task metric as the quantity of record (engine/ranking/pairs/metric_scale.py, engine/ranking/pairs/outcomes.py):
 closed forms, coverage by simulation with known and with wrong response models, paired against
 unpaired variance, the three outcomes per pair, the cost to settle, rank ranges, misfit widening."""
 
@@ -8,18 +8,18 @@ import numpy as np
 import pytest
 from conftest import make_sim_bank
 
-from lm_eval_adaptive.engine.cat import AdaptiveTest
-from lm_eval_adaptive.engine.metric_scale import MetricScale, predicted_raw, random_share_mask
-from lm_eval_adaptive.engine.pair_outcomes import (
+from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest
+from lm_eval_adaptive.engine.ranking.pairs.metric_scale import MetricScale, predicted_raw, random_share_mask
+from lm_eval_adaptive.engine.ranking.pairs.outcomes import (
     EQUIVALENT,
     ORDERED,
     UNRESOLVED,
     judge_pairs,
     rank_ranges,
 )
-from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
-from lm_eval_adaptive.engine.selection import RandomShareSelector
-from lm_eval_adaptive.engine.simulation import draw_scores
+from lm_eval_adaptive.engine.irt.response_model import ContinuousResponseModel
+from lm_eval_adaptive.engine.cat.selection import RandomShareSelector
+from lm_eval_adaptive.engine.evaluation.simulation import draw_scores
 
 N_SIM = 200
 
@@ -28,7 +28,7 @@ MODEL = ContinuousResponseModel(0.1)
 
 
 def _scores(kind, theta, b, rng, shared=None):
-    """One model's scores on every item (engine/simulation.py): the bank's continuous model (k = 0.1)
+    """One model's scores on every item (engine/evaluation/simulation.py): the bank's continuous model (k = 0.1)
     or a wrong one, written as the abilities and difficulties it amounts to."""
     b = np.asarray(b, dtype=float)
     if kind == "interaction":  # an item × model effect the bank does not know
@@ -232,7 +232,7 @@ def test_a_shared_item_effect_makes_the_paired_se_smaller_and_it_still_covers():
 def test_a_correlation_from_a_handful_of_items_is_not_used():
     """ρ̂ from 4 common random items can be 0.9 by chance; the pair's variance uses its one-sided 95%
     lower bound (0 here), and never a negative one. With many items a real correlation is used."""
-    from lm_eval_adaptive.engine.metric_scale import residual_correlation
+    from lm_eval_adaptive.engine.ranking.pairs.metric_scale import residual_correlation
     rng = np.random.default_rng(1)
     rnd = np.zeros((2, 50), dtype=bool)
     rnd[:, :4] = True
@@ -257,7 +257,7 @@ def test_a_near_perfect_correlation_on_few_items_is_capped_and_needs_ten_items()
     """Two weak models that both score nothing on the few random items they share have residuals that
     differ only by their predictions: ρ̂ ≈ 1 on 5 or 11 items (alpaca_eval/judge). Below 10 common items no
     correlation is used; above, ρ̂ counts as at most 0.99 before its lower bound."""
-    from lm_eval_adaptive.engine.metric_scale import residual_correlation
+    from lm_eval_adaptive.engine.ranking.pairs.metric_scale import residual_correlation
     rnd = np.zeros((2, 50), dtype=bool)
     dev = np.zeros((2, 50))
     rnd[:, :5] = True
@@ -275,7 +275,7 @@ def test_a_near_perfect_correlation_on_few_items_is_capped_and_needs_ten_items()
 def test_equivalence_is_tested_at_the_unpaired_se_when_it_is_larger():
     """A paired SE far below the two models' own SEs (a correlation near 1) orders pairs as before, but does
     not make a pair equivalent: equivalence uses the larger of the paired and unpaired SE."""
-    from lm_eval_adaptive.engine.pair_outcomes import decide
+    from lm_eval_adaptive.engine.ranking.pairs.outcomes import decide
     inf = float("inf")
     assert decide(0.0005, 0.0005, inf, 0.95, 0.015) == EQUIVALENT
     assert decide(0.0005, 0.0005, inf, 0.95, 0.015, se_apart=0.03) == UNRESOLVED
@@ -289,8 +289,8 @@ def test_equivalent_means_the_two_sided_interval_lies_inside_the_margin():
     """Equivalence is claimed when the printed γ interval of the difference, D̂ ± t_{1−(1−γ)/2}·SE, lies
     inside ±δ; TOST's usual 1 − 2(1 − γ) interval (D̂ + t_γ·SE ≤ δ) is not enough (a ranker looks after
     every item: claims at that level were wrong 2 of 35 times at |Δ| ≈ 1.1 δ on the dev tables)."""
-    from lm_eval_adaptive.engine.pair_outcomes import decide
-    from lm_eval_adaptive.engine.pair_rules import equivalence_level
+    from lm_eval_adaptive.engine.ranking.pairs.outcomes import decide
+    from lm_eval_adaptive.engine.ranking.pairs.rules import equivalence_level
     inf = float("inf")
     assert equivalence_level(0.95) == pytest.approx(0.975)
     assert decide(0.002, 0.0065, inf, 0.95, 0.014) == UNRESOLVED  # 0.002 + 1.645·0.0065 = 0.0127 ≤ 0.014 (TOST's 90%)
@@ -391,7 +391,7 @@ def test_rank_ranges_from_settled_pairs_only_no_transitivity():
 
 def test_equivalence_is_pairwise_and_never_chained():
     # a ≈ b and b ≈ c settled as ties, a ? c not: no tie group {a, b, c}, every rank open
-    from lm_eval_adaptive.engine.pair_outcomes import PairOutcomes
+    from lm_eval_adaptive.engine.ranking.pairs.outcomes import PairOutcomes
     z = np.zeros(3)
     j = PairOutcomes(names=["a", "b", "c"], a=np.array([0, 1, 0]), b=np.array([1, 2, 2]),
                       outcome=np.array([EQUIVALENT, EQUIVALENT, UNRESOLVED]), difference=z, se=z, df=z,

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 from conftest import SIM_K, make_sim_bank, simulate_scores
 
-from lm_eval_adaptive.engine.cat import AdaptiveTest
-from lm_eval_adaptive.engine.estimation import DispersionPosterior, GridPosterior
-from lm_eval_adaptive.engine.pair_status import ThetaJudgement
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker
-from lm_eval_adaptive.engine.selection import MaxInfoSelector, RandomShareSelector
+from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest
+from lm_eval_adaptive.engine.cat.estimation import DispersionPosterior, GridPosterior
+from lm_eval_adaptive.engine.ranking.pairs.judgement import ThetaJudgement
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.cat.selection import MaxInfoSelector, RandomShareSelector
 
 
 @pytest.fixture(scope="module")

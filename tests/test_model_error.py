@@ -10,13 +10,13 @@ from scipy.stats import binom
 from conftest import make_sim_bank
 
 from lm_eval_adaptive.data.responses import ResponseTable
-from lm_eval_adaptive.engine.backtest import BacktestConfig, backtest, pooled
-from lm_eval_adaptive.engine.bank import ItemBank
-from lm_eval_adaptive.engine.cat import AdaptiveTest
-from lm_eval_adaptive.engine.full_task import full_task_estimate
-from lm_eval_adaptive.engine.model_error import MIN_CLASS_RUNS, Z95, corrected_figures, correction_from_records
-from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
-from lm_eval_adaptive.engine.simulation import bank_scores, draw_scores
+from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig, backtest, pooled
+from lm_eval_adaptive.engine.irt.bank import ItemBank
+from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest
+from lm_eval_adaptive.engine.cat.full_task import full_task_estimate
+from lm_eval_adaptive.engine.evaluation.model_error import MIN_CLASS_RUNS, Z95, corrected_figures, correction_from_records
+from lm_eval_adaptive.engine.irt.response_model import ContinuousResponseModel
+from lm_eval_adaptive.engine.evaluation.simulation import bank_scores, draw_scores
 from lm_eval_adaptive.errors import BankError
 
 

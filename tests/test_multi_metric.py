@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from conftest import make_sim_bank, simulate_scores
 
-from lm_eval_adaptive.engine.bank import ItemBank, joint_item_ids
-from lm_eval_adaptive.engine.multi_metric_ranker import MultiMetricRanker
-from lm_eval_adaptive.engine.pair_status import ThetaJudgement
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker
-from lm_eval_adaptive.engine.simulation import bank_scores
+from lm_eval_adaptive.engine.irt.bank import ItemBank, joint_item_ids
+from lm_eval_adaptive.engine.ranking.multi_metric_ranker import MultiMetricRanker
+from lm_eval_adaptive.engine.ranking.pairs.judgement import ThetaJudgement
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.evaluation.simulation import bank_scores
 from lm_eval_adaptive.errors import InputError
 
 THETAS = {"low": -1.5, "mid": 0.0, "high": 1.5}
@@ -138,8 +138,8 @@ def test_open_adjacent_pairs_are_the_unsettled_ones(banks):
 
 def test_joint_backtest_on_real_wmt25_pair():
     from lm_eval_adaptive.data.named_tables import load_named
-    from lm_eval_adaptive.engine.backtest import BacktestConfig
-    from lm_eval_adaptive.engine.multi_backtest import backtest_multi
+    from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig
+    from lm_eval_adaptive.engine.evaluation.multi_backtest import backtest_multi
 
     try:
         tables = {k: load_named(f"wmt25/en-it/{k}") for k in ("xcomet", "metricx")}
@@ -164,8 +164,8 @@ def test_joint_backtest_takes_the_family_wise_rule():
     """--family-wise reaches every metric's ranker in both modes: Holm over every pair settles fewer
     pairs on the same hold-out sets, and each run's 'any wrong order' is counted per metric and overall."""
     from lm_eval_adaptive.data.named_tables import load_named
-    from lm_eval_adaptive.engine.backtest import BacktestConfig
-    from lm_eval_adaptive.engine.multi_backtest import backtest_multi
+    from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig
+    from lm_eval_adaptive.engine.evaluation.multi_backtest import backtest_multi
 
     try:
         tables = {k: load_named(f"wmt25/en-it/{k}") for k in ("xcomet", "metricx")}
@@ -251,7 +251,7 @@ def test_the_rankers_open_pairs_are_those_its_result_leaves_open(banks):
 
 
 def _two_pl_bank(n: int, seed: int) -> ItemBank:
-    from lm_eval_adaptive.engine.response_model import BinaryIRTModel
+    from lm_eval_adaptive.engine.irt.response_model import BinaryIRTModel
 
     rng = np.random.default_rng(seed)
     return ItemBank(item_ids=np.array([f"item{i:04d}" for i in range(n)], dtype=object),
@@ -262,7 +262,7 @@ def _two_pl_bank(n: int, seed: int) -> ItemBank:
 
 def test_two_2pl_banks_rank_jointly_by_their_items_discriminations():
     # MultiMetricRanker picked by information(θ, b) without the items' a: two 2PL banks raised TypeError
-    from lm_eval_adaptive.engine.selection import JointInformationSelector
+    from lm_eval_adaptive.engine.cat.selection import JointInformationSelector
 
     banks = {"a1": _two_pl_bank(300, 1), "a2": _two_pl_bank(300, 2)}
     thetas = {"low": -2.0, "mid": 0.0, "high": 2.0}
@@ -331,7 +331,7 @@ def test_the_joint_backtest_calibrates_as_told_and_runs_on_2pl_and_3pl_banks(tmp
 def test_the_backtests_rankers_pick_by_the_banks_own_information():
     """The single-metric backtest's ranker (the joint backtest's separate runs use the same one): a
     2PL bank's selector ranks items by the bank's information (its items' a), a continuous one's by |θ - b|."""
-    from lm_eval_adaptive.engine.backtest import BacktestConfig, fold_ranker
+    from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig, fold_ranker
 
     two_pl = _two_pl_bank(200, 3)
     r = fold_ranker(two_pl, ["a", "b"], BacktestConfig(top_k=1), 0, 0)

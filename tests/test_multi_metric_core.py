@@ -16,18 +16,18 @@ import numpy as np
 import pytest
 from conftest import make_sim_bank, simulate_scores
 
-from lm_eval_adaptive.engine.allocation import adaptive_choice, stop_reason, warm_up_choice
-from lm_eval_adaptive.engine.bank import ItemBank
-from lm_eval_adaptive.engine.multi_metric_ranker import MultiMetricRanker
-from lm_eval_adaptive.engine.multi_metric_test import MultiMetricTest
-from lm_eval_adaptive.engine.pair_rules import FamilyWise, pair_rule_for
-from lm_eval_adaptive.engine.pair_status import OpenPairs, PairJudgement, ThetaJudgement
-from lm_eval_adaptive.engine.scale_judgement import MetricScaleJudgement
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker, ReplayError, ReplayEvent
-from lm_eval_adaptive.engine.response_model import BinaryIRTModel
-from lm_eval_adaptive.engine.settle_policy import SettlePolicy
-from lm_eval_adaptive.engine.simulation import bank_scores
-from lm_eval_adaptive.engine.stopping import MaxItems, Rule, SETarget
+from lm_eval_adaptive.engine.ranking.allocation import adaptive_choice, stop_reason, warm_up_choice
+from lm_eval_adaptive.engine.irt.bank import ItemBank
+from lm_eval_adaptive.engine.ranking.multi_metric_ranker import MultiMetricRanker
+from lm_eval_adaptive.engine.cat.multi_metric_test import MultiMetricTest
+from lm_eval_adaptive.engine.ranking.pairs.rules import FamilyWise, pair_rule_for
+from lm_eval_adaptive.engine.ranking.pairs.judgement import OpenPairs, PairJudgement, ThetaJudgement
+from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import MetricScaleJudgement
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker, ReplayError, ReplayEvent
+from lm_eval_adaptive.engine.irt.response_model import BinaryIRTModel
+from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy
+from lm_eval_adaptive.engine.evaluation.simulation import bank_scores
+from lm_eval_adaptive.engine.cat.stopping import MaxItems, Rule, SETarget
 
 THETAS = {"m0": 1.2, "m1": 0.4, "m2": -0.3, "m3": -1.1}
 

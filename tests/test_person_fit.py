@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lm_eval_adaptive.engine.person_fit import FLAG_Z, dispersion_fit
-from lm_eval_adaptive.engine.simulation import bank_scores
+from lm_eval_adaptive.engine.cat.person_fit import FLAG_Z, dispersion_fit
+from lm_eval_adaptive.engine.evaluation.simulation import bank_scores
 
 
 def test_a_model_that_fits_is_flagged_about_one_time_in_a_hundred(sim_bank):
@@ -41,7 +41,7 @@ def test_no_items_is_not_flagged(sim_bank):
 
 
 def test_only_a_flagged_model_gets_a_misfit_note():
-    from lm_eval_adaptive.engine.person_fit import PersonFit, misfit_note
+    from lm_eval_adaptive.engine.cat.person_fit import PersonFit, misfit_note
 
     assert misfit_note(PersonFit(40, 1.0, 0.1, False).to_dict()) is None and misfit_note(None) is None
     note = misfit_note(PersonFit(40, 3.2, 6.5, True).to_dict())

@@ -161,8 +161,8 @@ def test_harness_bars_are_off_only_inside_the_context():
 
 
 def test_adaptive_run_shows_progress_instead_of_the_harness_bars_and_plots(replay_server, tmp_path, capsys):
-    from lm_eval_adaptive.engine.bank import ItemBank
-    from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
+    from lm_eval_adaptive.engine.irt.bank import ItemBank
+    from lm_eval_adaptive.engine.irt.response_model import ContinuousResponseModel
 
     ids = [str(i) for i in range(100, 160)]
     bank = tmp_path / "bank.json"
@@ -232,7 +232,7 @@ def test_the_backtest_plot_keeps_tau_bars_in_range_and_says_random_matches_dolla
     from types import SimpleNamespace
 
     from lm_eval_adaptive.cli.report import EQUAL_SPEND_NOTE, backtest_figure
-    from lm_eval_adaptive.engine.backtest import MethodSummary
+    from lm_eval_adaptive.engine.evaluation.backtest import MethodSummary
 
     methods = {"adaptive": MethodSummary(0.95, 0.2, 107, 2.0, 0.1), "random": MethodSummary(-0.9, 0.3, 66, 1.2, 0.1),
                "fixed": MethodSummary(0.8, float("nan"), 120, 2.4, 0.12)}

@@ -12,16 +12,16 @@ import pytest
 from conftest import make_sim_bank
 from scipy import stats
 
-from lm_eval_adaptive.engine.pair_status import ThetaJudgement
-from lm_eval_adaptive.engine.ranker import (
+from lm_eval_adaptive.engine.ranking.pairs.judgement import ThetaJudgement
+from lm_eval_adaptive.engine.ranking.ranker import (
     STOP_REASONS,
     AdaptiveRanker,
     Request,
     pairwise_matrix,
     tie_groups,
 )
-from lm_eval_adaptive.engine.scale_judgement import MetricScaleJudgement
-from lm_eval_adaptive.engine.settle_policy import SettlePolicy
+from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import MetricScaleJudgement
+from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy
 
 #: the metric-scale judgement with no stopping policy: a run buys until its pairs settle or a cap binds
 NO_POLICY = functools.partial(MetricScaleJudgement, policy=SettlePolicy(None, None))
@@ -204,8 +204,8 @@ def _metric_choice(r: AdaptiveRanker):
     """The metric scale's allocation, recomputed from a MetricScale of the ranker's state (no budget, nothing
     pending): per candidate, Σ over its unresolved pairs of its share of the pair's variance times the share
     of its own variance one more item removes, per relative cost."""
-    from lm_eval_adaptive.engine.metric_scale import MetricScale, shrink_factor
-    from lm_eval_adaptive.engine.pair_outcomes import UNRESOLVED, judge_pairs
+    from lm_eval_adaptive.engine.ranking.pairs.metric_scale import MetricScale, shrink_factor
+    from lm_eval_adaptive.engine.ranking.pairs.outcomes import UNRESOLVED, judge_pairs
     ex = r.examinees
     models = r.models
     sc = MetricScale(r.bank, np.array([ex[m].raw for m in models]), np.array([ex[m].random_mask for m in models]),
@@ -370,7 +370,7 @@ def test_warmup_skips_a_model_whose_items_run_out(sim_bank):
     """A model with (almost) every item excluded finishes warm-up early; the others go on."""
     import numpy as np
 
-    from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+    from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
 
     n = sim_bank.n_items
     ranker = AdaptiveRanker(sim_bank, ["a", "b", "c"], n_init=5, n_max=8,

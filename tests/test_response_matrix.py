@@ -9,10 +9,10 @@ import pytest
 from scipy.special import expit
 
 from lm_eval_adaptive.data.response_matrix import ResponseMatrix
-from lm_eval_adaptive.engine import calibration
-from lm_eval_adaptive.engine.calibration import calibrate
-from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
-from lm_eval_adaptive.engine.simulation import draw_scores
+from lm_eval_adaptive.engine.irt import calibration
+from lm_eval_adaptive.engine.irt.calibration import calibrate
+from lm_eval_adaptive.engine.irt.response_model import ContinuousResponseModel
+from lm_eval_adaptive.engine.evaluation.simulation import draw_scores
 from lm_eval_adaptive.errors import InputError
 
 

@@ -7,12 +7,12 @@ import pytest
 from scipy import stats
 from scipy.special import expit
 
-from lm_eval_adaptive.engine.response_model import (
+from lm_eval_adaptive.engine.irt.response_model import (
     BernoulliResponseModel,
     ContinuousResponseModel,
     response_model_from_dict,
 )
-from lm_eval_adaptive.engine.simulation import draw_scores
+from lm_eval_adaptive.engine.evaluation.simulation import draw_scores
 
 THETAS = np.array([-3.0, -1.2, 0.0, 0.4, 2.5])
 BS = np.array([-2.0, 0.0, 0.3, 1.7])

@@ -1,5 +1,5 @@
-"""The rankers' default judgement on the full-task metric's scale (issue 21): engine/scale_judgement.py,
-engine/settle_policy.py, engine/settle_check.py and what the ranker records for them.
+"""The rankers' default judgement on the full-task metric's scale (issue 21): engine/ranking/pairs/metric_judgement.py,
+engine/ranking/pairs/settle_policy.py, engine/evaluation/settle_check.py and what the ranker records for them.
 
 * the incremental judgement decides what the batch MetricScale + judge_pairs decide, at every step;
 * the random-slot items and raw values the examinees keep are the selector's and the caller's;
@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 from conftest import make_sim_bank, simulate_scores
 
-from lm_eval_adaptive.engine.metric_scale import MetricScale, random_share_mask
-from lm_eval_adaptive.engine.pair_outcomes import EQUIVALENT, ORDERED, UNRESOLVED, decide, judge_pairs
-from lm_eval_adaptive.engine.pair_rules import holm, pair_rule_for
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker, ReplayEvent
-from lm_eval_adaptive.engine.scale_judgement import MetricScaleJudgement, equivalence_groups, ranking_order
-from lm_eval_adaptive.engine.settle_check import run_on_to_settle
-from lm_eval_adaptive.engine.settle_policy import SettlePolicy, most_items
+from lm_eval_adaptive.engine.ranking.pairs.metric_scale import MetricScale, random_share_mask
+from lm_eval_adaptive.engine.ranking.pairs.outcomes import EQUIVALENT, ORDERED, UNRESOLVED, decide, judge_pairs
+from lm_eval_adaptive.engine.ranking.pairs.rules import holm, pair_rule_for
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker, ReplayEvent
+from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import MetricScaleJudgement, equivalence_groups, ranking_order
+from lm_eval_adaptive.engine.evaluation.settle_check import run_on_to_settle
+from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy, most_items
 
 THETAS = {"a": -0.8, "b": -0.1, "c": 0.0, "d": 0.9}
 
@@ -314,7 +314,7 @@ def test_running_a_pair_on_settles_it_and_leaves_the_ranker_alone(bank):
 def test_the_float_cost_to_settle_is_judge_pairs_cost(bank):
     """settle_items (one pair, plain floats, any gap) states what judge_pairs' projection states at the
     estimated gap (the stopping policy's view; the stated point is the median of simulated continuations)."""
-    from lm_eval_adaptive.engine.pair_outcomes import settle_items
+    from lm_eval_adaptive.engine.ranking.pairs.outcomes import settle_items
     ys = world(bank, thetas={"a": 0.0, "b": 0.15, "c": 0.3}, seed=15)
     r = AdaptiveRanker(bank, list("abc"), n_init=12, n_max=12, seed=0)
     r.run(lambda m, i: float(ys[m][i]))
@@ -382,7 +382,7 @@ def test_a_tie_margin_never_lets_a_run_buy_past_its_share_of_a_full_run(bank):
 def test_the_projection_tests_equivalence_at_the_larger_variance_as_the_decision_does():
     """settles_after and decide agree: two highly correlated models have a small paired SE (0.01) but
     each its own SE; equivalence is tested at √(Var_a + Var_b) when that is larger."""
-    from lm_eval_adaptive.engine.pair_outcomes import settles_after
+    from lm_eval_adaptive.engine.ranking.pairs.outcomes import settles_after
     args = (0.5, 400, 20, True, 400, 20, True, 0.95, 0.03)
     assert settles_after(0, 0.008, 1e-4, *args) is True  # 0.008 + t₁₉(0.975)·0.01 = 0.029 ≤ 0.03
     assert settles_after(0, 0.008, 1e-4, *args, var_apart=1e-3) is False  # 0.008 + t₁₉·0.032 = 0.074 > 0.03

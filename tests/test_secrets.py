@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 from lm_eval_adaptive.cli.main import build_parser, main
-from lm_eval_adaptive.engine.bank import ItemBank
-from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
+from lm_eval_adaptive.engine.irt.bank import ItemBank
+from lm_eval_adaptive.engine.irt.response_model import ContinuousResponseModel
 from lm_eval_adaptive.redaction import (
     REDACT_ENV,
     RedactingStream,

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lm_eval_adaptive.engine.bank import ItemBank
-from lm_eval_adaptive.engine.cat import Examinee
-from lm_eval_adaptive.engine.response_model import (
+from lm_eval_adaptive.engine.irt.bank import ItemBank
+from lm_eval_adaptive.engine.cat.examinee import Examinee
+from lm_eval_adaptive.engine.irt.response_model import (
     BernoulliResponseModel,
     ContinuousResponseModel,
 )
-from lm_eval_adaptive.engine.selection import MaxInfoSelector, select_max_information
+from lm_eval_adaptive.engine.cat.selection import MaxInfoSelector, select_max_information
 
 
 def _bank(b, model=None):

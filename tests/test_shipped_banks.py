@@ -26,8 +26,8 @@ from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.data import shipped_banks
 from lm_eval_adaptive.data.shipped_banks import SHIPPED_BANKS, read_bank_json, shipped_bank, shipped_for_task
 from lm_eval_adaptive.data.tables import table_item_field
-from lm_eval_adaptive.engine.bank import ItemBank
-from lm_eval_adaptive.engine.response_model import ContinuousResponseModel
+from lm_eval_adaptive.engine.irt.bank import ItemBank
+from lm_eval_adaptive.engine.irt.response_model import ContinuousResponseModel
 from lm_eval_adaptive.errors import BankError, InputError
 from lm_eval_adaptive.harness.bank_source import bank_reference, load_bank, parse_banks
 from lm_eval_adaptive.harness.binding import bind_bank, record_item_field

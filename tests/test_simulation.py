@@ -1,4 +1,4 @@
-"""The engine's simulation module (engine/simulation.py): scores drawn from response models against
+"""The engine's simulation module (engine/evaluation/simulation.py): scores drawn from response models against
 their closed-form moments, abilities drawn from a population, one driver for every ask/tell object,
 and the rule that no score is simulated anywhere else."""
 
@@ -12,17 +12,17 @@ import numpy as np
 import pytest
 from conftest import make_sim_bank
 
-from lm_eval_adaptive.engine.bank import ItemBank
-from lm_eval_adaptive.engine.cat import AdaptiveTest
-from lm_eval_adaptive.engine.multi_metric_ranker import MultiMetricRanker
-from lm_eval_adaptive.engine.multi_metric_test import MultiMetricTest
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker
-from lm_eval_adaptive.engine.response_model import (
+from lm_eval_adaptive.engine.irt.bank import ItemBank
+from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest
+from lm_eval_adaptive.engine.ranking.multi_metric_ranker import MultiMetricRanker
+from lm_eval_adaptive.engine.cat.multi_metric_test import MultiMetricTest
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.irt.response_model import (
     BernoulliResponseModel,
     BinaryIRTModel,
     ContinuousResponseModel,
 )
-from lm_eval_adaptive.engine.simulation import AbilityPopulation, bank_scores, draw_scores, drive, joint_abilities
+from lm_eval_adaptive.engine.evaluation.simulation import AbilityPopulation, bank_scores, draw_scores, drive, joint_abilities
 
 REPO = Path(__file__).resolve().parents[1]
 N = 200_000
@@ -194,11 +194,11 @@ def _own_nodes(stmt: ast.stmt) -> list:
 
 
 def test_no_score_is_simulated_outside_the_engines_simulation_module():
-    home = REPO / "lm_eval_adaptive" / "engine" / "simulation.py"
+    home = REPO / "lm_eval_adaptive" / "engine" / "evaluation" / "simulation.py"
     files = [f for f in (REPO / "lm_eval_adaptive").rglob("*.py") if f != home]
     files += [*(REPO / "tests").glob("*.py"), *(REPO / "benchmarks").rglob("*.py")]
     bad = [b for f in files for b in _score_simulators(f)]
-    assert not bad, ("scores simulated outside lm_eval_adaptive/engine/simulation.py (use draw_scores or "
+    assert not bad, ("scores simulated outside lm_eval_adaptive/engine/evaluation/simulation.py (use draw_scores or "
                      "bank_scores):\n" + "\n".join(bad))
     assert _score_simulators(home, REPO)  # the check sees the module's own draws
 

@@ -13,7 +13,7 @@ from conftest import simulate_scores
 
 from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.data.table_files import read_table
-from lm_eval_adaptive.engine.backtest import (
+from lm_eval_adaptive.engine.evaluation.backtest import (
     BacktestConfig,
     assemble_backtest,
     backtest,
@@ -164,7 +164,7 @@ def test_ray_gives_the_joint_backtest_serial_figures(joint_sweep, capsys):
 
 
 def test_joint_folds_assemble_in_any_order_to_the_serial_result(tmp_path):
-    from lm_eval_adaptive.engine.multi_backtest import (
+    from lm_eval_adaptive.engine.evaluation.multi_backtest import (
         assemble_multi_backtest,
         backtest_multi,
         multi_backtest_fold,

@@ -18,12 +18,12 @@ from lm_eval_adaptive.atomic import atomic_write, write_json
 from lm_eval_adaptive.cli.report import plot_ranking, print_ranking
 from lm_eval_adaptive.data.price_map import price_policy, priced_by_default, resolve_prices
 from lm_eval_adaptive.data.tables import load_any_table
-from lm_eval_adaptive.engine.estimation import Z95
-from lm_eval_adaptive.engine.full_task import full_task_estimate
-from lm_eval_adaptive.engine.model_error import describe_correction
-from lm_eval_adaptive.engine.pair_rules import pair_rule_for
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker
-from lm_eval_adaptive.engine.self_check import calibrate_checked
+from lm_eval_adaptive.engine.cat.estimation import Z95
+from lm_eval_adaptive.engine.cat.full_task import full_task_estimate
+from lm_eval_adaptive.engine.evaluation.model_error import describe_correction
+from lm_eval_adaptive.engine.ranking.pairs.rules import pair_rule_for
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.evaluation.self_check import calibrate_checked
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.cli.terminal import styled
 

@@ -46,14 +46,14 @@ from lm_eval_adaptive.data.prices import DEFAULT_PRICE
 from lm_eval_adaptive.data.progress import progress_hook
 from lm_eval_adaptive.data.tables import load_any_table, table_item_field
 from lm_eval_adaptive.display import shown
-from lm_eval_adaptive.engine.backtest import BacktestConfig
-from lm_eval_adaptive.engine.calibration import (
+from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig
+from lm_eval_adaptive.engine.irt.calibration import (
     DEFAULT_METHOD,
     DEFAULT_SCALING,
     RESPONSE_MODELS,
 )
-from lm_eval_adaptive.engine.binary_calibration import is_binary_table
-from lm_eval_adaptive.engine.self_check import calibrate_checked
+from lm_eval_adaptive.engine.irt.binary_calibration import is_binary_table
+from lm_eval_adaptive.engine.evaluation.self_check import calibrate_checked
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import record_item_field
 from lm_eval_adaptive.harness.run import ModelCallError

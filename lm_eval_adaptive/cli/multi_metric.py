@@ -2,8 +2,8 @@
 
 ``lm-eval-adaptive backtest wmt25/en-de/xcomet,metricx`` loads ``wmt25/en-de/xcomet`` and
 ``wmt25/en-de/metricx`` and compares a joint run (every generation scored by both metrics,
-:class:`~lm_eval_adaptive.engine.multi_metric_ranker.MultiMetricRanker`) with separate
-single-metric runs at the same total spend (:func:`~lm_eval_adaptive.engine.multi_backtest.backtest_multi`),
+:class:`~lm_eval_adaptive.engine.ranking.multi_metric_ranker.MultiMetricRanker`) with separate
+single-metric runs at the same total spend (:func:`~lm_eval_adaptive.engine.evaluation.multi_backtest.backtest_multi`),
 its folds run in ``--jobs`` processes or on ``--ray`` as a single table's are
 (:func:`~lm_eval_adaptive.sweep.run_multi_backtest`).
 """
@@ -18,7 +18,7 @@ from rich.table import Table
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.cli.progress import BacktestProgress
 from lm_eval_adaptive.data.tables import load_any_table
-from lm_eval_adaptive.engine.multi_backtest import MODES
+from lm_eval_adaptive.engine.evaluation.multi_backtest import MODES
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.sweep import run_multi_backtest
 

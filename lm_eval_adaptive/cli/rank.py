@@ -9,7 +9,7 @@ and reported in turn, with its own bank (``--bank TASK=BANK.json``), cap and run
 ``DIR/TASK``; every task's settings, bank and prices are checked before the first call. A task
 given several banks (``--bank A B``, one per metric) is ranked by every metric at once: each
 document is generated once and scored by every bank's metric
-(:class:`~lm_eval_adaptive.engine.multi_metric_ranker.MultiMetricRanker`), journaled and resumed
+(:class:`~lm_eval_adaptive.engine.ranking.multi_metric_ranker.MultiMetricRanker`), journaled and resumed
 like a single bank's run, and reported with a ranking per metric.
 
 The report goes to stdout (at most 120 columns, names whole, when it is not a terminal); the plan, progress and
@@ -53,9 +53,9 @@ from lm_eval_adaptive.cli.report import note_on_stderr, plot_ranking, print_inse
 from lm_eval_adaptive.data.price_map import priced_by_default
 from lm_eval_adaptive.live.pair_prose import pair_lines, rank_range_text
 from lm_eval_adaptive.display import shown
-from lm_eval_adaptive.engine.person_fit import misfit_note
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker
-from lm_eval_adaptive.engine.settle_policy import DEFAULT_FULL_RUN_SHARE
+from lm_eval_adaptive.engine.cat.person_fit import misfit_note
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.ranking.pairs.settle_policy import DEFAULT_FULL_RUN_SHARE
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.bank_source import bank_reference, parse_banks
 from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S

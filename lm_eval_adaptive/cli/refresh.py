@@ -22,10 +22,10 @@ from lm_eval_adaptive.cli.live_output import (
     print_leaderboard,
 )
 from lm_eval_adaptive.cli.terminal import styled
-from lm_eval_adaptive.engine.multi_metric_ranker import MultiMetricRanker
-from lm_eval_adaptive.engine.pair_rules import pair_rule_for
-from lm_eval_adaptive.engine.person_fit import misfit_note
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.ranking.multi_metric_ranker import MultiMetricRanker
+from lm_eval_adaptive.engine.ranking.pairs.rules import pair_rule_for
+from lm_eval_adaptive.engine.cat.person_fit import misfit_note
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.live.cost_forecast import forecast_refresh, write_forecast
 from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy

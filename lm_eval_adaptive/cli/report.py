@@ -15,8 +15,8 @@ import numpy as np
 from rich.table import Table
 
 from lm_eval_adaptive.display import shown
-from lm_eval_adaptive.engine.estimation import Z95
-from lm_eval_adaptive.engine.model_error import describe_correction
+from lm_eval_adaptive.engine.cat.estimation import Z95
+from lm_eval_adaptive.engine.evaluation.model_error import describe_correction
 from lm_eval_adaptive.live.pair_prose import pair_lines, rank_range_text
 from lm_eval_adaptive.cli.terminal import PIPE_WIDTH, TextConsole, text_console
 

@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 
 from lm_eval_adaptive.display import shown
-from lm_eval_adaptive.engine.person_fit import misfit_note
+from lm_eval_adaptive.engine.cat.person_fit import misfit_note
 
 from lm_eval_adaptive.cli.arguments import (
     add_redact_argument,

@@ -7,7 +7,7 @@ leaderboard-scale calibration: 5,000 models × 30,000 items is 150 M scores, whi
 holds in 6 GB (two ``int64`` indices, the ``float64`` score and two token columns per row) and a
 ``float32`` matrix in 0.6 GB.  Token counts are per item (the mean over models in a long table).
 
-:func:`~lm_eval_adaptive.engine.calibration.calibrate` takes either form; on a matrix it gives
+:func:`~lm_eval_adaptive.engine.irt.calibration.calibrate` takes either form; on a matrix it gives
 the bank it gives on :meth:`ResponseMatrix.to_table` (up to the rounding of sums taken in another
 order).
 """

@@ -73,7 +73,7 @@ class ResponseTable:
         metric: name of the metric the scores come from, if known.
         outliers_allowed: the scores were accepted without the outlier check
             (``allow_outliers=True``); :func:`calibrate
-            <lm_eval_adaptive.engine.calibration.calibrate>` then skips it too.
+            <lm_eval_adaptive.engine.irt.calibration.calibrate>` then skips it too.
 
     Build one with :meth:`from_columns` or :func:`read_table`, which validate
     their input; the plain constructor only checks shapes and index ranges.

@@ -15,7 +15,7 @@ name up (None when it is not one), :func:`get_shipped_bank` does the same but re
 name, listing the registered ones.
 
 This module only knows names and files; turning a file into an
-:class:`~lm_eval_adaptive.engine.bank.ItemBank` is
+:class:`~lm_eval_adaptive.engine.irt.bank.ItemBank` is
 :func:`lm_eval_adaptive.harness.bank_source.load_bank`'s.
 """
 

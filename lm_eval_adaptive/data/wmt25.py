@@ -40,7 +40,7 @@ def load_wmt25(pair: str = "en-de", metric: str = "xcomet",
     on 0-100); calibration maps them into [0, 1]. A ``null`` score is a missing pair.
 
     No token counts are published for WMT25: the table's are NaN, and a backtest on it
-    gives every item the same cost (see :mod:`lm_eval_adaptive.engine.backtest`).
+    gives every item the same cost (see :mod:`lm_eval_adaptive.engine.evaluation.backtest`).
 
     Raises:
         InputError: unknown pair or metric, missing folder, malformed records, systems

@@ -31,7 +31,7 @@ from lm_eval_adaptive.data.shipped_banks import (
     shipped_for_task,
     shipped_names,
 )
-from lm_eval_adaptive.engine.bank import ItemBank
+from lm_eval_adaptive.engine.irt.bank import ItemBank
 from lm_eval_adaptive.errors import BankError, InputError
 from lm_eval_adaptive.harness.task_files import yaml_task_metrics
 

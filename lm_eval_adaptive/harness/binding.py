@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lm_eval_adaptive.engine.bank import ItemBank
+from lm_eval_adaptive.engine.irt.bank import ItemBank
 from lm_eval_adaptive.errors import BankError, InputError
 from lm_eval_adaptive.harness.bank_source import check_task_metric, load_bank
 

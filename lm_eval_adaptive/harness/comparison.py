@@ -6,10 +6,10 @@ slot chose it). The runs must be of the same task and the same bank. Every pair 
 
 * **the bank's scale**: θ̂ ± SE of the two runs, ordered when P(θ_a > θ_b) = Φ(Δθ̂/√(SE_a² + SE_b²)) is
   outside [(1−γ)/2, 1 − (1−γ)/2] (the ranker's own rule,
-  :class:`~lm_eval_adaptive.engine.pair_rules.OrderConfidence`);
-* **the metric's scale**: the full-task means (:class:`~lm_eval_adaptive.engine.metric_scale.MetricScale`:
+  :class:`~lm_eval_adaptive.engine.ranking.pairs.rules.OrderConfidence`);
+* **the metric's scale**: the full-task means (:class:`~lm_eval_adaptive.engine.ranking.pairs.metric_scale.MetricScale`:
   observed scores plus the bank's predictions, corrected by the random share's residuals), their
-  difference and its SE, judged by :func:`~lm_eval_adaptive.engine.pair_outcomes.judge_pairs` (Student's t
+  difference and its SE, judged by :func:`~lm_eval_adaptive.engine.ranking.pairs.outcomes.judge_pairs` (Student's t
   at γ, two-sided), with the items and dollars more items would need to settle it;
 * **the documents both runs scored**: the paired mean difference of the raw metric on those documents
   and its t interval at γ. It is a statement about those documents, not about the task: adaptive runs
@@ -34,9 +34,9 @@ from scipy.special import stdtrit
 
 from lm_eval_adaptive.data.files import read_json
 from lm_eval_adaptive.data.prices import Price
-from lm_eval_adaptive.engine.metric_scale import MetricScale
-from lm_eval_adaptive.engine.pair_outcomes import ORDERED, judge_pairs
-from lm_eval_adaptive.engine.pair_rules import OrderConfidence
+from lm_eval_adaptive.engine.ranking.pairs.metric_scale import MetricScale
+from lm_eval_adaptive.engine.ranking.pairs.outcomes import ORDERED, judge_pairs
+from lm_eval_adaptive.engine.ranking.pairs.rules import OrderConfidence
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.bank_source import load_bank
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from lm_eval_adaptive.engine.estimation import Z95
-from lm_eval_adaptive.engine.full_task import full_task_estimate
+from lm_eval_adaptive.engine.cat.estimation import Z95
+from lm_eval_adaptive.engine.cat.full_task import full_task_estimate
 from lm_eval_adaptive.harness.sample_logs import ADAPTIVE_SAMPLE_KEY
 from lm_eval_adaptive.harness.task_loop import MultiTaskOutcome, TaskOutcome
 

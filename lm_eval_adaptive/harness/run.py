@@ -15,7 +15,7 @@ files stays lm-evaluation-harness's own:
   picked are never generated nor scored.
 
 A task given several banks (one per metric) runs one
-:class:`~lm_eval_adaptive.engine.multi_metric_test.MultiMetricTest`: each chosen document is
+:class:`~lm_eval_adaptive.engine.cat.multi_metric_test.MultiMetricTest`: each chosen document is
 evaluated once and every bank's metric read from its sample; the task's ``adaptive`` block then
 holds one block per metric under ``metrics`` (docs/outputs.md).
 

@@ -19,11 +19,11 @@ import numpy as np
 
 from lm_eval_adaptive.data.prices import actual_cost
 from lm_eval_adaptive.display import SHOWN_LOG_FILTER
-from lm_eval_adaptive.engine.bank import joint_item_ids
-from lm_eval_adaptive.engine.cat import AdaptiveTest
-from lm_eval_adaptive.engine.full_task import full_task_estimate
-from lm_eval_adaptive.engine.multi_metric_test import MultiMetricTest
-from lm_eval_adaptive.engine.stopping import CIWidth
+from lm_eval_adaptive.engine.irt.bank import joint_item_ids
+from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest
+from lm_eval_adaptive.engine.cat.full_task import full_task_estimate
+from lm_eval_adaptive.engine.cat.multi_metric_test import MultiMetricTest
+from lm_eval_adaptive.engine.cat.stopping import CIWidth
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness import lm_eval_compat as compat
 from lm_eval_adaptive.harness.attempts import AttemptBilling
@@ -46,7 +46,7 @@ class AdaptiveRunConfig:
     ``bank``: ``[TASK=]PATH`` per task (several for one task: a bank per metric, one joint test);
     ``se_target``, ``min_items``, ``max_items``: the
     stopping rules (``ci_width``: stop on the full-task estimate's 95% half-width in the metric's
-    units instead of the SE target, :class:`~lm_eval_adaptive.engine.stopping.CIWidth`);
+    units instead of the SE target, :class:`~lm_eval_adaptive.engine.cat.stopping.CIWidth`);
     ``budget_usd``: a cap checked with the bank's token estimates;
     ``price``: ``MODEL=IN,OUT`` (or a bare ``IN,OUT`` for the model run); ``batch_size``:
     documents picked per step; ``metric``, ``item_field``: which per-document metric feeds
@@ -72,7 +72,7 @@ class AdaptiveRunConfig:
 
 
 def _stop_rules(config: AdaptiveRunConfig) -> dict:
-    """The SE target, or with ``ci_width`` the :class:`~lm_eval_adaptive.engine.stopping.CIWidth` rule in its
+    """The SE target, or with ``ci_width`` the :class:`~lm_eval_adaptive.engine.cat.stopping.CIWidth` rule in its
     place (after ``min_items``), as keyword arguments of a test."""
     if config.ci_width is None:
         return {"se_target": config.se_target}

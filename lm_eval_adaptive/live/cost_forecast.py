@@ -8,7 +8,7 @@ anything, forecasts per model (per task for ``run --adaptive``):
   ``refresh``, :data:`DRAWS` per task of ``run --adaptive``). Each simulated run gives every
   model an ability drawn from the abilities of the bank's calibration models and a score for
   every item drawn from the bank's response model at that ability (the engine's simulation,
-  :mod:`lm_eval_adaptive.engine.simulation`; the anchors of a refresh keep their places), and
+  :mod:`lm_eval_adaptive.engine.evaluation.simulation`; the anchors of a refresh keep their places), and
   charges each item its expected cost (:func:`~lm_eval_adaptive.live.session.expected_item_costs`:
   the bank's token counts, the input raised to the prompt the harness built where that is
   longer, at the model's price: the rule of the real report's full-run cost too). ``rank`` and
@@ -16,7 +16,7 @@ anything, forecasts per model (per task for ``run --adaptive``):
   each call's upper estimate reserved against the cap in a
   :class:`~lm_eval_adaptive.live.ledger.BudgetLedger`, calls in flight, blocked models), its
   calls answered with their simulated scores one at a time, in the order sent; ``run --adaptive``'s test is run by the
-  engine's driver (:func:`~lm_eval_adaptive.engine.simulation.drive`). The table is consistent
+  engine's driver (:func:`~lm_eval_adaptive.engine.evaluation.simulation.drive`). The table is consistent
   by construction (:func:`spreads`): the total's typical figure is the one most simulated runs
   come within :data:`TOLERANCE` of, taken inside the runs' 10%–90% range
   (:func:`most_likely_within`); the typical runs are those within the tolerance of it, and every
@@ -52,8 +52,8 @@ import numpy as np
 
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.prices import Price, upper_estimate
-from lm_eval_adaptive.engine.bank import joint_item_ids
-from lm_eval_adaptive.engine.simulation import AbilityPopulation, bank_scores, drive, joint_abilities
+from lm_eval_adaptive.engine.irt.bank import joint_item_ids
+from lm_eval_adaptive.engine.evaluation.simulation import AbilityPopulation, bank_scores, drive, joint_abilities
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.scorer import TEMPLATE_TOKENS
 from lm_eval_adaptive.live.driver import LiveRun

@@ -3,7 +3,7 @@
 :class:`LiveRun` knows nothing of the harness or of HTTP: it is given, per model, a
 *caller* — ``caller(item_id) -> ItemScore`` (the harness task wrapper in production, any
 function in simulation) — and an upper cost estimate per item, and it drives an
-:class:`~lm_eval_adaptive.engine.ranker.AdaptiveRanker` to the end:
+:class:`~lm_eval_adaptive.engine.ranking.ranker.AdaptiveRanker` to the end:
 
 1. ``ranker.ask()`` gives the next (model, item); the call's UPPER cost is reserved in the
    :class:`~lm_eval_adaptive.live.ledger.BudgetLedger` (refused → the request is released and the
@@ -37,7 +37,7 @@ function in simulation) — and an upper cost estimate per item, and it drives a
    lost in flight).
 
 With a bank per metric the ranker is a
-:class:`~lm_eval_adaptive.engine.multi_metric_ranker.MultiMetricRanker`: each call generates one
+:class:`~lm_eval_adaptive.engine.ranking.multi_metric_ranker.MultiMetricRanker`: each call generates one
 document, the caller's ``raw`` is metric → value, ``scale`` maps each, and the journal's score record
 holds every metric's raw and scaled score of that one generation; nothing else changes.
 
@@ -64,7 +64,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from lm_eval_adaptive.display import SHOWN_LOG_FILTER
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker, Request
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker, Request
 from lm_eval_adaptive.harness.billing import ModelFailed, RetryPolicy, is_retryable, may_have_been_billed
 from lm_eval_adaptive.live.journal import Journal, redact
 from lm_eval_adaptive.live.ledger import BudgetLedger

@@ -39,9 +39,9 @@ One process writes a journal at a time: opening for writing takes an exclusive `
 (on systems that have it), so two resumes of the same run cannot both pay for the same items.
 
 Resume: :meth:`Journal.replay_into` feeds the score and failure records back into a fresh
-:class:`~lm_eval_adaptive.engine.ranker.AdaptiveRanker` or
-:class:`~lm_eval_adaptive.engine.multi_metric_ranker.MultiMetricRanker` (through their public
-:meth:`~lm_eval_adaptive.engine.ranker.AdaptiveRanker.replay`); :meth:`Journal.completed_keys` says which
+:class:`~lm_eval_adaptive.engine.ranking.ranker.AdaptiveRanker` or
+:class:`~lm_eval_adaptive.engine.ranking.multi_metric_ranker.MultiMetricRanker` (through their public
+:meth:`~lm_eval_adaptive.engine.ranking.ranker.AdaptiveRanker.replay`); :meth:`Journal.completed_keys` says which
 (model, item) pairs are done; :meth:`Journal.costs` lists what was paid, for
 :meth:`BudgetLedger.charge_known <lm_eval_adaptive.live.ledger.BudgetLedger.charge_known>`.
 """
@@ -63,7 +63,7 @@ from typing import Any
 import numpy as np
 
 from lm_eval_adaptive.display import SHOWN_LOG_FILTER
-from lm_eval_adaptive.engine.ranker import ReplayError, ReplayEvent, ReplayStats
+from lm_eval_adaptive.engine.ranking.ranker import ReplayError, ReplayEvent, ReplayStats
 from lm_eval_adaptive import redaction
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.redaction import REDACTED, is_secret_key, redact_text
@@ -487,7 +487,7 @@ class Journal:
                     failures: bool = True) -> ReplayStats:
         """Feed this journal's records into a fresh ranker, in journal order, asking no model.
 
-        A thin adapter over :meth:`AdaptiveRanker.replay <lm_eval_adaptive.engine.ranker.AdaptiveRanker.replay>`
+        A thin adapter over :meth:`AdaptiveRanker.replay <lm_eval_adaptive.engine.ranking.ranker.AdaptiveRanker.replay>`
         (which says how a replay reproduces the live run): each score record becomes a score
         event (model, item id, ``scaled_of(record)``, ``cost_usd``) and, with ``failures``,
         each failure record naming ``model`` and ``item_id`` a failure event. ``stop`` and

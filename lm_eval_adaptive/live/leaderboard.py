@@ -22,7 +22,7 @@ a failed or interrupted refresh leaves it as it was.
 Several leaderboards of one task, one per metric (``refresh --leaderboard bleu.json chrf.json``),
 are refreshed together: their full-run entries must be the same models; each new model's
 documents are generated once and scored by every board's metric
-(:class:`~lm_eval_adaptive.engine.multi_metric_ranker.MultiMetricRanker`, one bank per board),
+(:class:`~lm_eval_adaptive.engine.ranking.multi_metric_ranker.MultiMetricRanker`, one bank per board),
 under one cap and one journal, and each board gets its own entries.
 """
 
@@ -39,11 +39,11 @@ from scipy.special import ndtri  # the normal quantile (scipy.stats' norm.ppf), 
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.data.files import read_json
 from lm_eval_adaptive.data.tables import load_any_table, table_item_field
-from lm_eval_adaptive.engine.estimation import Z95
-from lm_eval_adaptive.engine.pair_outcomes import EQUIVALENT, ORDERED, judge_apart, rank_ranges
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker
-from lm_eval_adaptive.engine.scale_judgement import equivalence_groups, ranking_order
-from lm_eval_adaptive.engine.self_check import calibrate_checked
+from lm_eval_adaptive.engine.cat.estimation import Z95
+from lm_eval_adaptive.engine.ranking.pairs.outcomes import EQUIVALENT, ORDERED, judge_apart, rank_ranges
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import equivalence_groups, ranking_order
+from lm_eval_adaptive.engine.evaluation.self_check import calibrate_checked
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import DOC_ID, record_item_field
 from lm_eval_adaptive.harness.sample_logs import table_from_sample_logs
@@ -279,7 +279,7 @@ def _entries(res, examinees, old: dict, new: dict, earlier=(), *, confidence: fl
     Each entry's full-task metric is its estimate of record (a full run's is exact). Pairs of this
     run's models are the run's own judgement (``res.pairs``: paired on the items both answered); a
     pair with an earlier entry is judged on the two estimates made apart
-    (:func:`~lm_eval_adaptive.engine.pair_outcomes.judge_apart`). The order follows the estimates
+    (:func:`~lm_eval_adaptive.engine.ranking.pairs.outcomes.judge_apart`). The order follows the estimates
     except that no settled pair is reversed; rank ranges come from the ordered pairs alone."""
     earlier = [dict(e) for e in earlier]
     names = list(res.ranking) + [e["model"] for e in earlier]

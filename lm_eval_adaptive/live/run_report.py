@@ -5,8 +5,8 @@ finished live run and its session (:mod:`lm_eval_adaptive.live.session`).
 
 from __future__ import annotations
 
-from lm_eval_adaptive.engine.estimation import Z95
-from lm_eval_adaptive.engine.full_task import full_task_estimate
+from lm_eval_adaptive.engine.cat.estimation import Z95
+from lm_eval_adaptive.engine.cat.full_task import full_task_estimate
 from lm_eval_adaptive.live.session import LiveSettings
 from lm_eval_adaptive.redaction import redact as redact_all
 

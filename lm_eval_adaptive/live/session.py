@@ -2,7 +2,7 @@
 
 A session is built from the command's settings and an item bank, or several banks of one task
 (one per metric: each document generated once and scored by every bank's metric, ranked by a
-:class:`~lm_eval_adaptive.engine.multi_metric_ranker.MultiMetricRanker`). Before any model call it
+:class:`~lm_eval_adaptive.engine.ranking.multi_metric_ranker.MultiMetricRanker`). Before any model call it
 binds the banks to the harness task (:func:`~lm_eval_adaptive.harness.binding.bind_banks`:
 task, metric, item ids → documents), resolves each model's price (and a declared judge's)
 once (:func:`~lm_eval_adaptive.data.price_map.model_price`), builds one harness document
@@ -30,11 +30,11 @@ from lm_eval_adaptive.data.files import check_output_folder
 from lm_eval_adaptive.data.price_map import PricePolicy, price_policy, priced_by_default, resolve_prices
 from lm_eval_adaptive.data.prices import actual_cost, upper_estimate
 from lm_eval_adaptive.display import SHOWN_LOG_FILTER
-from lm_eval_adaptive.engine.bank import joint_item_ids
-from lm_eval_adaptive.engine.multi_metric_ranker import MultiMetricRanker
-from lm_eval_adaptive.engine.pair_rules import pair_rule_for
-from lm_eval_adaptive.engine.ranker import AdaptiveRanker, default_judgement
-from lm_eval_adaptive.engine.settle_policy import SettlePolicy
+from lm_eval_adaptive.engine.irt.bank import joint_item_ids
+from lm_eval_adaptive.engine.ranking.multi_metric_ranker import MultiMetricRanker
+from lm_eval_adaptive.engine.ranking.pairs.rules import pair_rule_for
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker, default_judgement
+from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import bind_banks, check_banks
 from lm_eval_adaptive.harness.judge_pricing import JudgePricing
@@ -210,7 +210,7 @@ def check_before_loading(a: LiveSettings) -> None:
 class Setup:
     """Everything a live run needs, built from the settings (shared by rank and refresh).
 
-    ``bank`` is an :class:`~lm_eval_adaptive.engine.bank.ItemBank` or a path to one, or a list of them
+    ``bank`` is an :class:`~lm_eval_adaptive.engine.irt.bank.ItemBank` or a path to one, or a list of them
     (one per metric of the task: :attr:`joint`). Nothing is called and nothing is written here.
     """
 

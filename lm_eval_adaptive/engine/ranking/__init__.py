@@ -1,0 +1,1 @@
+"""Several models ranked: the ranker, the allocation of items among models, and the pair judgement (ranking/pairs/)."""

@@ -1,0 +1,428 @@
+"""A ranking's pairs judged on the full-task metric's own scale: the rankers' default judgement (issue 21).
+
+:class:`MetricScaleJudgement` answers the two questions of the
+:class:`~lm_eval_adaptive.engine.ranking.pairs.judgement.PairJudgement` seam on the scale a user compares, each
+model's full-task mean (METHOD.md §7-8; docs/metric-scale.md):
+
+* the estimate of record of each model is :func:`~lm_eval_adaptive.engine.ranking.pairs.metric_scale.model_part`'s
+  (the observed scores, the bank's predictions for the unseen items and the random share's
+  correction; a full run is exact);
+* each pair is decided on the difference of two full-task means (paired through the items both drew
+  at random): ``ordered`` at γ (or, with a family-wise rule, Holm over every pair's p-value),
+  ``equivalent`` within the pair rule's tie margin δ (two one-sided tests), else ``unresolved`` with its
+  items and dollars to settle (capped at the rest of a full run of both). No pair is ever "inseparable":
+  more items always narrow a pair, and a full run settles it;
+* the models are ordered by their estimates; the pairs the allocation buys items for are the
+  unresolved ones whose cost to settle the :class:`~lm_eval_adaptive.engine.ranking.pairs.settle_policy.SettlePolicy`
+  allows; the others are reported with that cost, marked as beyond the policy.
+
+It is incremental: a score changes one model, so only that model's part (one vectorised pass over the
+bank: its predictions move with θ̂) and its row of pair variances are recomputed, when the ranker next
+asks (:meth:`open_pairs`); the costs to settle (a bisection per pair) are computed for a result only.
+The allocation's figure for a model (:meth:`OpenPairs.worth <lm_eval_adaptive.engine.ranking.pairs.judgement.OpenPairs>`)
+is the share of its open pairs' variance one more of its items removes, Σ_p w_mp·(f_m(k) − f_m(k + 1)),
+w_mp = Var_m/(Var_m + Var_p) the model's part of the pair's variance and f_m the shape in which its own
+variance shrinks with k more items (:func:`~lm_eval_adaptive.engine.ranking.pairs.metric_scale.shrink_factor`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, NamedTuple, Sequence
+
+import numpy as np
+from scipy.special import stdtr
+
+from lm_eval_adaptive.engine.ranking.pairs.metric_scale import (
+    MetricScale,
+    model_part,
+    pair_variance,
+    residual_correlation,
+    shrink_one,
+)
+from lm_eval_adaptive.engine.ranking.pairs.outcomes import (
+    EQUIVALENT,
+    ORDERED,
+    UNRESOLVED,
+    decide,
+    judge_pairs,
+    rank_ranges,
+    settle_level,
+    settles_after,
+)
+from lm_eval_adaptive.engine.ranking.pairs.rules import holm
+from lm_eval_adaptive.engine.ranking.pairs.judgement import OpenPairs, PairReport
+from lm_eval_adaptive.engine.cat.selection import DEFAULT_RANDOM_SHARE
+from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy, most_items
+
+__all__ = ["MetricScaleJudgement", "equivalence_groups", "ranking_order"]
+
+
+class _RunCost(NamedTuple):
+    """What the stopping policy weighs a pair against (:meth:`MetricScaleJudgement._run_cost`): the cost so far of
+    the models not yet exact, their full runs' cost (in dollars, or in items without prices) and their full runs'
+    mean items per model (for the policy's floor)."""
+
+    spent: float
+    full: float
+    dollars: bool
+    items: float
+
+
+class MetricScaleJudgement:
+    """The pairs of one metric's ranking judged on the full-task metric (see the module docstring).
+
+    ``examinees``: model → its :class:`~lm_eval_adaptive.engine.cat.examinee.Examinee` on the metric's bank (read
+    only: raw scores, random-slot items, population, θ̂, costs); ``rule``: the
+    :class:`~lm_eval_adaptive.engine.ranking.pairs.rules.PairRule` whose confidence, tie margin (``margin``) and
+    family-wise setting (``family``) it applies on the metric scale; ``futility``: accepted for the seam
+    and not used (no pair is given up as inseparable); ``policy``: the
+    :class:`~lm_eval_adaptive.engine.ranking.pairs.settle_policy.SettlePolicy`; ``random_share``: the share of the
+    models' further items the selector draws at random (the cost to settle's projection).
+    """
+
+    name = "metric-scale"
+
+    def __init__(self, examinees: Mapping[str, object], rule, futility: float = 0.0, metric: str | None = None, *,
+                 policy: SettlePolicy | None = None, random_share: float | None = None):
+        self._examinees = examinees
+        self.rule = rule
+        self.futility = float(futility)
+        self.metric = metric
+        self.policy = policy if policy is not None else SettlePolicy()
+        self.confidence = float(rule.confidence)
+        self.margin = float(getattr(rule, "margin", None) or 0.0)
+        self.family = bool(getattr(rule, "family", False))
+        names = list(examinees)
+        self._names = names
+        self._index = {m: k for k, m in enumerate(names)}
+        first = examinees[names[0]]
+        self._bank = bank = first.bank
+        if random_share is None:
+            random_share = getattr(first.selector, "share", DEFAULT_RANDOM_SHARE)
+        self.random_share = float(random_share)
+        K, N = len(names), bank.n_items
+        self._changes = [-1] * K
+        self._parts: list = [None] * K
+        self._theta = np.zeros(K)
+        self._ws = np.zeros((K, N))
+        self._dev = np.zeros((K, N))
+        self._rnd = np.zeros((K, N), dtype=bool)
+        self._fb = np.zeros(K)
+        self._own = np.zeros(K)  # Σ ws² per model
+        self._V = np.zeros((K, K))
+        self._decided: dict = {}  # (i, j) -> (changes of i, of j, decision): see _decision
+        self._stopped: dict = {}  # (i, j) -> (what the policy's answer depends on, the answer)
+        self._run = _RunCost(0.0, 0.0, False, 0.0)  # see _run_cost
+        # per model, in cost units (dollars with item costs, else items): mean cost of an unseen item, of a
+        # full run, and the cost so far (the full run's and the cost so far count 0 for an exact model)
+        self._unit = [1.0] * K
+        self._full = [0.0] * K
+        self._pop_size = [-1] * K
+        self._dollars = [getattr(examinees[m], "item_costs", None) is not None for m in names]
+
+    # ----------------------------------------------------------------- state
+    def signature(self) -> dict:
+        """What this judgement adds to a run's signature."""
+        return {"judgement": self.name, "settle_policy": self.policy.name}
+
+    def _refresh(self, k: int) -> None:
+        """Recompute model k's part and its row of pair variances (a score or an exclusion came in)."""
+        m = self._names[k]
+        e = self._examinees[m]
+        theta = e.theta
+        part = model_part(self._bank, e.raw, e.random_mask, theta, population=e.population,
+                          se_theta=lambda: e.se)
+        self._parts[k] = part
+        self._theta[k] = theta
+        self._ws[k] = part.ws
+        self._dev[k] = part.dev
+        self._rnd[k] = part.rnd
+        self._fb[k] = part.fallback_var
+        costs = e.item_costs
+        if costs is not None:
+            self._unit[k] = float(costs @ part.unseen) / part.n_unseen if part.n_unseen else 0.0
+            if part.n_unseen == 0:
+                self._full[k] = 0.0
+            elif self._pop_size[k] != part.n_total:  # the population changes with exclusions only
+                self._full[k] = float(costs[e.population].sum())
+                self._pop_size[k] = part.n_total
+        else:
+            self._unit[k] = 1.0
+            self._full[k] = 0.0 if part.n_unseen == 0 else float(part.n_total)
+        self._own[k] = float(part.ws @ part.ws)
+        rho = residual_correlation(self._dev, self._rnd, rows=[k])
+        row = pair_variance(self._ws, rho, self._fb, rows=[k], own=self._own)[0]
+        self._V[k, :] = row
+        self._V[:, k] = row
+        self._changes[k] = e.changes
+
+    def _current(self, models: Sequence[str]) -> list[int]:
+        """The examinee indices of ``models``, every changed one recomputed."""
+        idx = []
+        ex = self._examinees
+        for m in models:
+            k = self._index[m]
+            if self._changes[k] != ex[m].changes:
+                self._refresh(k)
+            idx.append(k)
+        return idx
+
+    def _spent(self, k: int) -> float:
+        """Model k's cost so far in cost units (0 once it is exact)."""
+        if self._parts[k].n_unseen == 0:
+            return 0.0
+        e = self._examinees[self._names[k]]
+        return float(e.spent) if self._dollars[k] else float(e.n)
+
+    # ----------------------------------------------------------------- pairs
+    def _pair(self, i: int, j: int) -> tuple[float, float, float]:
+        """(D̂ = T̂_i − T̂_j, its variance, its degrees of freedom) of examinees i and j."""
+        pi, pj = self._parts[i], self._parts[j]
+        v = float(self._V[i, j])
+        dfi = math.inf if pi.var == 0 else pi.df
+        dfj = math.inf if pj.var == 0 else pj.df
+        return pi.estimate - pj.estimate, v, min(dfi, dfj)
+
+    def _decision(self, i: int, j: int) -> tuple:
+        """(i above j, outcome, |D̂|, SE, DF) of examinees i < j, kept until either changes (not family-wise)."""
+        ci, cj = self._changes[i], self._changes[j]
+        hit = self._decided.get((i, j))
+        if hit is not None and hit[0] == ci and hit[1] == cj:
+            return hit[2]
+        d, v, df = self._pair(i, j)
+        s = math.sqrt(v)
+        apart = math.sqrt(self._parts[i].var + self._parts[j].var)
+        out = (d >= 0, decide(d, s, df, self.confidence, self.margin, apart), abs(d), s, df)
+        self._decided[(i, j)] = (ci, cj, out)
+        return out
+
+    def _outcomes(self, idx: list[int]) -> dict:
+        """{(pos_a, pos_b): outcome} of every pair of positions in ``idx`` (a: the higher estimate)."""
+        n = len(idx)
+        out = {}
+        if not self.family:
+            for u in range(n):
+                iu = idx[u]
+                for w in range(u + 1, n):
+                    iw = idx[w]
+                    if iu < iw:
+                        above, o = self._decision(iu, iw)[:2]
+                    else:
+                        above, o = self._decision(iw, iu)[:2]
+                        above = not above
+                    out[(u, w) if above else (w, u)] = o
+            return out
+        stats = []
+        for u in range(n):
+            for w in range(u + 1, n):
+                d, v, df = self._pair(idx[u], idx[w])
+                a, b = (u, w) if d >= 0 else (w, u)
+                apart = math.sqrt(self._parts[idx[u]].var + self._parts[idx[w]].var)
+                stats.append((a, b, abs(d), math.sqrt(v), df, apart))
+        d = np.array([x[2] for x in stats])
+        s = np.array([x[3] for x in stats])
+        df = np.array([x[4] for x in stats])
+        exact = s == 0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            z = np.where(exact, np.where(d > 0, np.inf, 0.0), d / s)
+        ordered = holm(np.minimum(1.0, 2 * (1 - stdtr(df, z))), 1 - self.confidence) | (exact & (d > 0))
+        for (a, b, dd, ss, ff, sa), o in zip(stats, ordered.tolist()):
+            if o:
+                out[(a, b)] = ORDERED
+            else:
+                x = decide(dd, ss, ff, self.confidence, self.margin, sa)
+                out[(a, b)] = EQUIVALENT if x == EQUIVALENT else UNRESOLVED
+        return out
+
+    def _beyond_policy(self, i: int, j: int, remaining: float | None, level: float) -> bool:
+        """The policy gives no more items to the unresolved pair of examinees i and j: the items it may
+        still buy would not settle it at its current gap (kept while what it depends on is the same)."""
+        key = (self._changes[i], self._changes[j], self._run, remaining, level)
+        hit = self._stopped.get((i, j))
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        out = self._beyond(i, j, remaining, level)
+        self._stopped[(i, j)] = (key, out)
+        return out
+
+    def _run_cost(self, idx: list[int]) -> _RunCost:
+        """The run's cost so far against its full run's, of the models not yet exact: in dollars when every one
+        has item costs and their full runs cost something, else in items."""
+        live = [k for k in idx if self._parts[k].n_unseen]
+        items = float(np.mean([self._parts[k].n_total for k in live])) if live else 0.0
+        if live and all(self._dollars[k] for k in live) and sum(self._full[k] for k in live) > 0:
+            return _RunCost(sum(self._spent(k) for k in live), sum(self._full[k] for k in live), True, items)
+        return _RunCost(float(sum(self._parts[k].n_seen for k in live)),
+                        float(sum(self._parts[k].n_total for k in live)), False, items)
+
+    def _beyond(self, i: int, j: int, remaining: float | None, level: float) -> bool:
+        pi, pj = self._parts[i], self._parts[j]
+        spent, full, dollars, items = self._run
+        if dollars:
+            unit_i, unit_j = self._unit[i], self._unit[j]
+        else:  # no prices: items
+            unit_i = unit_j = 1.0
+            remaining = None
+        lim = self.policy.limit(spent, full, remaining, items)
+        most = most_items(lim, pi.n_unseen, unit_i if pi.n_unseen else 0.0, pj.n_unseen, unit_j if pj.n_unseen else 0.0)
+        if most >= max(pi.n_unseen, pj.n_unseen):
+            return False  # it may run to a full run of both, which settles it
+        if most < 0:
+            return True  # the run is past its share already: no gap, however favourable, buys more
+        d, v, _ = self._pair(i, j)
+        vsum = pi.var + pj.var
+        share_i = pi.var / vsum if vsum > 0 else 0.5
+        m = max(most, 0.0)
+        # given up only if it would not settle even with a gap `optimism` SEs wider (to be ordered) or
+        # narrower (to be equivalent) than the estimate: an early, noisy gap does not end a pair
+        slack = self.policy.optimism * math.sqrt(v)
+        for gap in ((abs(d) + slack, max(abs(d) - slack, 0.0)) if slack > 0 else (abs(d),)):
+            if settles_after(m, gap, v, share_i, pi.n_unseen, pi.n_random, pi.method == "design", pj.n_unseen,
+                             pj.n_random, pj.method == "design", level, self.margin, self.random_share, vsum):
+                return False
+        return True
+
+    def open_pairs(self, models: Sequence[str], remaining: float | None = None) -> OpenPairs:
+        """The order of ``models`` by their estimates and the unresolved pairs the policy still buys items
+        for (``remaining``: the budget left in USD, None without a budget)."""
+        idx = self._current(models)
+        self._run = self._run_cost(idx)
+        outcomes = self._outcomes(idx)
+        order = ranking_order([self._parts[k].point for k in idx], [p for p, o in outcomes.items() if o == ORDERED])
+        unresolved = [p for p, o in outcomes.items() if o == UNRESOLVED]
+        level = settle_level(self.confidence, sum(o != ORDERED for o in outcomes.values()), self.family)
+        pairs, stopped = [], 0
+        for a, b in unresolved:
+            if self._beyond_policy(idx[a], idx[b], remaining, level):
+                stopped += 1
+            else:
+                pairs.append((a, b))
+        place = {u: r for r, u in enumerate(order)}
+        pairs = [(a, b) if place[a] < place[b] else (b, a) for a, b in pairs]  # the one ranked above first
+        pairs.sort(key=lambda p: (place[p[0]], place[p[1]]))
+        parts = [self._parts[k] for k in idx]
+        share = self.random_share
+
+        def weight(j, p):
+            vj, vp = parts[j].var, parts[p].var
+            return vj / (vj + vp) if vj + vp > 0 else 0.5
+
+        partners: dict[int, list] = {}
+        for a, b in pairs:
+            partners.setdefault(a, []).append(b)
+            partners.setdefault(b, []).append(a)
+
+        def worth(j: int, k: int = 0) -> float:
+            """The share of model j's open pairs' variance its next item removes (k items already in flight)."""
+            pt = parts[j]
+            if pt.n_unseen == 0 or j not in partners:
+                return 0.0
+            step = shrink_one(pt.n_unseen, pt.n_random, k, share) - shrink_one(pt.n_unseen, pt.n_random, k + 1, share)
+            return step * sum(weight(j, p) for p in partners[j])
+
+        def futile(j: int, p: int) -> bool:
+            """Items for model j alone cannot settle its pair with p (p's own part of the variance stays)."""
+            d, v, df = self._pair(idx[j], idx[p])
+            pj, pp = parts[j], parts[p]
+            rest = v * (1 - weight(j, p))
+            if rest <= 0:
+                return False
+            return decide(abs(d), math.sqrt(rest), pp.df if pp.var > 0 else df, self.confidence,
+                          self.margin) == UNRESOLVED
+
+        return OpenPairs(order, pairs, worth, futile, self.metric, stopped)
+
+    # ----------------------------------------------------------------- report
+    def scale(self, models: Sequence[str]) -> MetricScale:
+        """The :class:`~lm_eval_adaptive.engine.ranking.pairs.metric_scale.MetricScale` of ``models`` now."""
+        idx = self._current(models)
+        return MetricScale.from_parts(self._bank, [self._parts[k] for k in idx], self._theta[idx],
+                                      names=list(models), level=self.confidence)
+
+    def report(self, models: Sequence[str], remaining: float | None = None) -> PairReport:
+        idx = self._current(models)
+        self._run = self._run_cost(idx)
+        sc = self.scale(models)
+        costs = np.array([self._unit[k] if self._dollars[k] else 0.0 for k in idx])
+        j = judge_pairs(sc, confidence=self.confidence, tie_margin=self.margin, item_costs=costs,
+                        random_share=self.random_share, family_wise=self.family)
+        K = len(models)
+        order = ranking_order(sc.point.tolist(), [(int(a), int(b)) for a, b, o in zip(j.a, j.b, j.outcome)
+                                                  if o == ORDERED])
+        ranking = [models[u] for u in order]
+        pos = {u: r for r, u in enumerate(order)}
+        P = np.full((K, K), 0.5)
+        level = settle_level(self.confidence, int(np.count_nonzero(j.outcome != ORDERED)), self.family)
+        records = []
+        ties, equivalent, still_open = [], [], []
+        for a, b, rec in zip(j.a.tolist(), j.b.tolist(), j.to_records()):
+            p = rec["p_order"]
+            P[pos[a], pos[b]] = p
+            P[pos[b], pos[a]] = 1 - p
+            beyond = rec["outcome"] == UNRESOLVED and self._beyond_policy(idx[a], idx[b], remaining, level)
+            rec["beyond_policy"] = bool(beyond)
+            records.append(rec)
+            pair = (models[a], models[b]) if pos[a] < pos[b] else (models[b], models[a])
+            if rec["outcome"] != ORDERED:
+                ties.append(pair)
+            if rec["outcome"] == EQUIVALENT:
+                equivalent.append(pair)
+            if rec["outcome"] == UNRESOLVED and not beyond:
+                still_open.append(pair)
+        rank = {r: k for k, r in enumerate(ranking)}
+        ties.sort(key=lambda p: (rank[p[0]], rank[p[1]]))
+        equivalent.sort(key=lambda p: (rank[p[0]], rank[p[1]]))
+        still_open.sort(key=lambda p: (rank[p[0]], rank[p[1]]))
+        records.sort(key=lambda r: (rank[r["a"]], rank[r["b"]]))
+        best, worst = rank_ranges(j.matrix())
+        ex = self._examinees
+        entries = sc.entries()
+        return PairReport(
+            ranking=ranking, theta=np.array([ex[m].theta for m in ranking]), se=np.array([ex[m].se for m in ranking]),
+            pairwise=P, ties=ties, equivalent=equivalent,
+            adjacent_confidence=[float(P[i, i + 1]) for i in range(K - 1)],
+            tie_groups=equivalence_groups(ranking, equivalent), inseparable=[], open_pairs=still_open,
+            pairs=records, rank_range={models[u]: [int(best[u]), int(worst[u])] for u in range(K)},
+            estimates={e.name: e.to_dict() | {"method": e.method} for e in entries}, judgement=self.name)
+
+
+def ranking_order(points: Sequence[float], ordered) -> list[int]:
+    """Positions best first: by the point estimates (equal ones keep their order), except that every
+    ordered pair (a, b) — a settled above b — keeps a above b (a stable topological order: among the
+    entries whose settled superiors are all placed, the highest point estimate next)."""
+    n = len(points)
+    above: list[set] = [set() for _ in range(n)]
+    for a, b in ordered:
+        above[b].add(a)
+    by_point = sorted(range(n), key=lambda u: -points[u])
+    placed: list[int] = []
+    done: set = set()
+    while len(placed) < n:
+        for u in by_point:
+            if u not in done and above[u] <= done:
+                placed.append(u)
+                done.add(u)
+                break
+        else:  # a cycle cannot come from one set of estimates; keep the point order for what is left
+            placed += [u for u in by_point if u not in done]
+            break
+    return placed
+
+
+def equivalence_groups(ranking: Sequence[str], equivalent) -> list[list[str]]:
+    """Tie groups from equivalence alone: runs of consecutive entries of ``ranking`` every two of which
+    are settled ``equivalent`` (a group never grows through an entry that is not equivalent to all of
+    it: equivalence is not chained). Groups of two or more."""
+    eq = {frozenset(p) for p in equivalent}
+    groups, cur = [], []
+    for m in ranking:
+        if cur and all(frozenset((m, x)) in eq for x in cur):
+            cur.append(m)
+            continue
+        if len(cur) > 1:
+            groups.append(cur)
+        cur = [m]
+    if len(cur) > 1:
+        groups.append(cur)
+    return groups

@@ -1,0 +1,109 @@
+"""When a ranking stops buying items for a pair that is not settled: its cost to settle is too high.
+
+On the metric's own scale (:mod:`lm_eval_adaptive.engine.ranking.pairs.metric_scale`) every pair settles by a full
+run of its two models, so "more items would not order them" is never true; but a near tie can cost
+most of a full run. :class:`SettlePolicy` says how much settling may cost: a pair is given no more
+items once settling it (:func:`~lm_eval_adaptive.engine.ranking.pairs.outcomes.settles_after`, at its current
+gap) would take
+
+* what the run has cost so far plus the pair's cost to settle beyond ``full_run_share`` of a full run
+  (every item of every model's population; models already exact, e.g. a leaderboard's full runs, count
+  neither), so that a run never spends more than that share of a full run, or
+  (``floor_items``) more than ``floor_items`` items per model, whichever is more: the share is at least
+  ``floor_items / n``, for a full run of ``n`` items per model (at most 1: a full run). On a table of 100
+  items a share of 10% is 10 items per model, the backtest's first items alone; the floor lets a small
+  table's ranking buy as many items per model as a large table's may (see :meth:`SettlePolicy.share`), or
+* its cost to settle beyond ``budget_share`` of the budget left (a run with a budget),
+
+even if its true gap were ``optimism`` standard errors wider than the estimate (or, to settle as
+equivalent, narrower): early on the estimated gap is noisy, and a pair that only looks expensive is
+not given up.
+
+The pair is then reported ``unresolved`` with its items and dollars to settle, marked as beyond the
+policy: a cost, never an impossibility. The default shares were chosen on the tuning half of the dev
+tables by the rule in docs/metric-scale.md.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["SettlePolicy", "DEFAULT_FULL_RUN_SHARE", "DEFAULT_BUDGET_SHARE", "DEFAULT_OPTIMISM",
+           "DEFAULT_FLOOR_ITEMS", "most_items"]
+
+#: Settling a pair may take the run's spend (so far + its cost to settle) to at most this share of a full run.
+DEFAULT_FULL_RUN_SHARE = 0.1
+#: A pair's cost to settle may be at most this share of the budget left (None: no such limit).
+DEFAULT_BUDGET_SHARE = None
+#: The policy judges a pair's cost to settle as if its gap were this many SEs more favourable.
+DEFAULT_OPTIMISM = 1.0
+#: The full-run share allows at least this many items per model (None: no floor); chosen on the tuning
+#: halves by the rule in docs/metric-scale.md (it binds on tables of fewer than 150 items only).
+DEFAULT_FLOOR_ITEMS = 15
+
+
+@dataclass(frozen=True)
+class SettlePolicy:
+    """How much one pair may cost (see the module docstring); a share of None is no limit."""
+
+    full_run_share: float | None = DEFAULT_FULL_RUN_SHARE
+    budget_share: float | None = DEFAULT_BUDGET_SHARE
+    optimism: float = DEFAULT_OPTIMISM
+    floor_items: float | None = DEFAULT_FLOOR_ITEMS
+
+    def __post_init__(self):
+        if not (isinstance(self.optimism, (int, float)) and math.isfinite(self.optimism) and self.optimism >= 0):
+            raise ValueError(f"optimism must be a number >= 0, got {self.optimism!r}")
+        for name in ("full_run_share", "budget_share"):
+            v = getattr(self, name)
+            if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be a positive number or None, got {v!r}")
+        v = self.floor_items
+        if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v >= 0):
+            raise ValueError(f"floor_items must be a number >= 0 or None, got {v!r}")
+
+    @property
+    def name(self) -> str:
+        def f(v):
+            return "off" if v is None else f"{v:g}"
+        floor = "" if not self.floor_items else f",floor_items={self.floor_items:g}"
+        return (f"settle-cost(full_run={f(self.full_run_share)}{floor},budget={f(self.budget_share)},"
+                f"optimism={self.optimism:g})")
+
+    def share(self, full_run_items: float | None = None) -> float | None:
+        """The share of a full run the run may spend, for a full run of ``full_run_items`` items per model
+        (the mean over the models not yet exact; None: not known, no floor): ``full_run_share`` raised to
+        ``floor_items / full_run_items``, at most 1 (None: no limit)."""
+        s = self.full_run_share
+        if s is None or not self.floor_items or not full_run_items or full_run_items <= 0:
+            return s
+        return max(s, min(1.0, self.floor_items / full_run_items))
+
+    def limit(self, spent: float, full_run: float, remaining: float | None,
+              full_run_items: float | None = None) -> float:
+        """The most a pair's settling may still cost, in the units of ``spent`` and ``full_run`` (what the
+        run has cost and a full run's cost; inf: no limit); ``remaining``: the budget left in the same
+        units (None: no budget); ``full_run_items``: the items of a full run per model (for the floor)."""
+        lim = math.inf
+        share = self.share(full_run_items)
+        if share is not None and full_run > 0:
+            lim = share * full_run - spent
+        if self.budget_share is not None and remaining is not None:
+            lim = min(lim, self.budget_share * remaining)
+        return lim
+
+
+def most_items(limit: float, nu_a: int, unit_a: float, nu_b: int, unit_b: float) -> float:
+    """The most items m each model of a pair may add (each at most its unseen items ``nu``) while
+    min(m, nu_a)·unit_a + min(m, nu_b)·unit_b ≤ ``limit`` (inf: no limit; -1: not even none)."""
+    if limit < 0:
+        return -1.0
+    if math.isinf(limit):
+        return math.inf
+    (n1, u1), (n2, u2) = sorted(((nu_a, unit_a), (nu_b, unit_b)))
+    both = u1 + u2
+    if both <= 0 or limit < n1 * both:  # both models still add items
+        return math.inf if both <= 0 else math.floor(limit / both)
+    rest = limit - n1 * u1  # past n1 only the other model adds items
+    return math.inf if u2 <= 0 else max(float(n1), math.floor(rest / u2))
