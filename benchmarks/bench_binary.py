@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lm_eval_adaptive.data.responses import ResponseTable  # noqa: E402
 from lm_eval_adaptive.engine.irt.bank import ItemBank  # noqa: E402
 from lm_eval_adaptive.engine.irt.calibration import calibrate  # noqa: E402
-from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest  # noqa: E402
+from lm_eval_adaptive.engine.cat.adaptive_test import AdaptiveTest  # noqa: E402
 from lm_eval_adaptive.engine.irt.response_model import (  # noqa: E402
     BinaryIRTModel,
     ContinuousResponseModel,

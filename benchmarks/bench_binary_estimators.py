@@ -66,10 +66,12 @@ from lm_eval_adaptive.engine.evaluation.accuracy_estimators import (  # noqa: E4
     p_irt,
     sample_mean,
 )
-from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig, fold_bank  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.backtest import fold_bank  # noqa: E402
 from lm_eval_adaptive.engine.irt.binary_calibration import calibrate_binary  # noqa: E402
 from lm_eval_adaptive.engine.cat.binary_selection import ShrunkSlopeSelector  # noqa: E402
-from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest, Examinee  # noqa: E402
+from lm_eval_adaptive.engine.cat.adaptive_test import AdaptiveTest  # noqa: E402
+from lm_eval_adaptive.engine.cat.examinee import Examinee  # noqa: E402
 from lm_eval_adaptive.engine.ranking.pairs.metric_scale import random_share_mask  # noqa: E402
 from lm_eval_adaptive.engine.cat.selection import RandomShareSelector, shared_default_selector  # noqa: E402
 from lm_eval_adaptive.engine.cat.stopping import CIWidth  # noqa: E402

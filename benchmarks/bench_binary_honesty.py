@@ -35,7 +35,7 @@ models no bank of the bench saw.
 Each table's confident pairs in the wrong order are printed below its ranking row (fold, seed, the two
 models, D̂ ± SE, p_order, the true gap, each model's items, comparable random items, whether its
 residual variance was at the floor, person-fit flag); ``--pairs`` writes every confident pair so
-(engine/evaluation/backtest.py ``_confident_pairs``).
+(engine/evaluation/run_records.py ``confident_pair_records``).
 
 ``--full-run-share`` and ``--floor-items`` set the ranking's stopping policy (engine/ranking/pairs/settle_policy.py;
 default: the engine's); each table's row says why its runs stopped. The unresolved pairs of each fold's
@@ -62,8 +62,9 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 from lm_eval_adaptive.data.named_tables import load_named  # noqa: E402
 from lm_eval_adaptive.data.ollb import OLLB_REPORT, OLLB_TUNING  # noqa: E402
-from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig, fold_bank, pooled  # noqa: E402
-from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.backtest import fold_bank, pooled  # noqa: E402
+from lm_eval_adaptive.engine.cat.adaptive_test import AdaptiveTest  # noqa: E402
 from lm_eval_adaptive.engine.cat.estimation import DEFAULT_PRIOR_SD, Z95, GridPosterior  # noqa: E402
 from lm_eval_adaptive.engine.cat.full_task import full_task_estimate  # noqa: E402
 from lm_eval_adaptive.engine.ranking.pairs.metric_scale import MetricScale  # noqa: E402

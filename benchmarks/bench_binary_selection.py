@@ -34,7 +34,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 from lm_eval_adaptive.data.named_tables import load_named  # noqa: E402
 from lm_eval_adaptive.engine.irt.binary_calibration import LOG_A_PRIOR_SD, calibrate_binary  # noqa: E402
-from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest  # noqa: E402
+from lm_eval_adaptive.engine.cat.adaptive_test import AdaptiveTest  # noqa: E402
 from lm_eval_adaptive.engine.cat.estimation import DEFAULT_PRIOR_SD, Z95, GridPosterior  # noqa: E402
 from lm_eval_adaptive.engine.cat.selection import RandomShareSelector  # noqa: E402
 

@@ -39,7 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lm_eval_adaptive.data.wmt24 import WMT24_METRICS, WMT24_PAIRS  # noqa: E402
 from lm_eval_adaptive.data.wmt25 import WMT25_METRICS  # noqa: E402
 from lm_eval_adaptive.data.tables import load_any_table  # noqa: E402
-from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig, pooled  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.backtest import pooled  # noqa: E402
 from lm_eval_adaptive.sweep import run_backtests  # noqa: E402
 
 TUNING = ([f"wmt25/{p}/{m}" for p in ("en-de", "en-ja", "en-zh", "en-ko") for m in WMT25_METRICS]

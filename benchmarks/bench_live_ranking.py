@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from lm_eval_adaptive.engine.evaluation.backtest import holdout_sets, kendall_tau  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.backtest_figures import holdout_sets, kendall_tau  # noqa: E402
 from lm_eval_adaptive.cli.main import main  # noqa: E402
 from lm_eval_adaptive.data.price_map import price_for  # noqa: E402
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE  # noqa: E402

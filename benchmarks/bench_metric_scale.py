@@ -43,8 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
 
-from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig, fold_bank, plan_backtest  # noqa: E402
-from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.backtest import fold_bank, plan_backtest  # noqa: E402
+from lm_eval_adaptive.engine.cat.adaptive_test import AdaptiveTest  # noqa: E402
 from lm_eval_adaptive.engine.ranking.pairs.metric_scale import MetricScale  # noqa: E402
 from lm_eval_adaptive.engine.ranking.pairs.outcomes import EQUIVALENT, ORDERED, UNRESOLVED, judge_pairs  # noqa: E402
 from lm_eval_adaptive.engine.cat.selection import RandomShareSelector, default_selector  # noqa: E402

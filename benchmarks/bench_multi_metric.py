@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lm_eval_adaptive.data.named_tables import load_named  # noqa: E402
 from lm_eval_adaptive.data.wmt24 import WMT24_METRICS, WMT24_PAIRS  # noqa: E402
 from lm_eval_adaptive.data.wmt25 import WMT25_METRICS  # noqa: E402
-from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig  # noqa: E402
 from lm_eval_adaptive.engine.evaluation.multi_backtest import MODES, backtest_multi  # noqa: E402
 from lm_eval_adaptive.engine.ranking.multi_metric_ranker import ITEM_WEIGHTINGS  # noqa: E402
 

@@ -39,7 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from lm_eval_adaptive.data.named_tables import load_named  # noqa: E402
-from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest  # noqa: E402
+from lm_eval_adaptive.engine.cat.adaptive_test import AdaptiveTest  # noqa: E402
 from lm_eval_adaptive.engine.cat.full_task import full_task_estimate  # noqa: E402
 from lm_eval_adaptive.engine.cat.multi_metric_test import MultiMetricTest  # noqa: E402
 

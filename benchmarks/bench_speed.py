@@ -48,7 +48,8 @@ import numpy as np  # noqa: E402
 import scipy  # noqa: E402
 
 import lm_eval_adaptive  # noqa: E402
-from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig, backtest  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.backtest import backtest  # noqa: E402
 from lm_eval_adaptive.engine.irt.bank import ItemBank  # noqa: E402
 from lm_eval_adaptive.data.named_tables import load_named  # noqa: E402
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker  # noqa: E402

@@ -21,7 +21,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from lm_eval_adaptive.data.tables import load_any_table  # noqa: E402
-from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig  # noqa: E402
 from lm_eval_adaptive.sweep import default_jobs, run_backtests  # noqa: E402
 
 TABLES = ["wmt24/en-de/bleu", "wmt24/en-de/chrf", "wmt24/en-es/bleu", "alpaca_eval/judge"]

@@ -37,8 +37,8 @@ from collections.abc import Callable, Mapping, Sequence
 from threadpoolctl import threadpool_limits
 
 from lm_eval_adaptive.data.prices import Price
+from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
 from lm_eval_adaptive.engine.evaluation.backtest import (
-    BacktestConfig,
     BacktestResult,
     assemble_backtest,
     backtest,

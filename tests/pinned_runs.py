@@ -19,9 +19,9 @@ import sys
 import numpy as np
 
 from lm_eval_adaptive.engine.irt.bank import ItemBank
-from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest
+from lm_eval_adaptive.engine.cat.adaptive_test import AdaptiveTest
 from lm_eval_adaptive.engine.cat.estimation import GridEAP
-from lm_eval_adaptive.engine.ranking.pairs.judgement import ThetaJudgement
+from lm_eval_adaptive.engine.ranking.pairs.theta_view import ThetaJudgement
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.irt.response_model import BernoulliResponseModel, ContinuousResponseModel
 from lm_eval_adaptive.engine.evaluation.simulation import bank_scores, drive

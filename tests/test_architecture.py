@@ -1,6 +1,7 @@
 """The layout's rules, checked: imports point one way and nothing below cli/ imports argparse or rich (the
-import-linter contracts in .importlinter), nothing below cli/ prints, no module imports another module's
-private name, and no modules import each other (no cycle)."""
+import-linter contracts in .importlinter, with one per engine subpackage), nothing below cli/ prints, no module
+imports another module's private name, no modules import each other (no cycle), no module is over 600 lines
+and no class over 400, and the engine is its named subpackages."""
 
 from __future__ import annotations
 
@@ -88,7 +89,7 @@ def test_import_contract_holds():
     r = subprocess.run(["lint-imports", "--config", str(REPO / ".importlinter")], cwd=REPO,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
-    assert "3 kept, 0 broken" in r.stdout
+    assert "10 kept, 0 broken" in r.stdout
 
 
 def _import_cycle(graph) -> list[str] | None:
@@ -109,9 +110,9 @@ def test_no_import_cycle():
 
 def test_the_cycle_check_sees_one():
     graph = grimp.build_graph("lm_eval_adaptive")
-    graph.add_import(importer="lm_eval_adaptive.engine.cat.stopping", imported="lm_eval_adaptive.engine.cat.examinee")
+    graph.add_import(importer="lm_eval_adaptive.engine.cat.stopping", imported="lm_eval_adaptive.engine.cat.adaptive_test")
     cycle = _import_cycle(graph)
-    assert cycle is not None and {"lm_eval_adaptive.engine.cat.stopping", "lm_eval_adaptive.engine.cat.examinee"} <= set(cycle)
+    assert cycle is not None and {"lm_eval_adaptive.engine.cat.stopping", "lm_eval_adaptive.engine.cat.adaptive_test"} <= set(cycle)
 
 
 # ----------------------------------------------------------------------------- printing
@@ -214,7 +215,7 @@ def test_the_import_contract_fails_for_argparse_or_rich_below_cli(tmp_path):
     shutil.copy(REPO / ".importlinter", tmp_path / ".importlinter")
     r = subprocess.run(["lint-imports", "--config", str(tmp_path / ".importlinter")], cwd=tmp_path,
                        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tmp_path)})
-    assert r.returncode != 0 and "2 kept, 1 broken" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
+    assert r.returncode != 0 and "9 kept, 1 broken" in r.stdout, r.stdout[-3000:] + r.stderr[-2000:]
     assert "lm_eval_adaptive.data.planted -> argparse" in r.stdout
     assert "lm_eval_adaptive.harness.planted -> rich" in r.stdout
 
@@ -237,16 +238,71 @@ def test_one_place_shows_every_log_line_escaped():
 
 
 # ----------------------------------------------------------------------------- module size
-#: The edge packages whose modules issue 20 split by job: none may grow past this many lines again.
-EDGE_PACKAGES = ("harness", "live", "replay", "data")
-MAX_EDGE_LINES = 600
+#: No module of the package may pass this many lines (issue 20 split the edge by job, issue 29 the engine).
+MAX_MODULE_LINES = 600
+#: No class of the package may pass this many lines (its ``class`` line to its last; issue 29).
+MAX_CLASS_LINES = 400
 
 
-def test_no_edge_module_is_over_600_lines():
-    too_long = {}
-    for pkg in EDGE_PACKAGES:
-        for f in sorted((REPO / "lm_eval_adaptive" / pkg).rglob("*.py")):
-            n = len(f.read_text(encoding="utf-8").splitlines())
-            if n > MAX_EDGE_LINES:
-                too_long[f.relative_to(REPO).as_posix()] = n
-    assert not too_long, f"modules over {MAX_EDGE_LINES} lines (split them by job): {too_long}"
+def _too_long(root: Path) -> tuple[dict, dict]:
+    """Modules over MAX_MODULE_LINES and classes over MAX_CLASS_LINES under ``root``, with their sizes."""
+    modules, classes = {}, {}
+    for f in sorted(root.rglob("*.py")):
+        text = f.read_text(encoding="utf-8")
+        name = f.relative_to(root.parent).as_posix()
+        if (n := len(text.splitlines())) > MAX_MODULE_LINES:
+            modules[name] = n
+        for node in ast.walk(ast.parse(text, filename=str(f))):
+            if isinstance(node, ast.ClassDef) and (n := node.end_lineno - node.lineno + 1) > MAX_CLASS_LINES:
+                classes[f"{name}:{node.name}"] = n
+    return modules, classes
+
+
+def test_no_module_is_over_600_lines_and_no_class_over_400():
+    modules, classes = _too_long(PACKAGE)
+    assert not modules, f"modules over {MAX_MODULE_LINES} lines (split them by job): {modules}"
+    assert not classes, f"classes over {MAX_CLASS_LINES} lines (give them parts): {classes}"
+
+
+def test_the_size_check_sees_a_long_module_and_a_long_class(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "long.py").write_text("x = 1\n" * 601)
+    (pkg / "big.py").write_text("class Big:\n" + "    x = 1\n" * 400)
+    (pkg / "fine.py").write_text("class Fine:\n" + "    x = 1\n" * 399)
+    assert _too_long(pkg) == ({"pkg/long.py": 601}, {"pkg/big.py:Big": 401})
+
+
+# ----------------------------------------------------------------------------- the engine's rooms
+#: The engine's subpackages, in the order they may use each other (docs/architecture.md); anytime/ is
+#: the room for the bank-free estimator and anytime-valid intervals (issue 31), present once it is built.
+ENGINE_SUBPACKAGES = ("irt", "cat", "ranking", "evaluation")
+
+
+def test_the_engine_is_its_named_subpackages():
+    engine = PACKAGE / "engine"
+    subpackages = {d.name for d in engine.iterdir() if (d / "__init__.py").is_file()}
+    own = sorted(f.name for f in engine.glob("*.py"))
+    assert set(ENGINE_SUBPACKAGES) <= subpackages and subpackages <= {*ENGINE_SUBPACKAGES, "anytime"}, subpackages
+    assert len(own) <= 2, f"engine/ keeps at most 2 modules of its own (put the rest in a subpackage): {own}"
+    contracts = (REPO / ".importlinter").read_text()
+    for sub in ENGINE_SUBPACKAGES:  # each has a contract saying what it may use
+        assert f"source_modules =\n    lm_eval_adaptive.engine.{sub}\n" in contracts, sub
+
+
+def test_the_engine_contracts_fail_for_an_import_against_the_order(tmp_path):
+    shutil.copytree(PACKAGE, tmp_path / "lm_eval_adaptive", ignore=shutil.ignore_patterns("__pycache__", "banks"))
+    engine = tmp_path / "lm_eval_adaptive" / "engine"
+    (engine / "irt" / "planted.py").write_text("from lm_eval_adaptive.engine.cat import stopping\n")
+    (engine / "anytime").mkdir(exist_ok=True)
+    (engine / "anytime" / "__init__.py").touch()
+    (engine / "anytime" / "planted.py").write_text("from lm_eval_adaptive.engine.ranking import allocation\n")
+    (engine / "cat" / "planted.py").write_text("from lm_eval_adaptive.engine.anytime import planted\n")
+    shutil.copy(REPO / ".importlinter", tmp_path / ".importlinter")
+    r = subprocess.run(["lint-imports", "--config", str(tmp_path / ".importlinter")], cwd=tmp_path,
+                       capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    out = " ".join(r.stdout.split())  # its lines wrap at 80 columns
+    assert r.returncode != 0 and "6 kept, 4 broken" in out, out[-3000:] + r.stderr[-2000:]
+    assert "lm_eval_adaptive.engine.irt.planted -> lm_eval_adaptive.engine.cat.stopping" in out
+    assert "lm_eval_adaptive.engine.anytime.planted -> lm_eval_adaptive.engine.ranking.allocation" in out
+    assert "lm_eval_adaptive.engine.cat.planted -> lm_eval_adaptive.engine.anytime.planted" in out

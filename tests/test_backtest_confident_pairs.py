@@ -1,4 +1,4 @@
-"""The backtest's record of every confident pair (engine/evaluation/backtest.py ``_confident_pairs``): what each pair
+"""The backtest's record of every confident pair (engine/evaluation/run_records.py ``confident_pair_records``): what each pair
 the ranker reported ordered rested on, so that a wrong one can be read (docs/binary.md)."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ import pytest
 from scipy.special import stdtrit
 
 from lm_eval_adaptive.data.responses import ResponseTable
-from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig, backtest, pooled
+from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
+from lm_eval_adaptive.engine.evaluation.backtest import backtest, pooled
 from lm_eval_adaptive.engine.irt.response_model import BinaryIRTModel
 from lm_eval_adaptive.engine.evaluation.simulation import draw_scores
 

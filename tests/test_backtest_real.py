@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from lm_eval_adaptive.cli.main import main
-from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig, backtest
+from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
+from lm_eval_adaptive.engine.evaluation.backtest import backtest
 from lm_eval_adaptive.errors import InputError
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from lm_eval_adaptive.engine.evaluation.backtest import (
+from lm_eval_adaptive.engine.evaluation.backtest_figures import (
     bootstrap_mean_ci,
     confident_accuracy,
     ground_truth,

@@ -25,7 +25,7 @@ from lm_eval_adaptive.engine.evaluation.accuracy_estimators import (
 )
 from lm_eval_adaptive.engine.irt.bank import ItemBank
 from lm_eval_adaptive.engine.irt.binary_calibration import calibrate_binary
-from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest
+from lm_eval_adaptive.engine.cat.adaptive_test import AdaptiveTest
 from lm_eval_adaptive.engine.irt.factor_model import (
     MIN_FACTOR_MODELS,
     FactorModel,

@@ -9,7 +9,7 @@ import pytest
 from scipy.special import expit
 
 from lm_eval_adaptive.engine.irt.bank import ItemBank
-from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest
+from lm_eval_adaptive.engine.cat.adaptive_test import AdaptiveTest
 from lm_eval_adaptive.engine.cat.estimation import DispersionPosterior, GridPosterior
 from lm_eval_adaptive.engine.cat.person_fit import dispersion_fit
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker

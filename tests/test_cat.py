@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import make_sim_bank
 
-from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest
+from lm_eval_adaptive.engine.cat.adaptive_test import AdaptiveTest
 from lm_eval_adaptive.engine.cat.full_task import full_task_estimate
 
 

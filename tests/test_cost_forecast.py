@@ -15,7 +15,7 @@ from conftest import make_sim_bank
 
 from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.data.prices import Price
-from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest
+from lm_eval_adaptive.engine.cat.adaptive_test import AdaptiveTest
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import MetricScaleJudgement
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy

@@ -16,7 +16,8 @@ import pytest
 from conftest import make_sim_bank, simulate_scores
 
 import lm_eval_adaptive
-from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest, Examinee
+from lm_eval_adaptive.engine.cat.adaptive_test import AdaptiveTest
+from lm_eval_adaptive.engine.cat.examinee import Examinee
 from lm_eval_adaptive.engine.cat.estimation import (
     AbilityEstimator,
     DispersionPosterior,
@@ -25,12 +26,8 @@ from lm_eval_adaptive.engine.cat.estimation import (
     GridPosterior,
 )
 from lm_eval_adaptive.engine.ranking.pairs.rules import OrderConfidence, PairRule, PairStatus
-from lm_eval_adaptive.engine.ranking.ranker import (
-    STOP_REASONS,
-    AdaptiveRanker,
-    ReplayError,
-    ReplayEvent,
-)
+from lm_eval_adaptive.engine.ranking.ranker import STOP_REASONS, AdaptiveRanker
+from lm_eval_adaptive.engine.ranking.replay import ReplayError, ReplayEvent
 from lm_eval_adaptive.engine.cat.selection import MaxInfoSelector, Selector
 from lm_eval_adaptive.engine.cat.stopping import Rule, StoppingRule
 from lm_eval_adaptive.errors import BankError

@@ -8,7 +8,7 @@ import pytest
 from conftest import simulate_scores
 
 from lm_eval_adaptive.engine.ranking.pairs.rules import EquivalenceMargin, OrderConfidence, PairStatus
-from lm_eval_adaptive.engine.ranking.pairs.judgement import ThetaJudgement
+from lm_eval_adaptive.engine.ranking.pairs.theta_view import ThetaJudgement
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
 
 

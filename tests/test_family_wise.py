@@ -145,7 +145,7 @@ def test_adaptive_runs_with_known_abilities_family_wise_within_1_minus_gamma(jud
     Each run has a bank of its own: with 4-12 items a model, one shared bank's first item (the same
     for every model and run) decided most runs' fate (10 of 40 wrong on one such item, 1 of 40 on its
     neighbour)."""
-    from lm_eval_adaptive.engine.ranking.pairs.judgement import ThetaJudgement
+    from lm_eval_adaptive.engine.ranking.pairs.theta_view import ThetaJudgement
     k, runs = 8, 80
     names = [f"m{i}" for i in range(k)]
     theta = dict(zip(names, 0.03 * np.arange(k)[::-1]))

@@ -18,7 +18,7 @@ import pytest
 from conftest import build_banks_module, make_sim_bank, simulate_scores
 from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.data.named_tables import load_named
-from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest
+from lm_eval_adaptive.engine.cat.adaptive_test import AdaptiveTest
 from lm_eval_adaptive.engine.cat.multi_metric_test import MultiMetricTest
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.bank_source import parse_banks

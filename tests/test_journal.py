@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from conftest import make_sim_bank, simulate_scores
 
-from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker, ReplayEvent
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.ranking.replay import ReplayEvent
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, Journal, redact
 from lm_eval_adaptive.live.ledger import BudgetLedger

@@ -17,7 +17,7 @@ import pytest
 from conftest import make_sim_bank, simulate_scores
 
 from lm_eval_adaptive.engine.cat.estimation import GridEAP
-from lm_eval_adaptive.engine.ranking.pairs.judgement import ThetaJudgement
+from lm_eval_adaptive.engine.ranking.pairs.theta_view import ThetaJudgement
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker, default_judgement
 from lm_eval_adaptive.engine.cat.selection import MaxInfoSelector
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy
@@ -127,7 +127,7 @@ def test_several_requests_in_flight_per_model(bank):
     r.release(reqs[0])
     again = r.ask()
     assert (again.model, again.item) == (reqs[0].model, reqs[0].item)
-    from lm_eval_adaptive.engine.ranking.ranker import Request
+    from lm_eval_adaptive.engine.ranking.ranker_state import Request
 
     with pytest.raises(ValueError):
         r.release(Request(model="a", item=-5, item_id="x", cost=0.0, phase="warmup"))  # never asked

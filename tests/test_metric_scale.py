@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from conftest import make_sim_bank
 
-from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest
+from lm_eval_adaptive.engine.cat.adaptive_test import AdaptiveTest
 from lm_eval_adaptive.engine.ranking.pairs.metric_scale import MetricScale, predicted_raw, random_share_mask
 from lm_eval_adaptive.engine.ranking.pairs.outcomes import (
     EQUIVALENT,
@@ -232,7 +232,7 @@ def test_a_shared_item_effect_makes_the_paired_se_smaller_and_it_still_covers():
 def test_a_correlation_from_a_handful_of_items_is_not_used():
     """ρ̂ from 4 common random items can be 0.9 by chance; the pair's variance uses its one-sided 95%
     lower bound (0 here), and never a negative one. With many items a real correlation is used."""
-    from lm_eval_adaptive.engine.ranking.pairs.metric_scale import residual_correlation
+    from lm_eval_adaptive.engine.ranking.pairs.pair_variance import residual_correlation
     rng = np.random.default_rng(1)
     rnd = np.zeros((2, 50), dtype=bool)
     rnd[:, :4] = True
@@ -257,7 +257,7 @@ def test_a_near_perfect_correlation_on_few_items_is_capped_and_needs_ten_items()
     """Two weak models that both score nothing on the few random items they share have residuals that
     differ only by their predictions: ρ̂ ≈ 1 on 5 or 11 items (alpaca_eval/judge). Below 10 common items no
     correlation is used; above, ρ̂ counts as at most 0.99 before its lower bound."""
-    from lm_eval_adaptive.engine.ranking.pairs.metric_scale import residual_correlation
+    from lm_eval_adaptive.engine.ranking.pairs.pair_variance import residual_correlation
     rnd = np.zeros((2, 50), dtype=bool)
     dev = np.zeros((2, 50))
     rnd[:, :5] = True

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from conftest import SIM_K, make_sim_bank, simulate_scores
 
-from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest
+from lm_eval_adaptive.engine.cat.adaptive_test import AdaptiveTest
 from lm_eval_adaptive.engine.cat.estimation import DispersionPosterior, GridPosterior
-from lm_eval_adaptive.engine.ranking.pairs.judgement import ThetaJudgement
+from lm_eval_adaptive.engine.ranking.pairs.theta_view import ThetaJudgement
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.cat.selection import MaxInfoSelector, RandomShareSelector
 

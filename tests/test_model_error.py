@@ -10,9 +10,10 @@ from scipy.stats import binom
 from conftest import make_sim_bank
 
 from lm_eval_adaptive.data.responses import ResponseTable
-from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig, backtest, pooled
+from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
+from lm_eval_adaptive.engine.evaluation.backtest import backtest, pooled
 from lm_eval_adaptive.engine.irt.bank import ItemBank
-from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest
+from lm_eval_adaptive.engine.cat.adaptive_test import AdaptiveTest
 from lm_eval_adaptive.engine.cat.full_task import full_task_estimate
 from lm_eval_adaptive.engine.evaluation.model_error import MIN_CLASS_RUNS, Z95, corrected_figures, correction_from_records
 from lm_eval_adaptive.engine.irt.response_model import ContinuousResponseModel

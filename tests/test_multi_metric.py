@@ -8,7 +8,7 @@ from conftest import make_sim_bank, simulate_scores
 
 from lm_eval_adaptive.engine.irt.bank import ItemBank, joint_item_ids
 from lm_eval_adaptive.engine.ranking.multi_metric_ranker import MultiMetricRanker
-from lm_eval_adaptive.engine.ranking.pairs.judgement import ThetaJudgement
+from lm_eval_adaptive.engine.ranking.pairs.theta_view import ThetaJudgement
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.evaluation.simulation import bank_scores
 from lm_eval_adaptive.errors import InputError
@@ -138,7 +138,7 @@ def test_open_adjacent_pairs_are_the_unsettled_ones(banks):
 
 def test_joint_backtest_on_real_wmt25_pair():
     from lm_eval_adaptive.data.named_tables import load_named
-    from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig
+    from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
     from lm_eval_adaptive.engine.evaluation.multi_backtest import backtest_multi
 
     try:
@@ -164,7 +164,7 @@ def test_joint_backtest_takes_the_family_wise_rule():
     """--family-wise reaches every metric's ranker in both modes: Holm over every pair settles fewer
     pairs on the same hold-out sets, and each run's 'any wrong order' is counted per metric and overall."""
     from lm_eval_adaptive.data.named_tables import load_named
-    from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig
+    from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
     from lm_eval_adaptive.engine.evaluation.multi_backtest import backtest_multi
 
     try:
@@ -331,7 +331,8 @@ def test_the_joint_backtest_calibrates_as_told_and_runs_on_2pl_and_3pl_banks(tmp
 def test_the_backtests_rankers_pick_by_the_banks_own_information():
     """The single-metric backtest's ranker (the joint backtest's separate runs use the same one): a
     2PL bank's selector ranks items by the bank's information (its items' a), a continuous one's by |θ - b|."""
-    from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig, fold_ranker
+    from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
+    from lm_eval_adaptive.engine.evaluation.fold_parts import fold_ranker
 
     two_pl = _two_pl_bank(200, 3)
     r = fold_ranker(two_pl, ["a", "b"], BacktestConfig(top_k=1), 0, 0)

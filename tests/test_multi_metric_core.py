@@ -21,9 +21,11 @@ from lm_eval_adaptive.engine.irt.bank import ItemBank
 from lm_eval_adaptive.engine.ranking.multi_metric_ranker import MultiMetricRanker
 from lm_eval_adaptive.engine.cat.multi_metric_test import MultiMetricTest
 from lm_eval_adaptive.engine.ranking.pairs.rules import FamilyWise, pair_rule_for
-from lm_eval_adaptive.engine.ranking.pairs.judgement import OpenPairs, PairJudgement, ThetaJudgement
+from lm_eval_adaptive.engine.ranking.pairs.judgement import OpenPairs, PairJudgement
+from lm_eval_adaptive.engine.ranking.pairs.theta_view import ThetaJudgement
 from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import MetricScaleJudgement
-from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker, ReplayError, ReplayEvent
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.ranking.replay import ReplayError, ReplayEvent
 from lm_eval_adaptive.engine.irt.response_model import BinaryIRTModel
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy
 from lm_eval_adaptive.engine.evaluation.simulation import bank_scores

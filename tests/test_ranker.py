@@ -12,14 +12,9 @@ import pytest
 from conftest import make_sim_bank
 from scipy import stats
 
-from lm_eval_adaptive.engine.ranking.pairs.judgement import ThetaJudgement
-from lm_eval_adaptive.engine.ranking.ranker import (
-    STOP_REASONS,
-    AdaptiveRanker,
-    Request,
-    pairwise_matrix,
-    tie_groups,
-)
+from lm_eval_adaptive.engine.ranking.pairs.theta_view import ThetaJudgement
+from lm_eval_adaptive.engine.ranking.ranker import STOP_REASONS, AdaptiveRanker, pairwise_matrix, tie_groups
+from lm_eval_adaptive.engine.ranking.ranker_state import Request
 from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import MetricScaleJudgement
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy
 
@@ -204,7 +199,8 @@ def _metric_choice(r: AdaptiveRanker):
     """The metric scale's allocation, recomputed from a MetricScale of the ranker's state (no budget, nothing
     pending): per candidate, Σ over its unresolved pairs of its share of the pair's variance times the share
     of its own variance one more item removes, per relative cost."""
-    from lm_eval_adaptive.engine.ranking.pairs.metric_scale import MetricScale, shrink_factor
+    from lm_eval_adaptive.engine.ranking.pairs.metric_scale import MetricScale
+    from lm_eval_adaptive.engine.ranking.pairs.pair_variance import shrink_factor
     from lm_eval_adaptive.engine.ranking.pairs.outcomes import UNRESOLVED, judge_pairs
     ex = r.examinees
     models = r.models

@@ -9,7 +9,7 @@ import pytest
 from scipy.special import expit
 
 from lm_eval_adaptive.data.response_matrix import ResponseMatrix
-from lm_eval_adaptive.engine.irt import calibration
+from lm_eval_adaptive.engine.irt import calibration, matrix_passes
 from lm_eval_adaptive.engine.irt.calibration import calibrate
 from lm_eval_adaptive.engine.irt.response_model import ContinuousResponseModel
 from lm_eval_adaptive.engine.evaluation.simulation import draw_scores
@@ -58,7 +58,7 @@ def test_matrix_and_long_table_give_the_same_bank(kw):
 def test_blocks_of_rows_do_not_change_the_fit(monkeypatch):
     matrix, _, _ = simulated(missing=0.3)
     whole = calibrate(matrix)
-    monkeypatch.setattr(calibration, "_BLOCK_CELLS", 1000)  # 30 x 400 in blocks of 2 rows
+    monkeypatch.setattr(matrix_passes, "_BLOCK_CELLS", 1000)  # 30 x 400 in blocks of 2 rows
     assert_same_bank(calibrate(matrix), whole, 1e-10)
     assert_same_bank(calibrate(matrix.to_table()), whole, 1e-9)
 
@@ -66,7 +66,7 @@ def test_blocks_of_rows_do_not_change_the_fit(monkeypatch):
 def test_joint_fit_stops_at_its_fixed_point(monkeypatch):
     matrix, _, _ = simulated(missing=0.0, odd_items=False)
     early = calibrate(matrix)
-    monkeypatch.setattr(calibration, "_JOINT_TOL", 0.0)  # every one of the 100 sweeps
+    monkeypatch.setattr(matrix_passes, "_JOINT_TOL", 0.0)  # every one of the 100 sweeps
     assert_same_bank(early, calibrate(matrix), 1e-8)
 
 
@@ -93,7 +93,7 @@ def test_conformance_on_a_seeded_sample_above_the_limit(monkeypatch):
         full = calibrate(table)
         assert "conformance_sample" not in full.diagnostics
         with monkeypatch.context() as patch:
-            patch.setattr(calibration, "_CONFORMANCE_MAX_CELLS", 3000)
+            patch.setattr(matrix_passes, "_CONFORMANCE_MAX_CELLS", 3000)
             sampled = calibrate(table)
         assert 2500 < sampled.diagnostics["conformance_sample"] <= 3000
         assert sampled.diagnostics["conformance_r2"] == pytest.approx(full.diagnostics["conformance_r2"], abs=0.2)

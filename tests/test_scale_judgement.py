@@ -21,7 +21,8 @@ from conftest import make_sim_bank, simulate_scores
 from lm_eval_adaptive.engine.ranking.pairs.metric_scale import MetricScale, random_share_mask
 from lm_eval_adaptive.engine.ranking.pairs.outcomes import EQUIVALENT, ORDERED, UNRESOLVED, decide, judge_pairs
 from lm_eval_adaptive.engine.ranking.pairs.rules import holm, pair_rule_for
-from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker, ReplayEvent
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.ranking.replay import ReplayEvent
 from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import MetricScaleJudgement, equivalence_groups, ranking_order
 from lm_eval_adaptive.engine.evaluation.settle_check import run_on_to_settle
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy, most_items

@@ -13,7 +13,7 @@ import pytest
 from conftest import make_sim_bank
 
 from lm_eval_adaptive.engine.irt.bank import ItemBank
-from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest
+from lm_eval_adaptive.engine.cat.adaptive_test import AdaptiveTest
 from lm_eval_adaptive.engine.ranking.multi_metric_ranker import MultiMetricRanker
 from lm_eval_adaptive.engine.cat.multi_metric_test import MultiMetricTest
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker

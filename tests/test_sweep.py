@@ -13,13 +13,8 @@ from conftest import simulate_scores
 
 from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.data.table_files import read_table
-from lm_eval_adaptive.engine.evaluation.backtest import (
-    BacktestConfig,
-    assemble_backtest,
-    backtest,
-    backtest_fold,
-    plan_backtest,
-)
+from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
+from lm_eval_adaptive.engine.evaluation.backtest import assemble_backtest, backtest, backtest_fold, plan_backtest
 from lm_eval_adaptive.errors import InputError
 
 REAL = "wmt24/en-de/bleu"

@@ -46,7 +46,7 @@ from lm_eval_adaptive.data.prices import DEFAULT_PRICE
 from lm_eval_adaptive.data.progress import progress_hook
 from lm_eval_adaptive.data.tables import load_any_table, table_item_field
 from lm_eval_adaptive.display import shown
-from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig
+from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
 from lm_eval_adaptive.engine.irt.calibration import (
     DEFAULT_METHOD,
     DEFAULT_SCALING,

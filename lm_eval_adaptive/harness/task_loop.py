@@ -20,7 +20,7 @@ import numpy as np
 from lm_eval_adaptive.data.prices import actual_cost
 from lm_eval_adaptive.display import SHOWN_LOG_FILTER
 from lm_eval_adaptive.engine.irt.bank import joint_item_ids
-from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest
+from lm_eval_adaptive.engine.cat.adaptive_test import AdaptiveTest
 from lm_eval_adaptive.engine.cat.full_task import full_task_estimate
 from lm_eval_adaptive.engine.cat.multi_metric_test import MultiMetricTest
 from lm_eval_adaptive.engine.cat.stopping import CIWidth

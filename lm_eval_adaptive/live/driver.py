@@ -64,7 +64,8 @@ from typing import Callable, Mapping
 import numpy as np
 
 from lm_eval_adaptive.display import SHOWN_LOG_FILTER
-from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker, Request
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
+from lm_eval_adaptive.engine.ranking.ranker_state import Request
 from lm_eval_adaptive.harness.billing import ModelFailed, RetryPolicy, is_retryable, may_have_been_billed
 from lm_eval_adaptive.live.journal import Journal, redact
 from lm_eval_adaptive.live.ledger import BudgetLedger

@@ -63,7 +63,7 @@ from typing import Any
 import numpy as np
 
 from lm_eval_adaptive.display import SHOWN_LOG_FILTER
-from lm_eval_adaptive.engine.ranking.ranker import ReplayError, ReplayEvent, ReplayStats
+from lm_eval_adaptive.engine.ranking.replay import ReplayError, ReplayEvent, ReplayStats
 from lm_eval_adaptive import redaction
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.redaction import REDACTED, is_secret_key, redact_text

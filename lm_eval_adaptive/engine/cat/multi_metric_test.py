@@ -3,8 +3,8 @@
 The single-model counterpart of :class:`~lm_eval_adaptive.engine.ranking.multi_metric_ranker.MultiMetricRanker`
 (which needs at least two models): ``run --adaptive`` with a bank per metric of one task.
 
-It is :class:`~lm_eval_adaptive.engine.cat.examinee.AdaptiveTest` with the model under test a
-:class:`~lm_eval_adaptive.engine.cat.examinee.JointExaminee`:
+It is :class:`~lm_eval_adaptive.engine.cat.adaptive_test.AdaptiveTest` with the model under test a
+:class:`~lm_eval_adaptive.engine.cat.joint_examinee.JointExaminee`:
 
 * the test's items are the ids every bank has (:func:`~lm_eval_adaptive.engine.irt.bank.joint_item_ids`);
   each metric keeps an :class:`~lm_eval_adaptive.engine.cat.examinee.Examinee` on its own bank (θ̂, SE, items,
@@ -32,7 +32,9 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from lm_eval_adaptive.engine.irt.bank import ItemBank, joint_item_ids
-from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest, Examinee, JointExaminee, TestResult
+from lm_eval_adaptive.engine.cat.adaptive_test import AdaptiveTest, TestResult
+from lm_eval_adaptive.engine.cat.examinee import Examinee
+from lm_eval_adaptive.engine.cat.joint_examinee import JointExaminee
 from lm_eval_adaptive.engine.cat.estimation import EstimatorFactory
 from lm_eval_adaptive.engine.cat.selection import DEFAULT_RANDOM_SHARE, ITEM_WEIGHTINGS, JointInformationSelector
 from lm_eval_adaptive.engine.signature import versions
@@ -45,7 +47,7 @@ class MultiMetricTest(AdaptiveTest):
     """Adaptive test of one model under every metric of ``banks`` (metric → its bank).
 
     ``item_costs``: USD per joint item (aligned with :attr:`item_ids`; needed for ``budget``).
-    The other settings are :class:`~lm_eval_adaptive.engine.cat.examinee.AdaptiveTest`'s; ``se_target``
+    The other settings are :class:`~lm_eval_adaptive.engine.cat.adaptive_test.AdaptiveTest`'s; ``se_target``
     applies to every metric.
     """
 

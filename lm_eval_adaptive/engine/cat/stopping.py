@@ -1,6 +1,6 @@
 """Stopping: the rules that end a single-model test.
 
-Single-model CAT (:class:`~lm_eval_adaptive.engine.cat.examinee.AdaptiveTest`, and
+Single-model CAT (:class:`~lm_eval_adaptive.engine.cat.adaptive_test.AdaptiveTest`, and
 :class:`~lm_eval_adaptive.engine.cat.multi_metric_test.MultiMetricTest` with a bank per metric) stops on the first of
 a list of :class:`StoppingRule` objects that fires: :class:`BankExhausted`,
 :class:`MaxItems`, :class:`SETarget` (after a minimum length) and :class:`Budget` are the
@@ -9,7 +9,7 @@ metric's own units; any object with the same methods can be added.
 
 A rule reads the model under test through :class:`ExamineeState` (what
 :class:`~lm_eval_adaptive.engine.cat.examinee.Examinee` and
-:class:`~lm_eval_adaptive.engine.cat.examinee.JointExaminee` offer: items given, SE, spend, item costs), so
+:class:`~lm_eval_adaptive.engine.cat.joint_examinee.JointExaminee` offer: items given, SE, spend, item costs), so
 this module does not import :mod:`~lm_eval_adaptive.engine.cat.examinee`. The rules that settle a pair
 of models (the rankers') are in :mod:`lm_eval_adaptive.engine.ranking.pairs.rules`.
 """
@@ -58,7 +58,7 @@ class ExamineeState(Protocol):
 
 @runtime_checkable
 class StoppingRule(Protocol):
-    """One reason to end a single-model test (used by :class:`~lm_eval_adaptive.engine.cat.examinee.AdaptiveTest`).
+    """One reason to end a single-model test (used by :class:`~lm_eval_adaptive.engine.cat.adaptive_test.AdaptiveTest`).
 
     Before it picks items the test asks every rule, in order, whether it is ``reached``
     (the first that is gives ``reason``), and how much ``room`` it leaves (at most that many

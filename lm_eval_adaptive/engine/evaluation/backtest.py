@@ -23,7 +23,6 @@ measured one (:func:`~lm_eval_adaptive.engine.evaluation.settle_check.run_on_to_
 
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Mapping
@@ -32,92 +31,35 @@ import numpy as np
 
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE, Price
 from lm_eval_adaptive.engine.evaluation.baselines import fixed_length_cat, random_sampling
-from lm_eval_adaptive.engine.irt.calibration import (
-    DEFAULT_METHOD,
-    DEFAULT_SCALING,
-    calibrate,
-    resolve_response_model,
-)
-from lm_eval_adaptive.engine.cat.estimation import DEFAULT_PRIOR_SD, Z95, GridPosterior
-from lm_eval_adaptive.engine.cat.full_task import full_task_estimate
+from lm_eval_adaptive.engine.irt.calibration import calibrate, resolve_response_model
+from lm_eval_adaptive.engine.cat.estimation import Z95
 from lm_eval_adaptive.engine.evaluation.model_error import correction_from_records, single_model_check
-from lm_eval_adaptive.engine.ranking.pairs.metric_scale import model_part
-from lm_eval_adaptive.engine.ranking.pairs.outcomes import EQUIVALENT, ORDERED, UNRESOLVED, settle_items, t_quantile
 from lm_eval_adaptive.engine.ranking.pairs.rules import pair_rule_for
-from lm_eval_adaptive.engine.ranking.pairs.judgement import ThetaJudgement
-from lm_eval_adaptive.engine.ranking.ranker import DEFAULT_FUTILITY, AdaptiveRanker
-from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import MetricScaleJudgement
-from lm_eval_adaptive.engine.cat.selection import default_selector
-from lm_eval_adaptive.engine.evaluation.settle_check import run_on_to_settle
-from lm_eval_adaptive.engine.ranking.pairs.settle_policy import (
-    DEFAULT_BUDGET_SHARE,
-    DEFAULT_FLOOR_ITEMS,
-    DEFAULT_FULL_RUN_SHARE,
-    DEFAULT_OPTIMISM,
-    SettlePolicy,
-)
 from lm_eval_adaptive.engine.signature import format_signature, versions
 from lm_eval_adaptive.engine.evaluation.simulation import drive
-from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
+from lm_eval_adaptive.engine.evaluation.backtest_figures import (
+    confident_counts,
+    holdout_sets,
+    kendall_tau,
+    tie_metrics,
+)
+from lm_eval_adaptive.engine.evaluation.fold_parts import (
+    fold_bank_costs,
+    fold_ground_truth,
+    fold_ranker,
+    table_item_tokens,
+    table_positions,
+    table_range,
+)
+from lm_eval_adaptive.engine.evaluation.run_records import (
+    ability_on_every_item, confident_pair_records, honesty_record, pair_claims, settle_check_records,
+)
 
-__all__ = ["BacktestConfig", "BacktestResult", "MethodSummary", "TieSummary", "backtest", "backtest_signature",
+__all__ = ["BacktestResult", "MethodSummary", "TieSummary", "backtest", "backtest_signature",
            "BacktestPlan", "FoldOutcome", "plan_backtest", "plan_for_models", "backtest_fold", "assemble_backtest",
-           "table_item_tokens", "fold_bank", "fold_bank_costs", "fold_ground_truth", "fold_ranker",
-           "confident_counts", "pooled", "self_check_backtest", "self_check_correction", "SELF_CHECK_MIN_MODELS",
-           "holdout_sets", "ground_truth", "kendall_tau",
-           "tie_metrics", "confident_accuracy"]
-
-
-@dataclass(frozen=True)
-class BacktestConfig:
-    holdout_size: int = 4
-    folds: int = 5
-    seeds: int = 20
-    confidence: float = 0.95
-    min_items: int = 10
-    target_items: int = 20
-    max_items: int | None = None
-    partition_seed: int = 42
-    scaling: str = DEFAULT_SCALING
-    method: str = DEFAULT_METHOD
-    likelihood: str = "quasi"
-    top_k: int = 1
-    bootstrap: int = 10_000
-    tie_margin: float | None = None  # metric units: a pair closer than this is settled as a tie
-    self_check: bool = True  # each fold's bank corrected by its own self-check (nested cross-validation)
-    self_check_seeds: int = 2
-    futility: float = DEFAULT_FUTILITY  # the ranker's futility stop (engine/ranking/ranker.py)
-    response_model: str | None = None  # calibrate(response_model=...): None = by the table (0/1 → 2pl)
-    guessing: float | None = None  # 3pl: every item's c (None: estimated)
-    family_wise: bool = False  # the whole ranking at γ (pair_rules.FamilyWise) instead of each pair
-    judgement: str = "metric"  # "metric": the full-task metric's scale (the default); "theta": the θ-scale judgement
-    tie_margin_share: float | None = None  # the tie margin as a share of the range of the table's full-task means
-    truth_margin_share: float = 0.02  # δ of the ground truth (truly tied pairs), the same kind of share
-    full_run_share: float | None = DEFAULT_FULL_RUN_SHARE  # the stopping policy (engine/ranking/pairs/settle_policy.py)
-    budget_share: float | None = DEFAULT_BUDGET_SHARE
-    optimism: float = DEFAULT_OPTIMISM
-    settle_floor_items: float | None = DEFAULT_FLOOR_ITEMS  # the policy's floor in items per model
-    settle_seeds: int = 1  # seeds per fold whose unresolved pairs are run on to settle (0: none)
-    settle_runs: int = 1  # continuations per pair: the run's own, then fresh permutations (the median is reported)
-
-    def folds_that_fit(self, n_models: int) -> int:
-        """Complete hold-out sets that fit with at least 2 models left to calibrate on (at most ``folds``)."""
-        return min(self.folds, (n_models - 2) // self.holdout_size)
-
-    def validate(self, n_models: int) -> None:
-        if self.holdout_size < 2:
-            raise InputError(f"--holdout-size must be at least 2, got {self.holdout_size}")
-        if self.folds < 1 or self.seeds < 1:
-            raise InputError("--folds and --seeds must be at least 1")
-        if n_models < self.holdout_size + 2:
-            raise InputError(f"a hold-out set of {self.holdout_size} models needs at least "
-                             f"{self.holdout_size + 2} models (2 left to calibrate on); the table has {n_models}")
-        if not (0.5 < self.confidence < 1):
-            raise InputError(f"--confidence must be in (0.5, 1), got {self.confidence}")
-        if self.min_items < 1 or self.target_items < 1:
-            raise InputError("--min-items and --target-items must be at least 1")
-        if self.judgement not in ("metric", "theta"):
-            raise InputError(f"the judgement is 'metric' or 'theta', got {self.judgement!r}")
+           "fold_bank", "pooled", "settle_summary", "self_check_backtest", "self_check_correction",
+           "SELF_CHECK_MIN_MODELS"]
 
 
 @dataclass(frozen=True)
@@ -183,7 +125,7 @@ class BacktestResult:
     metric_full_task_coverage: float = float("nan")  # the metric-scale interval's coverage
     settle: dict = field(default_factory=dict)  # stated against measured cost to settle (see settle_summary)
     settle_records: list = field(default_factory=list, repr=False)  # per unresolved pair run on (for pooling)
-    confident_pairs: list = field(default_factory=list, repr=False)  # per pair reported ordered (_confident_pairs)
+    confident_pairs: list = field(default_factory=list, repr=False)  # per pair reported ordered (confident_pair_records)
 
     def method(self, name: str) -> MethodSummary:
         """The summary of ``adaptive``, ``random`` or ``fixed``."""
@@ -206,105 +148,6 @@ def backtest_signature(config: BacktestConfig, prices) -> str:
         if c[key] is None:
             del c[key]
     return format_signature({k: c[k] for k in sorted(c)} | {"prices": list(prices)} | versions())
-
-
-def holdout_sets(models, size: int, folds: int, seed: int) -> list[list[str]]:
-    """Disjoint hold-out sets: consecutive blocks of one seeded shuffle of the sorted names.
-
-    The shuffle is NumPy's legacy ``RandomState(seed).shuffle``, the partition scheme of
-    the paper's reference code, so that with the same seed both evaluate the same
-    hold-out sets and their figures can be compared set for set.
-    """
-    names = sorted(str(m) for m in models)
-    np.random.RandomState(seed).shuffle(names)
-    return [names[f * size:(f + 1) * size] for f in range(folds)]
-
-
-def kendall_tau(predicted: list, truth: list) -> float:
-    """Kendall τ-b between two rankings of the same models (lists, best first)."""
-    pos = {m: i for i, m in enumerate(predicted)}
-    from scipy.stats import kendalltau  # noqa: PLC0415 - scipy.stats takes ~0.4 s to import: not at start-up
-
-    t, _ = kendalltau(np.arange(len(truth)), [pos[m] for m in truth])
-    return 0.0 if np.isnan(t) else float(t)
-
-
-def ground_truth(raw: np.ndarray, models: list, *, n_resamples: int, confidence: float,
-                 rng: np.random.Generator) -> dict:
-    """Full-data ranking by mean raw score, percentile bootstrap CIs, ties by CI overlap.
-
-    ``raw`` is (models, items) with NaN where a model has no score.
-    """
-    means = np.nanmean(raw, axis=1)
-    lo, hi = bootstrap_mean_ci(raw, n_resamples=n_resamples, confidence=confidence, rng=rng)
-    order = np.argsort(-means, kind="stable")
-    ranking = [models[i] for i in order]
-    ties = set()
-    for a in range(len(models)):
-        for b in range(a + 1, len(models)):
-            if lo[a] <= hi[b] and lo[b] <= hi[a]:
-                ties.add(frozenset((models[a], models[b])))
-    return {"ranking": ranking, "means": dict(zip(models, means.tolist())), "ties": ties,
-            "ci": {m: (float(l), float(h)) for m, l, h in zip(models, lo, hi)}}
-
-
-def bootstrap_mean_ci(x: np.ndarray, *, n_resamples: int, confidence: float,
-                      rng: np.random.Generator, batch: int = 2000) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile bootstrap CI of each row's mean (NaN = missing, ignored).
-
-    A resample of the n columns is a vector of multinomial counts w (Σw = n), and the
-    resampled row means are (w·x)/(w·present): one matrix product per batch instead of a
-    gather of n_resamples × n values per row. This computes the same percentile interval
-    as ``scipy.stats.bootstrap(method="percentile")`` (checked in the tests) about 30×
-    faster, which keeps a whole backtest within seconds.
-    """
-    x = np.asarray(x, dtype=float)
-    present = ~np.isnan(x)
-    xz = np.where(present, x, 0.0)
-    n = x.shape[1]
-    means = []
-    for start in range(0, n_resamples, batch):
-        r = min(batch, n_resamples - start)
-        idx = rng.integers(0, n, size=(r, n))
-        w = np.bincount((idx + n * np.arange(r)[:, None]).ravel(), minlength=r * n).reshape(r, n)
-        w = w.astype(float)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            means.append((w @ xz.T) / (w @ present.T.astype(float)))
-    m = np.concatenate(means, axis=0)  # (n_resamples, rows)
-    alpha = (1 - confidence) / 2
-    lo, hi = np.nanpercentile(m, [100 * alpha, 100 * (1 - alpha)], axis=0)
-    return lo, hi
-
-
-def tie_metrics(predicted: set, truth: set) -> tuple[float, float, float]:
-    """Precision, recall, F1 of predicted tie pairs (empty-set conventions of the paper's code)."""
-    tp = len(predicted & truth)
-    fp = len(predicted - truth)
-    fn = len(truth - predicted)
-    precision = (tp / (tp + fp)) if tp + fp else (0.0 if fn else 1.0)
-    recall = tp / (tp + fn) if tp + fn else 1.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return precision, recall, f1
-
-
-def confident_accuracy(predicted: list, truth: list, ties: set) -> float | None:
-    """Share of non-tie pairs whose predicted order matches the truth (None if all tied)."""
-    ok, n = confident_counts(predicted, truth, ties)
-    return ok / n if n else None
-
-
-def confident_counts(predicted: list, truth: list, ties: set) -> tuple[int, int]:
-    """(right, all) non-tie pairs: how many of the pairs reported as ordered are in the true order."""
-    p = {m: i for i, m in enumerate(predicted)}
-    t = {m: i for i, m in enumerate(truth)}
-    ok = n = 0
-    for i, a in enumerate(predicted):
-        for b in predicted[i + 1:]:
-            if frozenset((a, b)) in ties:
-                continue
-            n += 1
-            ok += (p[a] < p[b]) == (t[a] < t[b])
-    return ok, n
 
 
 @dataclass
@@ -332,14 +175,14 @@ class _Run:
     tie_counts: tuple = (0, 0, 0)  # predicted ties: (true positives, false positives, false negatives)
     covered: list = field(default_factory=list)  # per hold-out model: full-task interval holds the truth
     z: list = field(default_factory=list)  # per model with SE_stop > SE_all: the SE-calibration z
-    records: list = field(default_factory=list)  # per model: what the self-check needs (see _honesty)
+    records: list = field(default_factory=list)  # per model: what the self-check needs (see honesty_record)
     misfit: list = field(default_factory=list)  # per model: flagged by the person-fit statistic
     covered_theta: list = field(default_factory=list)  # per model: the θ-scale full-task interval holds the truth
     covered_metric: list = field(default_factory=list)  # per model: the metric-scale interval holds the truth
     equivalent: tuple = (0, 0)  # (within the margin, all) pairs reported equivalent
     tied: tuple = (0, 0)  # (reported ordered, all) truly tied pairs
     settle: list = field(default_factory=list)  # per unresolved pair run on: stated and measured items
-    confident_pairs: list = field(default_factory=list)  # per pair reported ordered: see _confident_pairs
+    confident_pairs: list = field(default_factory=list)  # per pair reported ordered: see confident_pair_records
     floored: list = field(default_factory=list)  # per model: its residual variance was raised to the floor
 
 
@@ -377,145 +220,6 @@ def self_check_correction(table, config: BacktestConfig) -> dict:
             history, scaling=config.scaling, method=config.method, likelihood=config.likelihood,
             metric=getattr(table, "metric", None), response_model=config.response_model, guessing=config.guessing))
     return correction_from_records(records)
-
-
-def _ability_on_every_item(bank, scaled_row: np.ndarray) -> tuple[float, float]:
-    """(θ̂, SE) of one model from every bank item it has a score for (the reference for z)."""
-    have = np.flatnonzero(~np.isnan(scaled_row))
-    post = GridPosterior(bank.prior_mean, DEFAULT_PRIOR_SD)
-    post.update_many(bank.model, bank.b[have], scaled_row[have], **bank.item_params(have))
-    return post.mean, post.sd
-
-
-def _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all, bank_mean) -> dict:
-    """For each ranked model at the stop: does its metric-scale 95% interval hold its true mean over the
-    bank's items (``bank_mean``), and does the θ-scale full-task interval hold its full-task mean
-    (``truth_mean``); the SE-calibration z = (θ̂_stop - θ̂_all) / √(SE_stop² - SE_all²); is it flagged as
-    misfitting."""
-    covered_metric, covered_theta, zs, misfit, records, floored = [], [], [], [], [], []
-    for m in res.ranking:
-        e = ranker.examinees[m]
-        items = np.asarray(e.items, dtype=np.int64)
-        theta, se = res.theta[m], res.se[m]
-        raw = raw_bank[row[m], items]
-        part = model_part(bank, e.raw, e.random_mask, e.theta, population=e.population, se_theta=e.se)
-        half = 0.0 if part.var == 0 else t_quantile(part.df, 0.975) * float(np.sqrt(part.var))
-        tol = 1e-9 * max(1.0, abs(bank_mean[m]))  # a full run's zero-width interval: float rounding only
-        covered_metric.append(bool(part.estimate - half - tol <= bank_mean[m] <= part.estimate + half + tol))
-        floored.append(_floored(part)[0])
-        est = full_task_estimate(bank, items, raw, theta, se, misfit=e.misfit)
-        covered_theta.append(bool(est["lower"] <= truth_mean[m] <= est["upper"]))
-        t_all, s_all = se_all[m]
-        if se * se > s_all * s_all:
-            zs.append(float((theta - t_all) / np.sqrt(se * se - s_all * s_all)))
-        flagged = e.person_fit.flagged
-        misfit.append(flagged)
-        wide = full_task_estimate(bank, items, raw, theta, 2 * se, misfit=e.misfit)  # the ability part grows about linearly in SE
-        records.append({"d": theta - t_all, "s2": se * se - s_all * s_all, "se": se, "misfit": flagged,
-                        "err": truth_mean[m] - est["estimate"],
-                        "lo": est["estimate"] - est["lower"], "hi": est["upper"] - est["estimate"],
-                        "lo2": wide["estimate"] - wide["lower"], "hi2": wide["upper"] - wide["estimate"]})
-    return {"covered_metric": covered_metric, "covered_theta": covered_theta, "z": zs, "misfit": misfit,
-            "floored": floored,
-            "records": records}
-
-
-def _pair_claims(res, truth_mean: dict, margin: float, delta: float) -> dict:
-    """(right, all) equivalent claims (within ``margin``) and (ordered, all) truly tied pairs (|Δ| < ``delta``)."""
-    eq = {frozenset(p) for p in res.equivalent}
-    ties = {frozenset(p) for p in res.ties}
-    eq_right = sum(abs(truth_mean[a] - truth_mean[b]) <= margin for a, b in (tuple(p) for p in eq))
-    tied = ordered = 0
-    ms = list(res.ranking)
-    for i, a in enumerate(ms):
-        for b in ms[i + 1:]:
-            if abs(truth_mean[a] - truth_mean[b]) < delta:
-                tied += 1
-                ordered += frozenset((a, b)) not in ties
-    return {"equivalent": (int(eq_right), len(eq)), "tied": (ordered, tied)}
-
-
-def _settle_checks(ranker, res, score_of, config: BacktestConfig, margin: float, seed_base, bank_mean) -> list:
-    """For each unresolved pair of ``res``: its stated items to settle, what the same projection states at
-    the pair's true gap (``bank_mean``: an oracle that knows the gap), and the items it took run on
-    (``config.settle_runs`` continuations: the run's own, then fresh permutations)."""
-    out = []
-    ex = ranker.examinees
-    judge = ranker.judgements[0]
-    scale = judge.scale(ranker.active) if hasattr(judge, "scale") else None
-    for rec in res.pairs:
-        if rec["outcome"] != UNRESOLVED or rec.get("items_to_settle") is None:
-            continue
-        a, b = rec["a"], rec["b"]
-        ia, ib = ranker.models.index(a), ranker.models.index(b)
-        oracle = None
-        if scale is not None:
-            ka, kb = scale.names.index(a), scale.names.index(b)
-            va, vb = float(scale.var[ka]), float(scale.var[kb])
-            oracle = settle_items(abs(bank_mean[a] - bank_mean[b]), float(rec["se"]) ** 2,
-                                  va / (va + vb) if va + vb > 0 else 0.5, int(scale.n_unseen[ka]),
-                                  int(scale.n_random[ka]), scale.method[ka] == "design", int(scale.n_unseen[kb]),
-                                  int(scale.n_random[kb]), scale.method[kb] == "design", config.confidence, margin,
-                                  judge.random_share)
-        measured = []
-        for k in range(config.settle_runs):
-            run = run_on_to_settle((ex[a], ex[b]), lambda j, i, ab=(a, b): score_of(ab[j], i),
-                                   confidence=config.confidence, margin=margin,
-                                   seed=None if k == 0 else [*seed_base, ia, ib, k])
-            measured.append(run.items)
-        out.append({"stated": int(rec["items_to_settle"]), "measured": int(measured[0]),
-                    "median": float(np.median(measured)), "runs": measured, "beyond_policy": bool(rec["beyond_policy"]),
-                    "oracle": oracle, "range": rec.get("items_to_settle_range")})
-    return out
-
-
-def _floored(part) -> tuple[bool, float]:
-    """(was the residual variance raised to its floor, the variance used) of a metric-scale part."""
-    if part.method != "design" or not part.n_random:
-        return False, float("nan")
-    return bool(part.s2 > part.s2_design), float(part.s2)
-
-
-def _model_state(bank, e, truth: float, bank_truth: float) -> dict:
-    """What one ranked model's metric-scale part rested on at the stop (for :func:`_confident_pairs`)."""
-    part = model_part(bank, e.raw, e.random_mask, e.theta, population=e.population, se_theta=e.se)
-    floored, s2 = _floored(part)
-    return {"estimate": part.estimate, "se": float(np.sqrt(part.var)), "df": part.df, "method": part.method,
-            "truth": truth, "bank_truth": bank_truth, "items": int(part.n_seen), "random_items": int(part.n_drawn),
-            "comparable_random_items": int(part.n_random), "s2_residuals": part.s2_design, "s2_used": s2,
-            "floored": floored,
-            "theta": float(e.theta), "theta_se": float(e.se), "misfit": bool(e.person_fit.flagged)}
-
-
-def _confident_pairs(ranker, res, bank, truth: list, ties: set, truth_mean: dict, bank_mean: dict) -> list:
-    """Every pair ``res`` reports ordered (not in ``ties``), as :func:`confident_counts` counts it: the one
-    ranked above (``a``), below (``b``), whether the truth (``truth``: the order of the full-task means,
-    ``truth_mean`` over every table item) agrees, the pair's D̂ = T̂_a − T̂_b, SE, p_order, the true gaps over
-    the table's items and the bank's (``bank_mean``), and each model's state (:func:`_model_state`)."""
-    pos = {m: i for i, m in enumerate(res.ranking)}
-    tpos = {m: i for i, m in enumerate(truth)}
-    recs = {frozenset((r["a"], r["b"])): r for r in res.pairs}
-    states: dict = {}  # each model's state, made once (a model is in several pairs)
-
-    def state(m):
-        if m not in states:
-            states[m] = _model_state(bank, ranker.examinees[m], truth_mean[m], bank_mean[m])
-        return states[m]
-
-    out = []
-    for i, a in enumerate(res.ranking):
-        for b in res.ranking[i + 1:]:
-            key = frozenset((a, b))
-            if key in ties:
-                continue
-            rec = recs.get(key, {})
-            sign = 1.0 if rec.get("a", a) == a else -1.0
-            out.append({"a": a, "b": b, "right": (pos[a] < pos[b]) == (tpos[a] < tpos[b]),
-                        "difference": sign * float(rec.get("difference", float("nan"))),
-                        "se": float(rec.get("se", float("nan"))), "p_order": float(rec.get("p_order", float("nan"))),
-                        "true_gap": truth_mean[a] - truth_mean[b], "true_gap_bank": bank_mean[a] - bank_mean[b],
-                        "models": {m: state(m) for m in (a, b)}})
-    return out
 
 
 def _summary(vals) -> tuple[float, float]:
@@ -602,17 +306,6 @@ def backtest(table, *, config: BacktestConfig = BacktestConfig(),
     return assemble_backtest(table, plan, outcomes, seconds=time.perf_counter() - t0)
 
 
-def table_item_tokens(table) -> tuple[np.ndarray, np.ndarray, bool]:
-    """(input tokens, output tokens, no_tokens) of ``table``'s items: a table without token counts
-    (e.g. WMT25) has every item cost the same, one input and one output token at the model's
-    price, so budgets count items."""
-    in_tok, out_tok = table.item_tokens()
-    no_tokens = bool(np.all(np.isnan(in_tok)) and np.all(np.isnan(out_tok)))
-    if no_tokens:
-        in_tok, out_tok = np.ones(table.n_items), np.ones(table.n_items)
-    return in_tok, out_tok, no_tokens
-
-
 def fold_bank(table, config: BacktestConfig, calib):
     """A fold's bank: calibrated on ``table``'s models ``calib`` with every calibration setting of
     ``config`` (scaling, method, likelihood, response model, guessing) and, as `calibrate` does,
@@ -625,46 +318,6 @@ def fold_bank(table, config: BacktestConfig, calib):
         inner = replace(config, response_model=bank.model.kind) if bank.model.per_item else config
         bank.set_model_error(self_check_correction(history, inner))
     return bank
-
-
-def fold_bank_costs(bank, price: Mapping[str, Price], all_costs: Mapping[str, np.ndarray], tpos: np.ndarray,
-                    no_tokens: bool) -> dict:
-    """Per hold-out model, the cost of each bank item: its table items' costs (``all_costs`` at the
-    bank's table positions ``tpos``) for a table without token counts, else priced from the bank's tokens."""
-    if no_tokens:
-        return {m: c[tpos] for m, c in all_costs.items()}
-    return {m: price[m].item_costs(bank.input_tokens, bank.output_tokens) for m in all_costs}
-
-
-def fold_ground_truth(raw_h: np.ndarray, hold: list, config: BacktestConfig, f: int) -> dict:
-    """:func:`ground_truth` of fold ``f``'s hold-out scores ``raw_h``, its bootstrap seeded by (partition seed, fold)."""
-    return ground_truth(raw_h, hold, n_resamples=config.bootstrap, confidence=config.confidence,
-                        rng=np.random.default_rng([config.partition_seed, f]))
-
-
-def fold_ranker(bank, hold: list, config: BacktestConfig, f: int, seed: int, **kwargs) -> AdaptiveRanker:
-    """The adaptive ranker of seed ``seed`` in fold ``f``: ``config``'s settings (its judgement and
-    stopping policy), the default selector with the bank's selection information, seeded by (partition
-    seed, fold, seed); ``kwargs`` (item costs, budget, exclude, pair rule) go to :class:`AdaptiveRanker`."""
-    selector = default_selector(bank.b, top_k=config.top_k, seed=[config.partition_seed, f, seed],
-                                information=bank.selection_information)
-    return AdaptiveRanker(bank, hold, confidence=config.confidence, n_init=config.min_items,
-                          n_max=config.max_items, top_k=config.top_k, seed=seed, selector=selector,
-                          futility=config.futility, judgement=judgement_for(config), **kwargs)
-
-
-def judgement_for(config: BacktestConfig):
-    """The ranker's judgement factory for ``config`` (its judgement and stopping policy)."""
-    if config.judgement == "theta":
-        return ThetaJudgement
-    policy = SettlePolicy(config.full_run_share, config.budget_share, config.optimism, config.settle_floor_items)
-    return functools.partial(MetricScaleJudgement, policy=policy)
-
-
-def table_range(raw_all: np.ndarray) -> float:
-    """The range of the table's full-task means (every model's mean raw score): the unit δ is stated in."""
-    means = np.nanmean(raw_all, axis=1)
-    return float(np.nanmax(means) - np.nanmin(means))
 
 
 def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
@@ -681,7 +334,7 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
     H = config.holdout_size
     calib = [m for m in models if m not in hold]
     bank = fold_bank(table, config, calib)
-    tpos = _table_positions(table, bank)  # table index of each bank item
+    tpos = table_positions(table, bank)  # table index of each bank item
     hidx = [models.index(m) for m in hold]
     raw_h = raw_all[hidx]  # (H, N)
     raw_bank = raw_h[:, tpos]  # (H, n_bank)
@@ -695,7 +348,7 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
     row = {m: j for j, m in enumerate(hold)}
     truth_mean = {m: float(np.nanmean(raw_h[j])) for j, m in enumerate(hold)}
     full_run_cost = float(sum(np.sum(all_costs[m][~np.isnan(raw_h[j])]) for j, m in enumerate(hold)))
-    se_all = {m: _ability_on_every_item(bank, scaled[j]) for j, m in enumerate(hold)}
+    se_all = {m: ability_on_every_item(bank, scaled[j]) for j, m in enumerate(hold)}
 
     def scaled_score(m, i):
         return float(scaled[row[m], i])
@@ -715,17 +368,17 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
                              pair_rule=pair_rule)
         selector = ranker.selector
         res = drive(ranker, scaled_score, raw=lambda m, i: float(raw_bank[row[m], i]))
-        honesty = _honesty(ranker, res, bank, raw_bank, row, truth_mean, se_all, bank_mean)
+        honesty = honesty_record(ranker, res, bank, raw_bank, row, truth_mean, se_all, bank_mean)
         honesty["covered"] = honesty["covered_metric" if config.judgement == "metric" else "covered_theta"]
-        claims = _pair_claims(res, truth_mean, margin or 0.0, delta)
-        settle = _settle_checks(ranker, res, score_of, config, margin or 0.0, [config.partition_seed, f, seed],
+        claims = pair_claims(res, truth_mean, margin or 0.0, delta)
+        settle = settle_check_records(ranker, res, score_of, config, margin or 0.0, [config.partition_seed, f, seed],
                                 bank_mean) \
             if seed < config.settle_seeds and config.judgement == "metric" else []
         pred_ties = {frozenset(p) for p in res.ties}
         prec, rec, f1 = tie_metrics(pred_ties, gt["ties"])
         right, confident = confident_counts(res.ranking, truth, pred_ties)
         pairs = [p | {"fold": f, "seed": seed}
-                 for p in _confident_pairs(ranker, res, bank, truth, pred_ties, truth_mean, bank_mean)]
+                 for p in confident_pair_records(ranker, res, bank, truth, pred_ties, truth_mean, bank_mean)]
         n_fixed = max(res.items.values())
         fx = fixed_length_cat(bank, hold, n_fixed, scaled_score, item_costs=bank_costs,
                               rng=np.random.default_rng(seed), selector=selector, exclude=missing)
@@ -889,12 +542,6 @@ def _z_summary(zs) -> dict:
         return {"share_abs_z_over_1_96": float("nan"), "mean_z": float("nan"), "sd_z": float("nan"), "n": 0}
     return {"share_abs_z_over_1_96": float(np.mean(np.abs(z) > Z95)), "mean_z": float(z.mean()),
             "sd_z": float(z.std()), "n": int(z.size)}
-
-
-def _table_positions(table, bank) -> np.ndarray:
-    """Table item index of each bank item."""
-    pos = {v: i for i, v in enumerate(np.asarray(table.items, dtype=object).tolist())}
-    return np.array([pos[str(x)] for x in bank.item_ids], dtype=np.int64)
 
 
 def pooled(results) -> dict:

@@ -4,7 +4,7 @@
   item it has not seen, until the next pick is unaffordable; rank by the mean raw score of
   what was sampled (the paper's protocol).
 * :func:`fixed_length_cat` — give every model the same number of items by maximum
-  information (an :class:`~lm_eval_adaptive.engine.cat.examinee.AdaptiveTest` of that length per model,
+  information (an :class:`~lm_eval_adaptive.engine.cat.adaptive_test.AdaptiveTest` of that length per model,
   run by :func:`~lm_eval_adaptive.engine.evaluation.simulation.drive`) and rank by θ̂.
 """
 
@@ -16,7 +16,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from lm_eval_adaptive.engine.irt.bank import ItemBank
-from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest
+from lm_eval_adaptive.engine.cat.adaptive_test import AdaptiveTest
 from lm_eval_adaptive.engine.cat.estimation import EstimatorFactory
 from lm_eval_adaptive.engine.cat.selection import MaxInfoSelector, Selector
 from lm_eval_adaptive.engine.evaluation.simulation import drive

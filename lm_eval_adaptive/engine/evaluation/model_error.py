@@ -43,7 +43,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from lm_eval_adaptive.engine.cat.examinee import AdaptiveTest
+from lm_eval_adaptive.engine.cat.adaptive_test import AdaptiveTest
 from lm_eval_adaptive.engine.cat.estimation import DEFAULT_PRIOR_SD, Z95, GridPosterior
 from lm_eval_adaptive.engine.cat.full_task import full_task_estimate
 

@@ -36,18 +36,14 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from lm_eval_adaptive.data.prices import Price
-from lm_eval_adaptive.engine.evaluation.backtest import (
-    BacktestConfig,
-    BacktestPlan,
-    FoldOutcome,
-    confident_counts,
-    fold_bank,
+from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
+from lm_eval_adaptive.engine.evaluation.backtest import BacktestPlan, FoldOutcome, fold_bank, plan_for_models
+from lm_eval_adaptive.engine.evaluation.backtest_figures import confident_counts, kendall_tau
+from lm_eval_adaptive.engine.evaluation.fold_parts import (
     fold_bank_costs,
     fold_ground_truth,
     fold_ranker,
     judgement_for,
-    kendall_tau,
-    plan_for_models,
     table_item_tokens,
 )
 from lm_eval_adaptive.engine.irt.bank import joint_item_ids

@@ -27,7 +27,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from lm_eval_adaptive.engine.evaluation.backtest import SELF_CHECK_MIN_MODELS as MIN_MODELS
-from lm_eval_adaptive.engine.evaluation.backtest import BacktestConfig, self_check_backtest
+from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
+from lm_eval_adaptive.engine.evaluation.backtest import self_check_backtest
 from lm_eval_adaptive.engine.irt.bank import ItemBank
 from lm_eval_adaptive.engine.irt.calibration import (
     DEFAULT_METHOD,

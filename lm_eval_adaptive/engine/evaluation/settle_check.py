@@ -20,7 +20,8 @@ from typing import Callable
 import numpy as np
 
 from lm_eval_adaptive.engine.cat.examinee import Examinee
-from lm_eval_adaptive.engine.ranking.pairs.metric_scale import model_part, pair_variance, residual_correlation
+from lm_eval_adaptive.engine.ranking.pairs.metric_scale import model_part
+from lm_eval_adaptive.engine.ranking.pairs.pair_variance import pair_variance, residual_correlation
 from lm_eval_adaptive.engine.ranking.pairs.outcomes import ORDERED, UNRESOLVED, decide
 from lm_eval_adaptive.engine.cat.selection import DEFAULT_RANDOM_SHARE, RandomShareSelector
 

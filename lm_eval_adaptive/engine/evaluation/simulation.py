@@ -19,7 +19,7 @@ and benchmarks, the pinned runs, and the cost forecast of ``--dry-run``
   is (a simulated run, a response table's recorded scores): the rankers
   (:class:`~lm_eval_adaptive.engine.ranking.ranker.AdaptiveRanker`,
   :class:`~lm_eval_adaptive.engine.ranking.multi_metric_ranker.MultiMetricRanker`: ``ask``/``tell``) and
-  the single-model tests (:class:`~lm_eval_adaptive.engine.cat.examinee.AdaptiveTest`,
+  the single-model tests (:class:`~lm_eval_adaptive.engine.cat.adaptive_test.AdaptiveTest`,
   :class:`~lm_eval_adaptive.engine.cat.multi_metric_test.MultiMetricTest`: ``next_items``/``record``).
 
 A live run is driven by the live driver (calls in flight, a dollar ledger, retries), not by

@@ -45,6 +45,17 @@ from lm_eval_adaptive.data.responses import check_score_outliers
 from lm_eval_adaptive.engine.irt.bank import K_RANGE, SCALINGS, ItemBank
 from lm_eval_adaptive.engine.irt.binary_calibration import calibrate_binary, is_binary_table
 from lm_eval_adaptive.engine.irt.response_model import ContinuousResponseModel
+from lm_eval_adaptive.engine.irt.matrix_passes import (
+    sample_index,
+    row_blocks,
+    row_means,
+    column_stats,
+    nanmean_rows,
+    column_corr,
+    joint_fit_observations,
+    KeptCells,
+    joint_fit,
+)
 from lm_eval_adaptive.errors import InputError
 
 __all__ = ["calibrate", "DEFAULT_SCALING", "DEFAULT_EPSILON", "RESPONSE_MODELS", "resolve_response_model",
@@ -55,18 +66,10 @@ DEFAULT_SCALING = "per_item"
 DEFAULT_EPSILON = 1e-3
 METHODS = ("moments", "joint")
 DEFAULT_METHOD = "joint"
-_JOINT_ITERATIONS = 100
-_JOINT_B_PRIOR_SD = 10.0
-#: A joint-fit sweep that moves no parameter by more than this has converged.
-_JOINT_TOL = 1e-10
 _ABILITY_CLIP = 1e-6
 #: ``calibrate(response_model=...)``: the continuous model (METHOD.md §1) or a binary 2PL/3PL
 #: (engine/irt/binary_calibration.py).
 RESPONSE_MODELS = ("continuous", "2pl", "3pl")
-#: Cells per block of rows in the passes over the (model, item) matrix.
-_BLOCK_CELLS = 1 << 20
-#: Above this many cells, the conformance R² uses a seeded random sample of this many.
-_CONFORMANCE_MAX_CELLS = 1_000_000
 #: Long tables of up to this many observations get the reference arithmetic (see calibrate).
 _REFERENCE_MAX_OBS = 1_000_000
 
@@ -175,7 +178,7 @@ def calibrate(table, *, scaling: str = DEFAULT_SCALING, epsilon: float = DEFAULT
     reference = not dense and obs.n_obs <= _REFERENCE_MAX_OBS
 
     # -- 2. abilities --------------------------------------------------------------
-    ybar = _nanmean_rows(Y) if reference else _row_means(Y)
+    ybar = nanmean_rows(Y) if reference else row_means(Y)
     if np.any(np.isnan(ybar)):
         bad = [str(table.models[j]) for j in np.flatnonzero(np.isnan(ybar))]
         raise InputError(f"model(s) with no usable scores: {', '.join(bad[:5])}", path=table.source)
@@ -183,8 +186,8 @@ def calibrate(table, *, scaling: str = DEFAULT_SCALING, epsilon: float = DEFAULT
 
     # -- 3. item filters -------------------------------------------------------------
     keep = obs.ok_range.copy()
-    col = None if reference else _column_stats(Y, theta)
-    r = _column_corr(Y, theta) if reference else col.r
+    col = None if reference else column_stats(Y, theta)
+    r = column_corr(Y, theta) if reference else col.r
     if drop_negative:
         for i in np.flatnonzero(keep & (r < 0)):
             dropped[int(i)] = "negative_correlation"
@@ -194,12 +197,12 @@ def calibrate(table, *, scaling: str = DEFAULT_SCALING, epsilon: float = DEFAULT
             with np.errstate(invalid="ignore"):
                 sd = np.nanstd(Y, axis=0)
                 mean_i = np.nanmean(Y, axis=0)
-            pb = _column_corr(Y, ybar)
+            pb = column_corr(Y, ybar)
         else:
             with np.errstate(invalid="ignore", divide="ignore"):
                 sd = np.sqrt(col.ss / col.n)
             mean_i = col.mean
-            pb = _column_stats(Y, ybar).r
+            pb = column_stats(Y, ybar).r
         for name, bad in (("low_variance", sd < 0.01), ("too_easy", mean_i > 0.95),
                           ("low_point_biserial", pb < 0.1)):
             for i in np.flatnonzero(keep & bad):
@@ -211,7 +214,7 @@ def calibrate(table, *, scaling: str = DEFAULT_SCALING, epsilon: float = DEFAULT
                          path=table.source)
 
     # -- 4. difficulties --------------------------------------------------------------
-    p = _nanmean_rows(Y[:, kept].T) if reference else col.mean[kept]
+    p = nanmean_rows(Y[:, kept].T) if reference else col.mean[kept]
     p_lo, p_hi = p.min(), p.max()
     if p_hi > p_lo:
         p = epsilon + (p - p_lo) * (1 - 2 * epsilon) / (p_hi - p_lo)
@@ -228,12 +231,12 @@ def calibrate(table, *, scaling: str = DEFAULT_SCALING, epsilon: float = DEFAULT
         y, mi, ii = obs.long
         use = keep[ii]
         if method == "joint":
-            theta, b_full = _joint_fit_observations(mi[use], ii[use], y[use], theta, b_full, M, N)
+            theta, b_full = joint_fit_observations(mi[use], ii[use], y[use], theta, b_full, M, N)
             b = b_full[kept]
     else:
-        cells = _KeptCells(Y, count, kept)
+        cells = KeptCells(Y, count, kept)
         if method == "joint":
-            theta, b, _ = _joint_fit(cells, theta, b)
+            theta, b, _ = joint_fit(cells, theta, b)
             b_full[kept] = b
 
     # -- 5. noise k over every observation of kept items ----------------------------
@@ -321,7 +324,6 @@ def _check_ranges(lo, hi, has_obs, source) -> tuple[dict, np.ndarray, np.ndarray
     return dropped, ok_range, np.where(ok_range, hi - lo, 1.0)
 
 
-
 def _global_range(g_lo: float, g_hi: float, n_items: int, source) -> tuple[np.ndarray, np.ndarray]:
     """Every item's (lo, hi) under global scaling: the whole table's range (InputError if empty)."""
     if not g_hi > g_lo:
@@ -355,7 +357,7 @@ def _from_table(table, scaling: str) -> _Scaled:
         within = np.bincount(ii, weights=(y - Y[pair]) ** 2, minlength=N)
     Y = Y.reshape(M, N)
     Y[:, ~ok_range] = np.nan
-    sample = _sample_index(raw.size)
+    sample = sample_index(raw.size)
     with np.errstate(invalid="ignore", divide="ignore"):
         raw_item_mean = np.bincount(ii, weights=raw, minlength=N) / n_item
     return _Scaled(Y=Y, count=cnt.reshape(M, N) if repeats else None, within_ss=within, lo=lo, hi=hi,
@@ -374,7 +376,7 @@ def _from_matrix(matrix, scaling: str) -> _Scaled:
     sum_model = np.zeros(M)
     lo = np.full(N, np.inf)
     hi = np.full(N, -np.inf)
-    for rows in _row_blocks(M, N):
+    for rows in row_blocks(M, N):
         block = S[rows]
         present = ~np.isnan(block)
         n_item += present.sum(axis=0)
@@ -389,14 +391,14 @@ def _from_matrix(matrix, scaling: str) -> _Scaled:
     dropped, ok_range, span = _check_ranges(lo, hi, n_item > 0, matrix.source)
     Y = np.empty_like(S)
     lo_s, span_s = np.where(ok_range, lo, 0).astype(S.dtype), span.astype(S.dtype)
-    for rows in _row_blocks(M, N):
+    for rows in row_blocks(M, N):
         block = S[rows] - lo_s
         block /= span_s
         np.clip(block, 0.0, 1.0, out=block)
         block[:, ~ok_range] = np.nan
         Y[rows] = block
     cells = M * N
-    flat = _sample_index(cells)
+    flat = sample_index(cells)
     sampled = flat.size < cells
     mi, ii = np.divmod(flat, N)
     ys = Y[mi, ii].astype(np.float64)
@@ -410,282 +412,12 @@ def _from_matrix(matrix, scaling: str) -> _Scaled:
                    sampled=sampled)
 
 
-def _sample_index(n: int) -> np.ndarray:
-    """Every index below n, or a seeded random sample of ``_CONFORMANCE_MAX_CELLS`` of them (sorted)."""
-    if n <= _CONFORMANCE_MAX_CELLS:
-        return np.arange(n)
-    return np.sort(np.random.default_rng(0).integers(0, n, _CONFORMANCE_MAX_CELLS))
-
-
 # --------------------------------------------------------------------------- #
 # Steps 2-5: sums over the matrix, a block of rows at a time
 # --------------------------------------------------------------------------- #
 
 
-def _row_blocks(M: int, N: int):
-    """Slices of rows of about ``_BLOCK_CELLS`` cells: temporaries stay small (and in cache)."""
-    size = max(1, _BLOCK_CELLS // max(N, 1))
-    for start in range(0, M, size):
-        yield slice(start, min(M, start + size))
-
-
-def _map_blocks(fn, M: int, N: int) -> list:
-    """``[fn(rows) for each block of rows]``, in block order."""
-    return [fn(rows) for rows in _row_blocks(M, N)]
-
-
-def _row_means(Y: np.ndarray) -> np.ndarray:
-    """Mean of each row over its non-NaN cells (NaN for a row with none)."""
-    M, N = Y.shape
-    out = np.empty(M)
-    for rows in _row_blocks(M, N):
-        x = Y[rows]
-        cnt = np.sum(~np.isnan(x), axis=1)
-        s = np.nansum(x, axis=1, dtype=np.float64)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out[rows] = np.where(cnt > 0, s / np.maximum(cnt, 1), np.nan)
-    return out
-
-
-@dataclass
-class _ColumnStats:
-    n: np.ndarray  # non-NaN cells per column
-    mean: np.ndarray  # mean of the column's cells
-    ss: np.ndarray  # Σ (y - mean)² over the column's cells
-    r: np.ndarray  # Pearson correlation of the column with x over the column's rows
-
-
-def _column_stats(Y: np.ndarray, x: np.ndarray) -> _ColumnStats:
-    """Per column of Y (NaN = missing): count, mean, sum of squares, correlation with x (two passes)."""
-    M, N = Y.shape
-    n = np.zeros(N)
-    sx = np.zeros(N)
-    sy = np.zeros(N)
-    for rows in _row_blocks(M, N):
-        present = ~np.isnan(Y[rows])
-        n += present.sum(axis=0)
-        sx += np.where(present, x[rows, None], 0.0).sum(axis=0)
-        sy += np.where(present, Y[rows], 0.0).sum(axis=0, dtype=np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mx = sx / n
-        my = sy / n
-    cov = np.zeros(N)
-    sxx = np.zeros(N)
-    syy = np.zeros(N)
-    for rows in _row_blocks(M, N):
-        block = Y[rows]
-        present = ~np.isnan(block)
-        with np.errstate(invalid="ignore"):
-            dx = np.where(present, x[rows, None] - mx, 0.0)
-            dy = np.where(present, block - my, 0.0)
-        cov += (dx * dy).sum(axis=0)
-        sxx += (dx * dx).sum(axis=0)
-        syy += (dy * dy).sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        sdx, sdy = np.sqrt(sxx), np.sqrt(syy)
-        r = cov / (sdx * sdy)
-    r[(n < 3) | (sdx < 1e-12) | (sdy < 1e-12)] = np.nan
-    return _ColumnStats(n=n, mean=my, ss=syy, r=r)
-
-
 # Reference arithmetic for small long tables (the calibration as it was before the matrix path)
-
-
-def _nanmean_rows(x: np.ndarray) -> np.ndarray:
-    cnt = np.sum(~np.isnan(x), axis=1)
-    s = np.nansum(x, axis=1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(cnt > 0, s / np.maximum(cnt, 1), np.nan)
-
-
-def _column_corr(Y: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Pearson correlation of each column of Y (NaN = missing) with vector x, over rows present."""
-    present = ~np.isnan(Y)
-    n = present.sum(axis=0)
-    X = np.where(present, x[:, None], 0.0)
-    Yz = np.where(present, Y, 0.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mx = X.sum(axis=0) / n
-        my = Yz.sum(axis=0) / n
-        dx = np.where(present, X - mx, 0.0)
-        dy = np.where(present, Yz - my, 0.0)
-        cov = (dx * dy).sum(axis=0)
-        sx = np.sqrt((dx * dx).sum(axis=0))
-        sy = np.sqrt((dy * dy).sum(axis=0))
-        r = cov / (sx * sy)
-    r[(n < 3) | (sx < 1e-12) | (sy < 1e-12)] = np.nan
-    return r
-
-
-def _joint_fit_observations(mi, ii, y, theta, b, M, N, iterations=_JOINT_ITERATIONS):
-    """Alternating Newton steps on the quasi-log-likelihood Σ y·log μ + (1-y)·log(1-μ).
-
-    Each step updates all abilities (then all difficulties) at once from per-model (per-item)
-    sums of the score (y - μ) and information μ(1-μ); steps are capped at 1 logit; a weak
-    normal prior keeps difficulties of items that every model aces (or fails) finite.
-    Abilities are re-centred at mean 0 after each sweep. The reference arithmetic: sums over the
-    observations with ``np.bincount``, every one of ``iterations`` sweeps (its own stopping rule
-    never fires: the re-centring moves every parameter at each sweep); :func:`_joint_fit` is the
-    same fit over the matrix, stopped when a sweep moves nothing.
-    """
-    theta = theta.copy()
-    b = b.copy()
-    prec = 1.0 / _JOINT_B_PRIOR_SD ** 2
-    for _ in range(iterations):
-        mu = expit(theta[mi] - b[ii])
-        g = np.bincount(mi, weights=y - mu, minlength=M)
-        h = np.bincount(mi, weights=mu * (1 - mu), minlength=M)
-        theta += np.clip(g / np.maximum(h, 1e-12), -1, 1)
-        mu = expit(theta[mi] - b[ii])
-        g = -np.bincount(ii, weights=y - mu, minlength=N) - prec * np.nan_to_num(b)
-        h = np.bincount(ii, weights=mu * (1 - mu), minlength=N) + prec
-        step = np.clip(g / h, -1, 1)  # Newton ascent: b + (dL/db) / (-d²L/db²)
-        b = b + step
-        shift = theta.mean()
-        theta -= shift
-        b -= shift
-        if np.nanmax(np.abs(step)) < 1e-6:
-            break
-    return theta, b
-
-
-class _KeptCells:
-    """The kept items' columns of Y as the fit needs them: each pair's weight (its number of
-    observations, 1 or 0 without repeats; None when every pair has one) and the weighted sums of
-    the scores per model and per item, which do not change while the parameters do.
-
-    Sums over μ = logistic(θ - b) = 1/(1 + e^-θ·e^b) take one product per cell (no exp), a block of
-    rows at a time into one reused buffer (a fresh 8 MB array per block costs more in page
-    faults than the arithmetic); Σμ² is one ``einsum`` without a temporary."""
-
-    def __init__(self, Y: np.ndarray, count: np.ndarray | None, kept: np.ndarray):
-        M = Y.shape[0]
-        self.shape = (M, kept.size)
-        self.all_kept = kept.size == Y.shape[1]
-        self.kept = kept
-        self.Y = Y
-        self.count = count
-        self._buf = None
-        weight = None if count is None else count[:, kept]
-
-        def scan(rows):
-            block = self._columns(Y[rows])
-            present = ~np.isnan(block)
-            wy = np.where(present, block, 0.0)
-            if weight is not None:
-                wy *= weight[rows]
-            return (present if weight is None and not present.all() else None,
-                    wy.sum(axis=1, dtype=np.float64), wy.sum(axis=0, dtype=np.float64))
-
-        parts = _map_blocks(scan, *self.shape)
-        blocks = list(_row_blocks(*self.shape))
-        self.row_y = np.zeros(M)
-        self.col_y = np.zeros(kept.size)
-        for rows, (_, row_y, col_y) in zip(blocks, parts):
-            self.row_y[rows] = row_y
-            self.col_y += col_y
-        if weight is None and any(part[0] is not None for part in parts):
-            weight = np.ones(self.shape, dtype=bool)
-            for rows, (present, _, _) in zip(blocks, parts):
-                if present is not None:
-                    weight[rows] = present
-        self.weight = weight
-
-    def _columns(self, block):
-        return block if self.all_kept else block[:, self.kept]
-
-    def _mu(self, u, v, rows):
-        """μ of the block's cells, in the reused buffer."""
-        n = rows.stop - rows.start
-        if self._buf is None or self._buf.shape[0] < n:
-            self._buf = np.empty((n, v.size))
-        mu = self._buf[:n]
-        np.multiply.outer(u[rows], v, out=mu)
-        mu += 1.0
-        np.reciprocal(mu, out=mu)
-        return mu
-
-    def _sums(self, theta, b, axis: int):
-        """Per model (axis 1) or per kept item (axis 0): Σ w·μ and Σ w·μ(1-μ), block by block."""
-        with np.errstate(over="ignore"):
-            u = np.exp(-theta)
-            v = np.exp(b)
-        spec = "ij,ij->i" if axis == 1 else "ij,ij->j"
-
-        def one(rows):
-            mu = self._mu(u, v, rows)
-            wmu = mu if self.weight is None else mu * self.weight[rows]
-            s1 = wmu.sum(axis=axis)
-            return s1, s1 - np.einsum(spec, wmu, mu)
-
-        return _map_blocks(one, *self.shape)
-
-    def row_sums(self, theta, b) -> tuple[np.ndarray, np.ndarray]:
-        """Per model: Σ w(y - μ), Σ w·μ(1-μ)."""
-        parts = self._sums(theta, b, axis=1)
-        return self.row_y - np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-
-    def column_sums(self, theta, b) -> tuple[np.ndarray, np.ndarray]:
-        """Per kept item: Σ w(y - μ), Σ w·μ(1-μ)."""
-        s_mu = np.zeros(self.shape[1])
-        s_info = np.zeros(self.shape[1])
-        for mu, info in self._sums(theta, b, axis=0):
-            s_mu += mu
-            s_info += info
-        return self.col_y - s_mu, s_info
-
-    def residual_sums(self, theta, b) -> tuple[float, float]:
-        """Σ w(ȳ - μ)², Σ w·μ(1-μ) over the kept pairs (ȳ the pair's mean score)."""
-        with np.errstate(over="ignore"):
-            u = np.exp(-theta)
-            v = np.exp(b)
-
-        def one(rows):
-            mu = self._mu(u, v, rows)
-            block = self._columns(self.Y[rows])
-            present = ~np.isnan(block)
-            r = np.where(present, block - mu, 0.0)
-            r *= r
-            info = np.where(present, mu - mu * mu, 0.0)
-            if self.count is not None:
-                w = self.weight[rows]
-                r *= w
-                info *= w
-            return float(r.sum()), float(info.sum())
-
-        parts = _map_blocks(one, *self.shape)
-        return sum(p[0] for p in parts), sum(p[1] for p in parts)
-
-
-def _joint_fit(cells: _KeptCells, theta, b, iterations=_JOINT_ITERATIONS, tol=_JOINT_TOL):
-    """Alternating Newton steps on the quasi-log-likelihood Σ y·log μ + (1-y)·log(1-μ).
-
-    Each step updates all abilities (then all difficulties) at once from per-model (per-item)
-    sums of the score (y - μ) and information μ(1-μ); steps are capped at 1 logit; a weak
-    normal prior keeps difficulties of items that every model aces (or fails) finite.
-    Abilities are re-centred at mean 0 after each sweep. Stops when a sweep moves no
-    parameter by more than ``tol`` (after the re-centring), or after ``iterations`` sweeps.
-    Returns (θ, b, sweeps made).
-    """
-    theta = theta.copy()
-    b = b.copy()
-    prec = 1.0 / _JOINT_B_PRIOR_SD ** 2
-    for sweep in range(1, iterations + 1):
-        theta_old, b_old = theta.copy(), b.copy()
-        g, h = cells.row_sums(theta, b)
-        theta += np.clip(g / np.maximum(h, 1e-12), -1, 1)
-        g, h = cells.column_sums(theta, b)
-        g = -g - prec * b
-        h = h + prec
-        step = np.clip(g / h, -1, 1)  # Newton ascent: b + (dL/db) / (-d²L/db²)
-        b = b + step
-        shift = theta.mean()
-        theta -= shift
-        b -= shift
-        moved = max(np.max(np.abs(theta - theta_old)), np.max(np.abs(b - b_old)))
-        if moved < tol or np.max(np.abs(step)) < 1e-6:
-            break
-    return theta, b, sweep
 
 
 def _dropped_entry(item_id, reason: str, mean_raw: float) -> dict:

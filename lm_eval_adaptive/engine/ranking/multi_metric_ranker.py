@@ -8,7 +8,7 @@ anew; :class:`MultiMetricRanker` generates once and scores every metric.
 It is the ranker's own core with two parts plugged in, not a copy of it:
 
 * the items are the ids every bank has (:func:`~lm_eval_adaptive.engine.irt.bank.joint_item_ids`), and each
-  model is a :class:`~lm_eval_adaptive.engine.cat.examinee.JointExaminee`: one
+  model is a :class:`~lm_eval_adaptive.engine.cat.joint_examinee.JointExaminee`: one
   :class:`~lm_eval_adaptive.engine.cat.examinee.Examinee` per metric on that metric's bank (θ̂, SE, person fit),
   into which every generation's score under that metric is recorded (a metric that cannot score it
   excludes the item for that metric only);
@@ -31,7 +31,7 @@ A run stops when no metric has an open pair ("settled", or "cost_to_settle" when
 gave up some pair for its cost), or nothing more can be bought
 ("budget", "max_items", "bank_exhausted"), or fewer than two models are left ("failed"). Told scores
 are ``{metric: scaled score}``; :meth:`MultiMetricRanker.result` gives a
-:class:`~lm_eval_adaptive.engine.ranking.ranker.RankingResult` per metric.
+:class:`~lm_eval_adaptive.engine.ranking.result.RankingResult` per metric.
 """
 
 from __future__ import annotations
@@ -44,11 +44,13 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from lm_eval_adaptive.engine.irt.bank import ItemBank, joint_item_ids
-from lm_eval_adaptive.engine.cat.examinee import Examinee, JointExaminee
+from lm_eval_adaptive.engine.cat.examinee import Examinee
+from lm_eval_adaptive.engine.cat.joint_examinee import JointExaminee
 from lm_eval_adaptive.engine.cat.estimation import EstimatorFactory
 from lm_eval_adaptive.engine.ranking.pairs.rules import OrderConfidence, PairRule
 from lm_eval_adaptive.engine.ranking.pairs.judgement import PairJudgement
-from lm_eval_adaptive.engine.ranking.ranker import DEFAULT_FUTILITY, AdaptiveRanker, RankingResult, Request, default_judgement
+from lm_eval_adaptive.engine.ranking.ranker import DEFAULT_FUTILITY, AdaptiveRanker, default_judgement
+from lm_eval_adaptive.engine.ranking.ranker_state import Request
 from lm_eval_adaptive.engine.cat.selection import DEFAULT_RANDOM_SHARE, ITEM_WEIGHTINGS, JointInformationSelector
 
 __all__ = ["ITEM_WEIGHTINGS", "MultiMetricRanker", "MultiRequest", "MultiRankingResult"]

@@ -30,7 +30,7 @@ The parts are swappable: ``selector`` (a :class:`~lm_eval_adaptive.engine.cat.se
 and family-wise setting) and ``judgement``. Steps 1 and 3 are the allocation policy of
 :mod:`lm_eval_adaptive.engine.ranking.allocation`; step 2 is a
 :class:`~lm_eval_adaptive.engine.ranking.pairs.judgement.PairJudgement`. The judgement on the ability scale,
-:class:`~lm_eval_adaptive.engine.ranking.pairs.judgement.ThetaJudgement` (models ordered by θ̂, the pair rule on
+:class:`~lm_eval_adaptive.engine.ranking.pairs.theta_view.ThetaJudgement` (models ordered by θ̂, the pair rule on
 P(θ_i > θ_j) for adjacent pairs, the futility stop for pairs the bank's model error keeps from
 settling), is kept as an option (``judgement=ThetaJudgement``). The same core ranks by several metrics at
 once (:class:`~lm_eval_adaptive.engine.ranking.multi_metric_ranker.MultiMetricRanker`: a judgement per metric,
@@ -44,9 +44,7 @@ properties. Every score and cost it is told is checked (finite, score in [0, 1],
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -56,15 +54,18 @@ from lm_eval_adaptive.engine.cat.examinee import Examinee
 from lm_eval_adaptive.engine.irt.checks import check_cost, check_score
 from lm_eval_adaptive.engine.cat.estimation import EstimatorFactory
 from lm_eval_adaptive.engine.ranking.pairs.rules import EquivalenceMargin, FamilyWise, OrderConfidence, PairRule
-from lm_eval_adaptive.engine.ranking.pairs.judgement import PairJudgement, ThetaJudgement, pairwise_matrix, tie_groups
+from lm_eval_adaptive.engine.ranking.pairs.judgement import PairJudgement, pairwise_matrix, tie_groups
+from lm_eval_adaptive.engine.ranking.pairs.theta_view import ThetaJudgement
 from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import MetricScaleJudgement
 from lm_eval_adaptive.engine.cat.selection import Selector, shared_default_selector
-from lm_eval_adaptive.engine.signature import component_name, format_signature, versions
+from lm_eval_adaptive.engine.ranking.ranker_state import RankerState, Request
+from lm_eval_adaptive.engine.ranking.replay import RankerReplay
+from lm_eval_adaptive.engine.ranking.result import RankingResult
+from lm_eval_adaptive.engine.signature import component_name, versions
 
-__all__ = ["AdaptiveRanker", "Request", "RankingResult", "ReplayEvent", "ReplayError", "ReplayStats",
-           "STOP_REASONS", "REPLAY_KINDS", "pairwise_matrix", "tie_groups", "DEFAULT_FUTILITY", "default_judgement"]
+__all__ = ["AdaptiveRanker", "STOP_REASONS", "pairwise_matrix", "tie_groups", "DEFAULT_FUTILITY", "default_judgement"]
 
-#: With :class:`~lm_eval_adaptive.engine.ranking.pairs.judgement.ThetaJudgement`: a pair stops drawing items when its
+#: With :class:`~lm_eval_adaptive.engine.ranking.pairs.theta_view.ThetaJudgement`: a pair stops drawing items when its
 #: gap is below this share of the gap the bank's model error alone keeps it from settling
 #: (docs/honesty.md; chosen on the tuning tables). The default judgement has no such stop.
 DEFAULT_FUTILITY = 0.25
@@ -80,181 +81,14 @@ def default_judgement(examinees, rule, futility, metric=None, **kwargs) -> PairJ
     ``policy`` and ``random_share``), applying the pair rule's confidence, tie margin and family-wise
     setting. A pair rule of another kind (a custom :class:`~lm_eval_adaptive.engine.ranking.pairs.rules.PairRule`
     deciding pairs from θ̂ and SE) is a θ-scale rule: it gets
-    :class:`~lm_eval_adaptive.engine.ranking.pairs.judgement.ThetaJudgement`, which applies it."""
+    :class:`~lm_eval_adaptive.engine.ranking.pairs.theta_view.ThetaJudgement`, which applies it."""
     base = rule.base if isinstance(rule, FamilyWise) else rule
     if not isinstance(base, (OrderConfidence, EquivalenceMargin)):
         return ThetaJudgement(examinees, rule, futility, metric)
     return MetricScaleJudgement(examinees, rule, futility, metric, **kwargs)
-#: Kinds of :class:`ReplayEvent`.
-REPLAY_KINDS = ("score", "failure", "lost")
 
 
-class Request(NamedTuple):
-    """One administration: give bank item ``item`` (id ``item_id``) to ``model``.
-
-    Immutable and hashable (a named tuple: built in a third of a frozen dataclass's time, and an
-    ask builds one per administration)."""
-
-    model: str
-    item: int
-    item_id: str
-    cost: float
-    phase: str  # "warmup" or "adaptive"
-
-
-@dataclass(frozen=True)
-class ReplayEvent:
-    """One past outcome for :meth:`AdaptiveRanker.replay` (already parsed from wherever it was kept).
-
-    ``kind``:
-      * ``"score"``: ``model`` was given ``item`` and scored ``y`` (scaled, in [0, 1]) at
-        ``cost`` USD (None: the item's planned cost), ``raw`` the raw metric value it was scaled
-        from (None: ``y`` mapped back through the bank's range; a mapping metric → value for a
-        several-metric run);
-      * ``"failure"``: the call for ``item`` failed for good (its request was cancelled;
-        nothing charged, the item is not asked again unless a later score event names it);
-      * ``"lost"``: the call was in flight when the run died and its outcome is unknown:
-        the item is never asked again and ``cost`` (its reservation) counts as spent.
-
-    ``item`` is a bank item id (str) or a bank index (int).
-    """
-
-    kind: str
-    model: str
-    item: str | int
-    y: float | None = None
-    cost: float | None = None
-    raw: object = None
-
-    def __post_init__(self):
-        if self.kind not in REPLAY_KINDS:
-            raise ValueError(f"replay event kind must be one of {REPLAY_KINDS}, got {self.kind!r}")
-
-    @classmethod
-    def score(cls, model: str, item, y: float, cost: float | None = None, raw=None) -> ReplayEvent:
-        return cls("score", model, item, y, cost, raw)
-
-    @classmethod
-    def failure(cls, model: str, item) -> ReplayEvent:
-        return cls("failure", model, item)
-
-    @classmethod
-    def lost(cls, model: str, item, cost: float | None = None) -> ReplayEvent:
-        return cls("lost", model, item, None, cost)
-
-
-class ReplayError(ValueError):
-    """An event that does not fit the ranker; ``index`` is its position in the events given."""
-
-    def __init__(self, index: int, reason: str):
-        super().__init__(f"event {index}: {reason}")
-        self.index = index
-        self.reason = reason
-
-
-@dataclass
-class ReplayStats:
-    """What :meth:`AdaptiveRanker.replay` did."""
-
-    scores: int = 0  # score events replayed
-    asked: int = 0  # ... reproduced through ask() + tell()
-    direct: int = 0  # ... recorded directly (the run had told them in another order than asked)
-    failures: int = 0  # failure events replayed as a cancelled request
-    lost: int = 0  # lost-in-flight events (item excluded, its cost charged)
-
-
-@dataclass
-class RankingResult:
-    """What a ranking run found. Models are listed best first."""
-
-    ranking: list
-    theta: dict
-    se: dict
-    items: dict
-    cost: dict
-    pairwise: np.ndarray  # P(ranking[i] > ranking[j])
-    ties: list  # pairs (a, b), a ranked above b, whose order was not settled (equivalent or unresolved)
-    tie_groups: list  # metric scale: runs of the ranking every two of which are equivalent (never chained)
-    adjacent_confidence: list  # P(ranking[i] > ranking[i+1])
-    stopped_because: str
-    confidence: float
-    budget: float | None
-    total_cost: float
-    item_log: dict = field(default_factory=dict)  # model -> list of (item_id, scaled score)
-    failed: dict = field(default_factory=dict)  # model -> why it was dropped (not ranked)
-    signature: dict = field(default_factory=dict)  # what produced it (AdaptiveRanker.signature)
-    equivalent: list = field(default_factory=list)  # of the ties, those settled as ties (within a margin)
-    inseparable: list = field(default_factory=list)  # θ-scale judgement only: adjacent ties its futility stop ended
-    open_pairs: list = field(default_factory=list)  # unresolved pairs the run still buys items for
-    # every pair: {"a", "b", "outcome" (ordered | equivalent | unresolved), "p_order" (P(a > b)),
-    # "items_to_settle", "cost_to_settle_usd" (0 once settled; None on the θ scale), "beyond_policy"
-    # (unresolved and the stopping policy buys no more items for it), "difference", "se"}; ordered: a higher
-    pairs: list = field(default_factory=list)
-    rank_range: dict = field(default_factory=dict)  # model -> [best, worst] rank from the ordered pairs
-    estimates: dict = field(default_factory=dict)  # model -> its estimate of record (metric scale; see to_dict)
-    judgement: str = "theta"  # which judgement decided the pairs ("metric-scale" or "theta")
-
-    @property
-    def total_items(self) -> int:
-        return int(sum(self.items.values()))
-
-    def __str__(self) -> str:
-        """A short summary (``print(result)``): one line per model, the ties, the signature."""
-        group = {m: g for g, members in enumerate(self.tie_groups, 1) for m in members}
-        width = max((len(str(m)) for m in self.ranking), default=0)
-        lines = [f"RankingResult: {len(self.ranking)} models at confidence {self.confidence:g}, "
-                 f"stopped because {self.stopped_because}; {self.total_items} items, ${self.total_cost:.4f}"
-                 + (f" of ${self.budget:.4f}" if self.budget is not None else "")]
-        for r, m in enumerate(self.ranking, 1):
-            lines.append(f"  {r:>2}. {str(m):<{width}}  θ̂ {self.theta[m]:+.2f} ± {self.se[m]:.2f}  "
-                         f"items {self.items[m]}  ${self.cost[m]:.4f}" + (f"  T{group[m]}" if m in group else ""))
-        if self.tie_groups:
-            lines.append("  ties: " + "; ".join(" ≈ ".join(map(str, g)) for g in self.tie_groups))
-        if self.failed:
-            lines.append("  failed: " + ", ".join(map(str, self.failed)))
-        if self.signature:
-            lines.append(f"  {self.signature_string}")
-        return "\n".join(lines)
-
-    @property
-    def signature_string(self) -> str:
-        """The signature on one line (``bank:...|confidence:0.95|...``)."""
-        return format_signature(self.signature)
-
-    def to_dict(self) -> dict:
-        def entry(m):
-            e = {"model": m, "theta": self.theta[m], "se": self.se[m], "items": self.items[m],
-                 "cost_usd": self.cost[m]}
-            if m in self.rank_range:
-                e["rank_range"] = list(self.rank_range[m])
-            if m in self.estimates:
-                e["estimate"] = dict(self.estimates[m])
-            return e
-
-        return {
-            "ranking": [entry(m) for m in self.ranking],
-            "judgement": self.judgement,
-            "pairs": [dict(p) for p in self.pairs],
-            "ties": [list(p) for p in self.ties],
-            "equivalent": [list(p) for p in self.equivalent],
-            "inseparable": [list(p) for p in self.inseparable],
-            "open_pairs": [list(p) for p in self.open_pairs],
-            "tie_groups": self.tie_groups,
-            "pairwise": {a: {b: float(self.pairwise[i, j]) for j, b in enumerate(self.ranking) if j != i}
-                         for i, a in enumerate(self.ranking)},
-            "adjacent_confidence": [float(p) for p in self.adjacent_confidence],
-            "stopped_because": self.stopped_because,
-            "confidence": self.confidence,
-            "budget_usd": self.budget,
-            "total_cost_usd": self.total_cost,
-            "total_items": self.total_items,
-            "failed": dict(self.failed),
-            "signature": dict(self.signature),
-            "signature_string": self.signature_string,
-        }
-
-
-class AdaptiveRanker:
+class AdaptiveRanker(RankerState, RankerReplay):
     """Adaptive multi-model ranker over one item bank (see module docstring).
 
     Parameters
@@ -292,7 +126,7 @@ class AdaptiveRanker:
         the default judgement applies its confidence, its tie margin
         (:class:`~lm_eval_adaptive.engine.ranking.pairs.rules.EquivalenceMargin`) and whether it is family-wise
         (:class:`~lm_eval_adaptive.engine.ranking.pairs.rules.FamilyWise`: Holm over every pair's p-value) on the
-        metric scale. With :class:`~lm_eval_adaptive.engine.ranking.pairs.judgement.ThetaJudgement` (and for a rule of
+        metric scale. With :class:`~lm_eval_adaptive.engine.ranking.pairs.theta_view.ThetaJudgement` (and for a rule of
         another kind) the rule itself decides pairs on the θ scale, in :meth:`ask` and :meth:`result`; a
         rule that judges pairs jointly (``family = True``) is given every pair of the ranking.
     exclude:
@@ -306,7 +140,7 @@ class AdaptiveRanker:
         removes). An adjacent pair whose gap |θ̂_a - θ̂_b| is below ``futility`` times that, or
         confidently below it (gap + z · √(m_a² + m_b²) with m the measurement SEs), is given no
         more items and is reported as a tie (``inseparable``). 0: off.
-        Used by :class:`~lm_eval_adaptive.engine.ranking.pairs.judgement.ThetaJudgement` only.
+        Used by :class:`~lm_eval_adaptive.engine.ranking.pairs.theta_view.ThetaJudgement` only.
     judgement:
         ``judgement(examinees, pair_rule, futility, metric) -> PairJudgement``: what judges the
         ranking's pairs (default :func:`default_judgement`: the full-task metric's scale with the
@@ -339,141 +173,11 @@ class AdaptiveRanker:
         for m, items in (exclude or {}).items():
             self._examinee(m).exclude(self._indices(items))
 
-    def _init_core(self, models, n_items: int, *, item_costs, relative_costs, confidence, n_init, n_max, budget,
-                   seed, futility, max_in_flight, reserve_mean_cost) -> dict:
-        """The settings and bookkeeping every ranker has (models, costs, budget, what is in flight, blocked,
-        failed); the per-model item costs, checked (None: items cost 0)."""
-        models = [str(m) for m in models]
-        if len(models) < 2:
-            raise ValueError("ranking needs at least 2 models")
-        if len(set(models)) != len(models):
-            raise ValueError("model names must be unique")
-        if not (0.5 < confidence < 1):
-            raise ValueError(f"confidence must be in (0.5, 1), got {confidence}")
-        if n_init < 1:
-            raise ValueError("n_init must be >= 1")
-        if budget is not None and not (budget >= 0):
-            raise ValueError("budget must be >= 0")
-        if budget is not None and item_costs is None:
-            raise ValueError("a budget needs item_costs")
-        self._models = tuple(models)
-        self._confidence = float(confidence)
-        self._upper = 1 - (1 - self._confidence) / 2
-        self._n_init = int(n_init)
-        self._n_items = int(n_items)
-        self._n_max = n_items if n_max is None else min(int(n_max), n_items)
-        if self._n_max < 1:
-            raise ValueError("n_max must be >= 1")
-        self._budget = budget
-        self._seed = seed
-        self._rng = np.random.default_rng(seed)
-        if not (futility >= 0):
-            raise ValueError(f"futility must be >= 0, got {futility!r}")
-        self._futility = float(futility)
-        costs = {}
-        for m in models:
-            c = None if item_costs is None else np.asarray(item_costs[m], dtype=float)
-            if c is not None and c.shape != (n_items,):
-                raise ValueError(f"item_costs[{m!r}] must have one cost per {self._item_word} ({n_items})")
-            if c is not None and not np.all(np.isfinite(c) & (c >= 0)):
-                raise ValueError(f"item_costs[{m!r}] must be finite numbers >= 0 (USD)")
-            costs[m] = c
-        if relative_costs is None:
-            if item_costs is None:
-                rel = {m: 1.0 for m in models}
-            else:
-                rel = {m: float(np.mean(costs[m])) for m in models}
-        else:
-            rel = {m: float(relative_costs[m]) for m in models}
-        lo = min(rel.values())
-        self._relative_costs = {m: (v / lo if lo > 0 else 1.0) for m, v in rel.items()}
-        #: per model, its next item and the examinee version it was chosen at
-        self._next: dict[str, tuple | None] = {m: None for m in models}
-        #: False once no model needs warm-up items (scored counts only grow)
-        self._warm_up = True
-        if int(max_in_flight) < 1:
-            raise ValueError("max_in_flight must be >= 1")
-        self._max_in_flight = int(max_in_flight)
-        self._pending: dict[tuple[str, int], Request] = {}  # (model, item) -> request in flight
-        self._failed: dict[str, str] = {}
-        # models the caller cannot pay for right now (e.g. a live run's ledger refused their
-        # next call's upper estimate); skipped by ask() as over budget until unblocked
-        self._blocked: set[str] = set()
-        self._stopped_because: str | None = None
-        self._reserve_mean_cost = bool(reserve_mean_cost)
-        self._mean_cost = {m: (float(np.mean(costs[m])) if costs[m] is not None else 0.0) for m in models}
-        self._committed: float | None = None  # spent + reserved, read once per ask (see _fits)
-        return costs
-
     #: what an item index counts, and where it is (in messages)
     _item_word = "bank item"
     _items_name = "the bank"
 
-    # ------------------------------------------------------------ settings (read-only)
-    @property
-    def bank(self) -> ItemBank:
-        return self._bank
-
-    @property
-    def models(self) -> list[str]:
-        """Every model, in the order given (a copy)."""
-        return list(self._models)
-
-    @property
-    def confidence(self) -> float:
-        return self._confidence
-
-    @property
-    def upper(self) -> float:
-        """1 - (1-γ)/2: the default pair rule's threshold on P(order)."""
-        return self._upper
-
-    @property
-    def n_init(self) -> int:
-        return self._n_init
-
-    @property
-    def n_max(self) -> int:
-        return self._n_max
-
-    @property
-    def budget(self) -> float | None:
-        return self._budget
-
-    @property
-    def seed(self):
-        return self._seed
-
-    @property
-    def max_in_flight(self) -> int:
-        return self._max_in_flight
-
-    @property
-    def reserve_mean_cost(self) -> bool:
-        return self._reserve_mean_cost
-
-    @property
-    def relative_costs(self) -> dict[str, float]:
-        """c_m of the allocation rule (a copy)."""
-        return dict(self._relative_costs)
-
-    @property
-    def selector(self) -> Selector:
-        return self._selector
-
-    @property
-    def futility(self) -> float:
-        return self._futility
-
-    @property
-    def pair_rule(self) -> PairRule:
-        return self._judge.rule
-
-    @property
-    def judgements(self) -> tuple:
-        """The :class:`~lm_eval_adaptive.engine.ranking.pairs.judgement.PairJudgement` of each metric (one here)."""
-        return self._judges
-
+    # ------------------------------------------------------------ signature
     def signature(self) -> dict:
         """What decides this run's numbers: bank, settings, seed, parts and versions (see
         :mod:`lm_eval_adaptive.engine.signature`)."""
@@ -489,61 +193,7 @@ class AdaptiveRanker:
                 "tie_margin": getattr(rule, "margin", None), "futility": self._futility,
                 **_judgement_signature(self._judge), **versions()}
 
-    # ------------------------------------------------------------------ state (read-only)
-    @property
-    def examinees(self) -> Mapping[str, Examinee]:
-        """Every model's state, read-only: change it through the ranker's methods."""
-        return MappingProxyType(self._examinees)
-
-    @property
-    def pending(self) -> Mapping[tuple[str, int], Request]:
-        """The requests in flight, by (model, item index): a read-only view."""
-        return MappingProxyType(self._pending)
-
-    @property
-    def failed(self) -> Mapping[str, str]:
-        """Dropped models and why (read-only view)."""
-        return MappingProxyType(self._failed)
-
-    @property
-    def blocked(self) -> frozenset:
-        """Models :meth:`block` ed: not asked for now."""
-        return frozenset(self._blocked)
-
-    @property
-    def stopped_because(self) -> str | None:
-        """Why the run ended (one of :data:`STOP_REASONS`), or None while it runs."""
-        return self._stopped_because
-
-    @property
-    def finished(self) -> bool:
-        return self._stopped_because is not None
-
-    @property
-    def spent(self) -> float:
-        return float(sum(e.spent for e in self._examinees.values()))
-
-    @property
-    def reserved(self) -> float:
-        return float(sum(r.cost for r in self._pending.values()))
-
-    def in_flight(self, m: str) -> int:
-        """Requests of model ``m`` in flight."""
-        return sum(1 for (pm, _) in self._pending if pm == m)
-
-    def is_pending(self, request: Request) -> bool:
-        """``request`` was asked and is neither told, cancelled nor released."""
-        return self._pending.get((request.model, request.item)) == request
-
-    @property
-    def active(self) -> list[str]:
-        """The models still ranked (not failed)."""
-        return [m for m in self._models if m not in self._failed]
-
-    def item_index(self, item) -> int:
-        """The index of ``item`` (an item id, or an index, checked) in the items requests name."""
-        return self._index(item)
-
+    # ------------------------------------------------------------------ reading
     def peek(self, model: str) -> int:
         """The item ``model`` would be given next (-1: none left), without reserving it.
 
@@ -573,45 +223,6 @@ class AdaptiveRanker:
         return max(0.0, self._budget - self.spent - self.reserved)
 
     # -------------------------------------------------------------------- internals
-    def _examinee(self, model: str):
-        try:
-            return self._examinees[model]
-        except (KeyError, TypeError):
-            raise ValueError(f"unknown model {model!r} (the ranker's models: {list(self._models)})") from None
-
-    def _ids_to_indices(self, ids: list) -> np.ndarray:
-        """Indices of item ids (an error naming those not known)."""
-        return self._bank.index_of(ids)
-
-    def _index(self, item) -> int:
-        """Index of ``item``: an item id (str) or an index (int)."""
-        if isinstance(item, str):
-            return int(self._ids_to_indices([item])[0])
-        if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
-            raise ValueError(f"an item is a {self._item_word} id (str) or index (int), got {item!r}")
-        if not 0 <= item < self._n_items:
-            raise ValueError(f"item index {item} is outside {self._items_name} (0..{self._n_items - 1})")
-        return int(item)
-
-    def _indices(self, items) -> np.ndarray:
-        """Indices of ``items``: item ids (str) or indices (int), one or many."""
-        arr = np.atleast_1d(np.asarray(items, dtype=object if _has_str(items) else None))
-        if arr.size == 0:
-            return np.zeros(0, dtype=np.int64)
-        if arr.ndim != 1:
-            raise ValueError("items must be a 1-d sequence of item ids or indices")
-        if arr.dtype.kind in "iu":
-            return self._range_checked(arr.astype(np.int64))
-        if all(isinstance(x, str) for x in arr.tolist()):
-            return self._ids_to_indices(arr.tolist())
-        return np.array([self._index(x) for x in arr.tolist()], dtype=np.int64)
-
-    def _range_checked(self, idx: np.ndarray) -> np.ndarray:
-        bad = idx[(idx < 0) | (idx >= self._n_items)]
-        if bad.size:
-            raise ValueError(f"item index {int(bad[0])} is outside {self._items_name} (0..{self._n_items - 1})")
-        return idx
-
     def _peek(self, m: str, needs=None) -> int:
         """The model's next item (cached until its examinee changes); ``needs`` (the open pairs that make
         it a candidate) does not change a single bank's choice."""
@@ -834,111 +445,7 @@ class AdaptiveRanker:
         e.record_many(idx, scores, costs=costs, raws=raws)
         self._next[model] = None
 
-    # ------------------------------------------------------------------------ replay
-    def replay(self, events: Iterable[ReplayEvent]) -> ReplayStats:
-        """Reproduce a run from its outcomes, in the order they happened, asking no model.
-
-        The ranker must be built as the original run's was (bank, models, costs, settings and
-        seed) and have no request in flight (ValueError otherwise). For each score event:
-
-        1. :meth:`ask`; if it returns the event's (model, item), that request is told
-           (score and cost), exactly what the live run did. A run with one request at a
-           time is replayed entirely this way, its random stream (``top_k > 1``) included.
-        2. Otherwise (requests were in flight and completed in another order than asked)
-           the ask is undone completely (the item's reservation, the cached next items, the
-           random state and a stop it declared) and the item is recorded directly
-           (:meth:`record`). With ``top_k = 1`` each model's items depend only on its own
-           history, so every model ends exactly as in the live run; with randomesque
-           selection the random stream is not the live run's (its ask order is not known).
-
-        A failure event is replayed like the live run's :meth:`cancel` of it (the item stays
-        unused for that model; a later score event for it, a retry that succeeded, is still
-        recorded). A lost event excludes the item and :meth:`charge` s its cost.
-
-        Raises :class:`ReplayError` (with the event's index) for an event that does not fit:
-        an unknown model or item, a bad score or cost, an item already given to the model
-        or excluded for it. Returns counts of each path taken.
-        """
-        if self._pending:
-            raise ValueError("replay needs a ranker with no request in flight")
-        stats = ReplayStats()
-        failed: set[tuple[str, int]] = set()
-        for k, ev in enumerate(events):
-            m = ev.model
-            if m not in self._examinees:
-                raise ReplayError(k, f"model {m!r} is not one of the ranker's models {list(self._models)}")
-            try:
-                i = self._index(ev.item)
-            except ValueError as err:
-                raise ReplayError(k, f"item {ev.item!r} is not in {self._items_name} ({err})") from None
-            e = self._examinees[m]
-            item_id = e.item_id(i)
-            if ev.kind == "lost":
-                try:
-                    cost = check_cost(ev.cost, model=m, item=item_id)
-                except ValueError as err:
-                    raise ReplayError(k, str(err)) from None
-                e.exclude([i])
-                if cost:
-                    e.charge(cost)
-                self._next[m] = None
-                stats.lost += 1
-                continue
-            if ev.kind == "score":
-                try:
-                    y = self._told(ev.y, m, item_id)
-                    cost = check_cost(ev.cost, model=m, item=item_id)
-                except ValueError as err:
-                    raise ReplayError(k, str(err)) from None
-            req = self._ask_for(m, i)
-            if ev.kind == "failure":
-                if req is not None:
-                    self.cancel(req)
-                elif not e.is_taken(i):
-                    e.reserve(i)
-                    self._next[m] = None
-                failed.add((m, i))
-                stats.failures += 1
-                continue
-            if req is not None:
-                self.tell(req, y, cost=cost, raw=ev.raw)
-                stats.asked += 1
-            else:
-                if e.is_taken(i) and (m, i) not in failed:
-                    raise ReplayError(k, f"item {item_id!r} was already given to model {m!r} or is excluded "
-                                         "for it: the events do not match this ranker")
-                try:
-                    self.record(m, i, y, cost=cost, raw=ev.raw)
-                except ValueError as err:
-                    raise ReplayError(k, str(err)) from None
-                stats.direct += 1
-            stats.scores += 1
-        return stats
-
-    def _ask_for(self, model: str, item: int) -> Request | None:
-        """:meth:`ask` if it yields (model, item); otherwise None, with the ask undone.
-
-        Undoing restores everything ask() changes: the returned request (pending entry and
-        the item's reservation), the cached next items, the random state and a stop it
-        declared (an ask with nothing in flight may declare the run over).
-        """
-        rng_state = self._rng.bit_generator.state
-        saved = dict(self._next)
-        versions_before = {m: e.version for m, e in self._examinees.items()}
-        stopped = self._stopped_because
-        req = self.ask()
-        if req is not None and req.model == model and req.item == item:
-            return req
-        if req is not None:
-            del self._pending[(req.model, req.item)]
-            self._examinees[req.model].unreserve(req.item)
-        # every examinee is as it was before the ask: cached items chosen then are valid again
-        self._next = {m: (c if c is None or c[0] != versions_before[m] else (self._examinees[m].version, c[1]))
-                      for m, c in saved.items()}
-        self._rng.bit_generator.state = rng_state
-        self._stopped_because = stopped
-        return None
-
+    # ------------------------------------------------------------------------ run
     def run(self, score: Callable[[str, int], float]) -> RankingResult:
         """Drive to the end with ``score(model, bank_item_index) -> scaled score``."""
         while (req := self.ask()) is not None:
@@ -982,17 +489,6 @@ def _judgement_signature(judge) -> dict:
     """What ``judge`` adds to a run's signature (its ``signature()``; nothing for a judgement without one)."""
     sig = getattr(judge, "signature", None)
     return sig() if callable(sig) else {}
-
-
-def _has_str(items) -> bool:
-    if isinstance(items, str):
-        return True
-    if isinstance(items, np.ndarray):
-        return items.dtype.kind in "UO"
-    try:
-        return any(isinstance(x, str) for x in items)
-    except TypeError:
-        return False
 
 
 def _seed_value(seed):

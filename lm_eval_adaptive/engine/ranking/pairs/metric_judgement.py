@@ -22,7 +22,7 @@ asks (:meth:`open_pairs`); the costs to settle (a bisection per pair) are comput
 The allocation's figure for a model (:meth:`OpenPairs.worth <lm_eval_adaptive.engine.ranking.pairs.judgement.OpenPairs>`)
 is the share of its open pairs' variance one more of its items removes, Σ_p w_mp·(f_m(k) − f_m(k + 1)),
 w_mp = Var_m/(Var_m + Var_p) the model's part of the pair's variance and f_m the shape in which its own
-variance shrinks with k more items (:func:`~lm_eval_adaptive.engine.ranking.pairs.metric_scale.shrink_factor`).
+variance shrinks with k more items (:func:`~lm_eval_adaptive.engine.ranking.pairs.pair_variance.shrink_factor`).
 """
 
 from __future__ import annotations
@@ -33,13 +33,8 @@ from typing import Mapping, NamedTuple, Sequence
 import numpy as np
 from scipy.special import stdtr
 
-from lm_eval_adaptive.engine.ranking.pairs.metric_scale import (
-    MetricScale,
-    model_part,
-    pair_variance,
-    residual_correlation,
-    shrink_one,
-)
+from lm_eval_adaptive.engine.ranking.pairs.metric_scale import MetricScale, model_part
+from lm_eval_adaptive.engine.ranking.pairs.pair_variance import pair_variance, residual_correlation, shrink_one
 from lm_eval_adaptive.engine.ranking.pairs.outcomes import (
     EQUIVALENT,
     ORDERED,

@@ -35,7 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import stdtr, stdtrit
 
-from lm_eval_adaptive.engine.ranking.pairs.metric_scale import MetricScale, shrink_factor, shrink_one
+from lm_eval_adaptive.engine.ranking.pairs.metric_scale import MetricScale
+from lm_eval_adaptive.engine.ranking.pairs.pair_variance import shrink_factor, shrink_one
 from lm_eval_adaptive.engine.ranking.pairs.rules import equivalence_level, holm
 from lm_eval_adaptive.engine.cat.selection import DEFAULT_RANDOM_SHARE
 

@@ -1,0 +1,70 @@
+"""What a backtest is told: :class:`BacktestConfig`, its settings (folds, hold-out size, seeds, budget,
+the ranker's confidence and tie margin, the judgement and its stopping policy, the settle checks)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from lm_eval_adaptive.engine.irt.calibration import DEFAULT_METHOD, DEFAULT_SCALING
+from lm_eval_adaptive.engine.ranking.ranker import DEFAULT_FUTILITY
+from lm_eval_adaptive.engine.ranking.pairs.settle_policy import (
+    DEFAULT_BUDGET_SHARE,
+    DEFAULT_FLOOR_ITEMS,
+    DEFAULT_FULL_RUN_SHARE,
+    DEFAULT_OPTIMISM,
+)
+from lm_eval_adaptive.errors import InputError
+
+
+__all__ = ["BacktestConfig"]
+
+
+@dataclass(frozen=True)
+class BacktestConfig:
+    holdout_size: int = 4
+    folds: int = 5
+    seeds: int = 20
+    confidence: float = 0.95
+    min_items: int = 10
+    target_items: int = 20
+    max_items: int | None = None
+    partition_seed: int = 42
+    scaling: str = DEFAULT_SCALING
+    method: str = DEFAULT_METHOD
+    likelihood: str = "quasi"
+    top_k: int = 1
+    bootstrap: int = 10_000
+    tie_margin: float | None = None  # metric units: a pair closer than this is settled as a tie
+    self_check: bool = True  # each fold's bank corrected by its own self-check (nested cross-validation)
+    self_check_seeds: int = 2
+    futility: float = DEFAULT_FUTILITY  # the ranker's futility stop (engine/ranking/ranker.py)
+    response_model: str | None = None  # calibrate(response_model=...): None = by the table (0/1 → 2pl)
+    guessing: float | None = None  # 3pl: every item's c (None: estimated)
+    family_wise: bool = False  # the whole ranking at γ (pair_rules.FamilyWise) instead of each pair
+    judgement: str = "metric"  # "metric": the full-task metric's scale (the default); "theta": the θ-scale judgement
+    tie_margin_share: float | None = None  # the tie margin as a share of the range of the table's full-task means
+    truth_margin_share: float = 0.02  # δ of the ground truth (truly tied pairs), the same kind of share
+    full_run_share: float | None = DEFAULT_FULL_RUN_SHARE  # the stopping policy (engine/ranking/pairs/settle_policy.py)
+    budget_share: float | None = DEFAULT_BUDGET_SHARE
+    optimism: float = DEFAULT_OPTIMISM
+    settle_floor_items: float | None = DEFAULT_FLOOR_ITEMS  # the policy's floor in items per model
+    settle_seeds: int = 1  # seeds per fold whose unresolved pairs are run on to settle (0: none)
+    settle_runs: int = 1  # continuations per pair: the run's own, then fresh permutations (the median is reported)
+
+    def folds_that_fit(self, n_models: int) -> int:
+        """Complete hold-out sets that fit with at least 2 models left to calibrate on (at most ``folds``)."""
+        return min(self.folds, (n_models - 2) // self.holdout_size)
+
+    def validate(self, n_models: int) -> None:
+        if self.holdout_size < 2:
+            raise InputError(f"--holdout-size must be at least 2, got {self.holdout_size}")
+        if self.folds < 1 or self.seeds < 1:
+            raise InputError("--folds and --seeds must be at least 1")
+        if n_models < self.holdout_size + 2:
+            raise InputError(f"a hold-out set of {self.holdout_size} models needs at least "
+                             f"{self.holdout_size + 2} models (2 left to calibrate on); the table has {n_models}")
+        if not (0.5 < self.confidence < 1):
+            raise InputError(f"--confidence must be in (0.5, 1), got {self.confidence}")
+        if self.min_items < 1 or self.target_items < 1:
+            raise InputError("--min-items and --target-items must be at least 1")
+        if self.judgement not in ("metric", "theta"):
+            raise InputError(f"the judgement is 'metric' or 'theta', got {self.judgement!r}")
