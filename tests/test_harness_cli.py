@@ -67,7 +67,7 @@ def test_run_without_adaptive_equals_lm_eval_run(server, tmp_path):
     assert a["n-samples"] == b["n-samples"] and a["configs"][TASK] == b["configs"][TASK]
 
 
-def test_adaptive_only_requests_bank_documents_and_logs_them(server, tmp_path, monkeypatch):
+def test_adaptive_only_requests_bank_documents_and_logs_them(server, tmp_path, monkeypatch, capsys):
     import lm_eval.evaluator
 
     bank = make_bank(tmp_path / "bank.json", ids=range(100, 160))
@@ -75,15 +75,21 @@ def test_adaptive_only_requests_bank_documents_and_logs_them(server, tmp_path, m
     env_reports = []
     real = lm_eval.evaluator.add_env_info
     monkeypatch.setattr(lm_eval.evaluator, "add_env_info", lambda res: (env_reports.append(1), real(res)))
+    git_asked, real_git = [], lm_eval.evaluator.get_git_commit_hash
+    monkeypatch.setattr(lm_eval.evaluator, "get_git_commit_hash", lambda: (git_asked.append(1), real_git())[1])
     assert main(run_args("Claude-3.5", tmp_path / "out", "--adaptive", "--bank", bank, "--item-field",
                          "doc_id", "--min-items", "8", "--max-items", "8", "--batch-size-adaptive", "4")) == 0
     stats = server.stats()
     assert stats["per_model"] == {"Claude-3.5": 8}  # 8 documents generated, the final pass is cached
+    printed = capsys.readouterr().out
     (res,) = glob.glob(str(tmp_path / "out" / "openai__Claude-3.5" / "results_*.json"))
     r = json.loads(open(res).read())
     # the harness's environment report (torch's collect_env: ~0.6 s of subprocesses) is collected once, for
     # the results written, not for each batch of the adaptive loop (before: 3 times here, once per evaluation)
     assert len(env_reports) == 1 and r["pretty_env_info"]
+    # `git describe` (which prints "fatal: not a git repository" outside one) runs once, as in plain lm-eval
+    # (before: once per batch, 31 times in a 30-document run)
+    assert len(git_asked) == 1
     a = r["adaptive"][TASK]
     assert a["items"] == 8 and a["stopped_because"] == "max_items"
     assert a["bank_id"] == ItemBank.load(bank).bank_id
@@ -107,6 +113,14 @@ def test_adaptive_only_requests_bank_documents_and_logs_them(server, tmp_path, m
     assert row["bleu_administered_mean,none"] == pytest.approx(np.mean([x["bleu"] for x in rows]))
     assert row["chrf_administered_mean,none"] == pytest.approx(np.mean([x["chrf"] for x in rows]))
     assert "chrf,none" not in row  # no biased number keeps a metric's own name
+    # the harness's table reads as for any run: a numeric Value ± a numeric Stderr (the interval's half-width
+    # / 1.96), the interval on its own line below it (before: Value "0.3167 [0.2772, 0.3536]", Stderr blank)
+    (cells,) = [[c.strip() for c in line.strip("|").split("|")] for line in printed.splitlines()
+                if line.startswith("|") and line.split("|")[5].strip() == "bleu"]
+    value, pm, stderr = cells[6:9]
+    assert pm == "±" and float(value) == pytest.approx(est["estimate"], abs=6e-5)
+    assert float(stderr) == pytest.approx(row["bleu_stderr,none"], abs=6e-5)
+    assert f"[{est['lower']:.4f}, {est['upper']:.4f}]" in printed
     # an adaptive run's sample log is no full run: calibration from sample logs skips it, and says so
     full = tmp_path / "full"
     for system in ("GPT-4", "Aya23"):

@@ -219,6 +219,66 @@ def test_headless_chromium_shows_every_model_interval_and_tie_group(board, tmp_p
         Image.open(shot).convert("RGB").quantize(colors=64).save(keep, optimize=True)
 
 
+#: Measures the laid-out page and writes the figures into the DOM Chromium dumps (added to a test copy of the
+#: page only: the page itself carries no script, and its Content-Security-Policy would block one).
+MEASURE = """<script>
+window.addEventListener("load", () => {
+  const box = e => { const r = e.getBoundingClientRect(); return {left: r.left, right: r.right, top: r.top, bottom: r.bottom}; };
+  const ranking = document.getElementById("ranking"), img = document.querySelector("#plot img");
+  const out = {viewport: document.documentElement.clientWidth, ranking: box(ranking),
+               scroll: ranking.scrollWidth, client: ranking.clientWidth,
+               headers: [...document.querySelectorAll("#leaderboard th")].map(th => [th.textContent, box(th)]),
+               plot: box(img), natural: img.naturalWidth, shown: img.getBoundingClientRect().width};
+  const pre = document.createElement("pre"); pre.id = "layout"; pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+@pytest.mark.skipif(chromium() is None, reason="no Chromium binary (chromium or chromium-browser) on PATH; "
+                                               ".ci/run installs it with apt-get")
+@pytest.mark.parametrize("width", [1280, 1400, 1920])
+def test_the_page_is_legible_at_common_widths(board, tmp_path, width):
+    """Issue 30: at 1,400 px the items and USD columns scrolled out of view behind the plot, and the plot's
+    labels were tiny. At 1,280, 1,400 and 1,920 px every column of the table is on screen, nothing overlaps the
+    plot, and the plot is shown at least at 60% of its size (its 12 pt labels at 10 px or more)."""
+    import re
+
+    lb, html = board
+    page = html.read_text(encoding="utf-8")
+    page = re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", page).replace("</body>", MEASURE + "</body>")
+    probe = tmp_path / "probe.html"
+    probe.write_text(page, encoding="utf-8")
+    binary = chromium()
+    dom = run_chromium(binary, tmp_path / "profile", f"--window-size={width},1200", "--virtual-time-budget=5000",
+                       "--dump-dom", probe.resolve().as_uri()).stdout.decode("utf-8")
+    (found,) = re.findall(r'<pre id="layout">(.*?)</pre>', dom, flags=re.S)
+    m = json.loads(found.replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
+    assert m["viewport"] <= width and m["viewport"] > 0.9 * width
+    assert m["scroll"] <= m["client"] + 1, m  # the table is not scrolled sideways: every column in view
+    headers = dict((text.strip(), box) for text, box in m["headers"])
+    assert {"items", "USD", "model"} <= set(headers)
+    beside = m["plot"]["top"] < m["ranking"]["bottom"] and m["plot"]["left"] >= m["ranking"]["left"] + 10
+    for text, box in m["headers"]:
+        assert box["right"] <= m["viewport"] + 0.5, (text, box)
+        if beside:
+            assert box["right"] <= m["plot"]["left"], (text, box, m["plot"])
+    if not beside:  # below the table, not over it
+        assert m["plot"]["top"] >= m["ranking"]["bottom"] - 1
+    assert m["shown"] >= 0.6 * m["natural"], (m["shown"], m["natural"])
+    assert m["plot"]["right"] <= m["viewport"] + 0.5
+    shot = tmp_path / "page.png"
+    run_chromium(binary, tmp_path / "profile", f"--screenshot={shot}", f"--window-size={width},1200",
+                 html.resolve().as_uri())
+    keep = os.environ.get("LM_EVAL_ADAPTIVE_PAGE_SCREENSHOT")
+    if os.environ.get("LM_EVAL_ADAPTIVE_PAGE_SHOTS"):
+        shutil.copy(shot, Path(os.environ["LM_EVAL_ADAPTIVE_PAGE_SHOTS"]) / f"page_{width}.png")
+    if keep and width == 1280:  # docs/leaderboard_page_1280.png beside docs/leaderboard_page.png
+        from PIL import Image
+
+        Image.open(shot).convert("RGB").quantize(colors=64).save(keep.replace(".png", "_1280.png"), optimize=True)
+
+
 def test_render_refuses_what_is_not_a_placed_board(tmp_path, capsys):
     out = tmp_path / "page.html"
     assert main(["leaderboard", "render", str(tmp_path / "none.json"), "--html", str(out)]) == 2

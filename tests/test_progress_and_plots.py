@@ -50,11 +50,11 @@ def assert_png(path, *, min_size=(300, 400)):
 
 def _normalised(table_text: str) -> str:
     """A printed backtest without what differs between two runs of it: the seconds column and the
-    widths it sets."""
+    widths it sets (a run of rules or spaces, and the padding that centres a title over the table)."""
     out = []
     for line in table_text.splitlines():
         line = re.sub(r"│ *[\d.]+ *│$", "│ S │", line)
-        out.append(re.sub(r"([━─ ])\1+", r"\1", line))
+        out.append(re.sub(r"([━─ ])\1+", r"\1", line).strip())
     return "\n".join(out)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["add_redact_argument", "explicit_options", "add_family_wise_argument", "add_tie_margin_argument", "guessing_value", "int_at_least", "positive_int", "nonnegative_int", "positive_float", "nonnegative_float",
+__all__ = ["accept_both_spellings", "add_redact_argument", "explicit_options", "add_family_wise_argument", "add_tie_margin_argument", "guessing_value", "int_at_least", "positive_int", "nonnegative_int", "positive_float", "nonnegative_float",
            "open_unit_interval", "confidence_level"]
 
 
@@ -94,6 +94,27 @@ def add_redact_argument(parser, dest: str = "redact") -> None:
                         help="a secret to remove from every output (files, stdout, stderr), repeatable; "
                              "also LM_EVAL_ADAPTIVE_REDACT=V1,V2. Keys, tokens and passwords in --model_args, "
                              "model specs, URLs and secret-named environment variables are removed anyway")
+
+
+def accept_both_spellings(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Let every long option of ``parser`` and its subcommands be spelled with ``-`` or ``_`` between
+    words, as lm-eval spells its own (``--se_target`` and ``--se-target`` alike, ``--output_path`` and
+    ``--output-path``). An alias is added only where no option owns that spelling already, and not to the
+    help (which shows each option once, as defined). Returns ``parser``."""
+    def walk(p: argparse.ArgumentParser) -> None:
+        known = p._option_string_actions
+        for action in p._actions:
+            for opt in action.option_strings:
+                if opt.startswith("--") and len(opt) > 2:
+                    for alt in ("--" + opt[2:].replace("-", "_"), "--" + opt[2:].replace("_", "-")):
+                        known.setdefault(alt, action)
+            if isinstance(action.choices, dict):  # subcommands
+                for sub in action.choices.values():
+                    if isinstance(sub, argparse.ArgumentParser):
+                        walk(sub)
+
+    walk(parser)
+    return parser
 
 
 def explicit_options(parser: argparse.ArgumentParser, argv) -> set[str]:

@@ -12,6 +12,7 @@ import sys
 from lm_eval_adaptive import __version__
 from lm_eval_adaptive.atomic import atomic_write, write_json
 from lm_eval_adaptive.cli.arguments import (
+    accept_both_spellings,
     add_family_wise_argument,
     add_tie_margin_argument,
     confidence_level,
@@ -360,7 +361,7 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
     e.add_argument("name")
     e.add_argument("--out", required=True, help="output .csv/.csv.gz/.jsonl/.parquet")
     e.set_defaults(func=cmd_export_table)
-    return p
+    return accept_both_spellings(p)
 
 
 def main(argv=None, *, checked_early: bool = False) -> int:

@@ -20,7 +20,7 @@ from lm_eval_adaptive.engine.evaluation.model_error import describe_correction
 from lm_eval_adaptive.live.pair_prose import pair_lines, rank_range_text
 from lm_eval_adaptive.cli.terminal import PIPE_WIDTH, TextConsole, text_console
 
-__all__ = ["PIPE_WIDTH", "plot_ranking", "plot_intervals", "plot_backtest", "backtest_figure", "plot_adaptive_run",
+__all__ = ["PIPE_WIDTH", "plot_ranking", "plot_intervals", "interval_figure", "plot_backtest", "backtest_figure", "plot_adaptive_run",
            "pooled_any_wrong", "print_backtest", "print_calibration", "print_inseparable", "print_ranking",
            "report_console", "signature_lines", "table_label", "note_on_stderr"]
 
@@ -245,22 +245,30 @@ def plot_intervals(path, rows, tie_groups, *, title: str, xlabel: str = "ability
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    fig = interval_figure(plt, rows, tie_groups, title=title, xlabel=xlabel)
+    # bbox_inches="tight": nothing drawn (a long label, the axis title) is cut at the figure's edge
+    fig.savefig(path, dpi=120, bbox_inches="tight", pad_inches=0.1)
+    plt.close(fig)
+
+
+def interval_figure(plt, rows, tie_groups, *, title: str, xlabel: str):
+    """The figure :func:`plot_intervals` saves (``plt``: pyplot, its backend chosen by the caller): labels at
+    12 pt and the axis title wrapped at "; " so it fits under the axes however long the names are."""
     groups = {m: gi for gi, g in enumerate(tie_groups) for m in g}
     colors = group_colors(len(tie_groups))
-    fig, ax = plt.subplots(figsize=(7, 0.5 * len(rows) + 1.5))
+    fig, ax = plt.subplots(figsize=(8, 0.42 * len(rows) + 1.8), layout="constrained")
     for y, r in enumerate(rows[::-1]):
         g = groups.get(r["model"])
         c = "black" if g is None else colors[g]
         ax.errorbar(r["theta"], y, xerr=[[r["theta"] - r["lo"]], [r["hi"] - r["theta"]]], fmt="o", color=c,
                     capsize=3)
     ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([shown(r.get("label", r["model"])) for r in rows[::-1]], parse_math=False)
-    ax.set_xlabel(xlabel)
-    ax.set_title(shown(title), parse_math=False)
+    ax.set_yticklabels([shown(r.get("label", r["model"])) for r in rows[::-1]], parse_math=False, fontsize=12)
+    ax.tick_params(axis="x", labelsize=12)
+    ax.set_xlabel(xlabel.replace("; ", "\n"), fontsize=12)
+    ax.set_title(shown(title), parse_math=False, fontsize=13)
     ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
 
 
 #: The colour of each method in the backtest plot (matplotlib's first three).

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from lm_eval_adaptive.cli.arguments import accept_both_spellings
 from lm_eval_adaptive.data.files import check_output_folder, check_outputs
 from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.errors import InputError
@@ -75,7 +76,7 @@ def _early_parser() -> argparse.ArgumentParser:
     p.add_argument("--price", nargs="+", action="extend", default=None)
     p.add_argument("--plot", default=None)
     p.add_argument("--dry-run", dest="dry_run", action="store_true")
-    return p
+    return accept_both_spellings(p)
 
 
 def refuse_before_parsing(run_argv: list) -> None:

@@ -328,17 +328,20 @@ def use_full_run_requests(task_obj) -> None:
 @contextmanager
 def without_env_info():
     """While active, ``simple_evaluate`` does not collect its environment report (``add_env_info``:
-    torch's ``collect_env``, which runs ``pip list`` and a dozen other subprocesses, about 0.6 s a call).
-    An adaptive run evaluates one batch of documents at a time and reads only their scores; the final
-    pass over the administered documents, whose results are written, keeps the report."""
+    torch's ``collect_env``, which runs ``pip list`` and a dozen other subprocesses, about 0.6 s a call)
+    nor the git hash (``git describe``, which outside a git repository prints "fatal: not a git
+    repository" on stderr each call). An adaptive run evaluates one batch of documents at a time and
+    reads only their scores; the final pass over the administered documents, whose results are written,
+    keeps both, so a run prints what plain ``lm-eval run`` prints once."""
     import lm_eval.evaluator as evaluator
 
-    saved = evaluator.add_env_info
+    saved = evaluator.add_env_info, evaluator.get_git_commit_hash
     evaluator.add_env_info = lambda results: None
+    evaluator.get_git_commit_hash = lambda: None
     try:
         yield
     finally:
-        evaluator.add_env_info = saved
+        evaluator.add_env_info, evaluator.get_git_commit_hash = saved
 
 
 # ---------------------------------------------------------------------- progress bars

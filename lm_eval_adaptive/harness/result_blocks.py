@@ -1,7 +1,7 @@
 """What ``run --adaptive`` adds to the harness's outputs: the ``adaptive`` block of each task in the
 results JSON (:func:`adaptive_block`, :func:`multi_block`), the full-task estimate made the task's
-metric (:func:`headline_estimate`), the results as the harness's table shows them
-(:func:`display_results`), each metric's block of a results file (:func:`metric_blocks`), and the
+metric (:func:`headline_estimate`: a number, and its ``_stderr`` the interval's half-width / 1.96, so the
+harness's table shows Value ± Stderr as for any run), each metric's block of a results file (:func:`metric_blocks`), and the
 ``adaptive`` record of each kept sample row (:func:`annotate_samples`, :func:`annotate_multi_samples`)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from lm_eval_adaptive.engine.cat.full_task import full_task_estimate
 from lm_eval_adaptive.harness.sample_logs import ADAPTIVE_SAMPLE_KEY
 from lm_eval_adaptive.harness.task_loop import MultiTaskOutcome, TaskOutcome
 
-__all__ = ["ADMINISTERED_SUFFIX", "headline_estimate", "display_results", "metric_blocks", "adaptive_block",
+__all__ = ["ADMINISTERED_SUFFIX", "headline_estimate", "metric_blocks", "adaptive_block",
            "administered", "multi_block", "annotate_samples", "annotate_multi_samples"]
 
 #: Suffix of the metrics that hold plain means over the administered documents only.
@@ -75,20 +75,6 @@ def metric_blocks(adaptive: dict) -> list[tuple[str, dict]]:
         else:
             out.append((task, block))
     return out
-
-
-def display_results(results: dict) -> dict:
-    """A copy of the results for the harness's table: each estimate shown with its 95% interval."""
-    import copy
-
-    table = copy.deepcopy(results)
-    for task, block in (results.get("adaptive") or {}).items():
-        row = table.get("results", {}).get(task, {})
-        for metric, est in _estimates(block).items():
-            for key in [k for k in row if k.split(",", 1)[0] == metric]:
-                row[key] = f"{est['estimate']:.4f} [{est['lower']:.4f}, {est['upper']:.4f}]"
-                row.pop(f"{metric}_stderr,{key.partition(',')[2]}", None)
-    return table
 
 
 def _estimate_fields(bank, e, raw, n_docs: int) -> dict:

@@ -69,7 +69,6 @@ from lm_eval_adaptive.harness.result_blocks import (
     adaptive_block,
     annotate_multi_samples,
     annotate_samples,
-    display_results,
     headline_estimate,
     multi_block,
 )
@@ -311,7 +310,7 @@ def run_adaptive(hargs: HarnessArgs, config: AdaptiveRunConfig, *, display: RunD
     results_file = compat.results_file(tracker, cfg.output_path)
     if display is not None:
         display.done(public, results_file)
-    return AdaptiveRunReport(results=public, table=make_table(display_results(public)), model=str(cfg.model),
+    return AdaptiveRunReport(results=public, table=make_table(public), model=str(cfg.model),
                              model_args=redact_text(str(cfg.model_args)), config=config,
                              output_path=cfg.output_path or None, results_file=results_file)
 
