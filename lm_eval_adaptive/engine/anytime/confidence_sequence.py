@@ -191,6 +191,17 @@ class WorBettingCS:
             setattr(out, name, np.broadcast_to(getattr(self, name), out.shape + (self.m.size,)).copy())
         return out
 
+    def narrow_grid(self) -> None:
+        """Keep only the grid points inside the widest current interval of the batch (± two steps):
+        the running intersection never lets a point outside it back in, so they need no updating
+        (a continuation then costs O(its interval's width) per score, not O(grid))."""
+        lo, hi = float(np.min(self._lo01)), float(np.max(self._hi01))
+        keep = (self.m >= lo - 2 * self.step) & (self.m <= hi + 2 * self.step)
+        if keep.sum() >= 3:
+            self.m = self.m[keep]
+            self.log_up = self.log_up[..., keep]
+            self.log_down = self.log_down[..., keep]
+
 
 def wor_betting_cs(x, n: int, lo: float, hi: float, alpha: float = 0.05, *, grid: int = DEFAULT_GRID):
     """(lower, upper): the confidence sequence's interval after each of the scores ``x`` (in the order
