@@ -35,6 +35,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--tables", nargs="*", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--allocation", default="settle", choices=("settle", "uncertainty"))
     a = ap.parse_args()
     names = a.tables or (TUNING if a.half == "tuning" else REPORT)
     history = parse_history(a.history)
@@ -43,7 +44,8 @@ def main() -> None:
     print(f"{'table':<28}{'N':>5}{'tau':>8}{'random':>8}{'shared':>8}{'items':>8}{'conf acc':>10}{'pairs':>7}{'coverage':>10}")
     for name in names:
         t = load_any_table(name)
-        r = history_backtest(t, config=config, history=history, prices=uniform_prices(t.models))
+        r = history_backtest(t, config=config, history=history, prices=uniform_prices(t.models),
+                            allocation=a.allocation)
         r["table"] = name
         for c in r["curve"].values():
             c.pop("runs_detail", None)
@@ -58,7 +60,7 @@ def main() -> None:
               f"{c['items']:>8.1f}{c['confident_accuracy']:>10.3f}{c['confident_pairs']:>7d}{c['coverage']:>10.3f}")
         print(f"  lowest table's confident accuracy: {c['lowest_table_confident_accuracy']}")
     if a.json:
-        Path(a.json).write_text(json.dumps({"half": a.half, "seeds": a.seeds, "history": [str(h) for h in history],
+        Path(a.json).write_text(json.dumps({"half": a.half, "allocation": a.allocation, "seeds": a.seeds, "history": [str(h) for h in history],
                                             "tables": results, "pooled": pooled}, indent=1))
 
 

@@ -56,7 +56,11 @@ from lm_eval_adaptive.engine.checks import check_cost
 from lm_eval_adaptive.engine.ranker import RankingResult, Request, tie_groups
 from lm_eval_adaptive.engine.signature import versions
 
-__all__ = ["BankFreeRanker", "BANK_FREE_STOP_REASONS", "ranking_from_pairs"]
+__all__ = ["BankFreeRanker", "BANK_FREE_STOP_REASONS", "ALLOCATIONS", "ranking_from_pairs"]
+
+#: How a pair's worth is weighed (see :class:`BankFreeRanker`): ``settle`` every unresolved pair alike;
+#: ``uncertainty`` each by 2·min(P, 1 − P), P its normal-approximation P(a > b): close pairs first.
+ALLOCATIONS = ("settle", "uncertainty")
 
 #: Why a bank-free run ended.
 BANK_FREE_STOP_REASONS = ("settled", "budget", "max_items", "exhausted", "failed")
@@ -88,8 +92,12 @@ class BankFreeRanker:
                  item_costs: Mapping[str, np.ndarray] | None = None, confidence: float = 0.95,
                  tie_margin: float = 0.0, family_wise: bool = False, budget: float | None = None,
                  n_max: int | None = None, exclude: Mapping[str, Sequence[int]] | None = None, seed=0,
-                 max_in_flight: int = 1, grid: int = DEFAULT_GRID, settle_paths: int = SETTLE_PATHS):
+                 max_in_flight: int = 1, grid: int = DEFAULT_GRID, settle_paths: int = SETTLE_PATHS,
+                 allocation: str = "settle"):
         models = [str(m) for m in models]
+        if allocation not in ALLOCATIONS:
+            raise ValueError(f"allocation must be one of {ALLOCATIONS}, got {allocation!r}")
+        self._allocation = allocation
         if len(models) < 2 or len(set(models)) != len(models):
             raise ValueError(f"ranking needs at least 2 distinct models, got {models}")
         if not (0.5 < confidence < 1.0):
@@ -193,7 +201,7 @@ class BankFreeRanker:
         return {"ranker": "bank-free", "design": "shared-random-order", "interval": "wor-betting-cs",
                 "confidence": self._confidence, "family_wise": self._family_wise, "tie_margin": self._margin,
                 "range": [self._lo, self._hi], "documents": len(self._ids), "grid": self._grid,
-                "seed": _seed_value(self._seed)} | versions()
+                "seed": _seed_value(self._seed), "allocation": self._allocation} | versions()
 
     def items(self, m: str) -> int:
         """Documents ``m`` has been scored on."""
@@ -242,8 +250,12 @@ class BankFreeRanker:
         worth: dict[str, float] = {}
         for a, b in open_pairs:
             fa, fb = self._front(a), self._front(b)
-            worth[a] = worth.get(a, 0.0) + (1.0 if fa < fb else 0.5 if fa == fb else 0.0)
-            worth[b] = worth.get(b, 0.0) + (1.0 if fb < fa else 0.5 if fa == fb else 0.0)
+            w = 1.0
+            if self._allocation == "uncertainty":
+                p_ab = _p_order(np.asarray(self._pair_d[(a, b)], dtype=float), int(self._pair_order[(a, b)].size))
+                w = max(2.0 * min(p_ab, 1.0 - p_ab), 1e-6)
+            worth[a] = worth.get(a, 0.0) + w * (1.0 if fa < fb else 0.5 if fa == fb else 0.0)
+            worth[b] = worth.get(b, 0.0) + w * (1.0 if fb < fa else 0.5 if fa == fb else 0.0)
         flight = self._flight()
         best, best_val, passed = None, -math.inf, set()
         for m in self._models:

@@ -65,11 +65,12 @@ def parse_history(text: str) -> list:
 
 
 def shared_random(hold: Sequence[str], raw_h: np.ndarray, costs: Mapping[str, np.ndarray], spend: float,
-                  rng: np.random.Generator) -> dict:
+                  rng: np.random.Generator, perm: np.ndarray | None = None) -> dict:
     """Every model of ``hold`` answers the same random documents, as many as ``spend`` buys for all of
-    them (each its first documents of one random order that it has a score for); ranked by the mean."""
+    them (each its first documents of one random order, ``perm`` or one drawn, that it has a score
+    for); ranked by the mean."""
     n_items = raw_h.shape[1]
-    perm = rng.permutation(n_items)
+    perm = rng.permutation(n_items) if perm is None else np.asarray(perm)
     cum = np.zeros(n_items)
     for j, m in enumerate(hold):
         have = ~np.isnan(raw_h[j, perm])
@@ -90,7 +91,8 @@ def _truth(raw_h: np.ndarray, hold: Sequence[str]) -> tuple[list, dict]:
     return [hold[i] for i in order], dict(zip(hold, means.tolist()))
 
 
-def cold_start_fold(table, plan: BacktestPlan, f: int, *, score_range: tuple[float, float]) -> list[dict]:
+def cold_start_fold(table, plan: BacktestPlan, f: int, *, score_range: tuple[float, float],
+                    allocation: str = "settle") -> list[dict]:
     """Fold ``f`` of ``plan`` ranked by the bank-free ranker, one run per seed (see the module docstring)."""
     config = plan.config
     hold = list(plan.sets[f])
@@ -104,15 +106,16 @@ def cold_start_fold(table, plan: BacktestPlan, f: int, *, score_range: tuple[flo
     row = {m: j for j, m in enumerate(hold)}
     missing = {m: np.flatnonzero(np.isnan(raw_h[j])) for j, m in enumerate(hold)}
     margin = config.tie_margin if config.tie_margin_share is None else config.tie_margin_share * table_range(raw_all)
-    runs = []
+    runs, perms = [], []
     for seed in range(config.seeds):
         ranker = BankFreeRanker(hold, [str(i) for i in table.items], score_range=score_range, item_costs=costs,
                                 confidence=config.confidence, tie_margin=margin or 0.0,
                                 family_wise=config.family_wise, budget=budget, n_max=config.max_items,
-                                exclude=missing, seed=[config.partition_seed, f, seed])
+                                exclude=missing, seed=[config.partition_seed, f, seed], allocation=allocation)
         while (req := ranker.ask()) is not None:
             ranker.tell(req, float(raw_h[row[req.model], req.item]))
         res = ranker.result(settle_costs=False)
+        perms.append(ranker.permutation)
         ties = {frozenset(p) for p in res.ties}
         right, confident = confident_counts(res.ranking, truth, ties)
         covered = [bool(res.estimates[m]["lower"] - 1e-9 <= truth_mean[m] <= res.estimates[m]["upper"] + 1e-9)
@@ -120,20 +123,23 @@ def cold_start_fold(table, plan: BacktestPlan, f: int, *, score_range: tuple[flo
         runs.append({"fold": f, "seed": seed, "tau": kendall_tau(res.ranking, truth), "items": res.total_items,
                      "cost": res.total_cost, "confident": (right, confident), "covered": covered,
                      "stopped_because": res.stopped_because})
-    _baselines(runs, hold, raw_h, costs, truth, f)
+    _baselines(runs, hold, raw_h, costs, truth, f, perms)
     return runs
 
 
-def _baselines(runs: list, hold, raw_h, costs, truth, f: int) -> None:
-    """Random sampling and shared random documents at the fold's mean spend, one draw per run."""
+def _baselines(runs: list, hold, raw_h, costs, truth, f: int, perms=None) -> None:
+    """Random sampling and shared random documents at the fold's mean spend, one draw per run; the shared
+    documents in ``perms``' order (each run's own: the bank-free ranker's, common random numbers) when
+    given, else in one drawn."""
     matched = float(np.mean([r["cost"] for r in runs]))
     available = {m: np.flatnonzero(~np.isnan(raw_h[j])) for j, m in enumerate(hold)}
     row = {m: j for j, m in enumerate(hold)}
-    for r in runs:
+    for k, r in enumerate(runs):
         rb = random_sampling(hold, available, lambda m, items: raw_h[row[m], items], costs, matched,
                              np.random.default_rng([r["seed"], f, 7]))
         r["random_tau"] = kendall_tau(rb.ranking, truth)
-        sr = shared_random(hold, raw_h, costs, matched, np.random.default_rng([r["seed"], f, 11]))
+        sr = shared_random(hold, raw_h, costs, matched, np.random.default_rng([r["seed"], f, 11]),
+                           perm=None if perms is None else perms[k])
         r["shared_random_tau"] = kendall_tau(sr["ranking"], truth)
         r["shared_random_items"] = sr["items"]
 
@@ -165,7 +171,7 @@ def banked_fold(table, plan: BacktestPlan, f: int, n_history) -> list[dict]:
 
 
 def history_backtest(table, *, config: BacktestConfig = BacktestConfig(), history: Sequence = (0,),
-                     prices: Mapping[str, Price] | None = None, progress=None) -> dict:
+                     prices: Mapping[str, Price] | None = None, progress=None, allocation: str = "settle") -> dict:
     """The history curve of one table: for each N of ``history``, every fold × seed run and its summary
     (:func:`summarise`). ``progress(done, total)`` after each fold."""
     t0 = time.perf_counter()
@@ -174,12 +180,12 @@ def history_backtest(table, *, config: BacktestConfig = BacktestConfig(), histor
     score_range = (float(np.nanmin(raw_all)), float(np.nanmax(raw_all)))
     out = {"table": str(getattr(table, "metric", None) or getattr(table, "source", "table")),
            "n_items": int(table.n_items), "n_models": len(plan.models), "score_range": list(score_range),
-           "folds": plan.n_folds, "seeds": config.seeds, "curve": {}}
+           "folds": plan.n_folds, "seeds": config.seeds, "allocation": allocation, "curve": {}}
     total, done = plan.n_folds * len(history), 0
     for n in history:
         runs = []
         for f in range(plan.n_folds):
-            runs += (cold_start_fold(table, plan, f, score_range=score_range) if n == 0
+            runs += (cold_start_fold(table, plan, f, score_range=score_range, allocation=allocation) if n == 0
                      else banked_fold(table, plan, f, n))
             done += 1
             if progress:
