@@ -200,3 +200,40 @@ def test_ranker_on_a_real_dev_table_orders_every_pair_right():
         assert truth[p["a"]] > truth[p["b"]]
     for m in pick:
         assert res.estimates[m]["lower"] <= truth[m] <= res.estimates[m]["upper"]
+
+
+def test_calls_in_flight_told_out_of_order_give_the_same_intervals():
+    rng = np.random.default_rng(4)
+    y = _table(rng, k=3, n=80)
+    models = ["a", "b", "c"]
+
+    def run(most, reverse):
+        r = BankFreeRanker(models, range(80), score_range=(0, 1), seed=9, n_max=30, max_in_flight=most)
+        while True:
+            batch = []
+            while (req := r.ask()) is not None:
+                batch.append(req)
+            if not batch:
+                break
+            for req in (batch[::-1] if reverse else batch):
+                r.tell(req, float(y[models.index(req.model), req.item]))
+        return r
+
+    one, many = run(1, False), run(3, True)
+    assert many.stopped_because == one.stopped_because == "max_items"
+    for m in models:
+        assert many.items(m) == one.items(m) == 30
+        assert many.interval(m) == pytest.approx(one.interval(m))
+    assert many.pair_interval("a", "c") == pytest.approx(one.pair_interval("a", "c"))
+
+
+def test_a_failed_model_leaves_the_ranking():
+    rng = np.random.default_rng(6)
+    y = _table(rng, k=3, n=50)
+    models = ["a", "b", "c"]
+    r = BankFreeRanker(models, range(50), score_range=(0, 1), seed=1, budget=30.0)
+    req = r.ask()
+    r.fail(req.model, "HTTP 500")
+    assert req.model not in r.active and not r.pending
+    res = drive(r, lambda m, i: float(y[models.index(m), i]))
+    assert req.model not in res.ranking and res.failed == {req.model: "HTTP 500"} and len(res.ranking) == 2
