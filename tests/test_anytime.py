@@ -93,7 +93,7 @@ def test_paired_decisions_stopped_at_the_first_claim_are_right_by_simulation():
     tied pair ordered, or a close pair ordered the wrong way) is at most 1 − γ, and the two models'
     intervals at that stopping time miss their full-task means at most 5% of the time."""
     rng = np.random.default_rng(5)
-    n = 120
+    n = 100
     a = np.clip(rng.beta(2, 3, n), 0, 1)
     for gap in (0.0, 0.02):
         b = np.clip(a - gap + rng.normal(0, 0.15, n), 0, 1)
@@ -179,6 +179,8 @@ def test_ranker_run_to_the_end_is_exact():
     rec = {frozenset((p["a"], p["b"])): p for p in res.pairs}
     assert rec[frozenset(("a", "b"))]["outcome"] == EQUIVALENT  # two full runs with equal means
     assert rec[frozenset(("a", "b"))]["lower"] == rec[frozenset(("a", "b"))]["upper"] == 0.0
+    assert [sorted(g) for g in res.tie_groups] == [["a", "b"]] and res.ranking[-1] == "c"
+    assert res.rank_range["c"] == [3, 3] and all(res.rank_range[m] == [1, 2] for m in ("a", "b"))
 
 
 def test_ranker_on_a_real_dev_table_orders_every_pair_right():

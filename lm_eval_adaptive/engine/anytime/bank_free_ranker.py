@@ -53,7 +53,7 @@ from lm_eval_adaptive.engine.anytime.pair_decisions import (
     settle_projection,
 )
 from lm_eval_adaptive.engine.checks import check_cost
-from lm_eval_adaptive.engine.ranker import RankingResult, Request, tie_groups
+from lm_eval_adaptive.engine.ranker import RankingResult, Request
 from lm_eval_adaptive.engine.signature import versions
 
 __all__ = ["BankFreeRanker", "BANK_FREE_STOP_REASONS", "ALLOCATIONS", "ranking_from_pairs"]
@@ -401,8 +401,7 @@ class BankFreeRanker:
             P[i, j], P[j, i] = p["p_order"], 1.0 - p["p_order"]
         unsettled = [(p["a"], p["b"]) for p in pairs if p["outcome"] != ORDERED]
         equivalent = [(p["a"], p["b"]) for p in pairs if p["outcome"] == EQUIVALENT]
-        adjacent = [self.outcome(ranking[i], ranking[i + 1]) == EQUIVALENT for i in range(K - 1)]
-        groups = [g for g in tie_groups(ranking, adjacent) if len(g) > 1] if K > 1 else []
+        groups = _tie_groups(ranking, self.outcome)
         return RankingResult(
             ranking=ranking, theta={m: est[m]["estimate"] for m in ranking},
             se={m: (est[m]["upper"] - est[m]["lower"]) / 2 for m in ranking},
@@ -529,6 +528,21 @@ def ranking_from_pairs(models: Sequence[str], est: Mapping[str, dict], pair_stat
         out.append(ms[i])
         left.remove(i)
     return out
+
+
+def _tie_groups(ranking: Sequence[str], outcome: Callable) -> list[list[str]]:
+    """Runs of the ranking every two of which are ``equivalent`` (never chained through one that is not)."""
+    groups, cur = [], []
+    for m in ranking:
+        if cur and all(outcome(x, m) == EQUIVALENT for x in cur):
+            cur.append(m)
+            continue
+        if len(cur) > 1:
+            groups.append(cur)
+        cur = [m]
+    if len(cur) > 1:
+        groups.append(cur)
+    return groups
 
 
 def _seed_value(seed):

@@ -113,9 +113,10 @@ class WorBettingCS:
             dx = x01[..., None] - mu
             step_up = np.log1p(lam_up * dx)
             step_down = np.log1p(-lam_down * dx)
+        # a candidate whose next conditional mean leaves [0, 1] is impossible (its steps may be NaN there)
         impossible = (mu < 0.0) | (mu > 1.0)
-        step_up = np.where(impossible, np.inf, np.nan_to_num(step_up, nan=0.0, posinf=np.inf))
-        step_down = np.where(impossible, np.inf, np.nan_to_num(step_down, nan=0.0, posinf=np.inf))
+        step_up = np.where(impossible, np.inf, step_up)
+        step_down = np.where(impossible, np.inf, step_down)
         tk = take[..., None]
         self.log_up = np.where(tk, self.log_up + step_up, self.log_up)
         self.log_down = np.where(tk, self.log_down + step_down, self.log_down)
@@ -191,16 +192,23 @@ class WorBettingCS:
             setattr(out, name, np.broadcast_to(getattr(self, name), out.shape + (self.m.size,)).copy())
         return out
 
-    def narrow_grid(self) -> None:
+    def narrow_grid(self, most: int | None = None) -> None:
         """Keep only the grid points inside the widest current interval of the batch (± two steps):
         the running intersection never lets a point outside it back in, so they need no updating
-        (a continuation then costs O(its interval's width) per score, not O(grid))."""
+        (a continuation then costs O(its interval's width) per score, not O(grid)). With ``most``, keep
+        at most about that many of them, evenly spaced: the intervals are then wider by the coarser step
+        (still valid; used for projections, where speed matters more than the last grid step)."""
         lo, hi = float(np.min(self._lo01)), float(np.max(self._hi01))
-        keep = (self.m >= lo - 2 * self.step) & (self.m <= hi + 2 * self.step)
-        if keep.sum() >= 3:
-            self.m = self.m[keep]
-            self.log_up = self.log_up[..., keep]
-            self.log_down = self.log_down[..., keep]
+        keep = np.flatnonzero((self.m >= lo - 2 * self.step) & (self.m <= hi + 2 * self.step))
+        if keep.size < 3:
+            return
+        if most is not None and keep.size > most:
+            k = int(np.ceil(keep.size / most))
+            keep = keep[::k]
+            self.step = self.step * k
+        self.m = self.m[keep]
+        self.log_up = self.log_up[..., keep]
+        self.log_down = self.log_down[..., keep]
 
 
 def wor_betting_cs(x, n: int, lo: float, hi: float, alpha: float = 0.05, *, grid: int = DEFAULT_GRID):

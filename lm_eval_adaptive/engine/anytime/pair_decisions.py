@@ -31,6 +31,8 @@ __all__ = ["decide", "pair_alpha", "settle_projection", "ORDERED", "EQUIVALENT",
 
 #: Simulated continuations behind a stated cost to settle.
 SETTLE_PATHS = 64
+#: Grid points a continuation keeps (its interval's span, evenly spaced): a projection, not a claim.
+PROJECTION_GRID = 41
 
 
 def decide(lower: float, upper: float, margin: float = 0.0) -> str:
@@ -61,7 +63,7 @@ def settle_projection(cs: WorBettingCS, seen: np.ndarray, margin: float, rng: np
         return np.zeros(paths, dtype=np.int64)
     seen = np.asarray(seen, dtype=float)
     sim = cs.copy_batch((paths,))
-    sim.narrow_grid()
+    sim.narrow_grid(PROJECTION_GRID)
     done = np.zeros(paths, dtype=bool)
     steps = np.full(paths, left, dtype=np.int64)
     pool = seen if seen.size else np.array([0.0])
