@@ -114,6 +114,7 @@ class BankFreeRanker:
             raise ValueError("no documents to rank on")
         self._index = {v: i for i, v in enumerate(self._ids)}
         self._lo, self._hi = lo, hi
+        self._tol = 1e-9 * (hi - lo)  # float rounding: two exact equal means are equal
         self._confidence, self._margin, self._family_wise = float(confidence), float(tie_margin), bool(family_wise)
         self._budget = None if budget is None else float(budget)
         self._n_max = n if n_max is None else int(n_max)
@@ -369,7 +370,7 @@ class BankFreeRanker:
                 moved = True
             self._pair_pos[p] = j
             if moved:
-                self._outcome[p] = decide(float(pcs.lower), float(pcs.upper), self._margin)
+                self._outcome[p] = decide(float(pcs.lower), float(pcs.upper), self._margin, self._tol)
 
     # ------------------------------------------------------------------ running and results
     def run(self, score: Callable[[str, int], float]) -> RankingResult:

@@ -35,11 +35,12 @@ SETTLE_PATHS = 64
 PROJECTION_GRID = 41
 
 
-def decide(lower: float, upper: float, margin: float = 0.0) -> str:
-    """The outcome of a pair whose difference lies in [``lower``, ``upper``] (see the module docstring)."""
-    if lower > 0.0 or upper < 0.0:
+def decide(lower: float, upper: float, margin: float = 0.0, tol: float = 0.0) -> str:
+    """The outcome of a pair whose difference lies in [``lower``, ``upper``] (see the module docstring).
+    ``tol``: a difference within it of 0 counts as 0 (float rounding of two exact equal means)."""
+    if lower > tol or upper < -tol:
         return ORDERED
-    if lower >= -margin and upper <= margin:
+    if lower >= -margin - tol and upper <= margin + tol:
         return EQUIVALENT
     return UNRESOLVED
 
