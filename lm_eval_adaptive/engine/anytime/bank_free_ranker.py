@@ -386,20 +386,8 @@ class BankFreeRanker:
         est = {m: self._estimate(m) for m in act}
         ranking = ranking_from_pairs(act, est, self._pair_stats, self.outcome)
         pairs = [self._pair_record(a, b, settle_costs) for i, a in enumerate(ranking) for b in ranking[i + 1:]]
-        pos = {m: i for i, m in enumerate(ranking)}
         K = len(ranking)
-        above = {m: 0 for m in ranking}
-        below = {m: 0 for m in ranking}
-        for p in pairs:
-            if p["outcome"] == ORDERED:
-                hi_m, lo_m = p["a"], p["b"]
-                below[hi_m] += 1
-                above[lo_m] += 1
-        rank_range = {m: [1 + above[m], K - below[m]] for m in ranking}
-        P = np.full((K, K), 0.5)
-        for p in pairs:
-            i, j = pos[p["a"]], pos[p["b"]]
-            P[i, j], P[j, i] = p["p_order"], 1.0 - p["p_order"]
+        rank_range, P = _ranges_and_pairwise(ranking, pairs)
         unsettled = [(p["a"], p["b"]) for p in pairs if p["outcome"] != ORDERED]
         equivalent = [(p["a"], p["b"]) for p in pairs if p["outcome"] == EQUIVALENT]
         groups = _tie_groups(ranking, self.outcome)
@@ -529,6 +517,23 @@ def ranking_from_pairs(models: Sequence[str], est: Mapping[str, dict], pair_stat
         out.append(ms[i])
         left.remove(i)
     return out
+
+
+def _ranges_and_pairwise(ranking: Sequence[str], pairs: list) -> tuple[dict, np.ndarray]:
+    """Each model's rank range (best = 1 + the entries ordered above it, worst = K − those below) and the
+    matrix of P(ranking[i] > ranking[j]) from the pair records."""
+    K = len(ranking)
+    pos = {m: i for i, m in enumerate(ranking)}
+    above = {m: 0 for m in ranking}
+    below = {m: 0 for m in ranking}
+    P = np.full((K, K), 0.5)
+    for p in pairs:
+        if p["outcome"] == ORDERED:
+            below[p["a"]] += 1
+            above[p["b"]] += 1
+        i, j = pos[p["a"]], pos[p["b"]]
+        P[i, j], P[j, i] = p["p_order"], 1.0 - p["p_order"]
+    return {m: [1 + above[m], K - below[m]] for m in ranking}, P
 
 
 def _tie_groups(ranking: Sequence[str], outcome: Callable) -> list[list[str]]:
