@@ -248,3 +248,23 @@ def test_a_failed_model_leaves_the_ranking():
     assert req.model not in r.active and not r.pending
     res = drive(r, lambda m, i: float(y[models.index(m), i]))
     assert req.model not in res.ranking and res.failed == {req.model: "HTTP 500"} and len(res.ranking) == 2
+
+
+def test_one_model_to_an_interval_width_on_a_real_table():
+    """The honest replacement of ``--limit``: documents in random order until the interval is 0.06 wide."""
+    from lm_eval_adaptive.data.tables import load_any_table
+    from lm_eval_adaptive.engine.anytime.bank_free_test import BankFreeTest
+
+    table = load_any_table("wmt24/en-de/chrf")
+    raw = table.mean_matrix()
+    row = raw[0]
+    lo, hi = float(np.nanmin(raw)), float(np.nanmax(raw))
+    test = BankFreeTest(table.items, score_range=(lo, hi), ci_width=0.06, seed=3,
+                        exclude=np.flatnonzero(np.isnan(row)))
+    res = drive(test, lambda i: float(row[i]))
+    truth = float(np.nanmean(row))
+    assert res.stopped_because == "ci_width" and res.upper - res.lower <= 0.06
+    assert res.lower <= truth <= res.upper and res.n_items < res.population
+    with pytest.raises(ValueError, match="stated range"):
+        t2 = BankFreeTest(table.items, score_range=(lo, hi), seed=0)
+        t2.record(t2.next_items(1)[0], hi + 1)
