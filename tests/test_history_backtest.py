@@ -47,3 +47,12 @@ def test_history_models_refuses_a_bad_entry(tmp_path, capsys):
     cap = capsys.readouterr()
     assert rc == 2 and cap.err.startswith("error:") and "'1'" in cap.err
     assert not js.exists()
+
+
+def test_history_models_refuses_a_plot(tmp_path, capsys):
+    csv = _csv(tmp_path / "h.csv")
+    png = tmp_path / "h.png"
+    rc = main(["backtest", str(csv), "--history-models", "0", "--plot", str(png)])
+    cap = capsys.readouterr()
+    assert rc == 2 and cap.err.startswith("error:") and "--plot" in cap.err
+    assert not png.exists()

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.engine.anytime.history_backtest import history_backtest, parse_history, pooled_history
+from lm_eval_adaptive.errors import InputError
 
 __all__ = ["backtest_history"]
 
 
-def backtest_history(tables, history_text: str, config, *, prices_for, console, json_path=None) -> int:
-    """Run the curve on ``tables`` (loaded response tables), print it on ``console``, write ``json_path``."""
+def backtest_history(tables, history_text: str, config, *, prices_for, console, json_path=None, plot=None) -> int:
+    """Run the curve on ``tables`` (loaded response tables), print it on ``console``, write ``json_path``
+    (one process: ``--jobs`` and ``--ray`` do not apply; no ``--plot``)."""
     history = parse_history(history_text)
+    if plot:
+        raise InputError("--plot draws the usual backtest; --history-models writes its curve with --json only")
     results = [history_backtest(t, config=config, history=history, prices=prices_for(t.models)) for t in tables]
     head = f"{'table':<28}{'N':>5}{'tau':>8}{'random':>8}{'shared':>8}{'items':>8}{'conf acc':>10}{'pairs':>7}{'coverage':>10}"
     console.print("history curve: τ of each N against random and shared random documents at the same spend")

@@ -140,7 +140,7 @@ def cmd_backtest(args) -> int:
     console = report_console()
     if args.history_models is not None:  # the history curve (issue 31): N = 0 is the bank-free ranker
         return backtest_history(tables, args.history_models, config, prices_for=lambda ms: _prices_for(args, ms),
-                                console=console, json_path=args.json)
+                                console=console, json_path=args.json, plot=args.plot)
     # progress on stderr: a bar on a terminal, a line per fold otherwise, nothing with --no-progress
     with BacktestProgress(report_console(stderr=True), len(tables), config.folds, config.seeds,
                           enabled=not args.no_progress) as prog:
