@@ -384,7 +384,7 @@ class BankFreeRanker:
         cost to settle (off: None, for speed)."""
         act = self.active
         est = {m: self._estimate(m) for m in act}
-        ranking = ranking_from_pairs(act, est, self._pair_stats, self.outcome)
+        ranking = ranking_from_pairs(act, est, self._pair_stats, self._settled_ahead)
         pairs = [self._pair_record(a, b, settle_costs) for i, a in enumerate(ranking) for b in ranking[i + 1:]]
         K = len(ranking)
         rank_range, P = _ranges_and_pairwise(ranking, pairs)
@@ -413,6 +413,10 @@ class BankFreeRanker:
                 "upper": float(cs.upper), "items": t, "population": int(self._order[m].size),
                 "exact": bool(t >= self._order[m].size), "method": "anytime-cs",
                 "level": self._confidence}
+
+    def _settled_ahead(self, a: str, b: str) -> bool:
+        """Is the pair ordered with ``a`` above ``b`` (its interval of a − b above 0)?"""
+        return self.outcome(a, b) == ORDERED and self.pair_interval(a, b)[0] > 0.0
 
     def _pair_stats(self, a: str, b: str) -> tuple[float, int]:
         """(mean difference a − b on the common documents taken, their number)."""
@@ -480,10 +484,11 @@ def _p_order(d: np.ndarray, pop: int) -> float:
     return float(norm.cdf(mean / se))
 
 
-def ranking_from_pairs(models: Sequence[str], est: Mapping[str, dict], pair_stats: Callable, outcome: Callable) -> list:
+def ranking_from_pairs(models: Sequence[str], est: Mapping[str, dict], pair_stats: Callable, ahead: Callable) -> list:
     """Models best first: a least-squares fit s of the pairs' mean differences on their common documents
     (min Σ n_ab (s_a − s_b − d̄_ab)², Σ s = 0; models sharing no document fall back on their own means),
-    then a stable topological order that keeps every ``ordered`` pair's order."""
+    then a stable topological order that keeps every ordered pair's order (``ahead(a, b)``: a is settled
+    above b)."""
     ms = list(models)
     K = len(ms)
     A = np.zeros((K, K))
@@ -508,8 +513,7 @@ def ranking_from_pairs(models: Sequence[str], est: Mapping[str, dict], pair_stat
     out = []
     while left:
         for i in left:
-            beaten = any(outcome(ms[i], ms[j]) == ORDERED and pair_stats(ms[j], ms[i])[0] > 0
-                         for j in left if j != i)
+            beaten = any(ahead(ms[j], ms[i]) for j in left if j != i)
             if not beaten:
                 break
         else:
