@@ -25,6 +25,7 @@ from lm_eval_adaptive.cli.arguments import (
 )
 from lm_eval_adaptive.cli.compare import add_compare_parser
 from lm_eval_adaptive.cli.demo import run_demo
+from lm_eval_adaptive.cli.history import backtest_history
 from lm_eval_adaptive.cli.leaderboard import add_leaderboard_parsers
 from lm_eval_adaptive.cli.multi_metric import backtest_joint, metric_table_specs
 from lm_eval_adaptive.cli.progress import BacktestProgress, table_progress
@@ -138,6 +139,9 @@ def cmd_backtest(args) -> int:
                               show_progress=not args.no_progress)
     tables = [load_any_table(t, allow_outliers=args.allow_outliers) for t in args.table]
     console = report_console()
+    if args.history_models is not None:  # the history curve (issue 31): N = 0 is the bank-free ranker
+        return backtest_history(tables, args.history_models, config, prices_for=lambda ms: _prices_for(args, ms),
+                                console=console, json_path=args.json, plot=args.plot)
     # progress on stderr: a bar on a terminal, a line per fold otherwise, nothing with --no-progress
     with BacktestProgress(report_console(stderr=True), len(tables), config.folds, config.seeds,
                           enabled=not args.no_progress) as prog:
@@ -323,6 +327,10 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
                    help="run the tables' folds as tasks on a Ray cluster instead: auto (the running cluster), "
                         "local (start one on this machine) or a cluster address as ray.init takes it; "
                         "needs the ray extra: pip install 'lm-eval-adaptive[ray]'; the same figures")
+    b.add_argument("--history-models", default=None, metavar="N[,N...]",
+                   help="the history curve: rank each hold-out set with a bank from only N of the other models "
+                        "(0: no bank, the bank-free ranker; all: every other model), per N: tau against random "
+                        "and shared random documents at the same spend, items, confident-pair accuracy, coverage")
     b.add_argument("--json", default=None, help="write the summary as JSON here")
     b.add_argument("--plot", default=None, metavar="FILE.png",
                    help="write a PNG here: per table, Kendall τ of adaptive, random and fixed-length "

@@ -1,0 +1,68 @@
+"""Cold start on the dev tables (issue 31): the history curve, tuning half and report half apart.
+
+    python benchmarks/bench_cold_start.py --half tuning|report [--history 0[,2,5,all]] [--seeds 3]
+        [--tables NAME ...] [--json out.json]
+
+The halves are benchmarks/bench_honesty.py's; uniform prices, 5 folds of 4 hold-out models, the
+backtest's budget (20 items per model). Per N (0: the bank-free ranker; N > 0 a bank from N of the
+other models; all: the usual backtest) and per table: τ, random τ and shared-random τ at the same spend,
+items, confident-pair accuracy, full-task coverage; pooled per half.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_honesty import REPORT, TUNING  # noqa: E402
+from lm_eval_adaptive.data.prices import uniform_prices  # noqa: E402
+from lm_eval_adaptive.data.tables import load_any_table  # noqa: E402
+from lm_eval_adaptive.engine.anytime.history_backtest import history_backtest, parse_history, pooled_history  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--half", choices=("tuning", "report"), required=True)
+    ap.add_argument("--history", default="0")
+    ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--tables", nargs="*", default=None)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--allocation", default="settle", choices=("settle", "uncertainty"))
+    a = ap.parse_args()
+    names = a.tables or (TUNING if a.half == "tuning" else REPORT)
+    history = parse_history(a.history)
+    config = BacktestConfig(seeds=a.seeds)
+    results = []
+    print(f"{'table':<28}{'N':>5}{'tau':>8}{'random':>8}{'shared':>8}{'items':>8}{'conf acc':>10}{'pairs':>7}{'coverage':>10}")
+    for name in names:
+        t = load_any_table(name)
+        r = history_backtest(t, config=config, history=history, prices=uniform_prices(t.models),
+                            allocation=a.allocation)
+        r["table"] = name
+        for c in r["curve"].values():
+            c.pop("runs_detail", None)
+        results.append(r)
+        for n, c in r["curve"].items():
+            print(f"{name[:27]:<28}{n:>5}{c['tau']:>8.3f}{c['random_tau']:>8.3f}{c['shared_random_tau']:>8.3f}"
+                  f"{c['items']:>8.1f}{c['confident_accuracy']:>10.3f}{c['confident']:>7d}{c['coverage']:>10.3f}",
+                  flush=True)
+    pooled = pooled_history(results)
+    for n, c in pooled.items():
+        print(f"{'pooled ' + a.half:<28}{n:>5}{c['tau']:>8.3f}{c['random_tau']:>8.3f}{c['shared_random_tau']:>8.3f}"
+              f"{c['items']:>8.1f}{c['confident_accuracy']:>10.3f}{c['confident_pairs']:>7d}{c['coverage']:>10.3f}")
+        print(f"  lowest table's confident accuracy: {c['lowest_table_confident_accuracy']}")
+    if a.json:
+        Path(a.json).write_text(json.dumps({"half": a.half, "allocation": a.allocation, "seeds": a.seeds, "history": [str(h) for h in history],
+                                            "tables": results, "pooled": pooled}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

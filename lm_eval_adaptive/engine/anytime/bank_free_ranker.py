@@ -1,0 +1,565 @@
+"""The bank-free ranker: rank models on any task from zero history, honest at every look.
+
+It has the ask/tell/result protocol of :class:`~lm_eval_adaptive.engine.ranking.ranker.AdaptiveRanker`
+(:meth:`BankFreeRanker.ask` → a :class:`~lm_eval_adaptive.engine.ranking.ranker_state.Request`, :meth:`tell`,
+:meth:`result` → a :class:`~lm_eval_adaptive.engine.ranking.result.RankingResult`), so
+:func:`~lm_eval_adaptive.engine.evaluation.simulation.drive`, a harness or live driver can run it unchanged; it is
+told each score in the metric's own units, inside the stated range [lo, hi].
+
+Design (docs/cold-start.md):
+
+1. **One shared random order.** The documents are put in one uniformly random permutation (seeded); every
+   model answers them in that order (skipping those it cannot be scored on). Each model's answers are a
+   sample without replacement from its documents, and any two models' common prefix is one from the
+   documents both have: their paired differences estimate the difference of their full-task means.
+2. **Intervals that hold whenever the run stops.** Each model's full-task mean has an anytime-valid
+   confidence sequence (:class:`~lm_eval_adaptive.engine.anytime.confidence_sequence.WorBettingCS`) and so
+   does each pair's difference; a pair is ``ordered``, ``equivalent`` or ``unresolved``
+   (:mod:`~lm_eval_adaptive.engine.anytime.pair_decisions`). Each pair at level γ by default, as the banked
+   ranker; ``family_wise``: every pair at (1 − γ)/P (Bonferroni), the whole ranking at γ.
+3. **Who answers next.** Among the models in unresolved pairs that can be asked (under ``n_max``, a
+   document left, its cost within the budget), the one with the largest worth per unit of its relative
+   cost, worth = Σ over its unresolved pairs of 1 when it is behind its partner in the shared order, ½
+   when level (either could go first: the cheaper one does) and 0 when ahead (its answer waits for the
+   partner's and settles nothing yet). The engine's allocation rule
+   (:mod:`~lm_eval_adaptive.engine.ranking.allocation`) weighs the same way: what an item does for the model's
+   open pairs, per dollar.
+4. **Stop** when every pair is settled (``settled``), the next item would overrun the budget
+   (``budget``), a model in every open pair reached ``n_max`` (``max_items``) or no document is left
+   (``exhausted``: then every interval is exact).
+
+The ranking lists the models by a least-squares fit of the pairs' mean differences on their common
+documents (weights: the common documents), keeping every ``ordered`` pair in its order; each model's
+rank range counts the pairs settled above and below it, as the banked ranker reports.
+"""
+
+from __future__ import annotations
+
+import math
+from types import MappingProxyType
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+from scipy.stats import norm
+
+from lm_eval_adaptive.engine.anytime.confidence_sequence import DEFAULT_GRID, WorBettingCS
+from lm_eval_adaptive.engine.anytime.pair_decisions import (
+    EQUIVALENT,
+    ORDERED,
+    SETTLE_PATHS,
+    UNRESOLVED,
+    decide,
+    pair_alpha,
+    settle_projection,
+)
+from lm_eval_adaptive.engine.irt.checks import check_cost
+from lm_eval_adaptive.engine.ranking.result import RankingResult
+from lm_eval_adaptive.engine.ranking.ranker_state import Request
+from lm_eval_adaptive.engine.signature import versions
+
+__all__ = ["BankFreeRanker", "BANK_FREE_STOP_REASONS", "ALLOCATIONS", "ranking_from_pairs"]
+
+#: How a pair's worth is weighed (see :class:`BankFreeRanker`): ``settle`` every unresolved pair alike;
+#: ``uncertainty`` each by 2·min(P, 1 − P), P its normal-approximation P(a > b): close pairs first.
+ALLOCATIONS = ("settle", "uncertainty")
+
+#: Why a bank-free run ended.
+BANK_FREE_STOP_REASONS = ("settled", "budget", "max_items", "exhausted", "failed")
+
+
+class BankFreeRanker:
+    """Rank ``models`` on the documents ``item_ids`` with no calibration history (module docstring).
+
+    Parameters
+    ----------
+    score_range:
+        (lo, hi), the metric's known range: every score told must lie in it (the intervals' guarantee
+        rests on it; a score outside is refused).
+    item_costs:
+        Per model, the USD of each document (an array like ``item_ids``); None: 1.0 each.
+    confidence:
+        γ, each pair's (and each model's interval's) level; with ``family_wise`` the whole ranking's.
+    tie_margin:
+        δ in metric units: a pair whose difference is confidently inside ±δ is ``equivalent``.
+    budget, n_max:
+        Dollars for the whole run and items per model (None: no limit).
+    exclude:
+        Per model, document indices it has no score for (outside its population).
+    seed:
+        Seeds the shared permutation (anything ``numpy.random.default_rng`` takes).
+    """
+
+    def __init__(self, models: Sequence[str], item_ids: Sequence, *, score_range: tuple[float, float],
+                 item_costs: Mapping[str, np.ndarray] | None = None, confidence: float = 0.95,
+                 tie_margin: float = 0.0, family_wise: bool = False, budget: float | None = None,
+                 n_max: int | None = None, exclude: Mapping[str, Sequence[int]] | None = None, seed=0,
+                 max_in_flight: int = 1, grid: int = DEFAULT_GRID, settle_paths: int = SETTLE_PATHS,
+                 allocation: str = "settle"):
+        models = [str(m) for m in models]
+        if allocation not in ALLOCATIONS:
+            raise ValueError(f"allocation must be one of {ALLOCATIONS}, got {allocation!r}")
+        self._allocation = allocation
+        if len(models) < 2 or len(set(models)) != len(models):
+            raise ValueError(f"ranking needs at least 2 distinct models, got {models}")
+        if not (0.5 < confidence < 1.0):
+            raise ValueError(f"confidence must be in (0.5, 1), got {confidence}")
+        lo, hi = (float(v) for v in score_range)
+        if not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):
+            raise ValueError(f"the score range must be finite with hi > lo, got {score_range}")
+        if tie_margin is None or tie_margin < 0:
+            raise ValueError(f"the tie margin must be >= 0, got {tie_margin}")
+        self._models = models
+        self._ids = [str(i) for i in item_ids]
+        n = len(self._ids)
+        if n < 1:
+            raise ValueError("no documents to rank on")
+        self._index = {v: i for i, v in enumerate(self._ids)}
+        self._lo, self._hi = lo, hi
+        self._tol = 1e-9 * (hi - lo)  # float rounding: two exact equal means are equal
+        self._confidence, self._margin, self._family_wise = float(confidence), float(tie_margin), bool(family_wise)
+        self._budget = None if budget is None else float(budget)
+        self._n_max = n if n_max is None else int(n_max)
+        self._most = int(max_in_flight)
+        self._seed = seed
+        self._grid, self._paths = int(grid), int(settle_paths)
+        self._costs = {m: np.ones(n) if item_costs is None else np.asarray(item_costs[m], dtype=float) for m in models}
+        mean_cost = {m: float(np.mean(c)) for m, c in self._costs.items()}
+        overall = float(np.mean(list(mean_cost.values()))) or 1.0
+        self._relcost = {m: (mean_cost[m] / overall) or 1.0 for m in models}
+        self._perm = np.random.default_rng(seed).permutation(n)
+        rank = np.empty(n, dtype=np.int64)
+        rank[self._perm] = np.arange(n)
+        self._rank_of = rank  # position of each document in the shared order
+        has = {m: np.ones(n, dtype=bool) for m in models}
+        for m, idx in (exclude or {}).items():
+            has[str(m)][np.asarray(list(idx), dtype=np.int64)] = False
+        self._order = {m: self._perm[has[m][self._perm]] for m in models}  # its documents, in the shared order
+        self._scores = {m: np.full(n, np.nan) for m in models}
+        self._asked = {m: np.zeros(n, dtype=bool) for m in models}
+        self._next = {m: 0 for m in models}  # position in _order of the first document not asked
+        alpha_model = 1.0 - self._confidence
+        self._cs = {m: WorBettingCS(max(1, self._order[m].size), lo, hi, alpha_model, grid=self._grid) for m in models}
+        self._cs_pos = {m: 0 for m in models}
+        self._pairs = [(a, b) for i, a in enumerate(models) for b in models[i + 1:]]
+        alpha_pair = pair_alpha(self._confidence, len(self._pairs), self._family_wise)
+        self._pair_order, self._pair_cs, self._pair_pos, self._pair_d, self._outcome = {}, {}, {}, {}, {}
+        for a, b in self._pairs:
+            common = self._perm[has[a][self._perm] & has[b][self._perm]]
+            self._pair_order[(a, b)] = common
+            self._pair_cs[(a, b)] = WorBettingCS(max(1, common.size), lo - hi, hi - lo, alpha_pair, grid=self._grid)
+            self._pair_pos[(a, b)] = 0
+            self._pair_d[(a, b)] = []
+            self._outcome[(a, b)] = UNRESOLVED if common.size else EQUIVALENT  # no common document: nothing to compare
+        self._pending: dict[tuple[str, int], Request] = {}
+        self._spent = 0.0
+        self._reserved = 0.0
+        self._failed: dict[str, str] = {}
+        self._stopped: str | None = None
+
+    # ------------------------------------------------------------------ read-only state
+    @property
+    def models(self) -> list[str]:
+        return list(self._models)
+
+    @property
+    def active(self) -> list[str]:
+        return [m for m in self._models if m not in self._failed]
+
+    @property
+    def confidence(self) -> float:
+        return self._confidence
+
+    @property
+    def budget(self) -> float | None:
+        return self._budget
+
+    @property
+    def spent(self) -> float:
+        return self._spent
+
+    @property
+    def pending(self) -> Mapping[tuple[str, int], Request]:
+        return MappingProxyType(self._pending)
+
+    @property
+    def failed(self) -> Mapping[str, str]:
+        return MappingProxyType(self._failed)
+
+    @property
+    def stopped_because(self) -> str | None:
+        return self._stopped
+
+    @property
+    def finished(self) -> bool:
+        return self._stopped is not None and not self._pending
+
+    @property
+    def permutation(self) -> np.ndarray:
+        """The shared order of the documents (indices into ``item_ids``)."""
+        return self._perm.copy()
+
+    @property
+    def signature(self) -> dict:
+        return {"ranker": "bank-free", "design": "shared-random-order", "interval": "wor-betting-cs",
+                "confidence": self._confidence, "family_wise": self._family_wise, "tie_margin": self._margin,
+                "range": [self._lo, self._hi], "documents": len(self._ids), "grid": self._grid,
+                "seed": _seed_value(self._seed), "allocation": self._allocation} | versions()
+
+    def items(self, m: str) -> int:
+        """Documents ``m`` has been scored on."""
+        return int(np.sum(~np.isnan(self._scores[m])))
+
+    def interval(self, m: str) -> tuple[float, float]:
+        """``m``'s anytime-valid interval of its full-task mean (over its documents)."""
+        cs = self._cs[m]
+        return float(cs.lower), float(cs.upper)
+
+    def pair_interval(self, a: str, b: str) -> tuple[float, float]:
+        """The interval of mean(a) − mean(b) over the documents both have."""
+        if (a, b) in self._pair_cs:
+            cs = self._pair_cs[(a, b)]
+            return float(cs.lower), float(cs.upper)
+        lo, hi = self.pair_interval(b, a)
+        return -hi, -lo
+
+    def outcome(self, a: str, b: str) -> str:
+        return self._outcome[(a, b) if (a, b) in self._outcome else (b, a)]
+
+    # ------------------------------------------------------------------ asking
+    def _open_pairs(self) -> list[tuple[str, str]]:
+        act = set(self.active)
+        return [p for p in self._pairs if self._outcome[p] == UNRESOLVED and p[0] in act and p[1] in act]
+
+    def _front(self, m: str) -> int:
+        """Position in the shared order of ``m``'s first document not asked (N: none left)."""
+        k = self._next[m]
+        order = self._order[m]
+        return int(self._rank_of[order[k]]) if k < order.size else len(self._ids)
+
+    def _affordable(self, m: str, item: int) -> bool:
+        if self._budget is None:
+            return True
+        return self._spent + self._reserved + float(self._costs[m][item]) <= self._budget * (1 + 1e-12)
+
+    def ask(self) -> Request | None:
+        """The next administration, or None (the run is over, or it waits for calls in flight)."""
+        if self._stopped is not None:
+            return None
+        open_pairs = self._open_pairs()
+        if not open_pairs:
+            self._stop_if_idle("settled")
+            return None
+        worth: dict[str, float] = {}
+        for a, b in open_pairs:
+            fa, fb = self._front(a), self._front(b)
+            w = 1.0
+            if self._allocation == "uncertainty":
+                p_ab = _p_order(np.asarray(self._pair_d[(a, b)], dtype=float), int(self._pair_order[(a, b)].size))
+                w = max(2.0 * min(p_ab, 1.0 - p_ab), 1e-6)
+            worth[a] = worth.get(a, 0.0) + w * (1.0 if fa < fb else 0.5 if fa == fb else 0.0)
+            worth[b] = worth.get(b, 0.0) + w * (1.0 if fb < fa else 0.5 if fa == fb else 0.0)
+        flight = self._flight()
+        best, best_val, passed = None, -math.inf, set()
+        for m in self._models:
+            if worth.get(m, 0.0) <= 0.0:
+                continue
+            k = self._next[m]
+            if flight.get(m, 0) >= self._most:
+                passed.add("pending")
+                continue
+            if k >= self._order[m].size:
+                passed.add("pending" if flight.get(m) else "exhausted")
+                continue
+            if self.items(m) + flight.get(m, 0) >= self._n_max:
+                passed.add("pending" if flight.get(m) else "max_items")
+                continue
+            if not self._affordable(m, int(self._order[m][k])):
+                passed.add("pending" if flight.get(m) else "budget")
+                continue
+            val = worth[m] / self._relcost[m]
+            if val > best_val + 1e-12:
+                best, best_val = m, val
+        if best is None:
+            if "pending" not in passed and not self._pending:
+                self._stopped = next((r for r in ("budget", "max_items", "exhausted") if r in passed), "exhausted")
+            return None
+        item = int(self._order[best][self._next[best]])
+        self._asked[best][item] = True
+        self._advance_next(best)
+        req = Request(best, item, self._ids[item], float(self._costs[best][item]), "adaptive")
+        self._pending[(best, item)] = req
+        self._reserved += req.cost
+        return req
+
+    def _flight(self) -> dict:
+        out: dict[str, int] = {}
+        for m, _ in self._pending:
+            out[m] = out.get(m, 0) + 1
+        return out
+
+    def _advance_next(self, m: str) -> None:
+        order, k = self._order[m], self._next[m]
+        while k < order.size and self._asked[m][order[k]]:
+            k += 1
+        self._next[m] = k
+
+    def _stop_if_idle(self, reason: str) -> None:
+        if not self._pending:
+            self._stopped = reason
+
+    # ------------------------------------------------------------------ telling
+    def tell(self, request: Request, y, *, cost: float | None = None, raw=None) -> None:
+        """Record ``request``'s score ``y`` (metric units, inside the stated range) and its cost (USD;
+        None: the planned one). ``raw`` is accepted for the protocol and not used."""
+        key = (request.model, int(request.item))
+        if key not in self._pending:
+            raise ValueError(f"model {request.model!r}, item {request.item_id!r}: no such request in flight")
+        y = float(y)
+        if not math.isfinite(y) or not (self._lo <= y <= self._hi):
+            raise ValueError(f"model {request.model!r}, item {request.item_id!r}: the score must be a finite "
+                             f"number in the stated range [{self._lo:g}, {self._hi:g}], got {y!r}")
+        usd = request.cost if cost is None else check_cost(cost, model=request.model, item=request.item_id)
+        del self._pending[key]
+        self._reserved = max(0.0, self._reserved - request.cost)
+        self._spent += float(usd)
+        self._scores[request.model][int(request.item)] = y
+        self._absorb(request.model)
+
+    def cancel(self, request: Request) -> None:
+        """Give up ``request`` (nothing charged): its document is asked again later."""
+        key = (request.model, int(request.item))
+        if self._pending.pop(key, None) is None:
+            return
+        self._reserved = max(0.0, self._reserved - request.cost)
+        self._asked[request.model][int(request.item)] = False
+        pos = np.flatnonzero(self._order[request.model] == int(request.item))
+        self._next[request.model] = min(self._next[request.model], int(pos[0]))
+
+    def fail(self, model: str, why: str) -> None:
+        """Drop ``model`` from the ranking (it is listed as failed)."""
+        self._failed[str(model)] = str(why)
+        for key in [k for k in self._pending if k[0] == model]:
+            self.cancel(self._pending[key])
+        if len(self.active) < 2:
+            self._stopped = "failed"
+
+    def stop(self, reason: str) -> None:
+        if reason not in BANK_FREE_STOP_REASONS:
+            raise ValueError(f"stop reason must be one of {BANK_FREE_STOP_REASONS}, got {reason!r}")
+        self._stopped = reason
+
+    def _absorb(self, m: str) -> None:
+        """Feed ``m``'s confidence sequence and its pairs' every score now in order; re-decide the pairs."""
+        cs, order, k = self._cs[m], self._order[m], self._cs_pos[m]
+        while k < order.size and not np.isnan(self._scores[m][order[k]]):
+            cs.update(self._scores[m][order[k]])
+            k += 1
+        self._cs_pos[m] = k
+        for p in self._pairs:
+            if m not in p:
+                continue
+            a, b = p
+            pcs, common, j = self._pair_cs[p], self._pair_order[p], self._pair_pos[p]
+            moved = False
+            while j < common.size:
+                ya, yb = self._scores[a][common[j]], self._scores[b][common[j]]
+                if np.isnan(ya) or np.isnan(yb):
+                    break
+                pcs.update(ya - yb)
+                self._pair_d[p].append(ya - yb)
+                j += 1
+                moved = True
+            self._pair_pos[p] = j
+            if moved:
+                self._outcome[p] = decide(float(pcs.lower), float(pcs.upper), self._margin, self._tol)
+
+    # ------------------------------------------------------------------ running and results
+    def run(self, score: Callable[[str, int], float]) -> RankingResult:
+        """Ask and tell until the run ends, ``score(model, item index)`` giving each score."""
+        while (req := self.ask()) is not None:
+            self.tell(req, score(req.model, req.item))
+        return self.result()
+
+    def result(self, *, settle_costs: bool = True) -> RankingResult:
+        """The ranking now (see the module docstring); ``settle_costs``: simulate each unresolved pair's
+        cost to settle (off: None, for speed)."""
+        act = self.active
+        est = {m: self._estimate(m) for m in act}
+        ranking = ranking_from_pairs(act, est, self._pair_stats, self._settled_ahead)
+        pairs = [self._pair_record(a, b, settle_costs) for i, a in enumerate(ranking) for b in ranking[i + 1:]]
+        K = len(ranking)
+        rank_range, P = _ranges_and_pairwise(ranking, pairs)
+        unsettled = [(p["a"], p["b"]) for p in pairs if p["outcome"] != ORDERED]
+        equivalent = [(p["a"], p["b"]) for p in pairs if p["outcome"] == EQUIVALENT]
+        groups = _tie_groups(ranking, self.outcome)
+        return RankingResult(
+            ranking=ranking, theta={m: est[m]["estimate"] for m in ranking},
+            se={m: (est[m]["upper"] - est[m]["lower"]) / 2 for m in ranking},
+            items={m: self.items(m) for m in ranking},
+            cost={m: float(np.nansum(np.where(np.isnan(self._scores[m]), 0.0, self._costs[m]))) for m in ranking},
+            pairwise=P, ties=unsettled, tie_groups=groups,
+            adjacent_confidence=[float(P[i, i + 1]) for i in range(K - 1)],
+            stopped_because=self._stopped or "running", confidence=self._confidence, budget=self._budget,
+            total_cost=self._spent,
+            item_log={m: [(self._ids[i], float(self._scores[m][i])) for i in self._order[m]
+                          if not np.isnan(self._scores[m][i])] for m in ranking},
+            failed=dict(self._failed), signature=self.signature, equivalent=equivalent,
+            open_pairs=[(p["a"], p["b"]) for p in pairs if p["outcome"] == UNRESOLVED],
+            pairs=pairs, rank_range=rank_range, estimates=est, judgement="anytime")
+
+    def _estimate(self, m: str) -> dict:
+        cs = self._cs[m]
+        t = int(cs.t)
+        return {"estimate": float(cs.mean) if t else float("nan"), "lower": float(cs.lower),
+                "upper": float(cs.upper), "items": t, "population": int(self._order[m].size),
+                "exact": bool(t >= self._order[m].size), "method": "anytime-cs",
+                "level": self._confidence}
+
+    def _settled_ahead(self, a: str, b: str) -> bool:
+        """Is the pair ordered with ``a`` above ``b`` (its interval of a − b above 0)?"""
+        return self.outcome(a, b) == ORDERED and self.pair_interval(a, b)[0] > 0.0
+
+    def _pair_stats(self, a: str, b: str) -> tuple[float, int]:
+        """(mean difference a − b on the common documents taken, their number)."""
+        p = (a, b) if (a, b) in self._pair_d else (b, a)
+        d = self._pair_d[p]
+        if not d:
+            return 0.0, 0
+        mean = float(np.mean(d))
+        return (mean if p == (a, b) else -mean), len(d)
+
+    def _pair_record(self, a: str, b: str, settle_costs: bool) -> dict:
+        p = (a, b) if (a, b) in self._pair_cs else (b, a)
+        sign = 1.0 if p == (a, b) else -1.0
+        lo, hi = self.pair_interval(a, b)
+        d = np.asarray(self._pair_d[p], dtype=float) * sign
+        n_common, pop = int(d.size), int(self._pair_order[p].size)
+        outcome = self._outcome[p]
+        diff = float(d.mean()) if n_common else 0.0
+        rec = {"a": a, "b": b, "outcome": outcome, "p_order": _p_order(d, pop), "difference": diff,
+               "lower": lo, "upper": hi, "se": (hi - lo) / 2, "common_items": n_common, "population": pop,
+               "beyond_policy": False, "items_to_settle": 0, "items_to_settle_range": [0, 0],
+               "cost_to_settle_usd": 0.0, "cost_to_settle_usd_range": [0.0, 0.0]}
+        if outcome != UNRESOLVED:
+            return rec
+        if not settle_costs:
+            rec.update(items_to_settle=None, items_to_settle_range=None, cost_to_settle_usd=None,
+                       cost_to_settle_usd_range=None)
+            return rec
+        rng = np.random.default_rng([*np.atleast_1d(_seed_value(self._seed) or 0).tolist(),
+                                     self._models.index(a), self._models.index(b)])
+        steps = settle_projection(self._pair_cs[p], d * sign, self._margin, rng, self._paths)
+        q = np.quantile(steps, [0.1, 0.5, 0.9])
+        items = [self._items_for(p, int(np.ceil(s))) for s in q]
+        rec.update(items_to_settle=items[1][0], items_to_settle_range=[items[0][0], items[2][0]],
+                   cost_to_settle_usd=items[1][1], cost_to_settle_usd_range=[items[0][1], items[2][1]],
+                   documents_to_settle=int(np.ceil(q[1])))
+        return rec
+
+    def _items_for(self, p: tuple[str, str], steps: int) -> tuple[int, float]:
+        """(items, dollars) for the pair's common prefix to grow by ``steps`` documents: each model pays
+        for the common documents it has not answered yet."""
+        common = self._pair_order[p]
+        upto = common[: min(common.size, self._pair_pos[p] + steps)]
+        items, usd = 0, 0.0
+        for m in p:
+            need = upto[np.isnan(self._scores[m][upto])]
+            items += int(need.size)
+            usd += float(np.sum(self._costs[m][need]))
+        return items, usd
+
+
+def _p_order(d: np.ndarray, pop: int) -> float:
+    """P(a > b) by the normal approximation of the paired mean with its finite-population correction
+    (a display figure, as the banked ranker's; the decisions are the confidence sequences')."""
+    n = d.size
+    if n == 0:
+        return 0.5
+    mean = float(d.mean())
+    fpc = max(0.0, 1.0 - n / pop) if pop else 0.0
+    if n < 2 or fpc == 0.0:
+        return 0.5 if mean == 0 or n < 2 else float(mean > 0)
+    se = float(d.std(ddof=1)) * math.sqrt(fpc / n)
+    if se == 0.0:
+        return 0.5 if mean == 0 else float(mean > 0)
+    return float(norm.cdf(mean / se))
+
+
+def ranking_from_pairs(models: Sequence[str], est: Mapping[str, dict], pair_stats: Callable, ahead: Callable) -> list:
+    """Models best first: a least-squares fit s of the pairs' mean differences on their common documents
+    (min Σ n_ab (s_a − s_b − d̄_ab)², Σ s = 0; models sharing no document fall back on their own means),
+    then a stable topological order that keeps every ordered pair's order (``ahead(a, b)``: a is settled
+    above b)."""
+    ms = list(models)
+    K = len(ms)
+    A = np.zeros((K, K))
+    r = np.zeros(K)
+    for i in range(K):
+        for j in range(i + 1, K):
+            d, n = pair_stats(ms[i], ms[j])
+            if n:
+                A[i, i] += n
+                A[j, j] += n
+                A[i, j] -= n
+                A[j, i] -= n
+                r[i] += n * d
+                r[j] -= n * d
+    own = np.array([est[m]["estimate"] if np.isfinite(est[m]["estimate"]) else -np.inf for m in ms])
+    s = np.linalg.lstsq(A + 1.0 / K, r, rcond=None)[0] if A.any() else np.zeros(K)
+    fin = np.where(np.isfinite(own), own, 0.0)
+    key = s + 1e-9 * fin  # ties of the fit (e.g. no common documents): the own mean decides
+    order = sorted(range(K), key=lambda i: (-key[i], i))
+    # keep every ordered pair in its order: repeatedly take the best-keyed model nobody ordered above it
+    left = list(order)
+    out = []
+    while left:
+        for i in left:
+            beaten = any(ahead(ms[j], ms[i]) for j in left if j != i)
+            if not beaten:
+                break
+        else:
+            i = left[0]
+        out.append(ms[i])
+        left.remove(i)
+    return out
+
+
+def _ranges_and_pairwise(ranking: Sequence[str], pairs: list) -> tuple[dict, np.ndarray]:
+    """Each model's rank range (best = 1 + the entries ordered above it, worst = K − those below) and the
+    matrix of P(ranking[i] > ranking[j]) from the pair records."""
+    K = len(ranking)
+    pos = {m: i for i, m in enumerate(ranking)}
+    above = {m: 0 for m in ranking}
+    below = {m: 0 for m in ranking}
+    P = np.full((K, K), 0.5)
+    for p in pairs:
+        if p["outcome"] == ORDERED:
+            below[p["a"]] += 1
+            above[p["b"]] += 1
+        i, j = pos[p["a"]], pos[p["b"]]
+        P[i, j], P[j, i] = p["p_order"], 1.0 - p["p_order"]
+    return {m: [1 + above[m], K - below[m]] for m in ranking}, P
+
+
+def _tie_groups(ranking: Sequence[str], outcome: Callable) -> list[list[str]]:
+    """Runs of the ranking every two of which are ``equivalent`` (never chained through one that is not)."""
+    groups, cur = [], []
+    for m in ranking:
+        if cur and all(outcome(x, m) == EQUIVALENT for x in cur):
+            cur.append(m)
+            continue
+        if len(cur) > 1:
+            groups.append(cur)
+        cur = [m]
+    if len(cur) > 1:
+        groups.append(cur)
+    return groups
+
+
+def _seed_value(seed):
+    if seed is None or isinstance(seed, (int, np.integer)):
+        return None if seed is None else int(seed)
+    try:
+        return [int(x) for x in seed]
+    except TypeError:
+        return str(seed)

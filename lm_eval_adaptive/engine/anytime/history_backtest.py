@@ -1,0 +1,231 @@
+"""The history curve (issue 31, item 5): the backtest's hold-out sets ranked with a bank calibrated from
+only N of the other models, for each N asked; N = 0: no bank at all, the bank-free ranker.
+
+For each table, fold (the backtest's hold-out sets: :func:`~lm_eval_adaptive.engine.evaluation.backtest.plan_backtest`)
+and seed, with the backtest's budget (``target_items`` items per model at the mean item cost):
+
+* N = 0: :class:`~lm_eval_adaptive.engine.anytime.bank_free_ranker.BankFreeRanker` on the table's raw
+  scores, the score range the table's own (every model's lowest and highest score: the metric's range
+  as the table shows it), seeded by (partition seed, fold, seed);
+* N > 0 (or ``"all"``: every other model, the usual backtest): the banked ranker of
+  :func:`~lm_eval_adaptive.engine.evaluation.backtest.backtest_fold` on the table cut to the hold-out set and N of
+  the other models drawn at random (seeded by partition seed, fold and N), with the backtest's settings.
+
+Each run's figures: Kendall τ against the full-task ranking, random sampling at the fold's mean spend
+(the backtest's ``random``), ``shared_random`` (every hold-out model answering the same random documents
+at that spend, ranked by its mean: the design of the bank-free ranker without its allocation or its
+intervals), items and dollars, the pairs reported ordered and how many are in the true order, and whether
+each model's interval holds its full-task mean.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from lm_eval_adaptive.data.prices import Price
+from lm_eval_adaptive.engine.anytime.bank_free_ranker import BankFreeRanker
+from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
+from lm_eval_adaptive.engine.evaluation.backtest import BacktestPlan, backtest_fold, plan_backtest
+from lm_eval_adaptive.engine.evaluation.backtest_figures import confident_counts, kendall_tau
+from lm_eval_adaptive.engine.evaluation.fold_parts import table_item_tokens, table_range
+from lm_eval_adaptive.engine.evaluation.baselines import random_sampling
+from lm_eval_adaptive.errors import InputError
+
+__all__ = ["parse_history", "history_backtest", "cold_start_fold", "shared_random", "pooled_history"]
+
+
+def parse_history(text: str) -> list:
+    """``"0,2,5,all"`` → [0, 2, 5, "all"]; an InputError naming a bad entry."""
+    out: list = []
+    for part in str(text).split(","):
+        part = part.strip().lower()
+        if part == "all":
+            out.append("all")
+            continue
+        try:
+            n = int(part)
+        except ValueError:
+            n = -1
+        if n < 0 or (0 < n < 2):
+            raise InputError(f"--history-models takes numbers of models (0, or at least 2) or 'all', got {part!r}")
+        out.append(n)
+    if not out:
+        raise InputError("--history-models needs at least one number of models")
+    return out
+
+
+def shared_random(hold: Sequence[str], raw_h: np.ndarray, costs: Mapping[str, np.ndarray], spend: float,
+                  rng: np.random.Generator, perm: np.ndarray | None = None) -> dict:
+    """Every model of ``hold`` answers the same random documents, as many as ``spend`` buys for all of
+    them (each its first documents of one random order, ``perm`` or one drawn, that it has a score
+    for); ranked by the mean."""
+    n_items = raw_h.shape[1]
+    perm = rng.permutation(n_items) if perm is None else np.asarray(perm)
+    cum = np.zeros(n_items)
+    for j, m in enumerate(hold):
+        have = ~np.isnan(raw_h[j, perm])
+        cum += np.cumsum(np.where(have, costs[m][perm], 0.0))
+    k = int(np.searchsorted(cum, spend * (1 + 1e-12), side="right"))
+    take = perm[:k]
+    means = {m: float(np.nanmean(raw_h[j, take])) if np.any(~np.isnan(raw_h[j, take])) else -np.inf
+             for j, m in enumerate(hold)}
+    jitter = {m: rng.random() for m in hold}
+    ranking = sorted(hold, key=lambda m: (means[m], jitter[m]), reverse=True)
+    items = int(np.sum(~np.isnan(raw_h[:, take])))
+    return {"ranking": ranking, "items": items, "documents": k}
+
+
+def _truth(raw_h: np.ndarray, hold: Sequence[str]) -> tuple[list, dict]:
+    means = np.nanmean(raw_h, axis=1)
+    order = np.argsort(-means, kind="stable")
+    return [hold[i] for i in order], dict(zip(hold, means.tolist()))
+
+
+def cold_start_fold(table, plan: BacktestPlan, f: int, *, score_range: tuple[float, float],
+                    allocation: str = "settle") -> list[dict]:
+    """Fold ``f`` of ``plan`` ranked by the bank-free ranker, one run per seed (see the module docstring)."""
+    config = plan.config
+    hold = list(plan.sets[f])
+    models = list(plan.models)
+    raw_all = table.mean_matrix()
+    raw_h = raw_all[[models.index(m) for m in hold]]
+    in_tok, out_tok, _ = table_item_tokens(table)
+    costs = {m: plan.price[m].item_costs(in_tok, out_tok) for m in hold}
+    budget = float(np.mean([np.mean(costs[m]) for m in hold])) * len(hold) * config.target_items
+    truth, truth_mean = _truth(raw_h, hold)
+    row = {m: j for j, m in enumerate(hold)}
+    missing = {m: np.flatnonzero(np.isnan(raw_h[j])) for j, m in enumerate(hold)}
+    margin = config.tie_margin if config.tie_margin_share is None else config.tie_margin_share * table_range(raw_all)
+    runs, perms = [], []
+    for seed in range(config.seeds):
+        ranker = BankFreeRanker(hold, [str(i) for i in table.items], score_range=score_range, item_costs=costs,
+                                confidence=config.confidence, tie_margin=margin or 0.0,
+                                family_wise=config.family_wise, budget=budget, n_max=config.max_items,
+                                exclude=missing, seed=[config.partition_seed, f, seed], allocation=allocation)
+        while (req := ranker.ask()) is not None:
+            ranker.tell(req, float(raw_h[row[req.model], req.item]))
+        res = ranker.result(settle_costs=False)
+        perms.append(ranker.permutation)
+        ties = {frozenset(p) for p in res.ties}
+        right, confident = confident_counts(res.ranking, truth, ties)
+        covered = [bool(res.estimates[m]["lower"] - 1e-9 <= truth_mean[m] <= res.estimates[m]["upper"] + 1e-9)
+                   for m in res.ranking]
+        runs.append({"fold": f, "seed": seed, "tau": kendall_tau(res.ranking, truth), "items": res.total_items,
+                     "cost": res.total_cost, "confident": (right, confident), "covered": covered,
+                     "stopped_because": res.stopped_because})
+    _baselines(runs, hold, raw_h, costs, truth, f, perms)
+    return runs
+
+
+def _baselines(runs: list, hold, raw_h, costs, truth, f: int, perms=None) -> None:
+    """Random sampling and shared random documents at the fold's mean spend, one draw per run; the shared
+    documents in ``perms``' order (each run's own: the bank-free ranker's, common random numbers) when
+    given, else in one drawn."""
+    matched = float(np.mean([r["cost"] for r in runs]))
+    available = {m: np.flatnonzero(~np.isnan(raw_h[j])) for j, m in enumerate(hold)}
+    row = {m: j for j, m in enumerate(hold)}
+    for k, r in enumerate(runs):
+        rb = random_sampling(hold, available, lambda m, items: raw_h[row[m], items], costs, matched,
+                             np.random.default_rng([r["seed"], f, 7]))
+        r["random_tau"] = kendall_tau(rb.ranking, truth)
+        sr = shared_random(hold, raw_h, costs, matched, np.random.default_rng([r["seed"], f, 11]),
+                           perm=None if perms is None else perms[k])
+        r["shared_random_tau"] = kendall_tau(sr["ranking"], truth)
+        r["shared_random_items"] = sr["items"]
+
+
+def banked_fold(table, plan: BacktestPlan, f: int, n_history) -> list[dict]:
+    """Fold ``f`` ranked by the banked ranker with a bank from ``n_history`` of the other models
+    (``"all"``: every one), through :func:`~lm_eval_adaptive.engine.evaluation.backtest.backtest_fold`."""
+    hold = list(plan.sets[f])
+    others = [m for m in plan.models if m not in hold]
+    if n_history != "all" and n_history < len(others):
+        pick = np.random.default_rng([plan.config.partition_seed, f, int(n_history)]).choice(
+            len(others), int(n_history), replace=False)
+        others = [others[i] for i in sorted(pick)]
+    sub = table.select_models(hold + others)
+    sub_plan = BacktestPlan(config=plan.config, models=tuple(str(m) for m in sub.models),
+                            price={m: plan.price[m] for m in hold + others}, sets=plan.sets)
+    outcome = backtest_fold(sub, sub_plan, f)
+    raw_all = table.mean_matrix()
+    models = list(plan.models)
+    raw_h = raw_all[[models.index(m) for m in hold]]
+    in_tok, out_tok, _ = table_item_tokens(table)
+    costs = {m: plan.price[m].item_costs(in_tok, out_tok) for m in hold}
+    truth, _ = _truth(raw_h, hold)
+    runs = [{"fold": f, "seed": r.seed, "tau": r.adaptive_tau, "items": r.adaptive_items, "cost": r.adaptive_cost,
+             "confident": tuple(r.confident), "covered": list(r.covered), "stopped_because": r.stopped_because,
+             "calibration_models": len(others)} for r in outcome.runs]
+    _baselines(runs, hold, raw_h, costs, truth, f)
+    return runs
+
+
+def history_backtest(table, *, config: BacktestConfig = BacktestConfig(), history: Sequence = (0,),
+                     prices: Mapping[str, Price] | None = None, progress=None, allocation: str = "settle") -> dict:
+    """The history curve of one table: for each N of ``history``, every fold × seed run and its summary
+    (:func:`summarise`). ``progress(done, total)`` after each fold."""
+    t0 = time.perf_counter()
+    plan = plan_backtest(table, replace(config, settle_seeds=0), prices)
+    raw_all = table.mean_matrix()
+    score_range = (float(np.nanmin(raw_all)), float(np.nanmax(raw_all)))
+    out = {"table": str(getattr(table, "metric", None) or getattr(table, "source", "table")),
+           "n_items": int(table.n_items), "n_models": len(plan.models), "score_range": list(score_range),
+           "folds": plan.n_folds, "seeds": config.seeds, "allocation": allocation, "curve": {}}
+    total, done = plan.n_folds * len(history), 0
+    for n in history:
+        runs = []
+        for f in range(plan.n_folds):
+            runs += (cold_start_fold(table, plan, f, score_range=score_range, allocation=allocation) if n == 0
+                     else banked_fold(table, plan, f, n))
+            done += 1
+            if progress:
+                progress(done, total)
+        out["curve"][str(n)] = summarise(runs) | {"runs_detail": runs}
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+def summarise(runs: list) -> dict:
+    """Means of τ (adaptive, random, shared random), items and cost; counts for pooling."""
+    right = sum(r["confident"][0] for r in runs)
+    conf = sum(r["confident"][1] for r in runs)
+    cov = [c for r in runs for c in r["covered"]]
+    stops: dict = {}
+    for r in runs:
+        stops[r["stopped_because"]] = stops.get(r["stopped_because"], 0) + 1
+    return {"runs": len(runs), "tau": _mean(r["tau"] for r in runs), "random_tau": _mean(r["random_tau"] for r in runs),
+            "shared_random_tau": _mean(r["shared_random_tau"] for r in runs),
+            "items": _mean(r["items"] for r in runs), "cost": _mean(r["cost"] for r in runs),
+            "confident_right": right, "confident": conf, "confident_accuracy": right / conf if conf else float("nan"),
+            "covered": int(sum(cov)), "models": len(cov), "coverage": float(np.mean(cov)) if cov else float("nan"),
+            "stopped_because": stops}
+
+
+def pooled_history(results: Sequence[dict]) -> dict:
+    """Per N over several tables' curves: τ figures as the mean of the tables', shares from summed counts,
+    and the lowest table's confident-order accuracy."""
+    keys = sorted({k for r in results for k in r["curve"]}, key=lambda k: (k == "all", int(k) if k != "all" else 0))
+    out = {}
+    for k in keys:
+        rows = [r["curve"][k] for r in results if k in r["curve"]]
+        right = sum(x["confident_right"] for x in rows)
+        conf = sum(x["confident"] for x in rows)
+        per_table = [(r["table"], r["curve"][k]["confident_accuracy"]) for r in results
+                     if k in r["curve"] and r["curve"][k]["confident"]]
+        out[k] = {"tables": len(rows), "tau": _mean(x["tau"] for x in rows),
+                  "random_tau": _mean(x["random_tau"] for x in rows),
+                  "shared_random_tau": _mean(x["shared_random_tau"] for x in rows),
+                  "items": _mean(x["items"] for x in rows),
+                  "confident_accuracy": right / conf if conf else float("nan"), "confident_pairs": conf,
+                  "lowest_table_confident_accuracy": min(per_table, key=lambda t: t[1]) if per_table else None,
+                  "coverage": sum(x["covered"] for x in rows) / max(1, sum(x["models"] for x in rows))}
+    return out
+
+
+def _mean(vals) -> float:
+    a = np.asarray(list(vals), dtype=float)
+    return float(np.nanmean(a)) if a.size else float("nan")

@@ -1,0 +1,58 @@
+"""``backtest --history-models`` (issue 31, item 5): the history curve through the command line."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+from conftest import simulate_scores
+
+from lm_eval_adaptive.cli.main import main
+
+
+def _csv(path, n_models=10, n_items=60, seed=0):
+    rng = np.random.default_rng(seed)
+    b = rng.normal(0, 1.2, n_items)
+    rows = []
+    for j, t in enumerate(np.linspace(-1.5, 1.5, n_models)):
+        y = simulate_scores(t, b, k=0.1, rng=rng)
+        rows += [{"model": f"sys{j}", "item": f"seg{i:03d}", "score": round(100 * y[i], 4)} for i in range(n_items)]
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def test_history_curve_bank_free_and_a_small_bank(tmp_path, capsys):
+    csv = _csv(tmp_path / "h.csv")
+    js = tmp_path / "h.json"
+    rc = main(["backtest", str(csv), "--history-models", "0,3", "--folds", "2", "--seeds", "2", "--holdout-size", "3",
+               "--prices", "uniform", "--no-self-check", "--json", str(js)])
+    assert rc == 0
+    d = json.loads(js.read_text())
+    curve = d["tables"][0]["curve"]
+    assert set(curve) == {"0", "3"}
+    for c in curve.values():
+        assert c["runs"] == 4 and -1 <= c["tau"] <= 1 and -1 <= c["shared_random_tau"] <= 1
+        assert c["models"] == 12 and 0 <= c["coverage"] <= 1
+    zero = curve["0"]
+    assert zero["stopped_because"].keys() <= {"settled", "budget", "max_items", "exhausted"}
+    assert zero["covered"] >= 0.9 * zero["models"]  # anytime-valid intervals at 95% each
+    assert "shared" in capsys.readouterr().out
+
+
+def test_history_models_refuses_a_bad_entry(tmp_path, capsys):
+    csv = _csv(tmp_path / "h.csv")
+    js = tmp_path / "bad.json"
+    rc = main(["backtest", str(csv), "--history-models", "0,1", "--json", str(js)])
+    cap = capsys.readouterr()
+    assert rc == 2 and cap.err.startswith("error:") and "'1'" in cap.err
+    assert not js.exists()
+
+
+def test_history_models_refuses_a_plot(tmp_path, capsys):
+    csv = _csv(tmp_path / "h.csv")
+    png = tmp_path / "h.png"
+    rc = main(["backtest", str(csv), "--history-models", "0", "--plot", str(png)])
+    cap = capsys.readouterr()
+    assert rc == 2 and cap.err.startswith("error:") and "--plot" in cap.err
+    assert not png.exists()
