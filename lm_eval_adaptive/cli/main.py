@@ -54,7 +54,7 @@ from lm_eval_adaptive.engine.calibration import (
 )
 from lm_eval_adaptive.engine.binary_calibration import is_binary_table
 from lm_eval_adaptive.engine.self_check import calibrate_checked
-from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.errors import InputError, check_text
 from lm_eval_adaptive.harness.binding import record_item_field
 from lm_eval_adaptive.harness.run import ModelCallError
 from lm_eval_adaptive.harness.sample_logs import options_from_sample_logs, table_from_sample_logs
@@ -374,6 +374,11 @@ def main(argv=None, *, checked_early: bool = False) -> int:
 
 
 def _main(argv: list, checked_early: bool = False) -> int:
+    try:  # every name, model id and path is text: a byte that is not UTF-8 is refused before anything is done
+        for k, a in enumerate(argv):
+            check_text(a, f"argument {k + 1}")
+    except InputError as e:
+        return refused(e)
     if argv and argv[0] == "run" and not checked_early:  # the checks that need no task: before the task index
         try:
             refuse_before_parsing(argv[1:])

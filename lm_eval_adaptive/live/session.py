@@ -35,7 +35,7 @@ from lm_eval_adaptive.engine.multi_metric_ranker import MultiMetricRanker
 from lm_eval_adaptive.engine.pair_rules import pair_rule_for
 from lm_eval_adaptive.engine.ranker import AdaptiveRanker, default_judgement
 from lm_eval_adaptive.engine.settle_policy import SettlePolicy
-from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.errors import InputError, check_text
 from lm_eval_adaptive.harness.binding import bind_banks, check_banks
 from lm_eval_adaptive.harness.judge_pricing import JudgePricing
 from lm_eval_adaptive.harness.scorer import (
@@ -47,8 +47,9 @@ from lm_eval_adaptive.harness.scorer import (
 )
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, Journal, env_secrets, redact
 from lm_eval_adaptive.live.ledger import BudgetLedger
+from lm_eval_adaptive.redaction import redact_text
 
-__all__ = ["LiveSettings", "Setup", "rank_ranker", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
+__all__ = ["LiveSettings", "Setup", "rank_ranker", "check_model_names", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
            "live_prices", "check_before_loading", "refuse_existing_run",
            "open_run", "start_run", "journal_cap_change", "cap_text", "cheapest_call_check",
            "JUDGE_PROMPT_ALLOWANCE", "JUDGE_OUTPUT_ALLOWANCE",
@@ -183,6 +184,21 @@ def live_prices(a: LiveSettings, specs=None) -> tuple[dict, PricePolicy]:
     return resolve_prices([(s.name, s.model_id) for s in specs], policy), policy
 
 
+def check_model_names(specs, flag: str = "--models") -> None:
+    """Refuse a model whose name or model id is not text (:func:`~lm_eval_adaptive.errors.check_text`) or
+    holds a secret (anything the redaction would change: a key's shape, a ``--redact`` value, a
+    credential of the environment). A name is a key of the journal and of every result, a model id is
+    sent to the provider: neither may be ``***`` in one place and the secret in another (two names
+    that redact alike would be one model's scores twice)."""
+    for s in specs:
+        for what, v in (("model name", s.name), ("model id", s.model_id)):
+            check_text(v, f"{flag}: the {what}")
+            if redact_text(v) != v:
+                raise InputError(f"{flag}: the {what} {redact_text(v)!r} holds a secret, which every output and "
+                                 f"the journal would show as ***; give the model a name that is none "
+                                 f"(NAME=TYPE:ARGS) and its key as api_key=... or in the environment")
+
+
 def refuse_existing_run(folder) -> None:
     """A run folder that holds a journal is never overwritten: InputError saying how to continue it."""
     d = Path(folder)
@@ -199,6 +215,7 @@ def check_before_loading(a: LiveSettings) -> None:
     new_folder = a.output and not a.resume
     if new_folder:
         refuse_existing_run(a.output)
+    check_model_names([parse_model_spec(s) for s in a.models or []])
     if a.bank:
         check_banks({a.tasks: a.bank if isinstance(a.bank, list) else [a.bank]}, metric=a.metric,
                     include_path=a.include_path)
@@ -219,6 +236,7 @@ class Setup:
         os.environ.setdefault("TQDM_DISABLE", "1")  # the harness's per-call progress bars
         quiet_libraries()
         self.specs = [parse_model_spec(s) for s in a.models]
+        check_model_names(self.specs, "--models" if a.add is None else "--add")
         names = [s.name for s in self.specs]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
