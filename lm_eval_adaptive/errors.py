@@ -48,3 +48,17 @@ def check_text(value: str, what: str, *, path: str | None = None) -> None:
 def shown_text(value: str) -> str:
     """``value`` quoted, with any surrogate written as its escape (so that it can be printed)."""
     return "'" + str(value).encode("utf-8", "backslashreplace").decode("utf-8") + "'"
+
+
+_TRACEBACK = "Traceback (most recent call last)"
+
+
+def error_line(e: BaseException) -> str:
+    """One line saying what went wrong: ``Type: message``, whitespace collapsed; a traceback a library
+    wrote into its message (litellm does) is left out but for its last line, the error it ended in."""
+    text = f"{type(e).__name__}: {e}"
+    head, sep, trace = text.partition(_TRACEBACK)
+    if sep:
+        last = [ln.strip() for ln in trace.splitlines() if ln.strip()]
+        head = head.rstrip(" -:\n") + (f" ({last[-1]})" if last and not last[-1].startswith("File ") else "")
+    return " ".join(head.split())

@@ -408,6 +408,12 @@ def _main(argv: list, checked_early: bool = False) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except OSError as e:  # disk full, a folder made read-only, ...: one line; the journal keeps what was paid
+        where = f": {shown(e.filename)}" if getattr(e, "filename", None) else ""
+        print(f"error: a file could not be written or read{where}: {shown(e.strerror or e)}"
+              + (" (every paid call is in the run's journal: continue with --resume DIR once it can be written)"
+                 if getattr(args, "output", None) or getattr(args, "resume", None) else ""), file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -464,11 +464,20 @@ class Journal:
         if rec.get("type") == "score":
             self._score_keys.pop((rec["model"], rec["item_id"]), None)
 
+    def hold(self, lock) -> Journal:
+        """Keep ``lock`` (the run folder's :class:`~lm_eval_adaptive.writer_lock.WriterLock`) until
+        :meth:`close`."""
+        self._held = lock
+        return self
+
     def close(self) -> None:
         with self._lock:
             if self._fd is not None:
                 os.close(self._fd)  # also releases the flock
                 self._fd = None
+            held, self._held = getattr(self, "_held", None), None
+        if held is not None:
+            held.release()
 
     def __enter__(self) -> Journal:
         return self

@@ -48,6 +48,7 @@ from lm_eval_adaptive.harness.scorer import (
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, Journal, env_secrets, redact
 from lm_eval_adaptive.live.ledger import BudgetLedger
 from lm_eval_adaptive.redaction import redact_text
+from lm_eval_adaptive.writer_lock import run_folder_lock
 
 __all__ = ["LiveSettings", "Setup", "rank_ranker", "check_model_names", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
            "live_prices", "check_before_loading", "refuse_existing_run",
@@ -416,7 +417,12 @@ def open_run(settings: LiveSettings, keys=RUN_KEYS, *, command: str = "rank", re
                                  f"{cap_text(cap)}); a cap under the spend is refused", path=str(d))
             settings.cap_change = (cap, new)
             settings.budget_usd = new
-        return d, Journal.open(d, secrets=env_secrets()), True
+        lock = run_folder_lock(d).acquire()  # one writer: refused while another process writes the folder
+        try:
+            return d, Journal.open(d, secrets=env_secrets()).hold(lock), True
+        except BaseException:
+            lock.release()
+            raise
     if not settings.output:
         if not required:
             return None, None, False
@@ -484,11 +490,17 @@ def _same_setting(key: str, recorded, given, run: dict) -> bool:
 
 def start_run(out_dir: Path, command: str, settings: dict, header: dict, bank_id: str) -> Journal:
     """Create the run folder, its run.json (secrets redacted) and its journal, whose header records
-    ``settings`` (what a resume takes)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(out_dir / RUN_FILE, redact({"command": command, "settings": settings, "bank_id": bank_id},
-                                          env_secrets()))
-    return Journal.create(out_dir, {**header, "settings": settings}, secrets=env_secrets())
+    ``settings`` (what a resume takes); under the folder's writer lock, held by the journal until it is
+    closed (:mod:`lm_eval_adaptive.writer_lock`)."""
+    lock = run_folder_lock(out_dir).acquire()  # one writer: a second is refused before run.json is touched
+    try:
+        refuse_existing_run(out_dir)  # under the lock: a run that started meanwhile is not overwritten
+        write_json(out_dir / RUN_FILE, redact({"command": command, "settings": settings, "bank_id": bank_id},
+                                              env_secrets()))
+        return Journal.create(out_dir, {**header, "settings": settings}, secrets=env_secrets()).hold(lock)
+    except BaseException:
+        lock.release()
+        raise
 
 
 def cap_text(v) -> str:
