@@ -221,7 +221,7 @@ _SECRET_ENV = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$"
 #: it stands: ``AWS_BEARER_TOKEN_BEDROCK``, ``CLARIFAI_PAT``, ``GITHUB_PAT``, ``SNOWFLAKE_JWT``,
 #: ``WATSONX_APIKEY``, ``HCP_VAULT_APPROLE_SECRET_ID`` (the names provider libraries such as litellm
 #: read their credentials from; tests/test_secrets.py checks every one litellm's source reads)
-SECRET_ENV_WORDS = frozenset({"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PWD", "PAT",
+SECRET_ENV_WORDS = frozenset({"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PAT",
                               "CREDENTIAL", "CREDENTIALS", "JWT", "BEARER", "PASSPHRASE"})
 #: a last word that makes the variable a setting about a credential, not one: ``*_TOKEN_URL``,
 #: ``AZURE_FEDERATED_TOKEN_FILE``, ``CHATGPT_TOKEN_DIR``, ``OAUTH_TOKEN_INFO_ENDPOINT``

@@ -264,7 +264,7 @@ def test_every_credential_litellm_reads_from_the_environment_is_redacted():
     missed = sorted(n for n in wanted | {"CLARIFAI_PAT", "GITHUB_PAT", "WATSONX_APIKEY"} if not is_secret_env_name(n))
     assert not missed, missed
     for n in ("PATH", "HOME", "TOKENIZERS_PARALLELISM", "GITHUB_ACCESS_TOKEN_URL", "AZURE_FEDERATED_TOKEN_FILE",
-              "LITELLM_LOCAL_MODEL_COST_MAP", "PYTHONPATH"):
+              "LITELLM_LOCAL_MODEL_COST_MAP", "PYTHONPATH", "PWD", "OLDPWD"):
         assert not is_secret_env_name(n), n
 
 

@@ -497,6 +497,10 @@ class LiveRun:
                         raise
                     self._interrupt(futures)
                     break
+                except OSError:  # the journal took no new request (a full disk): nothing more is sent, and the
+                    self._stop.set()  # calls in flight are journaled in the room it kept for them (journal_room)
+                    self._drain(futures)
+                    raise
         finally:
             self._restore_ctrl_c(previous)
             pool.shutdown(wait=not self._stop.is_set() or not futures, cancel_futures=True)
