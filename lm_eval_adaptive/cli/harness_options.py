@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 
 from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.redaction import redact_text
 
 __all__ = ["add_model_arguments", "model_specs", "refuse_spaced_pairs", "task_folder", "task_list"]
 
@@ -94,6 +95,8 @@ def task_list(values) -> list[str]:
 
 def task_folder(root, task: str) -> Path:
     """The run folder of one of several tasks: ``root/task``; refused when the name is no folder name."""
+    if redact_text(task) != task:  # a file name holds no secret
+        raise InputError(f"--tasks {redact_text(task)!r}: the task's folder name DIR/TASK would hold a secret")
     if task in (".", "..") or any(c in task for c in "/\\\0"):
         raise InputError(f"--tasks {task!r}: with several tasks each gets the folder DIR/TASK, and this "
                          f"name cannot be one; run it on its own")
