@@ -115,7 +115,7 @@ def in_flight(j: Journal) -> set:
 # ------------------------------------------------------------------------------------ run folders
 def test_a_second_writer_of_a_run_folder_is_refused_and_the_first_finishes(server, bank, tmp_path, capsys):
     out = tmp_path / "run"
-    server.latency = 0.2
+    server.latency = 0.5  # the first command still runs while the second is refused
     try:
         first = _child(rank_args(bank, out))
         _wait_for(out / "journal.jsonl", b'"type":"score"', first)
@@ -172,7 +172,7 @@ def refresh_args(board, name, system, out):
 
 
 def test_two_refreshes_of_one_board_one_at_a_time_and_the_board_keeps_both(server, board, tmp_path, capsys):
-    server.latency = 0.2
+    server.latency = 0.5  # the first command still runs while the second is refused
     try:
         first = _child(refresh_args(board, "First", "GPT-4", tmp_path / "r1"))
         _wait_for(tmp_path / "r1" / "journal.jsonl", b'"type":"request"', first)

@@ -420,3 +420,20 @@ def test_help_text_of_every_command_is_unchanged_by_redaction():
     for name, p in sub.choices.items():
         text = p.format_help()
         assert redact_text(text) == text, name
+
+
+def test_a_provider_error_is_one_line_without_the_traceback_in_its_message():
+    """litellm puts the traceback of the error it wraps into its message; ``failed[].error`` and the journal
+    get one line: the message before it, and the error it ended in."""
+    import litellm
+
+    from lm_eval_adaptive.errors import error_line
+
+    e = litellm.APIConnectionError(
+        message="OpenAIException - Traceback (most recent call last):\n  File \"/x/openai.py\", line 7, in f\n"
+                "    raise ConnectError(url)\nhttpx.ConnectError: [Errno 111] Connection refused\n",
+        llm_provider="openai", model="openai/GPT-4")
+    line = error_line(e)
+    assert "\n" not in line and "Traceback" not in line and 'File "' not in line, line
+    assert line.startswith("APIConnectionError: ") and "OpenAIException" in line
+    assert line.endswith("(httpx.ConnectError: [Errno 111] Connection refused)"), line
