@@ -4,7 +4,8 @@ error text) is shown.
 :func:`shown` writes every character that could act on a terminal or reorder a line instead of
 being read as text — C0 controls, DEL, C1 controls (ESC and CSI included), the bidirectional
 embeddings, overrides, isolates and marks (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F,
-U+061C) and the line/paragraph separators U+2028/U+2029 — as its Python escape (``\\x1b``,
+U+061C), the line/paragraph separators U+2028/U+2029 and lone surrogates (a byte that was not
+UTF-8, U+D800-U+DFFF: they cannot be written as text at all) — as its Python escape (``\\x1b``,
 ``\\u202e``). Everything else is left as it is. It is used for the terminal (stdout, stderr,
 log lines), the leaderboard page and plot labels; stored data (JSON, journal) keeps names
 exactly as given.
@@ -28,8 +29,9 @@ import threading
 __all__ = ["shown", "ShownLogFilter", "SHOWN_LOG_FILTER", "PACKAGE_LOGGER", "install_shown_logs"]
 
 #: The characters :func:`shown` escapes (with ``\n`` kept where ``lines=True``).
-UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-_UNSAFE_KEEP_NEWLINES = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_UNSAFE_KEEP_NEWLINES = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+                                   "\ud800-\udfff]")
 
 
 def _escape(m: re.Match) -> str:

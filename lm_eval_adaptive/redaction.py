@@ -6,9 +6,10 @@ A secret is found two ways:
   values :func:`secrets_in` finds on the command line (under secret-named keys of
   ``--model_args``/``--models``, URL user info, secret query parameters, ``Bearer`` tokens), the
   values of ``--redact VALUE`` and of ``LM_EVAL_ADAPTIVE_REDACT`` (comma-separated), the values of
-  environment variables named like secrets (``*_API_KEY``, ``*_KEY``, ``*_TOKEN``, ``*_SECRET``,
-  ``*_PASSWORD``, ``*_CREDENTIALS``; 8 characters or more) and the user info of URLs in any
-  environment variable. A command registers its own for as long as it runs (:func:`redacting`).
+  environment variables named like credentials (``*_API_KEY``, ``*_KEY``, ``*_TOKEN``, ``*_SECRET``,
+  ``*_PASSWORD``, ``*_CREDENTIALS``, and any name with such a word or ``PAT``, ``JWT``, ``BEARER``
+  in it: ``AWS_BEARER_TOKEN_BEDROCK``, ``CLARIFAI_PAT``; :func:`is_secret_env_name`; 8 characters
+  or more) and the user info of URLs in any environment variable. A command registers its own for as long as it runs (:func:`redacting`).
 * **by shape**: :func:`redact_text` also replaces the user info of URLs (``scheme://user:pass@host``
   and ``scheme://TOKEN@host``; the last ``@`` before the host ends it, so a password may hold ``@``
   and ``/``), ``key=value`` and ``"key": "value"`` assignments whose key is secret-named
@@ -35,7 +36,8 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-__all__ = ["REDACTED", "REDACT_ENV", "is_secret_key", "redact_text", "redact", "secrets_in", "env_secrets",
+__all__ = ["REDACTED", "REDACT_ENV", "SECRET_ENV_WORDS", "is_secret_key", "is_secret_env_name", "redact_text",
+           "redact", "secrets_in", "env_secrets",
            "known_secrets", "redact_option_values", "redacting", "RedactingStream"]
 
 REDACTED = "***"
@@ -51,7 +53,7 @@ _SECRET_NAMES = frozenset({
     "service_account_json", "connection_string", "dsn",
 })
 _SECRET_SUFFIXES = ("_api_key", "_apikey", "_key", "_token", "_secret", "_password", "_passwd", "_pwd",
-                    "_credentials", "_credential", "_auth", "_cookie", "_signature", "_key_id")
+                    "_credentials", "_credential", "_auth", "_cookie", "_signature", "_key_id", "_pat")
 #: ``*_token`` / ``*_key`` names that are not secrets (tokenizer settings, counts)
 _NOT_SECRET = frozenset({
     "eos_token", "bos_token", "pad_token", "unk_token", "sep_token", "cls_token", "mask_token",
@@ -215,6 +217,16 @@ _PATTERNS: tuple[tuple[re.Pattern, str], ...] = (
 
 # ---------------------------------------------------------------------------- values
 _SECRET_ENV = re.compile(r"(?i)(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$")
+#: a word of an environment variable's name (split at ``_``) that makes its value a credential wherever
+#: it stands: ``AWS_BEARER_TOKEN_BEDROCK``, ``CLARIFAI_PAT``, ``GITHUB_PAT``, ``SNOWFLAKE_JWT``,
+#: ``WATSONX_APIKEY``, ``HCP_VAULT_APPROLE_SECRET_ID`` (the names provider libraries such as litellm
+#: read their credentials from; tests/test_secrets.py checks every one litellm's source reads)
+SECRET_ENV_WORDS = frozenset({"KEY", "APIKEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "PAT",
+                              "CREDENTIAL", "CREDENTIALS", "JWT", "BEARER", "PASSPHRASE"})
+#: a last word that makes the variable a setting about a credential, not one: ``*_TOKEN_URL``,
+#: ``AZURE_FEDERATED_TOKEN_FILE``, ``CHATGPT_TOKEN_DIR``, ``OAUTH_TOKEN_INFO_ENDPOINT``
+_NOT_SECRET_ENV_LAST = frozenset({"URL", "URI", "FILE", "PATH", "DIR", "ENDPOINT", "HOST", "PORT", "NAME",
+                                  "NAMES", "VERSION", "TTL", "SECONDS", "ENABLED", "HEADER", "FIELD"})
 _MIN_ENV_SECRET = 8  # shorter values (e.g. a dummy "replay") would redact ordinary words
 _MIN_FOUND_SECRET = 4  # a value found under a secret key on the command line
 
@@ -222,10 +234,21 @@ _lock = threading.Lock()
 _registered: list[list[str]] = []  # one list per active redacting() scope
 
 
+def is_secret_env_name(name: str) -> bool:
+    """Whether the environment variable ``name`` holds a credential: its name ends in ``KEY``,
+    ``TOKEN``, ``SECRET``, ``PASSWORD``, ``CREDENTIALS``..., or one of its ``_``-separated words is
+    one of :data:`SECRET_ENV_WORDS` (``AWS_BEARER_TOKEN_BEDROCK``, ``CLARIFAI_PAT``) and its last
+    word does not make it a setting about one (``*_TOKEN_URL``, ``*_TOKEN_FILE``)."""
+    words = [w for w in re.split(r"[^A-Za-z0-9]+", str(name).upper()) if w]
+    if not words or words[-1] in _NOT_SECRET_ENV_LAST:
+        return False
+    return bool(_SECRET_ENV.search(words[-1])) or any(w in SECRET_ENV_WORDS for w in words)
+
+
 def env_secrets() -> list[str]:
-    """Values of secret-named environment variables (8 characters or more), the user info of URLs in
-    any environment variable, and the values of ``LM_EVAL_ADAPTIVE_REDACT``."""
-    out = [v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= _MIN_ENV_SECRET]
+    """Values of credential environment variables (:func:`is_secret_env_name`; 8 characters or more),
+    the user info of URLs in any environment variable, and the values of ``LM_EVAL_ADAPTIVE_REDACT``."""
+    out = [v for k, v in os.environ.items() if is_secret_env_name(k) and len(v) >= _MIN_ENV_SECRET]
     for v in os.environ.values():
         if "://" in v and "@" in v:
             out += [s for s in _url_userinfo(v) if len(s) >= _MIN_FOUND_SECRET]

@@ -9,6 +9,7 @@ run) or left byte for byte as it was (a resume).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -75,6 +76,12 @@ def bad_k_bank(bank, tmp_path):
     ("metadata_not_object", ["--metadata", "JSON object"]),
     ("cap_below_one_call", ["--budget-usd 0.001", "cheapest first call reserves $"]),
     ("bank_k_tiny", ["k.json", "response_model.k", "1e-300"]),
+    # names (issue 28): two that redact alike, a byte that is not UTF-8 in a name or a model id, a
+    # secret after a space in a TYPE:ARGS spec
+    ("names_redact_alike", ["--models: the model name", "holds a secret"]),
+    ("non_utf8_name", ["argument", "the byte 0xff", "not UTF-8"]),
+    ("non_utf8_model_id", ["argument", "the byte 0xe9", "not UTF-8"]),
+    ("secret_after_a_space", ["--models", "a space before 'key='", "separate the arguments with commas"]),
 ])
 def test_rank_refuses_bad_input_before_writing_or_calling(server, bank, tmp_path, capsys, case, says):
     extra = {
@@ -85,12 +92,22 @@ def test_rank_refuses_bad_input_before_writing_or_calling(server, bank, tmp_path
         "metadata_not_object": lambda: ["--metadata", "[1]", "--budget-usd", "0.1"],
         "cap_below_one_call": lambda: ["--budget-usd", "0.001"],
         "bank_k_tiny": lambda: ["--budget-usd", "0.1"],
+        "names_redact_alike": lambda: ["--models", "sk-abcdefghijklmnopqrstuvwx=litellm:model=openai/GPT-4",
+                                       "PLANTED-name-77=litellm:model=openai/Aya23", "--redact", "PLANTED-name-77",
+                                       "--budget-usd", "0.1"],
+        "non_utf8_name": lambda: ["--models", os.fsdecode(b"GPT\xff4=litellm:model=openai/GPT-4"),
+                                  "--budget-usd", "0.1"],
+        "non_utf8_model_id": lambda: ["--models", os.fsdecode(b"X=litellm:model=openai/caf\xe9"),
+                                      "--budget-usd", "0.1"],
+        "secret_after_a_space": lambda: ["--models", "X=litellm:model=openai/GPT-4 key=abcd-1234-secret",
+                                         "--budget-usd", "0.1"],
     }[case]()
     out = tmp_path / "out"
     server.reset_stats()
     b = bad_k_bank(bank, tmp_path) if case == "bank_k_tiny" else bank
-    refused(capsys, server, main(rank_args(b, out, *extra)), says=says)
+    line = refused(capsys, server, main(rank_args(b, out, *extra)), says=says)
     assert not out.exists()
+    assert "abcd-1234-secret" not in line and "PLANTED-name-77" not in line and "sk-abcdefghij" not in line
 
 
 def run_args(out, *extra, include=True):
@@ -128,6 +145,9 @@ def board(tmp_path_factory):
     (["--budget-usd", "0.00001"], ["--budget-usd 1e-05", "cheapest first call reserves $"]),
     (["--budget-usd", "0.3", "--gen_kwargs", "max_gen_toks=0"], ["--gen_kwargs", "max_gen_toks"]),
     (["--budget-usd", "0.3", "--metadata", "{bad"], ["--metadata"]),
+    (["--budget-usd", "0.3", "--add", os.fsdecode(b"caf\xe9=litellm:model=openai/Aya23")], ["the byte 0xe9"]),
+    (["--budget-usd", "0.3", "--add", "New=litellm:model=openai/Aya23 api_key=abcd-1234-secret"],
+     ["--add", "a space before 'api_key='"]),
 ])
 def test_refresh_refuses_bad_input_before_writing_or_calling(server, board, tmp_path, capsys, extra, says):
     before = board.read_bytes()
@@ -138,6 +158,29 @@ def test_refresh_refuses_bad_input_before_writing_or_calling(server, board, tmp_
                "--output", str(out), *extra])
     refused(capsys, server, rc, says=says)
     assert board.read_bytes() == before and not out.exists()
+
+
+@pytest.mark.parametrize("entry, says", [
+    ({"model": "a\ud800b"}, ["entries[0].model", "lone surrogate U+D800"]),
+    ({"rank_range": [5]}, ["entries[0].rank_range", "two integers"]),
+    ({"rank_range": ["a", "b"]}, ["entries[0].rank_range", "two integers"]),
+    ({"rank_range": [1.5, "x"]}, ["entries[0].rank_range", "two integers"]),
+])
+def test_a_bad_board_is_refused_by_every_command_that_reads_it(server, board, tmp_path, capsys, entry, says):
+    bad = json.loads(board.read_text())
+    bad["entries"][0].update(entry)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(bad))  # JSON writes a lone surrogate as its \ud800 escape
+    before = path.read_bytes()
+    server.reset_stats()
+    refused(capsys, server, main(["leaderboard", "render", str(path), "--html", str(tmp_path / "p.html"),
+                                  "--plot", str(tmp_path / "p.png")]), says=says)
+    rc = main(["refresh", "--leaderboard", str(path), "--add", "GPT-4=litellm:model=openai/GPT-4",
+               "--include_path", str(REPO / "task_configs"), "--apply_chat_template", "--no-progress",
+               "--budget-usd", "0.3", "--output", str(tmp_path / "run")])
+    refused(capsys, server, rc, says=says)
+    assert path.read_bytes() == before and not (tmp_path / "run").exists()
+    assert not (tmp_path / "p.html").exists() and not (tmp_path / "p.png").exists()
 
 
 # ---------------------------------------------------------------------------------------- resume

@@ -27,6 +27,7 @@ from lm_eval_adaptive.engine.irt.response_model import ContinuousResponseModel
 from lm_eval_adaptive.redaction import (
     REDACT_ENV,
     RedactingStream,
+    is_secret_env_name,
     is_secret_key,
     redact,
     redact_text,
@@ -51,7 +52,14 @@ PLANTED = {
     "URL TOKEN@": "urltoken-S3cr3t-0010",
     "--redact": "org-redact-me-0011",
     "env URL password": "envurlpass-0012",
+    # credentials litellm (or a provider's own SDK) reads under names with no *_KEY/*_TOKEN/*_SECRET end
+    "env AWS_BEARER_TOKEN_BEDROCK": "bedrockbearer-0013",
+    "env CLARIFAI_PAT": "clarifaipat-0014",
+    "env GITHUB_PAT": "githubpat-0015",
+    # 'model=... api_token=SECRET' as one --model_args value (space-separated, not comma-separated)
+    "spaced --model_args api_token=": "spacedtok-0016",
 }
+
 P = PLANTED
 
 
@@ -64,7 +72,13 @@ def model_args(model: str) -> str:
             f"base_url=http://user:{P['URL user:pass@ (@ and / in it)']}@127.0.0.1:9/v1,"
             f"proxy_url=http://{P['URL TOKEN@']}@proxy.example:8080/,"
             f"organization={P['--redact']},project={P['env LM_EVAL_ADAPTIVE_REDACT']},"
-            f"notes={P['env FOO_API_KEY']}")
+            f"notes={P['env FOO_API_KEY']},region_note={P['env AWS_BEARER_TOKEN_BEDROCK']},"
+            f"user_note={P['env CLARIFAI_PAT']},org_note={P['env GITHUB_PAT']}")
+
+
+def spaced_model_args(model: str) -> str:
+    """One ``--model_args`` value with every form above, then a secret after a space (``... api_token=X``)."""
+    return model_args(model) + f" api_token={P['spaced --model_args api_token=']}"
 
 
 def leaks(text: str) -> list[str]:
@@ -90,8 +104,10 @@ def assert_no_leak(root, captured, *, skip=()):
 def server(replay_server):
     """The replay endpoint, reached through an OPENAI_API_BASE whose URL carries a password, with the
     secret environment variables set for the module."""
-    saved = {k: os.environ.get(k) for k in ("FOO_API_KEY", REDACT_ENV, "OPENAI_API_BASE")}
-    os.environ["FOO_API_KEY"] = P["env FOO_API_KEY"]
+    env = {"FOO_API_KEY": P["env FOO_API_KEY"], "AWS_BEARER_TOKEN_BEDROCK": P["env AWS_BEARER_TOKEN_BEDROCK"],
+           "CLARIFAI_PAT": P["env CLARIFAI_PAT"], "GITHUB_PAT": P["env GITHUB_PAT"]}
+    saved = {k: os.environ.get(k) for k in (*env, REDACT_ENV, "OPENAI_API_BASE")}
+    os.environ.update(env)
     os.environ[REDACT_ENV] = P["env LM_EVAL_ADAPTIVE_REDACT"] + ",another-listed-value"
     os.environ["OPENAI_API_BASE"] = replay_server.url.replace("http://", f"http://envuser:{P['env URL password']}@")
     yield replay_server
@@ -171,7 +187,7 @@ def test_run_adaptive_writes_and_prints_no_secret(adaptive_run):
 def rank_run(server, bank, tmp_path_factory):
     out = tmp_path_factory.mktemp("rank") / "out"
     specs = [f"{s}=litellm:{model_args('openai/' + s)}" for s in ("GPT-4", "Aya23")]
-    argv = ["rank", "--models", *specs, "--model", "litellm", "--model_args", model_args("openai/NoSuchSystem"),
+    argv = ["rank", "--models", *specs, "--model", "litellm", "--model_args", spaced_model_args("openai/NoSuchSystem"),
             "--tasks", WMT, "--bank", str(bank), "--include_path", str(REPO / "task_configs"),
             "--apply_chat_template", "--item-field", "doc_id", "--output", str(out), "--no-progress",
             "--backoff", "0", "--max-attempts", "1", "--max-failures", "1", "--min-items", "2", "--max-items", "3",
@@ -189,6 +205,67 @@ def test_rank_writes_and_prints_no_secret(rank_run):
     assert [f["model"] for f in report["failed"]] == ["openai/NoSuchSystem"]  # its error text is written too
     saved = json.loads((out / "run.json").read_text())["settings"]["models"]
     assert saved[0].startswith("GPT-4=litellm:model=openai/GPT-4,api_key=***,key=***,token=***")
+    # the spaced --model_args were read as arguments: the model id sent is the model's alone
+    assert saved[-1].startswith("litellm:model=openai/NoSuchSystem,") and saved[-1].endswith(",api_token=***")
+    # the provider's error is one line, without the library's traceback
+    (err,) = [f["error"] for f in report["failed"]]
+    assert "Traceback" not in err and "\n" not in err and 'File "' not in err, err
+
+
+def test_the_dry_run_writes_and_prints_no_secret(server, bank, tmp_path):
+    out = tmp_path / "dry"
+    specs = [f"{s}=litellm:{model_args('openai/' + s)}" for s in ("GPT-4", "Aya23")]
+    rc, captured = _run_captured(["rank", "--models", *specs, "--model", "litellm", "--model_args",
+                                  spaced_model_args("openai/Phi-3-Medium"), "--tasks", WMT, "--bank", str(bank),
+                                  "--include_path", str(REPO / "task_configs"), "--apply_chat_template",
+                                  "--item-field", "doc_id", "--output", str(out), "--dry-run", "--budget-usd", "0.1",
+                                  "--price", "GPT-4=1,3", "Aya23=1,3", "openai/Phi-3-Medium=1,3",
+                                  "--redact", P["--redact"]])
+    assert rc == 0, captured.err
+    assert "cost_forecast.json" in set(files_text(out))
+    assert_no_leak(out, captured)
+    assert "openai/Phi-3-Medium" in captured.err and "Phi-3-Medium api_token" not in captured.err
+
+
+def test_run_refuses_a_space_before_a_key_in_model_args(server, bank, tmp_path):
+    out = tmp_path / "run"
+    server.reset_stats()
+    rc, captured = _run_captured(["run", "--model", "litellm", "--model_args",
+                                  f"model=openai/GPT-4 api_key={P['spaced --model_args api_token=']}", "--tasks", WMT,
+                                  "--include_path", str(REPO / "task_configs"), "--adaptive", "--bank", str(bank),
+                                  "--item-field", "doc_id", "--output_path", str(out)])
+    errors = [ln for ln in captured.err.splitlines() if ln.startswith("error:")]
+    assert rc == 2 and len(errors) == 1 and "separate the arguments with commas" in errors[0], captured.err
+    assert "Traceback" not in captured.err and server.stats()["requests"] == 0 and not out.exists()
+    assert_no_leak(tmp_path, captured)
+
+
+def test_every_credential_litellm_reads_from_the_environment_is_redacted():
+    """litellm's own list: every environment variable its source reads (``get_secret*("NAME")``,
+    ``os.environ.get("NAME")``, ``os.getenv``) or its providers' table names as ``api_key_env``,
+    whose name has a credential word in it, is taken as a secret by name."""
+    import re
+
+    import litellm
+
+    root = Path(litellm.__file__).parent
+    pattern = re.compile(r"""(?:get_secret(?:_str)?\(\s*(?:secret_name\s*=\s*)?|os\.environ\.get\(\s*|"""
+                         r"""os\.getenv\(\s*|os\.environ\[\s*)["']([A-Z][A-Z0-9_]+)["']""")
+    names = {m for f in root.rglob("*.py") for m in pattern.findall(f.read_text(errors="replace"))}
+    for f in root.rglob("providers.json"):
+        names |= {v["api_key_env"] for v in json.loads(f.read_text()).values()
+                  if isinstance(v, dict) and isinstance(v.get("api_key_env"), str)}
+    assert len(names) > 300  # the scan found litellm's names
+    credential = re.compile(r"(?:^|_)(?:API_?KEY|TOKEN|SECRET|PASSWORD|PAT|CREDENTIALS?|JWT|BEARER)(?:_|$)")
+    not_secret = re.compile(r"_(?:URL|URI|FILE|PATH|DIR|ENDPOINT|HOST|PORT|NAME|VERSION|TTL_SECONDS|ENABLED)$")
+    wanted = {n for n in names if credential.search(n) and not not_secret.search(n)}
+    assert {"OPENAI_API_KEY", "AWS_BEARER_TOKEN_BEDROCK", "AWS_SECRET_ACCESS_KEY", "AZURE_AD_TOKEN",
+            "VERTEXAI_CREDENTIALS", "WATSONX_APIKEY"} <= names
+    missed = sorted(n for n in wanted | {"CLARIFAI_PAT", "GITHUB_PAT", "WATSONX_APIKEY"} if not is_secret_env_name(n))
+    assert not missed, missed
+    for n in ("PATH", "HOME", "TOKENIZERS_PARALLELISM", "GITHUB_ACCESS_TOKEN_URL", "AZURE_FEDERATED_TOKEN_FILE",
+              "LITELLM_LOCAL_MODEL_COST_MAP", "PYTHONPATH", "PWD", "OLDPWD"):
+        assert not is_secret_env_name(n), n
 
 
 # ------------------------------------------------------------------- leaderboard, refresh, render
@@ -199,7 +276,7 @@ def board_runs(server, tmp_path_factory):
     created = _run_captured(["leaderboard", "--history", "wmt24/en-de/bleu", "--task", WMT, "--metric", "bleu",
                              "--item-field", "id", "--models", "AIST-AIRC", "Aya23", "CUNI-NL", "--out", str(lb)])
     refreshed = _run_captured(["refresh", "--leaderboard", str(lb), "--add", f"New=litellm:{model_args('openai/GPT-4')}",
-                               "--model", "litellm", "--model_args", model_args("openai/Phi-3-Medium"),
+                               "--model", "litellm", "--model_args", spaced_model_args("openai/Phi-3-Medium"),
                                "--price", "New=1,3", "openai/Phi-3-Medium=1,3", "--budget-usd", "0.05",
                                "--min-items", "2", "--max-items", "3", "--include_path", str(REPO / "task_configs"),
                                "--apply_chat_template", "--no-progress", "--backoff", "0",
@@ -343,3 +420,20 @@ def test_help_text_of_every_command_is_unchanged_by_redaction():
     for name, p in sub.choices.items():
         text = p.format_help()
         assert redact_text(text) == text, name
+
+
+def test_a_provider_error_is_one_line_without_the_traceback_in_its_message():
+    """litellm puts the traceback of the error it wraps into its message; ``failed[].error`` and the journal
+    get one line: the message before it, and the error it ended in."""
+    import litellm
+
+    from lm_eval_adaptive.errors import error_line
+
+    e = litellm.APIConnectionError(
+        message="OpenAIException - Traceback (most recent call last):\n  File \"/x/openai.py\", line 7, in f\n"
+                "    raise ConnectError(url)\nhttpx.ConnectError: [Errno 111] Connection refused\n",
+        llm_provider="openai", model="openai/GPT-4")
+    line = error_line(e)
+    assert "\n" not in line and "Traceback" not in line and 'File "' not in line, line
+    assert line.startswith("APIConnectionError: ") and "OpenAIException" in line
+    assert line.endswith("(httpx.ConnectError: [Errno 111] Connection refused)"), line

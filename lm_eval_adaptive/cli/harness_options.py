@@ -13,11 +13,29 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.redaction import redact_text
 
-__all__ = ["add_model_arguments", "model_specs", "task_folder", "task_list"]
+__all__ = ["add_model_arguments", "model_specs", "refuse_spaced_pairs", "task_folder", "task_list"]
+
+#: a space, then ``key=``: the start of another argument written where only commas separate them
+_SPACED_PAIR = re.compile(r"\s+(?=[A-Za-z_][\w.\-]*=)")
+
+
+def refuse_spaced_pairs(flag: str, text: str, values) -> None:
+    """Refuse argument values (``values``: the parsed ``key=value`` values of ``text``) in which a space
+    is followed by ``key=``: where only commas separate arguments (``TYPE:ARGS`` specs, ``run``'s
+    ``--model_args``), ``model=openai/X key=SECRET`` would send ``openai/X key=SECRET`` as the model id,
+    secret included."""
+    for v in values:
+        m = _SPACED_PAIR.search(str(v))
+        if m:
+            key = str(v)[m.end():].split("=", 1)[0]
+            raise InputError(f"{flag} {text!r}: a space before '{key}=' makes it part of another argument's "
+                             f"value; separate the arguments with commas (model=...,{key}=...)")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser, *, adds_to: str) -> None:
@@ -31,9 +49,12 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, adds_to: str) -> Non
                         f"--model_args for each model (they add to {adds_to})")
 
 
-def model_specs(specs, types, arg_groups) -> list[str]:
-    """``specs`` (``TYPE:ARGS`` strings) plus one ``TYPE:ARGS`` per ``--model_args`` (module docstring)."""
+def model_specs(specs, types, arg_groups, *, flag: str = "--models") -> list[str]:
+    """``specs`` (``TYPE:ARGS`` strings, given with ``flag``) plus one ``TYPE:ARGS`` per ``--model_args``
+    (module docstring)."""
     specs = list(specs or [])
+    for spec in specs:
+        refuse_spaced_pairs(flag, spec, str(spec).partition(":")[2].split(","))
     types = [t.strip() for t in types or []]
     groups = [list(g) for g in arg_groups or []]
     if not types and not groups:
@@ -55,7 +76,8 @@ def model_specs(specs, types, arg_groups) -> list[str]:
         if any(v.lstrip().startswith("{") for v in values):
             raise InputError(f"--model_args {' '.join(values)!r}: give key=val pairs (JSON is not "
                              f"accepted by rank and refresh)")
-        parts = [p.strip() for v in values for p in v.split(",") if p.strip()]
+        # key=val,key2=val2 or key=val key2=val2, in one value or several
+        parts = [p.strip() for v in values for p in re.split(r",|" + _SPACED_PAIR.pattern, v) if p.strip()]
         if not parts:
             raise InputError("--model_args: give the model's arguments, e.g. model=gpt-4o-mini")
         out.append(f"{mtype}:{','.join(parts)}")
@@ -73,6 +95,8 @@ def task_list(values) -> list[str]:
 
 def task_folder(root, task: str) -> Path:
     """The run folder of one of several tasks: ``root/task``; refused when the name is no folder name."""
+    if redact_text(task) != task:  # a file name holds no secret
+        raise InputError(f"--tasks {redact_text(task)!r}: the task's folder name DIR/TASK would hold a secret")
     if task in (".", "..") or any(c in task for c in "/\\\0"):
         raise InputError(f"--tasks {task!r}: with several tasks each gets the folder DIR/TASK, and this "
                          f"name cannot be one; run it on its own")

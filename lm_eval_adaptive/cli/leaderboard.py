@@ -13,7 +13,9 @@ whole, when it is not a terminal), the plan and progress to stderr.
 from __future__ import annotations
 
 import argparse
+import contextlib
 from dataclasses import replace
+from pathlib import Path
 
 from lm_eval_adaptive.cli.arguments import (
     confidence_level,
@@ -36,6 +38,7 @@ from lm_eval_adaptive.cli.live_output import print_leaderboard
 from lm_eval_adaptive.cli.refresh import refresh
 from lm_eval_adaptive.live.leaderboard import REFRESH_KEYS, create_leaderboard, history_beside, load_leaderboard
 from lm_eval_adaptive.live.session import LiveSettings, open_run
+from lm_eval_adaptive.writer_lock import board_lock
 
 __all__ = ["add_leaderboard_parsers", "cmd_leaderboard", "cmd_refresh", "cmd_render", "refresh_settings"]
 
@@ -50,7 +53,8 @@ def cmd_refresh(args) -> int:
     status = []
     for k, (settings, (out_dir, journal, resumed)) in enumerate(zip(runs, opened)):
         try:
-            code = refresh(settings, notes, out_dir, journal, resumed, report=out)
+            with board_locks(settings):  # the boards are read and written back by this refresh alone
+                code = refresh(settings, notes, out_dir, journal, resumed, report=out)
         except InputError:
             if k:
                 notes.print("refreshed before this error: " + ", ".join(_named(r.leaderboard) for r in runs[:k]))
@@ -66,6 +70,24 @@ def cmd_refresh(args) -> int:
     return combined_status(status)
 
 
+def board_locks(settings: LiveSettings) -> contextlib.ExitStack:
+    """The writer locks of the leaderboards a refresh reads and writes back (none for a dry run, which
+    writes none), taken now: another process writing one of them is refused before it is read."""
+    stack = contextlib.ExitStack()
+    given = settings.leaderboard
+    paths = given if isinstance(given, (list, tuple)) else [given] if given else []
+    if settings.dry_run:
+        return stack
+    try:
+        for p in dict.fromkeys(Path(x).resolve() for x in paths):
+            if p.is_file():  # a missing board is refused as it is read
+                stack.enter_context(board_lock(p))
+    except BaseException:
+        stack.close()
+        raise
+    return stack
+
+
 def _named(boards) -> str:
     return " + ".join(map(str, boards)) if isinstance(boards, list) else str(boards)
 
@@ -73,7 +95,7 @@ def _named(boards) -> str:
 def refresh_settings(args) -> list[LiveSettings]:
     """One :class:`LiveSettings` per leaderboard to refresh (in ``--tasks`` order when given)."""
     values = dict(vars(args))
-    values["add"] = model_specs(args.add, args.model, args.model_args)
+    values["add"] = model_specs(args.add, args.model, args.model_args, flag="--add")
     boards = list(args.leaderboard or [])
     values["leaderboard"] = boards[0] if boards else None
     base = LiveSettings.from_mapping(values)
@@ -116,9 +138,11 @@ def cmd_leaderboard(args) -> int:
     history_out = history_beside(args.out) if args.samples else None  # the scores of --samples, written beside it
     check_outputs([("--out", args.out), ("--out (its history table)", history_out)],
                   inputs=[args.history, *(args.samples or [])])  # before any work
-    lb = create_leaderboard(args.history, task=args.task, metric=args.metric, models=args.models,
-                            item_field=args.item_field, confidence=args.confidence, out=args.out,
-                            samples=args.samples)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    with board_lock(args.out):  # not while a refresh writes it
+        lb = create_leaderboard(args.history, task=args.task, metric=args.metric, models=args.models,
+                                item_field=args.item_field, confidence=args.confidence, out=args.out,
+                                samples=args.samples)
     print_leaderboard(report_console(), lb, {}, {})
     return 0
 

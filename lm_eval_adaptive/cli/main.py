@@ -56,7 +56,7 @@ from lm_eval_adaptive.engine.irt.calibration import (
 )
 from lm_eval_adaptive.engine.irt.binary_calibration import is_binary_table
 from lm_eval_adaptive.engine.evaluation.self_check import calibrate_checked
-from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.errors import InputError, check_text
 from lm_eval_adaptive.harness.binding import record_item_field
 from lm_eval_adaptive.harness.run import ModelCallError
 from lm_eval_adaptive.harness.sample_logs import options_from_sample_logs, table_from_sample_logs
@@ -383,6 +383,11 @@ def main(argv=None, *, checked_early: bool = False) -> int:
 
 
 def _main(argv: list, checked_early: bool = False) -> int:
+    try:  # every name, model id and path is text: a byte that is not UTF-8 is refused before anything is done
+        for k, a in enumerate(argv):
+            check_text(a, f"argument {k + 1}")
+    except InputError as e:
+        return refused(e)
     if argv and argv[0] == "run" and not checked_early:  # the checks that need no task: before the task index
         try:
             refuse_before_parsing(argv[1:])
@@ -412,6 +417,12 @@ def _main(argv: list, checked_early: bool = False) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except OSError as e:  # disk full, a folder made read-only, ...: one line; the journal keeps what was paid
+        where = f": {shown(e.filename)}" if getattr(e, "filename", None) else ""
+        print(f"error: a file could not be written or read{where}: {shown(e.strerror or e)}"
+              + (" (every paid call is in the run's journal: continue with --resume DIR once it can be written)"
+                 if getattr(args, "output", None) or getattr(args, "resume", None) else ""), file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

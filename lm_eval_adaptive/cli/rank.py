@@ -142,8 +142,9 @@ EXIT_STATUS = (
     "  0    every model ranked (refresh: placed)",
     "  3    the others ranked, but a model was dropped: its calls kept failing (--max-failures in a row);",
     "       a `dropped:` line names it, ranking.json's `failed` holds it",
-    "  1    nothing ranked: fewer than two models left (refresh: no new model placed)",
-    "  2    bad input: one `error:` line, nothing asked or written",
+    "  1    nothing ranked: fewer than two models left (refresh: no new model placed); or a file could not",
+    "       be written (a full disk): one `error:` line, every paid call journaled: continue with --resume DIR",
+    "  2    bad input: one `error:` line, nothing asked or written (or another process writes the folder)",
     "  130  interrupted: continue with --resume DIR",
 )
 

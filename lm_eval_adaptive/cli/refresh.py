@@ -27,6 +27,7 @@ from lm_eval_adaptive.engine.ranking.pairs.rules import pair_rule_for
 from lm_eval_adaptive.engine.cat.person_fit import misfit_note
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
 from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.harness.scorer import parse_model_spec
 from lm_eval_adaptive.live.cost_forecast import forecast_refresh, write_forecast
 from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, env_secrets
@@ -45,6 +46,7 @@ from lm_eval_adaptive.live.session import (
     LiveSettings,
     Setup,
     check_live_settings,
+    check_model_names,
     cheapest_call_check,
     journal_cap_change,
     live_prices,
@@ -75,6 +77,7 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
     if settings.budget_usd is None or not (settings.budget_usd > 0 and math.isfinite(settings.budget_usd)):
         raise InputError("--budget-usd: a refresh needs a positive dollar cap")
     check_live_settings(settings)
+    check_model_names([parse_model_spec(s) for s in settings.add], "--add")
     live_prices(settings)  # every new model without a price in one error, before the history is read
     if joint and settings.metric:
         raise InputError(f"--metric {settings.metric}: the {len(boards)} leaderboards say their metrics")

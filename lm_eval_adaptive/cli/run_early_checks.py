@@ -19,6 +19,7 @@ import argparse
 import sys
 
 from lm_eval_adaptive.cli.arguments import accept_both_spellings
+from lm_eval_adaptive.cli.harness_options import refuse_spaced_pairs
 from lm_eval_adaptive.data.files import check_output_folder, check_outputs
 from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.errors import InputError
@@ -92,6 +93,9 @@ def refuse_before_parsing(run_argv: list) -> None:
         return
     if args.help or args.config or not args.model:  # help, a YAML config, the harness's default model
         return
+    if isinstance(args.model_args, dict):  # the harness separates them by commas only
+        refuse_spaced_pairs("--model_args", ",".join(f"{k}={v}" for k, v in args.model_args.items()),
+                            args.model_args.values())
     check_display_options(args.adaptive, args.dry_run, args.plot)
     check_run_outputs(args, args.plot)
     from lm_eval_adaptive.harness.run_checks import check_before_loading  # noqa: PLC0415 - after the cheap checks

@@ -66,6 +66,7 @@ import numpy as np
 from lm_eval_adaptive.display import SHOWN_LOG_FILTER
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.ranking.ranker_state import Request
+from lm_eval_adaptive.errors import error_line
 from lm_eval_adaptive.harness.billing import ModelFailed, RetryPolicy, is_retryable, may_have_been_billed
 from lm_eval_adaptive.live.journal import Journal, redact
 from lm_eval_adaptive.live.ledger import BudgetLedger
@@ -292,7 +293,7 @@ class LiveRun:
         def before_sleep(state) -> None:
             e = state.outcome.exception()
             log.info("%s, item %s: %s; retry %d in %.2fs", req.model, req.item_id,
-                     redact(f"{type(e).__name__}: {e}", self.secrets)[:300], state.attempt_number,
+                     redact(error_line(e), self.secrets)[:300], state.attempt_number,
                      state.next_action.sleep if state.next_action else 0.0)
 
         def failed(n: int, e: BaseException) -> None:  # charge the failed attempt n at once
@@ -314,7 +315,7 @@ class LiveRun:
                 self.ledger.release((m, item_id, n))
                 out.charge = None
             out.judge = judge
-            why = redact(f"{type(e).__name__}: {e}", self.secrets)[:500]
+            why = redact(error_line(e), self.secrets)[:500]
             last[0] = e
             last[1] = {"type": "attempt", "model": m, "item_id": item_id, "attempt": n, "error": why,
                        "cost_usd": out.charge, "may_have_been_billed": billed,
@@ -436,7 +437,7 @@ class LiveRun:
                 r.charge(m, cost)
             if paid is not None:
                 self.judge_spent[m] += judge
-            why = redact(f"{type(out.error).__name__}: {out.error}", self.secrets)[:500]
+            why = redact(error_line(out.error), self.secrets)[:500]
             self._journal({"type": "failure", "model": m, "item_id": req.item_id, "error": why,
                            "attempts": out.attempts, "cost_usd": cost, "may_have_been_billed": out.last_billed,
                            **({"usage": list(paid.usage or []), **_judge_fields(paid, judge)} if paid is not None
@@ -497,6 +498,10 @@ class LiveRun:
                         raise
                     self._interrupt(futures)
                     break
+                except OSError:  # the journal took no new request (a full disk): nothing more is sent, and the
+                    self._stop.set()  # calls in flight are journaled in the room it kept for them (journal_room)
+                    self._drain(futures)
+                    raise
         finally:
             self._restore_ctrl_c(previous)
             pool.shutdown(wait=not self._stop.is_set() or not futures, cancel_futures=True)

@@ -37,6 +37,8 @@ any depth, become ``"***"``).
 
 One process writes a journal at a time: opening for writing takes an exclusive ``flock``
 (on systems that have it), so two resumes of the same run cannot both pay for the same items.
+A full disk stops a run before a call, never after it: before a request is written the file is
+given room for the outcomes of every call in flight (:mod:`lm_eval_adaptive.live.journal_room`).
 
 Resume: :meth:`Journal.replay_into` feeds the score and failure records back into a fresh
 :class:`~lm_eval_adaptive.engine.ranking.ranker.AdaptiveRanker` or
@@ -66,6 +68,7 @@ from lm_eval_adaptive.display import SHOWN_LOG_FILTER
 from lm_eval_adaptive.engine.ranking.replay import ReplayError, ReplayEvent, ReplayStats
 from lm_eval_adaptive import redaction
 from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.live.journal_room import ROOM_PER_CALL, Room, is_room, write_all
 from lm_eval_adaptive.redaction import REDACTED, is_secret_key, redact_text
 
 try:  # POSIX advisory locks; without them (Windows) the journal is not locked
@@ -90,9 +93,7 @@ def _raw_of(rec: dict):
     return float(raw) if isinstance(raw, (int, float)) and not isinstance(raw, bool) and math.isfinite(raw) else None
 
 
-# ---------------------------------------------------------------------------
-# Redaction
-# ---------------------------------------------------------------------------
+# ------------------------------------------------------------------ redaction
 
 def env_secrets() -> list[str]:
     """The environment's secrets by value (:func:`lm_eval_adaptive.redaction.env_secrets`)."""
@@ -146,9 +147,7 @@ def redact(obj: Any, secrets: Iterable[str] = ()) -> Any:
     return _clean(obj, redaction.known_secrets(secrets), "record")
 
 
-# ---------------------------------------------------------------------------
-# Records
-# ---------------------------------------------------------------------------
+# ------------------------------------------------------------------ records
 
 def _finite_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
@@ -229,7 +228,7 @@ class Journal:
         self.dropped_tail: bytes | None = None  # the torn last line dropped at open, if any
         shown = os.fspath(path)
         try:
-            fd = os.open(path, (os.O_RDWR | os.O_APPEND) if writable else os.O_RDONLY)
+            fd = os.open(path, os.O_RDWR if writable else os.O_RDONLY)  # records go at the end of the last
         except FileNotFoundError:
             raise InputError("no journal here (start a new run instead of resuming)", path=shown) from None
         except IsADirectoryError:
@@ -278,7 +277,7 @@ class Journal:
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
             try:
-                _write_all(fd, data)
+                write_all(fd, data, 0)
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -315,7 +314,9 @@ class Journal:
         complete, tail = lines[:-1], lines[-1]  # tail: bytes after the last newline
         good_end = len(data) - len(tail)  # end of the last complete line
         add_newline = False
-        if tail:
+        if is_room(tail):  # the room a writer kept for the outcomes of its calls in flight (journal_room)
+            pass
+        elif tail:
             # Lines start with "{", so a torn line never parses: JSON that parses is complete
             # and lost only its newline; it is kept (and checked like any other line).
             if not isinstance(_parse(tail), _ParseError):
@@ -350,11 +351,21 @@ class Journal:
             self._lines.append(n)
         if self.writable and (add_newline or good_end < len(data)):
             if add_newline:
-                _write_all(fd, b"\n")
+                write_all(fd, b"\n", len(data))
             else:
                 os.ftruncate(fd, good_end)
             os.fsync(fd)
-        self._size = good_end + (1 if add_newline else 0)
+        self._room = Room(fd, good_end + (1 if add_newline else 0))
+        self._open = set()  # (model, item_id) of every request without its score or failure: calls in flight
+        for rec in self._records:
+            self._track(rec)
+
+    def _track(self, rec: dict) -> None:
+        key = (rec.get("model"), rec.get("item_id"))
+        if rec.get("type") == "request":
+            self._open.add(key)
+        elif rec.get("type") in ("score", "failure"):
+            self._open.discard(key)
 
     def _index_score(self, rec: dict, line: int, error: Callable[[str], Exception]) -> None:
         if rec["type"] != "score":
@@ -437,16 +448,17 @@ class Journal:
                 raise ValueError(f"journal {self.path} is not open for writing")
             if self._broken:
                 raise OSError(f"journal {self.path} cannot be written any more: {self._broken}")
+            if rec["type"] == "request":  # room for the outcomes of every call in flight, this one's and the
+                # run's last records, or OSError now: a full disk stops the run before the call, not after it
+                self._room.ensure(len(line) + ROOM_PER_CALL * (len(self._open) + 2))
             n = len(self._records) + 1
             self._index_score(rec, n, error=ValueError)
             try:
-                _write_all(self._fd, line)
-            except BaseException as e:
+                self._room.write(line)
+            except BaseException:
                 self._unindex(rec)
-                try:  # cut a partial line off, so the next record starts on a fresh line
-                    os.ftruncate(self._fd, self._size)
-                except OSError:
-                    self._broken = f"a failed write could not be undone ({e})"
+                if self._room.broken:
+                    self._broken = f"a failed write could not be undone ({self._room.broken})"
                 raise
             try:
                 os.fsync(self._fd)
@@ -455,20 +467,33 @@ class Journal:
                 self._unindex(rec)
                 self._broken = f"fsync failed ({e})"
                 raise
-            self._size += len(line)
             self._records.append(rec)
             self._lines.append(n)
+            self._track(rec)
         return rec
 
     def _unindex(self, rec: dict) -> None:
         if rec.get("type") == "score":
             self._score_keys.pop((rec["model"], rec["item_id"]), None)
 
+    def hold(self, lock) -> Journal:
+        """Keep ``lock`` (the run folder's :class:`~lm_eval_adaptive.writer_lock.WriterLock`) until
+        :meth:`close`."""
+        self._held = lock
+        return self
+
     def close(self) -> None:
         with self._lock:
             if self._fd is not None:
+                try:
+                    self._room.cut()  # the file ends with its last record
+                except OSError:  # the room stays: readers take it as room
+                    pass
                 os.close(self._fd)  # also releases the flock
                 self._fd = None
+            held, self._held = getattr(self, "_held", None), None
+        if held is not None:
+            held.release()
 
     def __enter__(self) -> Journal:
         return self
@@ -517,9 +542,7 @@ class Journal:
             raise self._error(lines[e.index], e.reason) from None
 
 
-# ---------------------------------------------------------------------------
-# Helpers
-# ---------------------------------------------------------------------------
+# ------------------------------------------------------------------ helpers
 
 class _ParseError(str):
     pass
@@ -559,13 +582,6 @@ def _ctrl_c_after():
         signal.signal(signal.SIGINT, previous)
     if held:
         raise KeyboardInterrupt
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -44,7 +44,7 @@ from lm_eval_adaptive.engine.ranking.pairs.outcomes import EQUIVALENT, ORDERED, 
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import equivalence_groups, ranking_order
 from lm_eval_adaptive.engine.evaluation.self_check import calibrate_checked
-from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.errors import InputError, check_text
 from lm_eval_adaptive.harness.binding import DOC_ID, record_item_field
 from lm_eval_adaptive.harness.sample_logs import table_from_sample_logs
 from lm_eval_adaptive.live.run_report import model_rows
@@ -109,6 +109,9 @@ _ENTRY_FIELDS = {"model": _TEXT, "source": _OPT_TEXT,
                      and ("estimate" not in v or ("lower" in v and "upper" in v))),
                      "an object of finite numbers (value, or estimate with lower and upper)"),
                  "items": (lambda v: v is None or (_is_number(v) and v >= 0), "a number >= 0"),
+                 "rank_range": (lambda v: v is None or (isinstance(v, list) and len(v) == 2 and all(
+                     isinstance(x, int) and not isinstance(x, bool) and x >= 1 for x in v) and v[0] <= v[1]),
+                     "null or an array of two integers [best, worst], 1 <= best <= worst"),
                  "tie_group": _OPT_TEXT, "cost_usd": _OPT_NUMBER, "judge_cost_usd": _OPT_NUMBER,
                  "full_run_cost_usd": _OPT_NUMBER, "added": _OPT_TEXT, "spec": _OPT_TEXT}
 _REFRESH_FIELDS = {"at": _OPT_TEXT, "budget_usd": _OPT_NUMBER, "spent_usd": _OPT_NUMBER,
@@ -128,8 +131,22 @@ def _check_fields(obj: dict, fields: dict, where: str, path: str) -> None:
                              f"({json.dumps(obj[key], default=str)[:60]})", path=path)
 
 
+def _check_text(obj, where: str, path: str) -> None:
+    """Every string and key of the board is text (no lone surrogate, which JSON's ``\\ud800`` can write)."""
+    if isinstance(obj, str):
+        check_text(obj, f"leaderboard field {where or '(top)'}", path=path)
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            check_text(k, f"a leaderboard key in {where or '(top)'}", path=path)
+            _check_text(v, f"{where}.{k}" if where else k, path)
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            _check_text(v, f"{where}[{i}]", path)
+
+
 def _check_board(d: dict, path: str) -> None:
-    """Every field a leaderboard's reader uses is of its kind (see the module docstring)."""
+    """Every field a leaderboard's reader uses is of its kind (see the module docstring); every name is text."""
+    _check_text(d, "", path)
     _check_fields(d, _BOARD_FIELDS, "", path)
     for i, e in enumerate(d["entries"]):
         if not isinstance(e, dict):

@@ -35,7 +35,7 @@ from lm_eval_adaptive.engine.ranking.multi_metric_ranker import MultiMetricRanke
 from lm_eval_adaptive.engine.ranking.pairs.rules import pair_rule_for
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker, default_judgement
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy
-from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.errors import InputError, check_text
 from lm_eval_adaptive.harness.binding import bind_banks, check_banks
 from lm_eval_adaptive.harness.judge_pricing import JudgePricing
 from lm_eval_adaptive.harness.scorer import (
@@ -47,8 +47,10 @@ from lm_eval_adaptive.harness.scorer import (
 )
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, Journal, env_secrets, redact
 from lm_eval_adaptive.live.ledger import BudgetLedger
+from lm_eval_adaptive.redaction import redact_text
+from lm_eval_adaptive.writer_lock import run_folder_lock
 
-__all__ = ["LiveSettings", "Setup", "rank_ranker", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
+__all__ = ["LiveSettings", "Setup", "rank_ranker", "check_model_names", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
            "live_prices", "check_before_loading", "refuse_existing_run",
            "open_run", "start_run", "journal_cap_change", "cap_text", "cheapest_call_check",
            "JUDGE_PROMPT_ALLOWANCE", "JUDGE_OUTPUT_ALLOWANCE",
@@ -183,6 +185,21 @@ def live_prices(a: LiveSettings, specs=None) -> tuple[dict, PricePolicy]:
     return resolve_prices([(s.name, s.model_id) for s in specs], policy), policy
 
 
+def check_model_names(specs, flag: str = "--models") -> None:
+    """Refuse a model whose name or model id is not text (:func:`~lm_eval_adaptive.errors.check_text`) or
+    holds a secret (anything the redaction would change: a key's shape, a ``--redact`` value, a
+    credential of the environment). A name is a key of the journal and of every result, a model id is
+    sent to the provider: neither may be ``***`` in one place and the secret in another (two names
+    that redact alike would be one model's scores twice)."""
+    for s in specs:
+        for what, v in (("model name", s.name), ("model id", s.model_id)):
+            check_text(v, f"{flag}: the {what}")
+            if redact_text(v) != v:
+                raise InputError(f"{flag}: the {what} {redact_text(v)!r} holds a secret, which every output and "
+                                 f"the journal would show as ***; give the model a name that is none "
+                                 f"(NAME=TYPE:ARGS) and its key as api_key=... or in the environment")
+
+
 def refuse_existing_run(folder) -> None:
     """A run folder that holds a journal is never overwritten: InputError saying how to continue it."""
     d = Path(folder)
@@ -199,6 +216,7 @@ def check_before_loading(a: LiveSettings) -> None:
     new_folder = a.output and not a.resume
     if new_folder:
         refuse_existing_run(a.output)
+    check_model_names([parse_model_spec(s) for s in a.models or []])
     if a.bank:
         check_banks({a.tasks: a.bank if isinstance(a.bank, list) else [a.bank]}, metric=a.metric,
                     include_path=a.include_path)
@@ -219,6 +237,7 @@ class Setup:
         os.environ.setdefault("TQDM_DISABLE", "1")  # the harness's per-call progress bars
         quiet_libraries()
         self.specs = [parse_model_spec(s) for s in a.models]
+        check_model_names(self.specs, "--models" if a.add is None else "--add")
         names = [s.name for s in self.specs]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
@@ -398,7 +417,12 @@ def open_run(settings: LiveSettings, keys=RUN_KEYS, *, command: str = "rank", re
                                  f"{cap_text(cap)}); a cap under the spend is refused", path=str(d))
             settings.cap_change = (cap, new)
             settings.budget_usd = new
-        return d, Journal.open(d, secrets=env_secrets()), True
+        lock = run_folder_lock(d).acquire()  # one writer: refused while another process writes the folder
+        try:
+            return d, Journal.open(d, secrets=env_secrets()).hold(lock), True
+        except BaseException:
+            lock.release()
+            raise
     if not settings.output:
         if not required:
             return None, None, False
@@ -466,11 +490,17 @@ def _same_setting(key: str, recorded, given, run: dict) -> bool:
 
 def start_run(out_dir: Path, command: str, settings: dict, header: dict, bank_id: str) -> Journal:
     """Create the run folder, its run.json (secrets redacted) and its journal, whose header records
-    ``settings`` (what a resume takes)."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_json(out_dir / RUN_FILE, redact({"command": command, "settings": settings, "bank_id": bank_id},
-                                          env_secrets()))
-    return Journal.create(out_dir, {**header, "settings": settings}, secrets=env_secrets())
+    ``settings`` (what a resume takes); under the folder's writer lock, held by the journal until it is
+    closed (:mod:`lm_eval_adaptive.writer_lock`)."""
+    lock = run_folder_lock(out_dir).acquire()  # one writer: a second is refused before run.json is touched
+    try:
+        refuse_existing_run(out_dir)  # under the lock: a run that started meanwhile is not overwritten
+        write_json(out_dir / RUN_FILE, redact({"command": command, "settings": settings, "bank_id": bank_id},
+                                              env_secrets()))
+        return Journal.create(out_dir, {**header, "settings": settings}, secrets=env_secrets()).hold(lock)
+    except BaseException:
+        lock.release()
+        raise
 
 
 def cap_text(v) -> str:
