@@ -49,6 +49,8 @@ class AttemptBilling:
     attempt is charged at once: the usage of what was answered, or its whole reservation when the
     request was sent and never answered (:func:`may_have_been_billed`: a timeout, a dropped
     connection), since the provider bills what it finished even when the client gave up.
+    ``on_failed(usd)``, when set, is called after each failed attempt has been charged ``usd`` and counted
+    (``run --adaptive`` journals it there).
     """
 
     def __init__(self, price, lm, policy: RetryPolicy):
@@ -57,6 +59,7 @@ class AttemptBilling:
         self.billed_failures_usd = 0.0
         self._test = None  # the test the batch in flight charges
         self._reserved = 0.0  # the worst case of what the attempt in flight sent
+        self.on_failed = None  # called after a failed attempt is charged and counted
 
     def counts(self) -> dict:
         """The attempts sent, the retries among them, and the failed attempts charged as billed."""
@@ -113,6 +116,8 @@ class AttemptBilling:
                         if sent:
                             self.attempts += 1
                             self.retries += n > 1
+                        if self.on_failed is not None:
+                            self.on_failed(usd if usd > 0 else 0.0)
                         raise
                     finally:
                         self._test = None

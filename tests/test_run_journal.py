@@ -1,0 +1,134 @@
+"""`run --adaptive` journaled and resumable: killed with SIGKILL at three points and resumed with
+`--resume`, every document is requested from the endpoint once in all, and the results file is the
+uninterrupted run's.
+
+Through the real CLI (a subprocess for each killed run), the real harness, litellm and HTTP to the
+replay endpoint. The kill points are exact: `LM_EVAL_ADAPTIVE_TEST_KILL_AFTER_DOCUMENTS=N` makes the
+process SIGKILL itself as soon as its journal holds N documents (lm_eval_adaptive/live/run_journal.py).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lm_eval_adaptive.cli.main import main
+from lm_eval_adaptive.live.run_journal import KILL_AFTER_ENV
+from lm_eval_adaptive.replay.server import max_answers_per_item
+
+from tests.test_harness_cli import make_bank, run_args
+
+REPO = Path(__file__).resolve().parents[1]
+SYSTEM = "Claude-3.5"
+N_DOCS = 8
+FOLDER = f"openai__{SYSTEM}"
+
+
+@pytest.fixture(scope="module")
+def server(replay_server):
+    return replay_server
+
+
+def adaptive_args(bank, out, *extra):
+    return run_args(SYSTEM, out, "--adaptive", "--bank", bank, "--item-field", "doc_id", "--min-items", str(N_DOCS),
+                    "--max-items", str(N_DOCS), "--budget-usd", "1", "--no-progress", *extra)
+
+
+def cli(args, kill_after=None, timeout=300):
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop(KILL_AFTER_ENV, None)
+    if kill_after is not None:
+        env[KILL_AFTER_ENV] = str(kill_after)
+    return subprocess.run([sys.executable, "-m", "lm_eval_adaptive.cli", *args], env=env, cwd=str(REPO),
+                          capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def journaled_documents(out) -> int:
+    path = Path(out) / FOLDER / "journal.jsonl"
+    return sum(len(json.loads(x).get("docs", ())) for x in path.read_text().splitlines()[1:]) if path.exists() else 0
+
+
+def result(out) -> dict:
+    (f,) = glob.glob(str(Path(out) / FOLDER / "results_*.json"))
+    return json.loads(Path(f).read_text())
+
+
+def samples(out) -> list:
+    (f,) = glob.glob(str(Path(out) / FOLDER / "samples_*.jsonl"))
+    return sorted((json.loads(x) for x in Path(f).read_text().splitlines()), key=lambda r: r["doc_id"])
+
+
+def comparable(block: dict) -> dict:
+    """The adaptive block without what differs between two runs of the same command (none of it a figure)."""
+    return {k: v for k, v in block.items() if k not in ("task_args",)}
+
+
+def test_killed_three_times_and_resumed_pays_each_document_once_and_writes_the_same_results(server, tmp_path,
+                                                                                            capsys):
+    bank = make_bank(tmp_path / "bank.json", ids=range(100, 160))
+    # the uninterrupted run
+    server.reset_stats()
+    assert main(adaptive_args(bank, tmp_path / "whole")) == 0
+    whole = server.stats()
+    assert whole["per_model"] == {SYSTEM: N_DOCS}
+    # killed after the 1st journaled document, mid-run (the 4th), and after the last one (results not written)
+    out = tmp_path / "killed"
+    server.reset_stats()
+    for resume, kill_after in ((False, 1), (True, 4), (True, N_DOCS)):
+        before = journaled_documents(out)
+        p = cli(adaptive_args(bank, out, *(["--resume"] if resume else [])), kill_after=kill_after)
+        assert p.returncode == -signal.SIGKILL, p.stderr[-3000:]
+        assert journaled_documents(out) == kill_after > before
+        assert not glob.glob(str(out / FOLDER / "results_*.json"))
+        assert server.stats()["per_model"] == {SYSTEM: kill_after}  # nothing journaled was asked again
+    # the same command without --resume, or a resume with other settings, is refused before anything is asked
+    assert main(adaptive_args(bank, out)) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "--resume" in err, err
+    refused_resumes(bank, out, tmp_path, capsys)
+    assert server.stats()["per_model"] == {SYSTEM: N_DOCS} and journaled_documents(out) == N_DOCS
+    # resumed to the end: the final pass takes every journaled answer from the cache
+    p = cli(adaptive_args(bank, out, "--resume"))
+    assert p.returncode == 0, p.stderr[-3000:]
+    stats = server.stats()
+    assert stats["per_model"] == {SYSTEM: N_DOCS} and max_answers_per_item(stats) == 1
+    assert stats["per_item"][SYSTEM].keys() == whole["per_item"][SYSTEM].keys()  # the same documents
+    a, b = result(tmp_path / "whole"), result(out)
+    assert comparable(a["adaptive"]) == comparable(b["adaptive"])  # θ̂, SE, estimate, items, spend, trajectory
+    assert a["results"] == b["results"] and a["n-samples"] == b["n-samples"]
+    assert [(s["doc_id"], s["resps"], s["bleu"]) for s in samples(tmp_path / "whole")] == \
+        [(s["doc_id"], s["resps"], s["bleu"]) for s in samples(out)]
+    # the finished run's journal is kept beside its results, and the folder is free for the next run
+    assert not (out / FOLDER / "journal.jsonl").exists()
+    (kept,) = glob.glob(str(out / FOLDER / "journal_*.jsonl"))
+    assert journaled_documents(out) == 0 and sum(len(json.loads(x).get("docs", ()))
+                                                 for x in Path(kept).read_text().splitlines()[1:]) == N_DOCS
+
+
+def refused_resumes(bank, out, tmp_path, capsys):
+    """A resume with another budget, harness seed or bank, or with no journal: one error line each."""
+    for change, named in ((["--budget-usd", "2"], "budget_usd"), (["--seed", "0,1234,1234,7"], "seed")):
+        args = adaptive_args(bank, out, "--resume")
+        if change[0] in args:
+            k = args.index(change[0])
+            args[k:k + 2] = change
+        else:
+            args += change
+        capsys.readouterr()
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert err.count("error:") == 1 and named in err and "journal" in err, err
+    other = make_bank(tmp_path / "other.json", ids=range(100, 161))
+    assert main(adaptive_args(other, out, "--resume")) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "banks" in err, err
+    assert main(adaptive_args(bank, tmp_path / "none", "--resume")) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 1 and "no journal" in err, err
