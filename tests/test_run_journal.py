@@ -3,8 +3,9 @@
 uninterrupted run's.
 
 Through the real CLI (``main``, in a child process forked for each run, killed ones included), the real
-harness, litellm and HTTP to the replay endpoint. The kill points are exact: `LM_EVAL_ADAPTIVE_TEST_KILL_AFTER_DOCUMENTS=N` makes the
-process SIGKILL itself as soon as its journal holds N documents (lm_eval_adaptive/live/run_journal.py).
+harness, litellm and HTTP to the replay endpoint. The kill points are exact: `LM_EVAL_ADAPTIVE_TEST_KILL_AFTER=batch:N` makes the process
+SIGKILL itself right after its journal's N-th batch record (one document a batch here) is written,
+`sent:N` right after the N-th requests are journaled as about to be sent (lm_eval_adaptive/live/run_journal.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.live.run_journal import KILL_AFTER_ENV
 from lm_eval_adaptive.replay.server import max_answers_per_item
 
-from tests.test_harness_cli import make_bank, run_args
+from tests.test_harness_cli import TASK, make_bank, run_args
 
 SYSTEM = "Claude-3.5"
 N_DOCS = 8
@@ -33,6 +34,19 @@ FOLDER = f"openai__{SYSTEM}"
 @pytest.fixture(scope="module")
 def server(replay_server):
     return replay_server
+
+
+@pytest.fixture(scope="module")
+def whole(server, tmp_path_factory):
+    """The uninterrupted run, in this process (the runs of the tests are forks of it, with everything it
+    loaded): (its bank, its output folder, the endpoint's counts)."""
+    d = tmp_path_factory.mktemp("whole")
+    bank = make_bank(d / "bank.json", ids=range(100, 160))
+    server.reset_stats()
+    assert main(adaptive_args(bank, d / "out")) == 0
+    stats = server.stats()
+    assert stats["per_model"] == {SYSTEM: N_DOCS}
+    return bank, d / "out", stats
 
 
 def adaptive_args(bank, out, *extra):
@@ -51,7 +65,7 @@ def cli(args, log, kill_after=None) -> int:
             with open(log, "w") as f:
                 sys.stdout = sys.stderr = f
                 if kill_after is not None:
-                    os.environ[KILL_AFTER_ENV] = str(kill_after)
+                    os.environ[KILL_AFTER_ENV] = kill_after
                 try:
                     code = main(args)
                 except BaseException:
@@ -83,21 +97,16 @@ def comparable(block: dict) -> dict:
     return {k: v for k, v in block.items() if k not in ("task_args",)}
 
 
-def test_killed_three_times_and_resumed_pays_each_document_once_and_writes_the_same_results(server, tmp_path,
-                                                                                            capsys):
-    bank = make_bank(tmp_path / "bank.json", ids=range(100, 160))
+def test_killed_three_times_and_resumed_pays_each_document_once_and_writes_the_same_results(
+        server, whole, tmp_path, capsys):
+    bank, whole_out, whole_stats = whole
     log = tmp_path / "log.txt"
-    # the uninterrupted run, in this process (the runs below are forks of it, with everything it loaded)
-    server.reset_stats()
-    assert main(adaptive_args(bank, tmp_path / "whole")) == 0
-    whole = server.stats()
-    assert whole["per_model"] == {SYSTEM: N_DOCS}
     # killed after the 1st journaled document, mid-run (the 4th), and after the last one (results not written)
     out = tmp_path / "killed"
     server.reset_stats()
     for resume, kill_after in ((False, 1), (True, 4), (True, N_DOCS)):
         before = journaled_documents(out)
-        code = cli(adaptive_args(bank, out, *(["--resume"] if resume else [])), log, kill_after=kill_after)
+        code = cli(adaptive_args(bank, out, *(["--resume"] if resume else [])), log, kill_after=f"batch:{kill_after}")
         assert code == -signal.SIGKILL, log.read_text()[-3000:]
         assert journaled_documents(out) == kill_after > before
         assert not glob.glob(str(out / FOLDER / "results_*.json"))
@@ -112,11 +121,11 @@ def test_killed_three_times_and_resumed_pays_each_document_once_and_writes_the_s
     assert cli(adaptive_args(bank, out, "--resume"), log) == 0, log.read_text()[-3000:]
     stats = server.stats()
     assert stats["per_model"] == {SYSTEM: N_DOCS} and max_answers_per_item(stats) == 1
-    assert stats["per_item"][SYSTEM].keys() == whole["per_item"][SYSTEM].keys()  # the same documents
-    a, b = result(tmp_path / "whole"), result(out)
+    assert stats["per_item"][SYSTEM].keys() == whole_stats["per_item"][SYSTEM].keys()  # the same documents
+    a, b = result(whole_out), result(out)
     assert comparable(a["adaptive"]) == comparable(b["adaptive"])  # θ̂, SE, estimate, items, spend, trajectory
     assert a["results"] == b["results"] and a["n-samples"] == b["n-samples"]
-    assert [(s["doc_id"], s["resps"], s["bleu"]) for s in samples(tmp_path / "whole")] == \
+    assert [(s["doc_id"], s["resps"], s["bleu"]) for s in samples(whole_out)] == \
         [(s["doc_id"], s["resps"], s["bleu"]) for s in samples(out)]
     # the finished run's journal is kept beside its results, and the folder is free for the next run
     assert not (out / FOLDER / "journal.jsonl").exists()
@@ -145,3 +154,27 @@ def refused_resumes(bank, out, tmp_path, capsys):
     assert main(adaptive_args(bank, tmp_path / "none", "--resume")) == 2
     err = capsys.readouterr().err
     assert err.count("error:") == 1 and "no journal" in err, err
+
+
+def test_requests_lost_in_flight_are_charged_on_resume(server, whole, tmp_path):
+    """Killed after the 3rd batch's requests were journaled as about to be sent: the resume cannot know
+    whether the provider got them, so it charges their worst case, as a failed attempt that was sent,
+    and asks again; everything else is the uninterrupted run's."""
+    bank, whole_out, _ = whole
+    log = tmp_path / "log.txt"
+    out = tmp_path / "lost"
+    server.reset_stats()
+    assert cli(adaptive_args(bank, out), log, kill_after="sent:3") == -signal.SIGKILL, log.read_text()[-3000:]
+    journal = [json.loads(x) for x in (out / FOLDER / "journal.jsonl").read_text().splitlines()]
+    assert [r["type"] for r in journal[1:]] == ["sent", "batch", "sent", "batch", "sent"]
+    reserved = journal[-1]["reserved_usd"]
+    assert server.stats()["per_model"] == {SYSTEM: 2}
+    assert cli(adaptive_args(bank, out, "--resume"), log) == 0, log.read_text()[-3000:]
+    assert server.stats()["per_model"] == {SYSTEM: N_DOCS}  # the kill came before the 3rd was sent
+    a, b = result(whole_out)["adaptive"][TASK], result(out)["adaptive"][TASK]
+    assert b["calls"]["attempts"] == a["calls"]["attempts"] + 1 == N_DOCS + 1
+    assert b["calls"]["billed_failures"] == a["calls"]["billed_failures"] + 1 == 1
+    assert b["calls"]["billed_failures_usd"] == pytest.approx(reserved) and reserved > 0
+    assert b["cost_usd"] == pytest.approx(a["cost_usd"] + reserved)
+    for k in ("theta", "se", "items", "metric_estimate", "administered", "trajectory"):
+        assert b[k] == a[k], k

@@ -4,7 +4,10 @@ Every batch the harness generated and scored is journaled before its test is tol
 (:meth:`BatchJournal.scored`): its items and documents, each document's metric values, the USD
 charged per document, the run's tallies added since the last record (provider usage, attempts,
 judge calls) and the model's answers (under the keys the harness's ``CachingLM`` files them by).
-A failed attempt charged to the test is journaled as it is charged (:meth:`BatchJournal.failed`).
+A failed attempt charged to the test is journaled as it is charged (:meth:`BatchJournal.failed`), and
+requests about to be sent with their worst case (:meth:`BatchJournal.sent`): a resume charges the worst
+case of requests the journal says were sent and nothing says came back (lost in flight when the process
+died: the provider may have billed them), as an attempt that failed after sending.
 
 A resumed run fills the harness's cache with every journaled answer (:meth:`BatchJournal.answers`),
 then drives each task's test as the first run did: the test picks its next batch, and while the
@@ -71,7 +74,7 @@ class BatchJournal:
         self._last: dict = {}  # task -> its tallies at its last record (written or replayed)
         self.documents = 0  # documents journaled (replayed or written) in this run
         for n, rec in enumerate(journal.records() if journal is not None else [], start=2):
-            if rec.get("type") in ("batch", "failed_attempt"):
+            if rec.get("type") in ("batch", "failed_attempt", "sent"):
                 self._todo.setdefault(str(rec.get("task")), deque()).append((n, rec))
 
     @property
@@ -99,6 +102,12 @@ class BatchJournal:
         record["answers"], self._answers = self._answers, []
         self.journal.append(record)
 
+    def sent(self, tname: str, items, reserved_usd: float) -> None:
+        """Requests of the batch ``items`` whose worst case is ``reserved_usd`` are about to be sent."""
+        if self.journal is not None:
+            self.journal.append({"type": "sent", "task": tname, "items": [int(i) for i in items],
+                                 "reserved_usd": float(reserved_usd)})
+
     def failed(self, tname: str, items, usd: float, usage: dict, judge: dict) -> None:
         """A failed attempt at the batch ``items`` was charged ``usd`` (``usage``, ``judge``: the task's
         tallies now)."""
@@ -115,10 +124,10 @@ class BatchJournal:
             sample = by_doc.get(d) or {}
             values.append({m: _number(sample[m]) for m in metrics
                            if isinstance(sample.get(m), (int, float)) and not isinstance(sample.get(m), bool)})
-        self.documents += len(docs)
         self._append({"type": "batch", "task": tname, "items": [int(i) for i in items],
                       "docs": [int(d) for d in docs], "values": values,
                       "charged_usd": [float(c) for c in charged], **self._tallies(tname, usage, judge)})
+        self.documents += len(docs)
 
     # ------------------------------------------------------------------- replay
     def _refuse(self, line: int, why: str) -> InputError:
@@ -133,6 +142,13 @@ class BatchJournal:
         self._last[rec["task"]] = {"usage": dict(usage),
                                    "judge": {k: v for k, v in judge.items() if k != "prices"}}
 
+    def _lost(self, rec: dict, test, usage: dict, judge: dict) -> None:
+        usd = float(rec["reserved_usd"])
+        if usd > 0:
+            test.charge(usd)
+        self._add({"task": rec["task"], "usage": {"attempts": 1, "billed_failures": 1, "billed_failures_usd": usd}},
+                  usage, judge)
+
     def replay(self, tname: str, items, docs, test, usage: dict, judge: dict):
         """The journaled outcome of the batch ``items`` the test just picked: its failed attempts charged
         to ``test`` again, then ``(USD charged per document, each document's metric values)`` when the
@@ -145,6 +161,10 @@ class BatchJournal:
                 raise self._refuse(n, f"task {tname!r}: the test picked items {items}, the journal has "
                                       f"{rec.get('items')}")
             todo.popleft()
+            if rec["type"] == "sent":
+                if not todo:  # nothing came back: lost in flight, charged as a failed attempt that was sent
+                    self._lost(rec, test, usage, judge)
+                continue
             self._add(rec, usage, judge)
             if rec["type"] == "failed_attempt":
                 if rec["charged_usd"] > 0:

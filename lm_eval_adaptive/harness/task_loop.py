@@ -307,7 +307,7 @@ def _next_batch(test, batch_size: int, doc_of, task_obj, tname: str, evaluate, t
     if replayed is not None:
         return (batch, docs, *replayed)
     got = _generate(task_obj, tname, docs, evaluate, timeout, price, judges, costs[batch], usage, judge,
-                    billing=billing, test=test,
+                    billing=billing, test=test, on_sent=lambda usd: journal.sent(tname, batch, usd),
                     on_failed=lambda usd, tallies: journal.failed(tname, batch, usd, tallies, judge))
     if got is None:
         test.stop("budget")
@@ -318,12 +318,13 @@ def _next_batch(test, batch_size: int, doc_of, task_obj, tname: str, evaluate, t
 
 def _generate(task_obj, tname: str, docs: list, evaluate, timeout: float, price, judges: JudgePricing,
               estimates: np.ndarray, usage: dict, judge: dict, *, billing: AttemptBilling | None = None,
-              test=None, on_failed=None) -> tuple[np.ndarray, dict] | None:
+              test=None, on_sent=None, on_failed=None) -> tuple[np.ndarray, dict] | None:
     """One harness evaluation of ``docs``: (USD charged per document, model and judges, added to the
     ``usage`` and ``judge`` tallies; each document's sample, the first filter's). With ``billing``,
     each attempt is reserved against ``test``'s budget and retried (:class:`~lm_eval_adaptive.harness.attempts.AttemptBilling`); None
-    when the budget refused it. ``on_failed(usd, usage)`` is told each failed attempt once it is charged
-    (``usage``: the task's usage tally with the attempts counted so far)."""
+    when the budget refused it. ``on_sent(reserved_usd)`` is told the worst case of requests about to be
+    sent, ``on_failed(usd, usage)`` each failed attempt once it is charged (``usage``: the task's usage
+    tally with the attempts counted so far)."""
     def attempt():
         with compat.usage_sink() as sink, judge_calls(timeout=timeout) as judged:
             try:
@@ -348,10 +349,11 @@ def _generate(task_obj, tname: str, docs: list, evaluate, timeout: float, price,
 
         if on_failed is not None:
             billing.on_failed = lambda usd: on_failed(usd, counted())
+        billing.on_sent = on_sent
         try:
             got = billing.evaluate(test, len(docs), attempt)
         finally:
-            billing.on_failed = None
+            billing.on_failed = billing.on_sent = None
             usage.update(counted())
         if got is None:
             return None

@@ -14,9 +14,10 @@ A run killed before its results were written leaves ``journal.jsonl``: the same 
 ``--resume`` replays it and goes on (its settings must be the journal's: any difference is refused,
 naming each); the same command without ``--resume`` is refused rather than paying again.
 
-For tests only: with ``LM_EVAL_ADAPTIVE_TEST_KILL_AFTER_DOCUMENTS=N`` in the environment the process
-kills itself with SIGKILL as soon as the journal holds ``N`` or more documents (a kill -9 at a
-point that does not depend on timing).
+For tests only: with ``LM_EVAL_ADAPTIVE_TEST_KILL_AFTER=TYPE:N`` in the environment the process kills
+itself with SIGKILL right after the journal's ``N``-th record of type ``TYPE`` is written (``batch:4``:
+once the 4th batch is journaled, before its test is told; ``sent:3``: once the 3rd requests are
+journaled as about to be sent, before they are): a kill -9 at a point that does not depend on timing.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from lm_eval_adaptive.live.journal import JOURNAL_NAME, Journal, redact
 
 __all__ = ["AdaptiveRunJournal", "KILL_AFTER_ENV"]
 
-#: tests only: SIGKILL the process once the journal holds this many documents
-KILL_AFTER_ENV = "LM_EVAL_ADAPTIVE_TEST_KILL_AFTER_DOCUMENTS"
+#: tests only: ``TYPE:N``, SIGKILL the process right after the journal's N-th record of type TYPE
+KILL_AFTER_ENV = "LM_EVAL_ADAPTIVE_TEST_KILL_AFTER"
 
 COMMAND = "run --adaptive"
 
@@ -54,9 +55,9 @@ class AdaptiveRunJournal:
         self.path: Path | None = None
         self._journal: Journal | None = None
         self._settings: dict | None = None
-        self._documents = 0
-        kill = os.environ.get(KILL_AFTER_ENV)
-        self._kill_after = int(kill) if kill else None
+        self._counts: dict[str, int] = {}  # records of each type in the journal
+        kind, _, n = (os.environ.get(KILL_AFTER_ENV) or "").partition(":")
+        self._kill_after = (kind, int(n)) if n.strip().isdigit() else None
 
     def start(self, folder: Path, settings: dict) -> None:
         """Refuse a run whose folder holds an unfinished journal (without ``--resume``), or a resume with
@@ -87,7 +88,8 @@ class AdaptiveRunJournal:
             journal.close()
             raise
         self._journal = journal
-        self._documents = sum(len(r.get("docs", ())) for r in journal.records("batch"))
+        for r in self.records():
+            self._counts[r["type"]] = self._counts.get(r["type"], 0) + 1
 
     def records(self) -> list[dict]:
         if self._journal is None:
@@ -98,10 +100,10 @@ class AdaptiveRunJournal:
         if self._journal is None:  # the first record creates the file
             self._journal = Journal.create(self.path.parent, {"command": COMMAND, "settings": self._settings})
         self._journal.append(record)
-        if record.get("type") == "batch":
-            self._documents += len(record.get("docs", ()))
-            if self._kill_after is not None and self._documents >= self._kill_after:
-                os.kill(os.getpid(), signal.SIGKILL)
+        kind = record.get("type")
+        self._counts[kind] = self._counts.get(kind, 0) + 1
+        if self._kill_after == (kind, self._counts[kind]):
+            os.kill(os.getpid(), signal.SIGKILL)
 
     def finish(self, results_file: Path | None) -> None:
         """Rename the journal beside ``results_file`` (``results_<date>.json`` → ``journal_<date>.jsonl``)."""
