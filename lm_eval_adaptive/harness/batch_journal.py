@@ -51,6 +51,9 @@ class RunJournal(Protocol):
     def finish(self, results_file: Path | None) -> None:
         """The results are written: keep the journal as the record of what the run paid for."""
 
+    def discard(self) -> None:
+        """The run failed having paid for nothing: remove the journal this run created, if it did."""
+
 
 def _delta(now: dict, before: dict) -> dict:
     return {k: v - before.get(k, 0) for k, v in now.items()
@@ -73,6 +76,7 @@ class BatchJournal:
         self._answers: list = []  # answers the model gave since the last record
         self._last: dict = {}  # task -> its tallies at its last record (written or replayed)
         self.documents = 0  # documents journaled (replayed or written) in this run
+        self.paid = False  # whether the journal holds anything paid for (a batch, a charged attempt)
         for n, rec in enumerate(journal.records() if journal is not None else [], start=2):
             if rec.get("type") in ("batch", "failed_attempt", "sent"):
                 self._todo.setdefault(str(rec.get("task")), deque()).append((n, rec))
@@ -114,6 +118,7 @@ class BatchJournal:
         if self.journal is not None:
             self._append({"type": "failed_attempt", "task": tname, "items": [int(i) for i in items],
                           "charged_usd": float(usd), **self._tallies(tname, usage, judge)})
+            self.paid = self.paid or usd > 0
 
     def scored(self, tname: str, items, docs, charged, by_doc: dict, metrics, usage: dict, judge: dict) -> None:
         """The batch ``items`` (``docs``) was generated and scored: written before its test is told."""
@@ -128,6 +133,7 @@ class BatchJournal:
                       "docs": [int(d) for d in docs], "values": values,
                       "charged_usd": [float(c) for c in charged], **self._tallies(tname, usage, judge)})
         self.documents += len(docs)
+        self.paid = True
 
     # ------------------------------------------------------------------- replay
     def _refuse(self, line: int, why: str) -> InputError:
@@ -155,6 +161,7 @@ class BatchJournal:
         journal has the batch scored; None when it has not (the batch is to be generated)."""
         todo = self._todo.get(tname)
         items = [int(i) for i in items]
+        self.paid = self.paid or bool(todo)
         while todo:
             n, rec = todo[0]
             if rec.get("items") != items:
@@ -177,6 +184,12 @@ class BatchJournal:
             by_doc = {int(d): {m: float(v) for m, v in vals.items()} for d, vals in zip(rec["docs"], rec["values"])}
             return np.asarray(rec["charged_usd"], dtype=float), by_doc
         return None
+
+    def discard_unpaid(self) -> None:
+        """The run failed: a journal that holds nothing paid for (requests refused, as a model the provider
+        does not know) is not kept, so that the same command may run again without ``--resume``."""
+        if self.journal is not None and not self.paid:
+            self.journal.discard()
 
     def check_replayed(self, tname: str) -> None:
         """The task's test has stopped: every journaled record of it must have been replayed."""

@@ -302,9 +302,13 @@ def run_adaptive(hargs: HarnessArgs, config: AdaptiveRunConfig, *, display: RunD
         with compat.harness_bars_off():  # the display (or nothing) instead of a bar per request
             all_results = _evaluate_tasks(bound, price, judges, config, evaluate, tracker, cfg, outcomes,
                                           all_samples, timeout, display, plan.metric_bindings, billing, batches)
-    except (InputError, KeyboardInterrupt, ModelCallError):
+    except KeyboardInterrupt:
+        raise
+    except (InputError, ModelCallError):
+        batches.discard_unpaid()
         raise
     except Exception as e:  # a model or metric call that failed for good: say so, write nothing
+        batches.discard_unpaid()
         billed = (" The failed call was sent and never answered (a timeout or a dropped connection): the "
                   "provider may have billed it.") if may_have_been_billed(e) else ""
         tried = (f" {billing.attempts} attempt(s) sent, {billing.billed_failures} of them failed after sending "

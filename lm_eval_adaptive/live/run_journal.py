@@ -6,7 +6,7 @@ counts, a torn last line dropped, secrets redacted, one writer at a time) in the
 into (``OUT/<model>/journal.jsonl``; beside the file for an ``OUT`` ending in ``.json``). The header
 holds the run's settings (:func:`lm_eval_adaptive.harness.run.journal_settings`); the records are the
 batches of :mod:`lm_eval_adaptive.harness.batch_journal`. The file is created with the first record,
-so a run that fails before paying for anything leaves none. Once the results are written it is
+and a run that fails having paid for nothing (its calls refused) removes it, so it leaves none. Once the results are written it is
 renamed ``journal_<date>.jsonl`` beside ``results_<date>.json``: the record of what the run paid for,
 and the folder is free for the next run.
 
@@ -55,6 +55,7 @@ class AdaptiveRunJournal:
         self.path: Path | None = None
         self._journal: Journal | None = None
         self._settings: dict | None = None
+        self._created = False  # this run created the journal (it resumes none)
         self._counts: dict[str, int] = {}  # records of each type in the journal
         kind, _, n = (os.environ.get(KILL_AFTER_ENV) or "").partition(":")
         self._kill_after = (kind, int(n)) if n.strip().isdigit() else None
@@ -99,11 +100,19 @@ class AdaptiveRunJournal:
     def append(self, record: dict) -> None:
         if self._journal is None:  # the first record creates the file
             self._journal = Journal.create(self.path.parent, {"command": COMMAND, "settings": self._settings})
+            self._created = True
         self._journal.append(record)
         kind = record.get("type")
         self._counts[kind] = self._counts.get(kind, 0) + 1
         if self._kill_after == (kind, self._counts[kind]):
             os.kill(os.getpid(), signal.SIGKILL)
+
+    def discard(self) -> None:
+        """Remove the journal this run created (it failed having paid for nothing)."""
+        if self._journal is not None and self._created:
+            self._journal.close()
+            self._journal = None
+            self.path.unlink(missing_ok=True)
 
     def finish(self, results_file: Path | None) -> None:
         """Rename the journal beside ``results_file`` (``results_<date>.json`` → ``journal_<date>.jsonl``)."""
