@@ -339,11 +339,11 @@ def run_adaptive(hargs: HarnessArgs, config: AdaptiveRunConfig, *, display: RunD
 
 def journal_settings(plan: AdaptivePlan, config: AdaptiveRunConfig) -> dict:
     """What a resumed run must share with the run its journal is of: the model, its arguments and price,
-    the tasks and how their requests are built, each task's banks (by content), and every adaptive
-    setting but how long a call may take."""
+    the tasks and how their requests are built, each task's banks (by content), and every other adaptive
+    setting but how long a call may take (the banks and prices as resolved, however the command spells
+    them)."""
     cfg = plan.cfg
-    adaptive = {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(config).items()
-                if k not in ("timeout", "dry_run")}
+    adaptive = {k: v for k, v in vars(config).items() if k not in ("timeout", "dry_run", "bank", "price")}
     banks = {t: [b.bank.bank_id for b in plan.metric_bindings.get(t, [binding])] for t, _, binding in plan.bound}
     return {"model": str(cfg.model), "model_args": redact_text(str(cfg.model_args)),
             "price": [float(plan.price.input_per_mtok), float(plan.price.output_per_mtok)],
