@@ -178,3 +178,36 @@ def test_requests_lost_in_flight_are_charged_on_resume(server, whole, tmp_path):
     assert b["cost_usd"] == pytest.approx(a["cost_usd"] + reserved)
     for k in ("theta", "se", "items", "metric_estimate", "administered", "trajectory"):
         assert b[k] == a[k], k
+
+
+def test_a_resumed_run_asks_the_judge_nothing_it_journaled(server, tmp_path):
+    """AlpacaEval with an LLM judge (answered by the endpoint): killed after the 2nd of 3 documents and
+    resumed, the model and the judge are each asked once per document in all, the final pass included."""
+    from lm_eval_adaptive.harness.llm_judge import clear_judge_cache
+    from tests.test_edge import ALPACA, JUDGE, JUDGED, judge_metadata
+    from tests.test_edge import make_bank as edge_bank
+
+    bank = edge_bank(tmp_path / "bank.json", task=ALPACA, metric="judge")
+    log = tmp_path / "log.txt"
+
+    def args(out, *extra):
+        return run_args(JUDGED[0], out, "--adaptive", "--bank", bank, "--min-items", "3", "--max-items", "3",
+                        "--price", "1,3", "--no-progress", *judge_metadata(server), *extra, task=ALPACA)
+
+    clear_judge_cache()
+    server.reset_stats()
+    assert main(args(tmp_path / "whole")) == 0
+    judge = JUDGE.split("/")[-1]  # the judge model, as the endpoint counts it
+    assert server.stats()["judge"] == 3 and server.stats()["per_model"] == {JUDGED[0]: 3, judge: 3}
+    out = tmp_path / "out"
+    server.reset_stats()
+    clear_judge_cache()  # the forks below start with no judgement memoised
+    assert cli(args(out), log, kill_after="batch:2") == -signal.SIGKILL, log.read_text()[-3000:]
+    assert server.stats()["judge"] == 2 and server.stats()["per_model"] == {JUDGED[0]: 2, judge: 2}
+    assert cli(args(out, "--resume"), log) == 0, log.read_text()[-3000:]
+    assert server.stats()["judge"] == 3 and server.stats()["per_model"] == {JUDGED[0]: 3, judge: 3}
+    folder = f"openai__{JUDGED[0]}"
+    (a,) = glob.glob(str(tmp_path / "whole" / folder / "results_*.json"))
+    (b,) = glob.glob(str(out / folder / "results_*.json"))
+    a, b = (json.loads(Path(x).read_text())["adaptive"][ALPACA] for x in (a, b))
+    assert comparable(a) == comparable(b) and b["judge"]["calls"] == 3

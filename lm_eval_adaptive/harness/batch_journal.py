@@ -2,15 +2,15 @@
 
 Every batch the harness generated and scored is journaled before its test is told a score
 (:meth:`BatchJournal.scored`): its items and documents, each document's metric values, the USD
-charged per document, the run's tallies added since the last record (provider usage, attempts,
-judge calls) and the model's answers (under the keys the harness's ``CachingLM`` files them by).
+charged per document, the task's tallies so far (provider usage, attempts, judge calls), the model's answers (under the keys the harness's ``CachingLM`` files them by) and the
+LLM judge's new judgements (:func:`~lm_eval_adaptive.harness.llm_judge.judgements`).
 A failed attempt charged to the test is journaled as it is charged (:meth:`BatchJournal.failed`), and
 requests about to be sent with their worst case (:meth:`BatchJournal.sent`): a resume charges the worst
 case of requests the journal says were sent and nothing says came back (lost in flight when the process
 died: the provider may have billed them), as an attempt that failed after sending.
 
-A resumed run fills the harness's cache with every journaled answer (:meth:`BatchJournal.answers`),
-then drives each task's test as the first run did: the test picks its next batch, and while the
+A resumed run fills the harness's cache with every journaled answer (:meth:`BatchJournal.answers`) and
+the judge's memo with every journaled judgement (:meth:`BatchJournal.judgements`), then drives each task's test as the first run did: the test picks its next batch, and while the
 journal has a record of that task the batch must be the journaled one (else the journal is of
 another run: an :class:`~lm_eval_adaptive.errors.InputError`), its failed attempts are charged
 again, and its scores come from the journal, asking no model. The test, its random stream, its
@@ -32,6 +32,7 @@ from typing import Protocol
 import numpy as np
 
 from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.harness.llm_judge import judgements
 
 __all__ = ["RunJournal", "BatchJournal"]
 
@@ -55,11 +56,6 @@ class RunJournal(Protocol):
         """The run failed having paid for nothing: remove the journal this run created, if it did."""
 
 
-def _delta(now: dict, before: dict) -> dict:
-    return {k: v - before.get(k, 0) for k, v in now.items()
-            if isinstance(v, (int, float)) and v != before.get(k, 0)}
-
-
 def _number(v) -> float | str:
     """A metric value as JSON holds it (a non-finite one as its text, which ``float`` reads back)."""
     v = float(v)
@@ -74,12 +70,13 @@ class BatchJournal:
         self.journal = journal
         self._todo: dict[str, deque] = {}
         self._answers: list = []  # answers the model gave since the last record
-        self._last: dict = {}  # task -> its tallies at its last record (written or replayed)
+        self._judged: set = set()  # judgements journaled (the first record takes every other one memoised)
         self.documents = 0  # documents journaled (replayed or written) in this run
         self.paid = False  # whether the journal holds anything paid for (a batch, a charged attempt)
         for n, rec in enumerate(journal.records() if journal is not None else [], start=2):
             if rec.get("type") in ("batch", "failed_attempt", "sent"):
                 self._todo.setdefault(str(rec.get("task")), deque()).append((n, rec))
+        self._judged.update(j[:3] for j in self.judgements())
 
     @property
     def enabled(self) -> bool:
@@ -90,21 +87,29 @@ class BatchJournal:
         return [tuple(a) for rec in (self.journal.records() if self.journal is not None else [])
                 for a in rec.get("answers", ())]
 
+    def judgements(self) -> list:
+        """Every journaled judgement, ``(model, api_base, prompt, raw score)``, for the judge's memo."""
+        return [tuple(j) for rec in (self.journal.records() if self.journal is not None else [])
+                for j in rec.get("judgements", ())]
+
     def capture(self, kind: str, key: str, answer) -> None:
         """An answer the model gave (journaled with the next record)."""
         if self.journal is not None:
             self._answers.append([kind, key, answer])
 
     # ------------------------------------------------------------------ writing
-    def _tallies(self, tname: str, usage: dict, judge: dict) -> dict:
-        now = {"usage": dict(usage), "judge": {k: v for k, v in judge.items() if k != "prices"}}
-        last = self._last.get(tname, {"usage": {}, "judge": {}})
-        self._last[tname] = now
-        return {k: _delta(now[k], last[k]) for k in now}
+    @staticmethod
+    def _tallies(usage: dict, judge: dict) -> dict:
+        """The task's tallies as they stand (a replay sets them so: the same numbers, not sums of parts)."""
+        return {"usage": dict(usage), "judge": {k: v for k, v in judge.items() if k != "prices"}}
 
     def _append(self, record: dict) -> None:
         record["answers"], self._answers = self._answers, []
+        new = {k: v for k, v in judgements().items() if k not in self._judged}
+        if new:
+            record["judgements"] = [[*k, v] for k, v in new.items()]
         self.journal.append(record)
+        self._judged.update(new)
 
     def sent(self, tname: str, items, reserved_usd: float) -> None:
         """Requests of the batch ``items`` whose worst case is ``reserved_usd`` are about to be sent."""
@@ -117,7 +122,7 @@ class BatchJournal:
         tallies now)."""
         if self.journal is not None:
             self._append({"type": "failed_attempt", "task": tname, "items": [int(i) for i in items],
-                          "charged_usd": float(usd), **self._tallies(tname, usage, judge)})
+                          "charged_usd": float(usd), **self._tallies(usage, judge)})
             self.paid = self.paid or usd > 0
 
     def scored(self, tname: str, items, docs, charged, by_doc: dict, metrics, usage: dict, judge: dict) -> None:
@@ -131,7 +136,7 @@ class BatchJournal:
                            if isinstance(sample.get(m), (int, float)) and not isinstance(sample.get(m), bool)})
         self._append({"type": "batch", "task": tname, "items": [int(i) for i in items],
                       "docs": [int(d) for d in docs], "values": values,
-                      "charged_usd": [float(c) for c in charged], **self._tallies(tname, usage, judge)})
+                      "charged_usd": [float(c) for c in charged], **self._tallies(usage, judge)})
         self.documents += len(docs)
         self.paid = True
 
@@ -141,19 +146,17 @@ class BatchJournal:
                           "settings it was started with, or choose another --output_path",
                           path=str(getattr(self.journal, "path", "journal")))
 
-    def _add(self, rec: dict, usage: dict, judge: dict) -> None:
-        for tally, key in ((usage, "usage"), (judge, "judge")):
-            for k, v in (rec.get(key) or {}).items():
-                tally[k] = tally.get(k, 0) + v
-        self._last[rec["task"]] = {"usage": dict(usage),
-                                   "judge": {k: v for k, v in judge.items() if k != "prices"}}
+    @staticmethod
+    def _restore(rec: dict, usage: dict, judge: dict) -> None:
+        usage.update(rec.get("usage") or {})
+        judge.update(rec.get("judge") or {})
 
     def _lost(self, rec: dict, test, usage: dict, judge: dict) -> None:
         usd = float(rec["reserved_usd"])
         if usd > 0:
             test.charge(usd)
-        self._add({"task": rec["task"], "usage": {"attempts": 1, "billed_failures": 1, "billed_failures_usd": usd}},
-                  usage, judge)
+        for k, v in (("attempts", 1), ("billed_failures", 1), ("billed_failures_usd", usd)):
+            usage[k] = usage.get(k, 0) + v
 
     def replay(self, tname: str, items, docs, test, usage: dict, judge: dict):
         """The journaled outcome of the batch ``items`` the test just picked: its failed attempts charged
@@ -172,7 +175,7 @@ class BatchJournal:
                 if not todo:  # nothing came back: lost in flight, charged as a failed attempt that was sent
                     self._lost(rec, test, usage, judge)
                 continue
-            self._add(rec, usage, judge)
+            self._restore(rec, usage, judge)
             if rec["type"] == "failed_attempt":
                 if rec["charged_usd"] > 0:
                     test.charge(float(rec["charged_usd"]))

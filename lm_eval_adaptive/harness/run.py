@@ -65,6 +65,7 @@ from lm_eval_adaptive.harness.batch_journal import BatchJournal, RunJournal
 from lm_eval_adaptive.harness.billing import RetryPolicy, may_have_been_billed
 from lm_eval_adaptive.harness.binding import BankBinding, bind_bank, check_metric_bindings
 from lm_eval_adaptive.harness.judge_pricing import JudgePricing
+from lm_eval_adaptive.harness.llm_judge import remember_judgements
 from lm_eval_adaptive.harness.metrics import declared_judges
 from lm_eval_adaptive.harness.result_blocks import (
     adaptive_block,
@@ -281,6 +282,7 @@ def run_adaptive(hargs: HarnessArgs, config: AdaptiveRunConfig, *, display: RunD
     cache_path = cfg.use_cache or os.path.join(tmpdir, "generations")
     if answers := batches.answers():  # a resume: what the journal holds is never asked again
         compat.fill_cache(cache_path, lm, answers)
+    remember_judgements(batches.judgements())
     seeds = cfg.seed if cfg.seed else [0, 1234, 1234, 1234]
 
     def evaluate(task_obj, docs, *, tracker_=None, log=True, bootstrap=0):
