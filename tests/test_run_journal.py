@@ -211,3 +211,28 @@ def test_a_resumed_run_asks_the_judge_nothing_it_journaled(server, tmp_path):
     (b,) = glob.glob(str(out / folder / "results_*.json"))
     a, b = (json.loads(Path(x).read_text())["adaptive"][ALPACA] for x in (a, b))
     assert comparable(a) == comparable(b) and b["judge"]["calls"] == 3
+
+
+def test_a_bank_per_metric_in_batches_of_two_resumes_exactly(server, tmp_path):
+    """One test over two metrics (each document generated once, both scores journaled), two documents a
+    batch: killed after the 1st batch and resumed, each document asked once, the same results."""
+    log = tmp_path / "log.txt"
+
+    def args(out, *extra):
+        return run_args(SYSTEM, out, "--adaptive", "--bank", "wmt24_en-de.bleu", "wmt24_en-de.chrf",
+                        "--min-items", "6", "--max-items", "6", "--batch-size-adaptive", "2", "--no-progress",
+                        *extra)
+
+    server.reset_stats()
+    assert main(args(tmp_path / "whole")) == 0
+    assert server.stats()["per_model"] == {SYSTEM: 6}
+    out = tmp_path / "out"
+    server.reset_stats()
+    assert cli(args(out), log, kill_after="batch:1") == -signal.SIGKILL, log.read_text()[-3000:]
+    assert journaled_documents(out) == 2 and server.stats()["per_model"] == {SYSTEM: 2}
+    assert cli(args(out, "--resume"), log) == 0, log.read_text()[-3000:]
+    stats = server.stats()
+    assert stats["per_model"] == {SYSTEM: 6} and max_answers_per_item(stats) == 1
+    a, b = result(tmp_path / "whole"), result(out)
+    assert comparable(a["adaptive"]) == comparable(b["adaptive"]) and a["results"] == b["results"]
+    assert set(b["adaptive"][TASK]["metrics"]) == {"bleu", "chrf"}
