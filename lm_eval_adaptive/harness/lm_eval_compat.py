@@ -232,9 +232,12 @@ def capture_answers(lm, sink) -> None:
 def fill_cache(use_cache: str, lm, answers) -> None:
     """Write ``answers`` (``(request type, key, answer)``, as :func:`capture_answers` reported them and
     JSON gave them back) into the database the harness's ``CachingLM`` opens for ``use_cache``."""
+    import os
+
     from sqlitedict import SqliteDict
 
-    path = f"{use_cache}_rank{int(getattr(lm, 'rank', 0) or 0)}.db"
+    # named as simple_evaluate names it
+    path = f"{use_cache}_rank{getattr(lm, 'rank', 0) or int(os.environ.get('LOCAL_RANK', '0'))}.db"
     db = SqliteDict(path, autocommit=False)
     try:
         for kind, key, answer in answers:
