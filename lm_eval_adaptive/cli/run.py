@@ -17,6 +17,7 @@ import argparse
 from pathlib import Path
 
 from lm_eval_adaptive.display import shown
+from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.engine.cat.person_fit import misfit_note
 
 from lm_eval_adaptive.cli.arguments import (
@@ -36,6 +37,7 @@ from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S
 from lm_eval_adaptive.harness.task_loop import AdaptiveRunConfig
 from lm_eval_adaptive.cli.live_output import print_forecast, print_forecast_written, stop_rule
 from lm_eval_adaptive.live.cost_forecast import adaptive_run_forecast_folder, forecast_adaptive_run, write_forecast
+from lm_eval_adaptive.live.run_journal import AdaptiveRunJournal
 
 __all__ = ["add_run_parser", "split_run_arguments", "run_display", "plot_beside", "adaptive_run_summary",
            "print_adaptive_run", "RUN_EXAMPLE", "DISPLAY_KEYS"]
@@ -49,6 +51,8 @@ example:
 
 #: Arguments of the adaptive group that say how the run is shown, not how it runs.
 DISPLAY_KEYS = ("adaptive_plot", "adaptive_no_progress", "adaptive_redact")
+#: Arguments of the adaptive group that say where the run starts (a journal to resume), not how it runs.
+RESUME_KEYS = ("adaptive_resume",)
 
 
 def split_run_arguments(args: argparse.Namespace) -> tuple[argparse.Namespace, AdaptiveRunConfig | None]:
@@ -57,8 +61,13 @@ def split_run_arguments(args: argparse.Namespace) -> tuple[argparse.Namespace, A
     harness = argparse.Namespace(**{k: v for k, v in vars(args).items() if k not in ours})
     check_display_options(bool(ours.get("adaptive")), bool(ours.get("adaptive_dry_run")), ours.get("adaptive_plot"))
     if not ours.get("adaptive"):
+        if ours.get("adaptive_resume"):
+            raise InputError("--resume goes on from an interrupted adaptive run: add --adaptive")
         return harness, None
-    ours = {k: v for k, v in ours.items() if k not in DISPLAY_KEYS}
+    if ours.get("adaptive_resume") and (ours.get("adaptive_dry_run") or not getattr(harness, "output_path", None)):
+        raise InputError("--resume reads the journal in the run's --output_path: give the --output_path of the "
+                         "interrupted run" + (" (and no --dry-run)" if ours.get("adaptive_dry_run") else ""))
+    ours = {k: v for k, v in ours.items() if k not in DISPLAY_KEYS + RESUME_KEYS}
     values = {k[len("adaptive_"):]: v for k, v in ours.items() if k != "adaptive"}
     for key in ("bank", "price"):
         values[key] = tuple(values.get(key) or ())
@@ -118,6 +127,9 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--timeout", dest="adaptive_timeout", metavar="SECONDS", type=positive_float, default=None,
                    help=f"seconds one model or judge call may take (default: the model's timeout= "
                         f"argument, else {DEFAULT_TIMEOUT_S:g})")
+    g.add_argument("--resume", dest="adaptive_resume", action="store_true",
+                   help="go on from the journal an interrupted adaptive run left in its --output_path (give the "
+                        "same command again, plus --resume): nothing it paid for is asked again")
     add_redact_argument(g, dest="adaptive_redact")
     return p
 
@@ -176,9 +188,10 @@ def _execute(args: argparse.Namespace, harness_execute) -> int:
     quiet_third_party(litellm_now=adaptive is None)
     if adaptive is None or adaptive.dry_run:
         return execute_run(harness, adaptive, harness_execute, forecast=_print_forecast, note=note_on_stderr)
+    journal = AdaptiveRunJournal(resume=bool(getattr(args, "adaptive_resume", False)))
     with run_display(args) as display:
         report = execute_run(harness, adaptive, harness_execute, forecast=_print_forecast, display=display,
-                             note=note_on_stderr)
+                             note=note_on_stderr, journal=journal)
     print_adaptive_run(report)
     return 0
 

@@ -49,6 +49,9 @@ class AttemptBilling:
     attempt is charged at once: the usage of what was answered, or its whole reservation when the
     request was sent and never answered (:func:`may_have_been_billed`: a timeout, a dropped
     connection), since the provider bills what it finished even when the client gave up.
+    ``on_sent(reserved_usd)``, when set, is called before requests are sent, with their worst case, and
+    ``on_failed(usd)`` after each failed attempt has been charged ``usd`` and counted (``run --adaptive``
+    journals both).
     """
 
     def __init__(self, price, lm, policy: RetryPolicy):
@@ -57,6 +60,8 @@ class AttemptBilling:
         self.billed_failures_usd = 0.0
         self._test = None  # the test the batch in flight charges
         self._reserved = 0.0  # the worst case of what the attempt in flight sent
+        self.on_sent = None  # called with the worst case of requests about to be sent
+        self.on_failed = None  # called after a failed attempt is charged and counted
 
     def counts(self) -> dict:
         """The attempts sent, the retries among them, and the failed attempts charged as billed."""
@@ -82,6 +87,8 @@ class AttemptBilling:
                 test.spent + self._reserved + worst > test.budget * (1 + 1e-12):
             raise BudgetRefused(f"not sent: its worst case ${worst:.6g} does not fit under the budget (spent "
                                 f"${test.spent:.6g} of ${test.budget:.6g})")
+        if self.on_sent is not None:
+            self.on_sent(worst)
         self._reserved += worst
 
     def evaluate(self, test, n_docs: int, attempt_fn):
@@ -113,6 +120,8 @@ class AttemptBilling:
                         if sent:
                             self.attempts += 1
                             self.retries += n > 1
+                        if self.on_failed is not None:
+                            self.on_failed(usd if usd > 0 else 0.0)
                         raise
                     finally:
                         self._test = None

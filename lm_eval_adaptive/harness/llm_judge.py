@@ -26,7 +26,8 @@ from lm_eval_adaptive.data.judge_format import (
 )
 
 __all__ = ["DEFAULT_JUDGE_TIMEOUT_S", "JUDGE_MODEL_ENV", "JUDGE_API_BASE_ENV", "JUDGE_API_KEY_ENV", "JudgeCall", "llm_judge",
-           "judge_calls", "declare_judge", "declared_judges", "clear_judge_cache"]
+           "judge_calls", "declare_judge", "declared_judges", "clear_judge_cache", "judgements",
+           "remember_judgements"]
 
 #: Environment variables read when the judge's model / endpoint / key are not given.
 JUDGE_MODEL_ENV = "LM_EVAL_ADAPTIVE_JUDGE_MODEL"
@@ -41,6 +42,20 @@ def clear_judge_cache() -> None:
     """Forget the memoised judgements of :func:`llm_judge`."""
     with _judge_lock:
         _judge_cache.clear()
+
+
+def judgements() -> dict:
+    """The memoised judgements of :func:`llm_judge`: ``(model, api_base, prompt)`` → the judge's raw score."""
+    with _judge_lock:
+        return dict(_judge_cache)
+
+
+def remember_judgements(entries) -> None:
+    """Memoise judgements given as ``(model, api_base, prompt, raw score)`` (what a resumed run's journal
+    holds): they are never requested again."""
+    with _judge_lock:
+        for model, api_base, prompt, raw in entries:
+            _judge_cache[(str(model), api_base, str(prompt))] = float(raw)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,12 @@ What is reached here, and why:
   tqdm is imported), so while the context is active the ``tqdm`` classes the loaded
   ``lm_eval`` modules hold as module attributes (``tqdm``, ``tqdm_asyncio``) are swapped for
   subclasses that are always disabled.
+* **Answers kept across a resume** (:func:`capture_answers`, :func:`fill_cache`): each answer the LM
+  returns is reported under the key the harness's ``CachingLM`` files it by (``hash_args`` of the
+  request type and the request's ``args``), and a resumed run writes the journaled answers into the
+  ``CachingLM`` database (``SqliteDict``, ``<use_cache>_rank0.db``) before its first evaluation.
+* **Where the results go** (:func:`results_folder`): the model's folder under ``--output_path``, named
+  as ``GeneralConfigTracker`` names it (its ``_get_model_name`` and ``sanitize_model_name``).
 * **Where the results file went** (:func:`results_file`): the path
   ``EvaluationTracker.save_results_aggregated`` writes, from its public ``date_id`` and
   ``general_config_tracker.model_name_sanitized`` and the harness's naming rule.
@@ -68,7 +74,7 @@ __all__ = ["SUPPORTED_LM_EVAL", "TESTED_LM_EVAL", "add_harness_run_parser", "ind
            "build_lm", "capture_usage", "before_requests",
            "usage_sink", "use_full_run_requests", "fresh_instance", "task_filters", "default_max_gen_toks",
            "is_api_model", "prompt_text", "harness_bars_off", "results_file", "redacted_output_files",
-           "without_env_info"]
+           "without_env_info", "capture_answers", "fill_cache", "results_folder"]
 
 SUPPORTED_LM_EVAL = ">=0.4.9,<0.5"
 TESTED_LM_EVAL = ("0.4.13",)
@@ -194,6 +200,52 @@ def before_requests(lm, hook) -> None:
 def default_max_gen_toks(lm, fallback: int = 256) -> int:
     """The LM's default ``max_gen_toks`` (used when a request sets none)."""
     return int(getattr(lm, "_max_gen_toks", fallback))
+
+
+# ---------------------------------------------------------------------------- answers
+#: the harness's request types, each an LM method
+REQUEST_TYPES = ("generate_until", "loglikelihood", "loglikelihood_rolling")
+
+
+def capture_answers(lm, sink) -> None:
+    """Call ``sink(request_type, key, answer)`` for every answer the harness LM ``lm`` returns, ``key``
+    being the one the harness's ``CachingLM`` files the answer by: its ``generate_until``,
+    ``loglikelihood`` and ``loglikelihood_rolling`` are wrapped on the instance (``CachingLM`` passes
+    them only the requests it has no answer for, so an answer from the cache is not reported again)."""
+    from lm_eval.api.model import hash_args
+
+    for name in REQUEST_TYPES:
+        method = getattr(lm, name, None)
+        if method is None:
+            continue
+
+        def wrapped(requests, *args, _method=method, _name=name, **kwargs):
+            requests = list(requests)
+            answers = _method(requests, *args, **kwargs)
+            for req, answer in zip(requests, answers):
+                sink(_name, hash_args(_name, req.args), answer)
+            return answers
+
+        setattr(lm, name, wrapped)
+
+
+def fill_cache(use_cache: str, lm, answers) -> None:
+    """Write ``answers`` (``(request type, key, answer)``, as :func:`capture_answers` reported them and
+    JSON gave them back) into the database the harness's ``CachingLM`` opens for ``use_cache``."""
+    import os
+
+    from sqlitedict import SqliteDict
+
+    # named as simple_evaluate names it
+    path = f"{use_cache}_rank{getattr(lm, 'rank', 0) or int(os.environ.get('LOCAL_RANK', '0'))}.db"
+    db = SqliteDict(path, autocommit=False)
+    try:
+        for kind, key, answer in answers:
+            # a loglikelihood answer is a (log-likelihood, is-greedy) tuple, which JSON makes a list
+            db[key] = tuple(answer) if kind == "loglikelihood" and isinstance(answer, list) else answer
+        db.commit()
+    finally:
+        db.close()
 
 
 # ------------------------------------------------------------------------------ usage
@@ -406,6 +458,21 @@ def redacted_output_files():
     finally:
         EvaluationTracker.save_results_aggregated = aggregated
         EvaluationTracker.save_results_samples = per_sample
+
+
+def results_folder(output_path, model_args):
+    """The folder the harness writes a run's results into under ``output_path`` (a folder: its
+    subfolder named for the model of ``model_args``; a ``.json`` file name: its folder)."""
+    from pathlib import Path
+
+    from lm_eval.loggers.evaluation_tracker import GeneralConfigTracker
+    from lm_eval.utils import sanitize_model_name
+
+    path = Path(output_path)
+    if path.suffix == ".json":
+        return path.parent
+    name = GeneralConfigTracker._get_model_name(model_args)
+    return path / sanitize_model_name(name) if name else path
 
 
 def results_file(tracker, output_path):

@@ -61,9 +61,11 @@ from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness import lm_eval_compat as compat
 from lm_eval_adaptive.harness.attempts import AttemptBilling, harness_attempts
 from lm_eval_adaptive.harness.bank_source import bank_reference, parse_banks
+from lm_eval_adaptive.harness.batch_journal import BatchJournal, RunJournal
 from lm_eval_adaptive.harness.billing import RetryPolicy, may_have_been_billed
 from lm_eval_adaptive.harness.binding import BankBinding, bind_bank, check_metric_bindings
 from lm_eval_adaptive.harness.judge_pricing import JudgePricing
+from lm_eval_adaptive.harness.llm_judge import remember_judgements
 from lm_eval_adaptive.harness.metrics import declared_judges
 from lm_eval_adaptive.harness.result_blocks import (
     adaptive_block,
@@ -86,20 +88,22 @@ from lm_eval_adaptive.redaction import redact, redact_text
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: bundled price map, no fetch
 
 __all__ = ["AdaptivePlan", "AdaptiveRunReport", "plan_adaptive_run", "execute_run", "run_adaptive",
-           "ModelCallError"]
+           "ModelCallError", "journal_settings"]
 
 #: The harness's parsed ``run`` arguments (the namespace lm-eval's own parser gives; cli/run.py parses them).
 HarnessArgs = Any
 
 
 def execute_run(harness_args: HarnessArgs, adaptive: AdaptiveRunConfig | None, harness_execute,
-                forecast=None, display: RunDisplay | None = None, note=None) -> int | AdaptiveRunReport:
+                forecast=None, display: RunDisplay | None = None, note=None,
+                journal: RunJournal | None = None) -> int | AdaptiveRunReport:
     """``run``: the harness's own run of ``harness_args`` (its parsed ``run`` arguments; returns 0), or
     with ``adaptive`` the adaptive run of every task (shown on ``display``; returns its
     :class:`AdaptiveRunReport`); with ``adaptive.dry_run``, ``forecast(plan, adaptive)`` of its
     :class:`AdaptivePlan` instead (no model is built, nothing is called; returns what the forecast
-    returns). ``note(line)`` is told each shipped bank taken without ``--bank``. The task index covers
-    only ``--include_path`` when it holds every requested task."""
+    returns). ``note(line)`` is told each shipped bank taken without ``--bank``; ``journal``: where the
+    adaptive run journals its batches (with ``--output_path``; see :func:`run_adaptive`). The task index
+    covers only ``--include_path`` when it holds every requested task."""
     with compat.index_include_path_only(getattr(harness_args, "tasks", None)), compat.redacted_output_files():
         if adaptive is None:
             harness_execute(harness_args)
@@ -108,7 +112,7 @@ def execute_run(harness_args: HarnessArgs, adaptive: AdaptiveRunConfig | None, h
             if forecast is None:
                 raise InputError("--dry-run: no cost forecast was given to this run")
             return forecast(plan_adaptive_run(harness_args, adaptive, note=note), adaptive)
-        return run_adaptive(harness_args, adaptive, display=display, note=note)
+        return run_adaptive(harness_args, adaptive, display=display, note=note, journal=journal)
 
 
 @dataclass
@@ -242,15 +246,21 @@ class AdaptiveRunReport:
 
 
 def run_adaptive(hargs: HarnessArgs, config: AdaptiveRunConfig, *, display: RunDisplay | None = None,
-                 note=None) -> AdaptiveRunReport:
+                 note=None, journal: RunJournal | None = None) -> AdaptiveRunReport:
     """The adaptive run (module docstring) of the harness run ``hargs`` with ``config``, shown on ``display``;
-    ``note(line)`` is told each shipped bank taken without ``--bank``."""
+    ``note(line)`` is told each shipped bank taken without ``--bank``. With ``journal`` and an output path,
+    every batch is journaled in the results folder before its test is told, and a journal found there
+    (a resume) is replayed first (:mod:`~lm_eval_adaptive.harness.batch_journal`); once the results are
+    written the journal is finished."""
     from lm_eval import simple_evaluate
     from lm_eval.loggers import EvaluationTracker
     from lm_eval.utils import make_table
 
     plan = plan_adaptive_run(hargs, config, note=note)
     cfg, task_manager, price, judges, bound = plan.cfg, plan.task_manager, plan.price, plan.judges, plan.bound
+    if journal is not None and cfg.output_path:  # before the model is built: a refused resume costs nothing
+        journal.start(compat.results_folder(cfg.output_path, cfg.model_args), journal_settings(plan, config))
+    batches = BatchJournal(journal if cfg.output_path else None)
 
     if cfg.output_path:
         cfg.hf_hub_log_args["output_path"] = cfg.output_path
@@ -265,9 +275,13 @@ def run_adaptive(hargs: HarnessArgs, config: AdaptiveRunConfig, *, display: RunD
     lm = compat.build_lm(cfg.model, model_args, extra=extra, timeout=timeout, own_retries=True)
     billing = AttemptBilling(price, lm, RetryPolicy(max_attempts=harness_attempts(model_args)))
     compat.before_requests(lm, billing.before_send)
+    compat.capture_answers(lm, batches.capture)
     tmpdir = tempfile.mkdtemp(prefix="lm-eval-adaptive-")
     # the harness's CachingLM (one sqlite file across calls): the final pass re-uses generations
     cache_path = cfg.use_cache or os.path.join(tmpdir, "generations")
+    if answers := batches.answers():  # a resume: what the journal holds is never asked again
+        compat.fill_cache(cache_path, lm, answers)
+    remember_judgements(batches.judgements())
     seeds = cfg.seed if cfg.seed else [0, 1234, 1234, 1234]
 
     def evaluate(task_obj, docs, *, tracker_=None, log=True, bootstrap=0):
@@ -288,15 +302,22 @@ def run_adaptive(hargs: HarnessArgs, config: AdaptiveRunConfig, *, display: RunD
     try:
         with compat.harness_bars_off():  # the display (or nothing) instead of a bar per request
             all_results = _evaluate_tasks(bound, price, judges, config, evaluate, tracker, cfg, outcomes,
-                                          all_samples, timeout, display, plan.metric_bindings, billing)
-    except (InputError, KeyboardInterrupt, ModelCallError):
+                                          all_samples, timeout, display, plan.metric_bindings, billing, batches)
+    except KeyboardInterrupt:
+        raise
+    except (InputError, ModelCallError):
+        batches.discard_unpaid()
         raise
     except Exception as e:  # a model or metric call that failed for good: say so, write nothing
+        batches.discard_unpaid()
         billed = (" The failed call was sent and never answered (a timeout or a dropped connection): the "
                   "provider may have billed it.") if may_have_been_billed(e) else ""
         tried = (f" {billing.attempts} attempt(s) sent, {billing.billed_failures} of them failed after sending "
                  f"(charged ${billing.billed_failures_usd:.6g})." if billing.attempts else "")
-        raise ModelCallError(redact_text(f"the run stopped, nothing was written: {type(e).__name__}: {e}.{billed}{tried}")) from e
+        kept = (f" The {batches.documents} document(s) scored before it are journaled: rerun the command with "
+                "--resume to go on without paying for them again." if batches.documents else "")
+        raise ModelCallError(redact_text(f"the run stopped, {'no results were' if kept else 'nothing was'} written: "
+                                         f"{type(e).__name__}: {e}.{billed}{tried}{kept}")) from e
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
@@ -308,11 +329,30 @@ def run_adaptive(hargs: HarnessArgs, config: AdaptiveRunConfig, *, display: RunD
             tracker.save_results_samples(task_name=t, samples=rows)
     public = redact(all_results)  # what is shown holds no secret (the files are redacted as written)
     results_file = compat.results_file(tracker, cfg.output_path)
+    if batches.enabled:
+        journal.finish(results_file)
     if display is not None:
         display.done(public, results_file)
     return AdaptiveRunReport(results=public, table=make_table(public), model=str(cfg.model),
                              model_args=redact_text(str(cfg.model_args)), config=config,
                              output_path=cfg.output_path or None, results_file=results_file)
+
+
+def journal_settings(plan: AdaptivePlan, config: AdaptiveRunConfig) -> dict:
+    """What a resumed run must share with the run its journal is of: the model, its arguments and price,
+    the tasks and how their requests are built, each task's banks (by content), and every other adaptive
+    setting but how long a call may take (the banks and prices as resolved, however the command spells
+    them)."""
+    cfg = plan.cfg
+    adaptive = {k: v for k, v in vars(config).items() if k not in ("timeout", "dry_run", "bank", "price")}
+    banks = {t: [b.bank.bank_id for b in plan.metric_bindings.get(t, [binding])] for t, _, binding in plan.bound}
+    return {"model": str(cfg.model), "model_args": redact_text(str(cfg.model_args)),
+            "price": [float(plan.price.input_per_mtok), float(plan.price.output_per_mtok)],
+            "tasks": list(cfg.tasks), "banks": banks,
+            "num_fewshot": cfg.num_fewshot, "gen_kwargs": cfg.gen_kwargs if isinstance(cfg.gen_kwargs, (str, dict))
+            else None, "apply_chat_template": cfg.apply_chat_template,
+            "fewshot_as_multiturn": cfg.fewshot_as_multiturn, "system_instruction": cfg.system_instruction,
+            "seed": list(cfg.seed) if cfg.seed else None, "adaptive": adaptive}
 
 
 def _no_litellm_banners() -> None:
@@ -350,7 +390,8 @@ class ModelCallError(RuntimeError):
 
 
 def _evaluate_tasks(bound, price, judges, config, evaluate, tracker, cfg, outcomes, all_samples, timeout,
-                    display=None, metric_bindings=None, billing: AttemptBilling | None = None) -> dict:
+                    display=None, metric_bindings=None, billing: AttemptBilling | None = None,
+                    batches: BatchJournal | None = None) -> dict:
     """Run the adaptive test of every task; return the merged harness results (nothing written)."""
     all_results = None
     metric_bindings = metric_bindings or {}
@@ -358,9 +399,10 @@ def _evaluate_tasks(bound, price, judges, config, evaluate, tracker, cfg, outcom
         compat.use_full_run_requests(task_obj)
         if tname in metric_bindings:
             o = multi_metric_task(tname, task_obj, metric_bindings[tname], price, judges, config, evaluate,
-                                   timeout, display, billing)
+                                   timeout, display, billing, batches)
         else:
-            o = adaptive_task(tname, task_obj, binding, price, judges, config, evaluate, timeout, display, billing)
+            o = adaptive_task(tname, task_obj, binding, price, judges, config, evaluate, timeout, display, billing,
+                              batches)
         outcomes.append(o)
         if not o.doc_ids:  # nothing scored (the budget went on failed attempts): no results to write
             t = o.test

@@ -27,6 +27,7 @@ from lm_eval_adaptive.engine.cat.stopping import CIWidth
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness import lm_eval_compat as compat
 from lm_eval_adaptive.harness.attempts import AttemptBilling
+from lm_eval_adaptive.harness.batch_journal import BatchJournal
 from lm_eval_adaptive.harness.binding import BankBinding
 from lm_eval_adaptive.harness.judge_pricing import JudgePricing, judge_prices
 from lm_eval_adaptive.harness.metrics import judge_calls
@@ -177,7 +178,7 @@ def task_progress(test: AdaptiveTest, binding: BankBinding, raw_scores) -> TaskP
 
 def adaptive_task(tname, task_obj, binding: BankBinding, price, judges: JudgePricing, config: AdaptiveRunConfig,
                    evaluate, timeout: float, display: RunDisplay | None = None,
-                   billing: AttemptBilling | None = None) -> TaskOutcome:
+                   billing: AttemptBilling | None = None, journal: BatchJournal | None = None) -> TaskOutcome:
     bank, metric, doc_of_item = binding.bank, binding.metric, binding.doc_of_item
     costs = price.item_costs(bank.input_tokens, bank.output_tokens)
     test = adaptive_test(bank, costs, config, tname)
@@ -186,8 +187,9 @@ def adaptive_task(tname, task_obj, binding: BankBinding, price, judges: JudgePri
     if display is not None:
         display.update(task_progress(test, binding, raws))
     usage, judge = _new_tallies()
+    journal = journal or BatchJournal()
     while (step := _next_batch(test, config.batch_size, doc_of_item, task_obj, tname, evaluate, timeout, price,
-                               judges, costs, usage, judge, billing)) is not None:
+                               judges, costs, usage, judge, billing, journal, [metric])) is not None:
         batch, docs, charged, by_doc = step
         for j, (i, d) in enumerate(zip(batch, docs)):
             v = _metric_value(tname, by_doc.get(d), metric, d,
@@ -204,6 +206,7 @@ def adaptive_task(tname, task_obj, binding: BankBinding, price, judges: JudgePri
             display.update(task_progress(test, binding, raws))
     if display is not None:
         display.update(task_progress(test, binding, raws))
+    journal.check_replayed(tname)
     judge["prices"] = judge_prices(judges)
     return TaskOutcome(task=tname, binding=binding, test=test, doc_ids=doc_ids, raw=raws, clipped=clipped,
                        price=price, usage=usage, estimated_usd=float(np.sum(costs[test.examinee.items])),
@@ -229,7 +232,7 @@ def _metric_progress(test: MultiMetricTest, binding: BankBinding, raws, task: st
 
 def multi_metric_task(tname, task_obj, bindings: list, price, judges: JudgePricing, config: AdaptiveRunConfig,
                        evaluate, timeout: float, display: RunDisplay | None = None,
-                       billing: AttemptBilling | None = None) -> MultiTaskOutcome:
+                       billing: AttemptBilling | None = None, journal: BatchJournal | None = None) -> MultiTaskOutcome:
     """One task with a bank per metric: each document the test picks is generated once (one harness
     evaluation) and every metric of it recorded."""
     first = bindings[0]
@@ -251,8 +254,9 @@ def multi_metric_task(tname, task_obj, bindings: list, price, judges: JudgePrici
 
     show()
     usage, judge = _new_tallies()
+    journal = journal or BatchJournal()
     while (step := _next_batch(test, config.batch_size, doc_of_joint, task_obj, tname, evaluate, timeout, price,
-                               judges, costs, usage, judge, billing)) is not None:
+                               judges, costs, usage, judge, billing, journal, metrics)) is not None:
         batch, docs, charged, by_doc = step
         for j, (i, d) in enumerate(zip(batch, docs)):
             scores, values = {}, {}
@@ -275,6 +279,7 @@ def multi_metric_task(tname, task_obj, bindings: list, price, judges: JudgePrici
                  "; ".join(f"{m} θ̂ = {test.examinees[m].theta:.3f} ± {test.examinees[m].se:.3f}" for m in metrics))
         show()
     show()
+    journal.check_replayed(tname)
     judge["prices"] = judge_prices(judges)
     return MultiTaskOutcome(task=tname, bindings=list(bindings), test=test, doc_ids=doc_ids, raw=raws,
                             clipped=clipped, price=price, usage=usage,
@@ -288,29 +293,38 @@ def _new_tallies() -> tuple[dict, dict]:
 
 
 def _next_batch(test, batch_size: int, doc_of, task_obj, tname: str, evaluate, timeout: float, price,
-                judges: JudgePricing, costs: np.ndarray, usage: dict, judge: dict, billing):
-    """The test's next items generated and scored (:func:`_generate`): ``(items, documents, USD charged per
-    document, each document's sample)``; None once the test has stopped, or when the budget refused the
-    batch's calls (nothing of it was sent; the test is stopped on the budget)."""
+                judges: JudgePricing, costs: np.ndarray, usage: dict, judge: dict, billing,
+                journal: BatchJournal, metrics: list):
+    """The test's next items generated and scored (:func:`_generate`) and journaled (``metrics``: the
+    values of each document's sample to journal), or replayed from the journal: ``(items, documents,
+    USD charged per document, each document's sample)``; None once the test has stopped, or when the
+    budget refused the batch's calls (nothing of it was sent; the test is stopped on the budget)."""
     batch = test.next_items(batch_size)
     if not batch:
         return None
     docs = [int(doc_of[i]) for i in batch]
+    replayed = journal.replay(tname, batch, docs, test, usage, judge)
+    if replayed is not None:
+        return (batch, docs, *replayed)
     got = _generate(task_obj, tname, docs, evaluate, timeout, price, judges, costs[batch], usage, judge,
-                    billing=billing, test=test)
+                    billing=billing, test=test, on_sent=lambda usd: journal.sent(tname, batch, usd),
+                    on_failed=lambda usd, tallies: journal.failed(tname, batch, usd, tallies, judge))
     if got is None:
         test.stop("budget")
         return None
+    journal.scored(tname, batch, docs, got[0], got[1], metrics, usage, judge)
     return (batch, docs, *got)
 
 
 def _generate(task_obj, tname: str, docs: list, evaluate, timeout: float, price, judges: JudgePricing,
               estimates: np.ndarray, usage: dict, judge: dict, *, billing: AttemptBilling | None = None,
-              test=None) -> tuple[np.ndarray, dict] | None:
+              test=None, on_sent=None, on_failed=None) -> tuple[np.ndarray, dict] | None:
     """One harness evaluation of ``docs``: (USD charged per document, model and judges, added to the
     ``usage`` and ``judge`` tallies; each document's sample, the first filter's). With ``billing``,
     each attempt is reserved against ``test``'s budget and retried (:class:`~lm_eval_adaptive.harness.attempts.AttemptBilling`); None
-    when the budget refused it."""
+    when the budget refused it. ``on_sent(reserved_usd)`` is told the worst case of requests about to be
+    sent, ``on_failed(usd, usage)`` each failed attempt once it is charged (``usage``: the task's usage
+    tally with the attempts counted so far)."""
     def attempt():
         with compat.usage_sink() as sink, judge_calls(timeout=timeout) as judged:
             try:
@@ -329,11 +343,18 @@ def _generate(task_obj, tname: str, docs: list, evaluate, timeout: float, price,
         res, charged = attempt()
     else:
         before = billing.counts()
+
+        def counted() -> dict:  # the usage tally with this task's share of the calls so far
+            return {**usage, **{k: usage.get(k, 0) + v - before[k] for k, v in billing.counts().items()}}
+
+        if on_failed is not None:
+            billing.on_failed = lambda usd: on_failed(usd, counted())
+        billing.on_sent = on_sent
         try:
             got = billing.evaluate(test, len(docs), attempt)
         finally:
-            for k, v in billing.counts().items():  # this task's share of the calls
-                usage[k] = usage.get(k, 0) + v - before[k]
+            billing.on_failed = billing.on_sent = None
+            usage.update(counted())
         if got is None:
             return None
         res, charged = got
