@@ -210,10 +210,14 @@ class LiveRun:
         self.billed_failures = 0  # attempts charged though they failed (timeouts, dropped connections)
         self.billed_failures_usd = 0.0
         self.lost_in_flight: list[tuple[str, str, float]] = []
+        #: model → answered items whose calls reported no usage to bill from (each charged its reservation)
+        self.unknown_usage: dict[str, int] = {m: 0 for m in ranker.models}
+        self.unknown_usage_usd: dict[str, float] = {m: 0.0 for m in ranker.models}
         self.interrupted = False
         self._ctrl_c = threading.Event()  # the first Ctrl-C, caught by the run's SIGINT handler
         self._stop = threading.Event()
         self._reserved_of: dict[tuple, float] = {}
+        self._usage_unknown: set[tuple] = set()  # calls in flight some of whose answers had no usage to bill from
 
     # ------------------------------------------------------------------ resume
     def resume_from(self, journal: Journal) -> dict:
@@ -235,6 +239,9 @@ class LiveRun:
             self.ranker.charge(m, usd)
             self.ledger.charge_known(f"lost:{m}:{item_id}", usd)
             lost.append((m, item_id, usd))
+            # its attempts: the first, and one more after each failed attempt journaled before its retry
+            self.attempts += 1 + sum(1 for a in journal.records("attempt")
+                                     if (a.get("model"), a.get("item_id")) == (m, item_id))
         self.lost_in_flight = lost
         for rec in journal.records("attempt"):  # failed attempts charged before their retry
             if rec.get("model") not in self.judge_spent:
@@ -250,6 +257,9 @@ class LiveRun:
                 continue
             self.judge_spent[rec["model"]] += float(rec.get("judge_cost_usd") or 0.0)
             self.attempts += int(rec.get("attempts") or 0)  # the report counts the journal's calls, not this process's
+            if rec.get("usage_unknown"):
+                self.unknown_usage[rec["model"]] += 1
+                self.unknown_usage_usd[rec["model"]] += float(rec.get("cost_usd") or 0.0)
             if rec["type"] == "failure" and rec.get("may_have_been_billed"):
                 self.billed_failures += 1
                 self.billed_failures_usd += float(rec.get("cost_usd") or 0.0)
@@ -364,12 +374,16 @@ class LiveRun:
         return out
 
     def _cost(self, m: str, score, key: tuple) -> tuple[float, float]:
-        """(USD, judge's USD) of an answered item; its reservation when some call reported no usage."""
+        """(USD, judge's USD) of an answered item; its reservation when some call reported no usage to
+        bill from (none, zero for a non-empty answer, not a count: the provider answered, so it billed;
+        counted per model in :attr:`unknown_usage`, and said in a warning naming the model and the count)."""
         try:
             cost = float(self.actual_cost(m, score))
-        except (ValueError, TypeError) as e:  # no usage reported: charge the reservation
-            log.warning("%s, item %s: %s; charged its reserved upper estimate", m, key[1], e)
-            return self._reserved_of[key], 0.0
+        except (ValueError, TypeError) as e:  # no usage to bill from: charge the reservation
+            usd = self._reserved_of[key]
+            self._usage_unknown.add(key)
+            log.info("%s, item %s: %s; charged its reservation $%.6g", m, key[1], e, usd)
+            return usd, 0.0
         judge = 0.0
         if self.judge_cost is not None:
             try:
@@ -406,6 +420,8 @@ class LiveRun:
     def _finish(self, out: _Outcome) -> None:
         """Journal the outcome of a call (charged in the ledger by :meth:`_call`) and tell the ranker."""
         r, req, m = self.ranker, out.request, out.request.model
+        unknown = out.key in self._usage_unknown
+        self._usage_unknown.discard(out.key)
         self.attempts += out.attempts
         self.retries += max(0, out.attempts - 1)
         self.billed_failures += out.billed_failures
@@ -421,7 +437,10 @@ class LiveRun:
             self.judge_spent[m] += judge
             self._journal({"type": "score", "model": m, "item_id": req.item_id, "raw": raw, "scaled": scaled,
                            "cost_usd": cost, "usage": list(out.score.usage or []), "attempts": out.attempts,
-                           "seconds": round(out.seconds, 4), **_judge_fields(out.score, judge)})
+                           "seconds": round(out.seconds, 4), **_judge_fields(out.score, judge),
+                           **({"usage_unknown": True} if unknown else {})})
+            if unknown:
+                self._count_unknown_usage(m, cost)
             if r.is_pending(req):
                 r.tell(req, scaled, cost=cost, raw=raw)  # the raw value: the metric scale's (scaling clips)
             else:  # the model was dropped meanwhile: paid for and journaled, not ranked
@@ -439,7 +458,9 @@ class LiveRun:
             self._journal({"type": "failure", "model": m, "item_id": req.item_id, "error": why,
                            "attempts": out.attempts, "cost_usd": cost, "may_have_been_billed": out.last_billed,
                            **({"usage": list(paid.usage or []), **_judge_fields(paid, judge)} if paid is not None
-                              else {})})
+                              else {}), **({"usage_unknown": True} if unknown else {})})
+            if unknown:
+                self._count_unknown_usage(m, cost or 0.0)
             self.failed_calls[m] += 1
             r.cancel(req)
             interrupted = isinstance(out.error, ModelFailed) and self._stop.is_set()
@@ -454,6 +475,21 @@ class LiveRun:
                     log.error("%s: %d calls in a row failed; dropped from the ranking (%s)", m,
                               self.failures[m], why)
         self._reserved_of.pop(out.key, None)
+
+    def _count_unknown_usage(self, m: str, usd: float) -> None:
+        self.unknown_usage[m] += 1
+        self.unknown_usage_usd[m] += usd
+        if self.unknown_usage[m] == 1:
+            log.warning("%s: an answered call reported no usage to bill from (missing, zero for a non-empty answer, "
+                        "or not a count); charged its reservation $%.6g", m, usd)
+
+    def warn_unknown_usage(self) -> None:
+        """One warning per model whose answered calls reported no usage to bill from: how many, and what
+        their reservations charged."""
+        for m, n in self.unknown_usage.items():
+            if n:
+                log.warning("%s: %d answered item(s) reported no usage to bill from; each was charged its "
+                            "reservation ($%.6g in all)", m, n, self.unknown_usage_usd[m])
 
     def run(self, *, workers: int | None = None, pool=None) -> None:
         """Run to the end (or Ctrl-C, which sets :attr:`interrupted`); see the result on the ranker.
@@ -499,6 +535,7 @@ class LiveRun:
         finally:
             self._restore_ctrl_c(previous)
             pool.shutdown(wait=not self._stop.is_set() or not futures, cancel_futures=True)
+        self.warn_unknown_usage()
         reason = "interrupted" if self.interrupted else r.stopped_because
         self._journal({"type": "stop", "reason": reason, "spent_usd": self.ledger.spent,
                        "items": int(sum(e.n for e in r.examinees.values()))})

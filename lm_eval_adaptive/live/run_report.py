@@ -102,8 +102,11 @@ def build_report(live, setup, a: LiveSettings, *, command: str) -> dict:
         "calls": {"attempts": live.attempts, "retries": live.retries,
                   "billed_failures": live.billed_failures, "billed_failures_usd": live.billed_failures_usd,
                   "failed_items": int(sum(live.failed_calls.values())),
+                  "usage_unknown": {m: {"items": n, "charged_usd": live.unknown_usage_usd[m]}
+                                    for m, n in live.unknown_usage.items() if n},
                   "lost_in_flight": [{"model": m, "item_id": i, "charged_usd": u} for m, i, u in live.lost_in_flight]},
-        "ledger": {k: snap[k] for k in ("spent", "reserved", "n_settled", "n_refused", "overshoot_usd")},
+        "ledger": {**{k: snap[k] for k in ("spent", "reserved", "n_refused", "overshoot_usd")},
+                   "n_settled": snap["n_settled"] + snap["n_known"]},  # charges of earlier processes of the run too
         "settings": {"confidence": a.confidence, "min_items": a.min_items, "max_items": a.max_items,
                      "concurrency": a.concurrency, "seed": a.seed,
                      "timeout_s": {m: sc.timeout for m, sc in setup.scorers.items()},
