@@ -68,6 +68,7 @@ from lm_eval_adaptive.engine.ranker import AdaptiveRanker, Request
 from lm_eval_adaptive.harness.billing import ModelFailed, RetryPolicy, is_retryable, may_have_been_billed
 from lm_eval_adaptive.live.journal import Journal, redact
 from lm_eval_adaptive.live.ledger import BudgetLedger
+from lm_eval_adaptive.live.run_resume import raw_value, resume_run
 
 __all__ = ["LiveRun", "RetryPolicy", "is_retryable", "may_have_been_billed", "ModelFailed", "BudgetRefused"]
 
@@ -221,52 +222,9 @@ class LiveRun:
 
     # ------------------------------------------------------------------ resume
     def resume_from(self, journal: Journal) -> dict:
-        """Replay ``journal`` (of an earlier process of this run) into the fresh ranker."""
-        stats = journal.replay_into(self.ranker)
-        r = self.ranker
-        for rec in journal.records("score"):
-            self.raw[rec["model"]][r.item_index(rec["item_id"])] = _raw(rec["raw"])
-        for key, usd in journal.costs():
-            self.ledger.charge_known(key, usd)
-        done = {(r["model"], r["item_id"]) for r in journal.records() if r.get("type") in ("score", "failure")}
-        lost = []
-        for n, rec in enumerate(journal.records(), start=1):
-            if rec.get("type") != "request" or (rec["model"], rec["item_id"]) in done:
-                continue
-            m, item_id, usd = rec["model"], rec["item_id"], float(rec.get("reserved_usd") or 0.0)
-            i = r.item_index(item_id)
-            self.ranker.exclude(m, [i])  # never asked again: the provider may have answered (and billed) it
-            self.ranker.charge(m, usd)
-            self.ledger.charge_known(f"lost:{m}:{item_id}", usd)
-            lost.append((m, item_id, usd))
-            # its attempts: the first, and one more after each failed attempt journaled before its retry
-            self.attempts += 1 + sum(1 for a in journal.records("attempt")
-                                     if (a.get("model"), a.get("item_id")) == (m, item_id))
-        self.lost_in_flight = lost
-        for rec in journal.records("attempt"):  # failed attempts charged before their retry
-            if rec.get("model") not in self.judge_spent:
-                continue
-            self.retries += 1  # each attempt record was followed by a retry
-            if rec.get("may_have_been_billed"):
-                self.billed_failures += 1
-                self.billed_failures_usd += float(rec.get("cost_usd") or 0.0)
-            if rec.get("cost_usd"):
-                self.ranker.charge(rec["model"], float(rec["cost_usd"]))
-        for rec in journal.records():
-            if rec.get("type") not in ("score", "failure") or rec.get("model") not in self.judge_spent:
-                continue
-            self.judge_spent[rec["model"]] += float(rec.get("judge_cost_usd") or 0.0)
-            self.attempts += int(rec.get("attempts") or 0)  # the report counts the journal's calls, not this process's
-            if rec.get("usage_unknown"):
-                self.unknown_usage[rec["model"]] += 1
-                self.unknown_usage_usd[rec["model"]] += float(rec.get("cost_usd") or 0.0)
-            if rec["type"] == "failure" and rec.get("may_have_been_billed"):
-                self.billed_failures += 1
-                self.billed_failures_usd += float(rec.get("cost_usd") or 0.0)
-            if rec["type"] == "failure" and rec.get("cost_usd"):  # answered, then failed: paid for
-                self.ranker.charge(rec["model"], float(rec["cost_usd"]))
-        return {"scores": stats.scores, "failures": stats.failures, "lost_in_flight": len(lost),
-                "spent_usd": self.ledger.spent}
+        """Replay ``journal`` (of an earlier process of this run) into the fresh ranker
+        (:func:`~lm_eval_adaptive.live.run_resume.resume_run`)."""
+        return resume_run(self, journal)
 
     # --------------------------------------------------------------------- run
     def _journal(self, record: dict) -> None:
@@ -430,7 +388,7 @@ class LiveRun:
             r.charge(m, out.earlier)
         if out.error is None:
             cost, judge = out.charge or 0.0, out.judge
-            raw = _raw(out.score.raw)
+            raw = raw_value(out.score.raw)
             scaled = self.scale(req.item, raw)
             scaled = float(scaled) if not isinstance(scaled, Mapping) else {
                 k: (None if v is None or not math.isfinite(v) else float(v)) for k, v in scaled.items()}
@@ -594,10 +552,3 @@ class LiveRun:
         items = np.asarray(part.items, dtype=np.int64)
         vals = np.array([(raw.get(joint[int(i)]) or {}).get(metric, math.nan) for i in items], dtype=float)
         return items, vals
-
-
-def _raw(value):
-    """A raw metric value as a number, or (a bank per metric) metric → number."""
-    if isinstance(value, Mapping):
-        return {str(k): float(v) for k, v in value.items()}
-    return float(value)

@@ -129,6 +129,7 @@ class LiveSettings:
     dry_run: bool = False  # forecast the cost, call nothing (live/cost_forecast.py)
     given: dict | None = None  # resume: the settings the command line gave, compared with the journal's
     cap_change: tuple | None = None  # resume: (old cap, new cap) stated with --budget-usd
+    new_prices: bool = False  # resume: go on at the prices resolved now when they differ from the journal's
 
     @classmethod
     def from_mapping(cls, values: Mapping) -> LiveSettings:
