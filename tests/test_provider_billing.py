@@ -175,3 +175,23 @@ def test_an_error_status_the_provider_does_not_bill_is_free(tmp_path, openai_env
     assert r is not None and p.requests >= 2 and p.served == 0 and p.bill_usd == 0
     assert r["total_cost_usd"] == 0 and r["calls"]["billed_failures"] == 0
     assert r["calls"]["attempts"] == p.requests
+
+
+# ------------------------------------------------------------------ run --adaptive: the same rules
+@pytest.mark.parametrize("mode", ["until_limit", "no_usage", "truncated"])
+def test_run_adaptive_stays_under_its_budget_whatever_the_provider_answers(tmp_path, openai_env, capsys, mode):
+    import re
+
+    cap = 0.03
+    with MisbehavingProvider(mode, price=PRICE, words=300) as p:
+        os.environ["OPENAI_API_BASE"] = p.url
+        code = main(["run", "--model", "litellm", "--model_args", "model=openai/Aya23,max_retries=3",
+                     "--tasks", WMT, "--include_path", str(REPO / "task_configs"), "--apply_chat_template",
+                     "--output_path", str(tmp_path / "out"), "--adaptive", "--bank", make_bank(tmp_path / "bank.json"),
+                     "--item-field", "doc_id", "--min-items", "2", "--max-items", "30",
+                     "--gen_kwargs", "max_gen_toks=512,max_tokens=4000", "--budget-usd", str(cap),
+                     "--price", f"{PRICE[0]:g},{PRICE[1]:g}"])
+    out = capsys.readouterr()
+    assert p.served >= 2 and p.bill_usd <= cap, (p.served, p.bill_usd)
+    spent = [float(x) for x in re.findall(r"\$([0-9.]+(?:e-?\d+)?) of (?:a )?\$?0\.03", out.out + out.err)]
+    assert spent and max(spent) >= p.bill_usd * (1 - 1e-9), (out.err[-3000:], p.bill_usd)

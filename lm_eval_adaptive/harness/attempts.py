@@ -64,6 +64,11 @@ class AttemptBilling:
         return {"attempts": self.attempts, "retries": self.retries, "billed_failures": self.billed_failures,
                 "billed_failures_usd": self.billed_failures_usd}
 
+    @property
+    def reserved_usd(self) -> float:
+        """The worst case of what the attempt in flight sent (what an answer without usage is charged)."""
+        return self._reserved
+
     def upper_usd(self, request_type: str, requests) -> float:
         """The most the requests can cost (their prompt bytes bound their tokens)."""
         inp = out = 0
