@@ -499,4 +499,4 @@ def cheapest_call_check(setup: Setup, a: LiveSettings, models=None) -> None:
     if a.budget_usd - spent < cheapest:
         left = f" (${spent:.6g} of it already spent)" if spent else ""
         raise InputError(f"--budget-usd {a.budget_usd:g}{left} is below one call: the cheapest first call "
-                         f"reserves ${cheapest:.6g} (its prompt and max_gen_toks output tokens at the model's price)")
+                         f"reserves ${cheapest:.6g} (its prompt and its request's most output tokens at the model's price)")
