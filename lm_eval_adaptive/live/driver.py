@@ -15,9 +15,12 @@ function in simulation) — and an upper cost estimate per item, and it drives a
    ledger as soon as it ends: an answered attempt at the usage the provider returned (the
    model's calls and any judge's), a failed one at the usage of what was answered
    (``error.paid``: the model answered but scoring failed), or, when the request was sent
-   and its answer never read (a read timeout, a dropped connection:
-   :func:`may_have_been_billed`), at its whole reservation, since the provider bills what
-   it finished even when the client gave up; nothing when it was never sent or the provider
+   and its answer never read (a read timeout, a dropped connection), or answered with a success
+   status and a body the client could not read (cut-off JSON, an unasked-for event stream, a
+   usage that is no count: :func:`may_have_been_billed`), at its whole reservation, since the
+   provider bills what it finished even when the client gave up; an answered item whose calls
+   reported no usage to bill from (none, or zero for a non-empty answer) at its reservation too,
+   with a warning naming the model and the count; nothing when it was never sent or the provider
    answered with an error status (4xx, 429, 5xx). A retry is sent only once its own
    reservation (key ``(model, item_id, attempt)``) fits under the cap (else the item fails
    with :class:`BudgetRefused`) and the failed attempt before it is journaled with its
@@ -41,11 +44,11 @@ With a bank per metric the ranker is a
 document, the caller's ``raw`` is metric → value, ``scale`` maps each, and the journal's score record
 holds every metric's raw and scaled score of that one generation; nothing else changes.
 
-Resume (:meth:`LiveRun.resume_from`): score and failure records are replayed into a fresh
-ranker without calling anything, their costs and those of the ``attempt`` records (failed
-attempts charged before a retry) enter the ledger as known charges, once each, and calls
-that were in flight when the process died (a ``request`` record with no outcome) are not
-made again: their items are given up for that model and their reserved upper estimate is
+Resume (:meth:`LiveRun.resume_from`, :mod:`lm_eval_adaptive.live.run_resume`): score and failure
+records are replayed into a fresh ranker without calling anything, their costs and those of the
+``attempt`` records (failed attempts charged before a retry) enter the ledger as known charges, once
+each, and calls that were in flight when the process died (a ``request`` record with no outcome) are
+not made again: their items are given up for that model and their reserved upper estimate is
 counted as spent (the provider may have billed them).
 """
 
