@@ -418,3 +418,33 @@ def test_module_exports():
     for mod in (prices, price_map):
         for name in mod.__all__:
             assert hasattr(mod, name)
+
+
+def test_reasoning_tokens_are_priced_as_litellms_cost_calculator_prices_them():
+    """Every chat model litellm's map prices reasoning tokens apart for (``output_cost_per_reasoning_token``):
+    the reservation bounds the call at the dearer output price, and the charge of a usage with reasoning
+    tokens equals litellm's own ``cost_per_token`` (issue 28: qwen-plus was costed 3× under it)."""
+    import litellm
+    from litellm import Usage
+
+    from lm_eval_adaptive.data.price_map import bundled_price_map, litellm_price
+    from lm_eval_adaptive.data.prices import actual_cost, upper_estimate
+
+    ids = [m for m, v in bundled_price_map().items()
+           if v.get("output_cost_per_reasoning_token") and v.get("mode") == "chat"]
+    assert len(ids) >= 10
+    usage = {"prompt_tokens": 100, "completion_tokens": 1000, "completion_tokens_details": {"reasoning_tokens": 900}}
+    checked = 0
+    for m in ids:
+        price = litellm_price(m)
+        ours = actual_cost(price, usage)
+        assert ours <= upper_estimate(price, 100, 1000) * (1 + 1e-12)
+        try:
+            theirs = sum(litellm.cost_per_token(model=m, usage_object=Usage(**usage)))
+        except litellm.exceptions.BadRequestError:  # litellm cannot tell the provider of this id itself
+            continue
+        assert ours == pytest.approx(theirs, rel=1e-9, abs=1e-15), m
+        checked += 1
+    assert checked >= 10
+    qwen = litellm_price("dashscope/qwen-plus-2025-04-28")
+    assert actual_cost(qwen, usage) == pytest.approx(100 * 0.4e-6 + 100 * 1.2e-6 + 900 * 4e-6)

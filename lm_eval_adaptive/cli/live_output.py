@@ -116,6 +116,12 @@ def print_cap_change(console, change, ledger) -> None:
                   highlight=False)
 
 
+def print_price_change(console, changes) -> None:
+    """The line for prices changed on resume and stated with ``--new-prices`` (nothing when none changed)."""
+    if changes:
+        console.print("prices changed (--new-prices; journaled): " + "; ".join(changes), highlight=False)
+
+
 # ------------------------------------------------------------------------ cost forecast
 def stop_rule(se_target, ci_width) -> str:
     """The stopping rule of a ``run --adaptive`` task as its summary and its forecast name it: ``ci_width=W``

@@ -51,6 +51,7 @@ from lm_eval_adaptive.cli.harness_options import (
 )
 from lm_eval_adaptive.cli.report import note_on_stderr, plot_ranking, print_inseparable, report_console
 from lm_eval_adaptive.data.price_map import priced_by_default
+from lm_eval_adaptive.live.run_prices import check_resumed_prices, journal_price_change, price_records
 from lm_eval_adaptive.live.pair_prose import pair_lines, rank_range_text
 from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.cat.person_fit import misfit_note
@@ -87,6 +88,7 @@ from lm_eval_adaptive.cli.live_output import (
     note_default_prices,
     print_cap_change,
     print_forecast,
+    print_price_change,
     print_forecast_written,
 )
 
@@ -118,6 +120,9 @@ def add_live_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--price", nargs="+", action="extend", default=[], metavar="MODEL=IN,OUT",
                    help="USD per million input,output tokens for MODEL (a list, or repeated); needed for "
                         "models (and judge models) litellm's price map does not know")
+    g.add_argument("--new-prices", action="store_true",
+                   help="--resume: go on at the prices resolved now (litellm's price map) where they differ from "
+                        "those the run started with (refused without it; the change is journaled)")
     g.add_argument("--metric", default=None, help="per-document metric (default: the bank's)")
     g.add_argument("--item-field", default=None, metavar="FIELD",
                    help="document field that holds the bank's item ids (doc_id: the harness doc id; "
@@ -217,6 +222,7 @@ class RankRun:
     setup: Setup | None = None
     ranker: AdaptiveRanker | None = None
     finished: dict | None = None
+    price_changes: list | None = None  # resume: the price changes stated with --new-prices
 
 
 def cmd_rank(args) -> int:
@@ -340,11 +346,13 @@ def prepare_rank(a: LiveSettings, *, skip_finished: bool = False) -> RankRun:
         if journal is not None and journal.header.get("bank_id") != setup.bank_ids:
             raise InputError(f"the bank changed since the run started ({journal.header.get('bank_id')} → "
                              f"{setup.bank_ids})", path=str(out_dir / JOURNAL_NAME))
+        changes = check_resumed_prices(journal, setup, stated=a.new_prices, where=out_dir / JOURNAL_NAME) \
+            if journal is not None else None
     except BaseException:
         if journal is not None:
             journal.close()
         raise
-    return RankRun(a, out_dir, journal, resumed, setup, ranker)
+    return RankRun(a, out_dir, journal, resumed, setup, ranker, price_changes=changes)
 
 
 def finished_report(out_dir: Path) -> dict | None:
@@ -365,7 +373,8 @@ def start_rank(r: RankRun):
     settings["item_field"] = setup.binding.item_field
     return start_run(r.out_dir, "rank", settings, {"command": "rank", "bank_id": setup.bank_ids,
                                                    "models": [s.name for s in setup.specs],
-                                                   "task": setup.task_name, "budget_usd": a.budget_usd},
+                                                   "task": setup.task_name, "budget_usd": a.budget_usd,
+                                                   "prices": price_records(setup)},
                      setup.bank_ids)
 
 
@@ -382,6 +391,8 @@ def run_rank(r: RankRun, notes, out) -> int:
                     f"{info['lost_in_flight']} call(s) lost in flight (not requested again), "
                     f"${info['spent_usd']:.4f} already spent")
         print_cap_change(notes, journal_cap_change(journal, a, setup.ledger), setup.ledger)
+        print_price_change(notes, r.price_changes)
+        journal_price_change(journal, setup, r.price_changes)
     announce(notes, setup, a)
     with LiveProgress(notes, live, setup, enabled=not a.no_progress) as prog:
         live.on_progress = prog.update

@@ -20,6 +20,7 @@ from lm_eval_adaptive.cli.live_output import (
     print_forecast,
     print_forecast_written,
     print_leaderboard,
+    print_price_change,
 )
 from lm_eval_adaptive.cli.terminal import styled
 from lm_eval_adaptive.engine.ranking.multi_metric_ranker import MultiMetricRanker
@@ -31,6 +32,7 @@ from lm_eval_adaptive.harness.scorer import parse_model_spec
 from lm_eval_adaptive.live.cost_forecast import forecast_refresh, write_forecast
 from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, env_secrets
+from lm_eval_adaptive.live.run_prices import check_resumed_prices, journal_price_change, price_records
 from lm_eval_adaptive.live.leaderboard import (
     REFRESH_KEYS,
     anchor_examinees,
@@ -147,10 +149,13 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
         journal = start_run(out_dir, "refresh", saved, {"command": "refresh",
                                                            "leaderboard": [str(p) for p in paths] if joint
                                                            else str(path),
-                                                           "models": new, "bank_id": setup.bank_ids}, setup.bank_ids)
+                                                           "models": new, "bank_id": setup.bank_ids,
+                                                           "prices": price_records(setup)}, setup.bank_ids)
     elif journal is not None and journal.header.get("bank_id") != setup.bank_ids:
         raise InputError(f"the leaderboard's history changed since the refresh started (bank "
                          f"{journal.header.get('bank_id')} → {setup.bank_ids})", path=str(out_dir / JOURNAL_NAME))
+    changes = check_resumed_prices(journal, setup, stated=settings.new_prices, where=out_dir / JOURNAL_NAME) \
+        if resumed else None
     live = LiveRun(ranker, {**{m: anchor_call for m in anchors}, **setup.scorers},
                    upper_cost=setup.upper_cost, actual_cost=setup.actual_cost, judge_cost=setup.judge_cost,
                    scale=setup.scale,
@@ -162,6 +167,8 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
         console.print(f"resumed {out_dir}: {info['scores']} scored items replayed, {info['lost_in_flight']} "
                       f"call(s) lost in flight (not requested again), ${info['spent_usd']:.4f} already spent")
         print_cap_change(console, journal_cap_change(journal, settings, setup.ledger), setup.ledger)
+        print_price_change(console, changes)
+        journal_price_change(journal, setup, changes)
     announce(console, setup, settings)
     console.print(f"anchors: {len(anchors)} full-run entries of {', '.join(map(str, paths))} (bank "
                   f"{setup.bank_ids}, {len(setup.item_ids)} items)")

@@ -190,9 +190,13 @@ def litellm_price(model_id: str) -> Price | None:
     inp = entry.get("input_cost_per_token")
     out = entry.get("output_cost_per_token")
     try:
-        return Price(inp, out, f"litellm:{model_id}")
+        price = Price(inp, out, f"litellm:{model_id}")
     except ValueError:  # missing (None), non-numeric or negative
         return None
+    try:  # reasoning tokens priced apart (litellm's cost calculator prices them so)
+        return Price(inp, out, price.source, entry.get("output_cost_per_reasoning_token"))
+    except ValueError:
+        return price
 
 
 def price_for(

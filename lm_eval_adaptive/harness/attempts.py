@@ -11,6 +11,7 @@ from lm_eval_adaptive.data.prices import upper_estimate
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness import lm_eval_compat as compat
 from lm_eval_adaptive.harness.billing import ModelFailed, RetryPolicy, may_have_been_billed
+from lm_eval_adaptive.harness.output_limits import request_output_bound
 from lm_eval_adaptive.harness.scorer import TEMPLATE_TOKENS
 
 __all__ = ["AttemptBilling", "BudgetRefused", "harness_attempts"]
@@ -43,7 +44,7 @@ class AttemptBilling:
     ``max_retries`` attempts); the harness's cache keeps the answers an attempt got, so a retry
     sends only what is missing. Before the LM sends requests (:meth:`before_send`, via
     :func:`~lm_eval_adaptive.harness.lm_eval_compat.before_requests`) their worst case (prompt
-    bytes plus a chat-template allowance per request, ``max_gen_toks`` output tokens, at the
+    bytes plus a chat-template allowance per request, its largest output limit × ``n`` output tokens, at the
     model's price) is reserved against the task's budget: when spent + reserved + it exceeds the
     budget, nothing is sent (:class:`BudgetRefused`) and the task stops on its budget. A failed
     attempt is charged at once: the usage of what was answered, or its whole reservation when the
@@ -68,14 +69,19 @@ class AttemptBilling:
         return {"attempts": self.attempts, "retries": self.retries, "billed_failures": self.billed_failures,
                 "billed_failures_usd": self.billed_failures_usd}
 
+    @property
+    def reserved_usd(self) -> float:
+        """The worst case of what the attempt in flight sent (what an answer without usage is charged)."""
+        return self._reserved
+
     def upper_usd(self, request_type: str, requests) -> float:
         """The most the requests can cost (their prompt bytes bound their tokens)."""
         inp = out = 0
         for inst in requests:
             inp += TEMPLATE_TOKENS + sum(len(str(a).encode("utf-8")) for a in inst.args if not isinstance(a, dict))
-            if request_type == "generate_until":
+            if request_type == "generate_until":  # the request's worst case as sent (every limit, × n)
                 gk = next((a for a in inst.args if isinstance(a, dict)), {}) or {}
-                out += int(gk.get("max_gen_toks") or compat.default_max_gen_toks(self.lm))
+                out += request_output_bound(gk, compat.default_max_gen_toks(self.lm))
             else:
                 out += 1
         return float(upper_estimate(self.price, inp, out))

@@ -5,7 +5,9 @@ arrived (a read timeout) or lost the connection while reading it. Such a failure
 its worst case (its reservation) by ``rank``/``refresh`` (:mod:`lm_eval_adaptive.live.driver`)
 and by ``run --adaptive`` (:mod:`lm_eval_adaptive.harness.attempts`). A request that never left this
 machine (connection refused, connect timeout) or that the provider answered with an error
-status (4xx, 429, 5xx) is not billed.
+status (4xx, 429, 5xx) is not billed. An answer the provider sent with a success status that the
+client could not read (cut-off JSON, an event stream nobody asked for, a usage that is no count;
+:func:`answered_unreadable`) was billed: it is charged its reservation too.
 
 The retry policy every paid call shares lives here too (:class:`RetryPolicy`, :func:`is_retryable`:
 exponential backoff with full jitter, tenacity), so that ``run --adaptive`` (harness layer) retries
@@ -19,7 +21,7 @@ from typing import Callable
 
 from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-__all__ = ["may_have_been_billed", "is_retryable", "RetryPolicy", "ModelFailed"]
+__all__ = ["may_have_been_billed", "answered_unreadable", "is_retryable", "RetryPolicy", "ModelFailed"]
 
 #: Errors raised before a request left this machine (the provider never saw it): nothing billed.
 _NOT_SENT = {"ConnectTimeout", "ConnectError", "ConnectionRefusedError", "NewConnectionError",
@@ -36,6 +38,16 @@ _MAY_BE_BILLED = {"Timeout", "TimeoutError", "APITimeoutError", "ReadTimeout", "
                   "ClientPayloadError", "ContentLengthError"}
 _MAY_BE_BILLED_TEXT = ("timed out", "connection aborted", "connection reset", "remote end closed",
                        "server disconnected", "incomplete read", "connection broken")
+
+
+#: Errors raised while reading an answer the provider sent with a success status (an HTTP 200 whose body
+#: the client cannot parse: cut-off JSON, an event stream nobody asked for, usage that is not a count).
+#: The provider finished and billed the call.
+_ANSWERED_UNREADABLE = {"JSONDecodeError", "APIResponseValidationError", "ContentTypeError"}
+_ANSWERED_UNREADABLE_TEXT = ("received response - <apiresponse [200", "invalid response object",
+                             "empty or invalid response from llm endpoint", "could not parse the response")
+#: Errors carrying an error status the provider answered with (4xx, 429, 5xx): not billed.
+_ERROR_STATUS = {"HTTPStatusError", "HTTPError", "ClientResponseError"}
 
 
 def _error_chain(exc: BaseException) -> list[BaseException]:
@@ -75,7 +87,26 @@ def may_have_been_billed(exc: BaseException) -> bool:
     texts = [str(e).lower() for e in chain]
     if names & _NOT_SENT or any(t in x for x in texts for t in _NOT_SENT_TEXT):
         return False
+    if answered_unreadable(exc):
+        return True
     return bool(names & _MAY_BE_BILLED) or any(t in x for x in texts for t in _MAY_BE_BILLED_TEXT)
+
+
+def answered_unreadable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the provider answered with a success status and the client could not read
+    the answer: litellm raises such a 200 as a 500 (``InternalServerError``: "Invalid response object",
+    "Empty or invalid response", a ``JSONDecodeError`` or pydantic ``ValidationError`` underneath), the
+    harness's own HTTP models as a ``JSONDecodeError``. The provider bills it (it finished the call); an
+    error the provider answered with an error status (an ``HTTPStatusError`` underneath) is not one."""
+    cause = getattr(exc, "cause", None)
+    if getattr(exc, "paid", None) is not None and isinstance(cause, BaseException):
+        return answered_unreadable(cause)
+    chain = _error_chain(exc)
+    names = {c.__name__ for e in chain for c in type(e).__mro__}
+    if names & _ERROR_STATUS:
+        return False
+    texts = [str(e).lower() for e in chain]
+    return bool(names & _ANSWERED_UNREADABLE) or any(t in x for x in texts for t in _ANSWERED_UNREADABLE_TEXT)
 
 
 # ------------------------------------------------------------------ retries (rank, refresh, run --adaptive)

@@ -71,7 +71,7 @@ from contextlib import contextmanager
 from itertools import islice
 
 __all__ = ["SUPPORTED_LM_EVAL", "TESTED_LM_EVAL", "add_harness_run_parser", "index_include_path_only",
-           "build_lm", "capture_usage", "before_requests",
+           "build_lm", "capture_usage", "before_requests", "billable_usage",
            "usage_sink", "use_full_run_requests", "fresh_instance", "task_filters", "default_max_gen_toks",
            "is_api_model", "prompt_text", "harness_bars_off", "results_file", "redacted_output_files",
            "without_env_info", "capture_answers", "fill_cache", "results_folder"]
@@ -272,7 +272,7 @@ def capture_usage(lm) -> None:
             if sink is not None:
                 outputs = kwargs.get("outputs", args[0] if args else None)
                 for out in outputs if isinstance(outputs, list) else [outputs]:
-                    sink.append(usage_of(out))
+                    sink.append(billable_usage(out))
             return _parse(*args, **kwargs)
 
         wrapped._lm_eval_adaptive_usage = True
@@ -289,10 +289,52 @@ def usage_of(response) -> dict | None:
     return usage
 
 
+#: More tokens than any call has (the largest context windows hold a few million): a count above it is
+#: no count.
+_MAX_TOKENS = 10**9
+
+
+def _count(v) -> int | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 \
+            or v != int(v) or v > _MAX_TOKENS:
+        return None
+    return int(v)
+
+
+def _answered_text(response) -> bool:
+    """Whether the response carries a non-empty answer (a choice's message content or text)."""
+    choices = response.get("choices") if isinstance(response, dict) else getattr(response, "choices", None)
+    for c in choices or []:
+        msg = c.get("message") if isinstance(c, dict) else getattr(c, "message", None)
+        text = (msg.get("content") if isinstance(msg, dict) else getattr(msg, "content", None)) if msg is not None \
+            else (c.get("text") if isinstance(c, dict) else getattr(c, "text", None))
+        if isinstance(text, str) and text:
+            return True
+    return False
+
+
+def billable_usage(response) -> dict | None:
+    """The usage of a response (:func:`usage_of`) when it can be billed from, else None (the call's cost is
+    then unknown and the caller charges its reservation): prompt and completion tokens that are whole
+    counts, a prompt of at least one token, and at least one completion token when the response carries an
+    answer. litellm reports a usage the provider left out as 0/0, so a zero count for a non-empty answer
+    is an unknown usage, not a free call."""
+    usage = usage_of(response)
+    if not isinstance(usage, dict):
+        return None
+    prompt = _count(next((usage[k] for k in ("prompt_tokens", "input_tokens") if usage.get(k) is not None), None))
+    completion = _count(next((usage[k] for k in ("completion_tokens", "output_tokens")
+                              if usage.get(k) is not None), None))
+    if prompt is None or completion is None or prompt == 0 or (completion == 0 and _answered_text(response)):
+        return None
+    return usage
+
+
 @contextmanager
 def usage_sink():
     """Collect, in a list, the usage of every response parsed in this thread meanwhile
-    (one OpenAI-style dict per response, None where a response carried none)."""
+    (one OpenAI-style dict per response, None where a response carried none, or none to bill from:
+    :func:`billable_usage`)."""
     _tls.sink = sink = []
     try:
         yield sink

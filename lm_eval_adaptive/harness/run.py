@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 
 from lm_eval_adaptive.data.price_map import priced_by_default
+from lm_eval_adaptive.harness.output_limits import request_output_bound
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness import lm_eval_compat as compat
 from lm_eval_adaptive.harness.attempts import AttemptBilling, harness_attempts
@@ -134,9 +135,11 @@ class AdaptivePlan:
     bank_refs: dict = field(default_factory=dict)
 
     def max_output_tokens(self, task_obj) -> int:
-        """The most output tokens one request of ``task_obj`` may ask for (``max_gen_toks``): the
-        run's ``--gen_kwargs``, else the task's generation kwargs, else the model's
-        ``max_gen_toks`` argument, else the harness API models' default (256)."""
+        """The most output tokens one request of ``task_obj`` may be billed: its worst case as sent
+        (:func:`~lm_eval_adaptive.harness.output_limits.request_output_bound`: the largest output limit of
+        the run's ``--gen_kwargs`` over the task's generation kwargs, ``max_gen_toks`` defaulting to the
+        model's ``max_gen_toks`` argument, else the harness API models' default (256); times ``n``), as
+        often as the task repeats it."""
         from lm_eval.utils import simple_parse_args_string
 
         gk = dict(task_obj.get_config("generation_kwargs") or {})
@@ -144,7 +147,10 @@ class AdaptivePlan:
         gk.update(simple_parse_args_string(extra) if isinstance(extra, str) else dict(extra or {}))
         ma = self.cfg.model_args
         ma = simple_parse_args_string(ma) if isinstance(ma, str) else dict(ma or {})
-        return int(gk.get("max_gen_toks") or ma.get("max_gen_toks") or 256)
+        if task_obj.get_config("output_type") != "generate_until":
+            return 1
+        repeats = int(task_obj.get_config("repeats") or 1)
+        return repeats * request_output_bound(gk, int(ma.get("max_gen_toks") or 256))
 
     def prompt_lengths(self, task_obj, binding: BankBinding) -> np.ndarray:
         """Characters of each bank item's request contexts as this run's harness builds them (its

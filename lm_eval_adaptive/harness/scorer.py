@@ -38,6 +38,7 @@ from lm_eval_adaptive.errors import BankError, InputError
 from lm_eval_adaptive.harness import lm_eval_compat as compat
 from lm_eval_adaptive.harness.binding import BankBinding
 from lm_eval_adaptive.harness.metrics import declared_judges, judge_calls
+from lm_eval_adaptive.harness.output_limits import request_output_bound
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: bundled price map, no fetch
 
@@ -161,6 +162,8 @@ def _finite(v) -> bool:
 GEN_KWARG_RULES = {
     "max_gen_toks": (_positive_int, "a positive integer"),
     "max_tokens": (_positive_int, "a positive integer"),
+    "max_completion_tokens": (_positive_int, "a positive integer"),
+    "n": (_positive_int, "a positive integer"),
     "temperature": (lambda v: _finite(v) and v >= 0, "a finite number >= 0"),
     "top_p": (lambda v: _finite(v) and 0 < v <= 1, "a number in (0, 1]"),
     "do_sample": (lambda v: isinstance(v, bool), "true or false"),
@@ -205,6 +208,15 @@ def parse_metadata(value, *, flag: str = "--metadata") -> dict | None:
         raise InputError(f"{flag}: must be a JSON object such as '{{\"max_seq_lengths\": [4096]}}', "
                          f"got {type(md).__name__}")
     return md
+
+
+def _request_bound(inst, default: int, where: str) -> int:
+    """The most output tokens one harness request may be billed (a generation's worst case; 1 for a
+    log-likelihood request)."""
+    if inst.request_type != "generate_until":
+        return 1
+    gk = next((a for a in inst.args[1:] if isinstance(a, dict)), None)
+    return request_output_bound(gk, default, where=where)
 
 
 class HarnessTask:
@@ -341,15 +353,13 @@ class HarnessItemScorer:
         self._doc_of = binding.doc_of
         self._lock = threading.Lock()
         self._answered: dict[str, _Answered] = {}
-        gk = {}
-        first = next(iter(self._by_doc.values()))[0]
-        if first.request_type == "generate_until" and len(first.args) > 1 and isinstance(first.args[1], dict):
-            gk = first.args[1]
-        limit = gk.get("max_gen_toks", compat.default_max_gen_toks(self.lm))
-        if not _positive_int(limit):
-            raise InputError(f"max_gen_toks must be a positive integer, got {limit!r} (--gen_kwargs, the task's "
-                             "generation_kwargs or the model's max_gen_toks= argument)")
-        self.max_output_tokens = int(limit)
+        default = compat.default_max_gen_toks(self.lm)
+        where = ("--gen_kwargs, the task's generation_kwargs or the model's max_gen_toks= argument, as task "
+                 f"{self.task_name!r} sends them")
+        #: document → the most output tokens its requests may be billed (every request's worst case, each
+        #: request as often as the task repeats it); an unbounded request is refused here, before any call
+        self._out_bound = {d: sum(int(inst.repeats) * _request_bound(inst, default, where) for inst in insts)
+                           for d, insts in self._by_doc.items()}
 
     def doc_id(self, item_id: str) -> int:
         try:
@@ -358,8 +368,9 @@ class HarnessItemScorer:
             raise BankError(f"item {item_id!r} names no document of task {self.task_name!r}") from None
 
     def prompt_chars(self, item_id: str) -> int:
-        """UTF-8 bytes of the item's request contexts (an upper bound on their tokens)."""
-        return sum(len(str(inst.args[0]).encode("utf-8")) + TEMPLATE_TOKENS
+        """UTF-8 bytes of the item's request contexts, each as often as the task repeats it (an upper bound
+        on their tokens)."""
+        return sum(int(inst.repeats) * (len(str(inst.args[0]).encode("utf-8")) + TEMPLATE_TOKENS)
                    for inst in self._by_doc[self.doc_id(item_id)])
 
     def prompt_length(self, item_id: str) -> int:
@@ -370,11 +381,11 @@ class HarnessItemScorer:
         """(input, output) token counts no call for this item can exceed.
 
         A byte-level BPE token is at least one byte, so the UTF-8 length of the prompt (plus a
-        chat-template allowance per request) bounds its input tokens; the output is bounded
-        by the request's ``max_gen_toks``.
+        chat-template allowance per request) bounds its input tokens; the output is bounded by the
+        worst case of each request as sent (:func:`~lm_eval_adaptive.harness.output_limits.request_output_bound`:
+        its largest output limit times its choices), each request as often as the task repeats it.
         """
-        n_req = len(self._by_doc[self.doc_id(item_id)])
-        return self.prompt_chars(item_id), n_req * self.max_output_tokens
+        return self.prompt_chars(item_id), self._out_bound[self.doc_id(item_id)]
 
     def __call__(self, item_id: str) -> ItemScore:
         """Generate and score one document (one attempt; errors propagate to the caller's retry).

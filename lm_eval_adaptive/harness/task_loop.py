@@ -330,14 +330,18 @@ def _generate(task_obj, tname: str, docs: list, evaluate, timeout: float, price,
             try:
                 res = evaluate(task_obj, docs)
             except Exception as e:  # what was answered before it failed is paid for
-                known = _charges(price, sink, estimates, usage) if sink else np.zeros(len(estimates))
+                known = _charges(price, sink, estimates, usage, reserved()) if sink else np.zeros(len(estimates))
                 known = known + _judge_charges(judges, judged, estimates, judge)
                 try:
                     e.known_usd = float(np.sum(known))
                 except AttributeError:  # an error that takes no attributes: the answered part is lost
                     pass
                 raise
-        return res, _charges(price, sink, estimates, usage) + _judge_charges(judges, judged, estimates, judge)
+        return res, _charges(price, sink, estimates, usage, reserved()) + _judge_charges(judges, judged, estimates,
+                                                                                         judge)
+
+    def reserved():
+        return None if billing is None else billing.reserved_usd
 
     if billing is None:
         res, charged = attempt()
@@ -377,18 +381,25 @@ def _metric_value(tname: str, sample: dict | None, metric: str, doc: int, hint: 
     return v
 
 
-def _charges(price, usage_list, estimates: np.ndarray, totals: dict) -> np.ndarray:
+def _charges(price, usage_list, estimates: np.ndarray, totals: dict, reserved: float | None = None) -> np.ndarray:
     """USD of each document of a batch: the provider-reported usage of the batch's calls at
     ``price``, shared out in proportion to the documents' estimates (exact for one document
-    per batch); the estimates themselves when some call reported no usage or none was made
-    (a local model)."""
+    per batch); the estimates themselves when no call was made (a local model). When some call
+    answered without usage to bill from (none, zero for a non-empty answer, not a count), the
+    attempt's reservation ``reserved`` (its worst case) when it is larger, with a warning."""
 
     if not usage_list:
         return estimates
     try:
         total = sum(actual_cost(price, u) for u in usage_list)
     except ValueError:
-        return estimates
+        if reserved is None or reserved <= float(np.sum(estimates)):
+            return estimates
+        totals["items_charged_reservation"] = totals.get("items_charged_reservation", 0) + len(estimates)
+        log.warning("%s: %d answered call(s) reported no usage to bill from; charged their reservation $%.6g "
+                    "(%d document(s) so far)", price.source, sum(u is None for u in usage_list), reserved,
+                    totals["items_charged_reservation"])
+        return reserved * _shares(estimates)
     totals["prompt_tokens"] += usage_total(usage_list, "prompt_tokens", "input_tokens")
     totals["completion_tokens"] += usage_total(usage_list, "completion_tokens", "output_tokens")
     totals["items_charged_by_usage"] += len(estimates)

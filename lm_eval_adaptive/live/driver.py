@@ -15,9 +15,12 @@ function in simulation) — and an upper cost estimate per item, and it drives a
    ledger as soon as it ends: an answered attempt at the usage the provider returned (the
    model's calls and any judge's), a failed one at the usage of what was answered
    (``error.paid``: the model answered but scoring failed), or, when the request was sent
-   and its answer never read (a read timeout, a dropped connection:
-   :func:`may_have_been_billed`), at its whole reservation, since the provider bills what
-   it finished even when the client gave up; nothing when it was never sent or the provider
+   and its answer never read (a read timeout, a dropped connection), or answered with a success
+   status and a body the client could not read (cut-off JSON, an unasked-for event stream, a
+   usage that is no count: :func:`may_have_been_billed`), at its whole reservation, since the
+   provider bills what it finished even when the client gave up; an answered item whose calls
+   reported no usage to bill from (none, or zero for a non-empty answer) at its reservation too,
+   with a warning naming the model and the count; nothing when it was never sent or the provider
    answered with an error status (4xx, 429, 5xx). A retry is sent only once its own
    reservation (key ``(model, item_id, attempt)``) fits under the cap (else the item fails
    with :class:`BudgetRefused`) and the failed attempt before it is journaled with its
@@ -41,11 +44,11 @@ With a bank per metric the ranker is a
 document, the caller's ``raw`` is metric → value, ``scale`` maps each, and the journal's score record
 holds every metric's raw and scaled score of that one generation; nothing else changes.
 
-Resume (:meth:`LiveRun.resume_from`): score and failure records are replayed into a fresh
-ranker without calling anything, their costs and those of the ``attempt`` records (failed
-attempts charged before a retry) enter the ledger as known charges, once each, and calls
-that were in flight when the process died (a ``request`` record with no outcome) are not
-made again: their items are given up for that model and their reserved upper estimate is
+Resume (:meth:`LiveRun.resume_from`, :mod:`lm_eval_adaptive.live.run_resume`): score and failure
+records are replayed into a fresh ranker without calling anything, their costs and those of the
+``attempt`` records (failed attempts charged before a retry) enter the ledger as known charges, once
+each, and calls that were in flight when the process died (a ``request`` record with no outcome) are
+not made again: their items are given up for that model and their reserved upper estimate is
 counted as spent (the provider may have billed them).
 """
 
@@ -70,6 +73,7 @@ from lm_eval_adaptive.errors import error_line
 from lm_eval_adaptive.harness.billing import ModelFailed, RetryPolicy, is_retryable, may_have_been_billed
 from lm_eval_adaptive.live.journal import Journal, redact
 from lm_eval_adaptive.live.ledger import BudgetLedger
+from lm_eval_adaptive.live.run_resume import raw_value, resume_run
 
 __all__ = ["LiveRun", "RetryPolicy", "is_retryable", "may_have_been_billed", "ModelFailed", "BudgetRefused"]
 
@@ -212,53 +216,20 @@ class LiveRun:
         self.billed_failures = 0  # attempts charged though they failed (timeouts, dropped connections)
         self.billed_failures_usd = 0.0
         self.lost_in_flight: list[tuple[str, str, float]] = []
+        #: model → answered items whose calls reported no usage to bill from (each charged its reservation)
+        self.unknown_usage: dict[str, int] = {m: 0 for m in ranker.models}
+        self.unknown_usage_usd: dict[str, float] = {m: 0.0 for m in ranker.models}
         self.interrupted = False
         self._ctrl_c = threading.Event()  # the first Ctrl-C, caught by the run's SIGINT handler
         self._stop = threading.Event()
         self._reserved_of: dict[tuple, float] = {}
+        self._usage_unknown: set[tuple] = set()  # calls in flight some of whose answers had no usage to bill from
 
     # ------------------------------------------------------------------ resume
     def resume_from(self, journal: Journal) -> dict:
-        """Replay ``journal`` (of an earlier process of this run) into the fresh ranker."""
-        stats = journal.replay_into(self.ranker)
-        r = self.ranker
-        for rec in journal.records("score"):
-            self.raw[rec["model"]][r.item_index(rec["item_id"])] = _raw(rec["raw"])
-        for key, usd in journal.costs():
-            self.ledger.charge_known(key, usd)
-        done = {(r["model"], r["item_id"]) for r in journal.records() if r.get("type") in ("score", "failure")}
-        lost = []
-        for n, rec in enumerate(journal.records(), start=1):
-            if rec.get("type") != "request" or (rec["model"], rec["item_id"]) in done:
-                continue
-            m, item_id, usd = rec["model"], rec["item_id"], float(rec.get("reserved_usd") or 0.0)
-            i = r.item_index(item_id)
-            self.ranker.exclude(m, [i])  # never asked again: the provider may have answered (and billed) it
-            self.ranker.charge(m, usd)
-            self.ledger.charge_known(f"lost:{m}:{item_id}", usd)
-            lost.append((m, item_id, usd))
-        self.lost_in_flight = lost
-        for rec in journal.records("attempt"):  # failed attempts charged before their retry
-            if rec.get("model") not in self.judge_spent:
-                continue
-            self.retries += 1  # each attempt record was followed by a retry
-            if rec.get("may_have_been_billed"):
-                self.billed_failures += 1
-                self.billed_failures_usd += float(rec.get("cost_usd") or 0.0)
-            if rec.get("cost_usd"):
-                self.ranker.charge(rec["model"], float(rec["cost_usd"]))
-        for rec in journal.records():
-            if rec.get("type") not in ("score", "failure") or rec.get("model") not in self.judge_spent:
-                continue
-            self.judge_spent[rec["model"]] += float(rec.get("judge_cost_usd") or 0.0)
-            self.attempts += int(rec.get("attempts") or 0)  # the report counts the journal's calls, not this process's
-            if rec["type"] == "failure" and rec.get("may_have_been_billed"):
-                self.billed_failures += 1
-                self.billed_failures_usd += float(rec.get("cost_usd") or 0.0)
-            if rec["type"] == "failure" and rec.get("cost_usd"):  # answered, then failed: paid for
-                self.ranker.charge(rec["model"], float(rec["cost_usd"]))
-        return {"scores": stats.scores, "failures": stats.failures, "lost_in_flight": len(lost),
-                "spent_usd": self.ledger.spent}
+        """Replay ``journal`` (of an earlier process of this run) into the fresh ranker
+        (:func:`~lm_eval_adaptive.live.run_resume.resume_run`)."""
+        return resume_run(self, journal)
 
     # --------------------------------------------------------------------- run
     def _journal(self, record: dict) -> None:
@@ -366,12 +337,16 @@ class LiveRun:
         return out
 
     def _cost(self, m: str, score, key: tuple) -> tuple[float, float]:
-        """(USD, judge's USD) of an answered item; its reservation when some call reported no usage."""
+        """(USD, judge's USD) of an answered item; its reservation when some call reported no usage to
+        bill from (none, zero for a non-empty answer, not a count: the provider answered, so it billed;
+        counted per model in :attr:`unknown_usage`, and said in a warning naming the model and the count)."""
         try:
             cost = float(self.actual_cost(m, score))
-        except (ValueError, TypeError) as e:  # no usage reported: charge the reservation
-            log.warning("%s, item %s: %s; charged its reserved upper estimate", m, key[1], e)
-            return self._reserved_of[key], 0.0
+        except (ValueError, TypeError) as e:  # no usage to bill from: charge the reservation
+            usd = self._reserved_of[key]
+            self._usage_unknown.add(key)
+            log.info("%s, item %s: %s; charged its reservation $%.6g", m, key[1], e, usd)
+            return usd, 0.0
         judge = 0.0
         if self.judge_cost is not None:
             try:
@@ -408,6 +383,8 @@ class LiveRun:
     def _finish(self, out: _Outcome) -> None:
         """Journal the outcome of a call (charged in the ledger by :meth:`_call`) and tell the ranker."""
         r, req, m = self.ranker, out.request, out.request.model
+        unknown = out.key in self._usage_unknown
+        self._usage_unknown.discard(out.key)
         self.attempts += out.attempts
         self.retries += max(0, out.attempts - 1)
         self.billed_failures += out.billed_failures
@@ -416,14 +393,17 @@ class LiveRun:
             r.charge(m, out.earlier)
         if out.error is None:
             cost, judge = out.charge or 0.0, out.judge
-            raw = _raw(out.score.raw)
+            raw = raw_value(out.score.raw)
             scaled = self.scale(req.item, raw)
             scaled = float(scaled) if not isinstance(scaled, Mapping) else {
                 k: (None if v is None or not math.isfinite(v) else float(v)) for k, v in scaled.items()}
             self.judge_spent[m] += judge
             self._journal({"type": "score", "model": m, "item_id": req.item_id, "raw": raw, "scaled": scaled,
                            "cost_usd": cost, "usage": list(out.score.usage or []), "attempts": out.attempts,
-                           "seconds": round(out.seconds, 4), **_judge_fields(out.score, judge)})
+                           "seconds": round(out.seconds, 4), **_judge_fields(out.score, judge),
+                           **({"usage_unknown": True} if unknown else {})})
+            if unknown:
+                self._count_unknown_usage(m, cost)
             if r.is_pending(req):
                 r.tell(req, scaled, cost=cost, raw=raw)  # the raw value: the metric scale's (scaling clips)
             else:  # the model was dropped meanwhile: paid for and journaled, not ranked
@@ -441,7 +421,9 @@ class LiveRun:
             self._journal({"type": "failure", "model": m, "item_id": req.item_id, "error": why,
                            "attempts": out.attempts, "cost_usd": cost, "may_have_been_billed": out.last_billed,
                            **({"usage": list(paid.usage or []), **_judge_fields(paid, judge)} if paid is not None
-                              else {})})
+                              else {}), **({"usage_unknown": True} if unknown else {})})
+            if unknown:
+                self._count_unknown_usage(m, cost or 0.0)
             self.failed_calls[m] += 1
             r.cancel(req)
             interrupted = isinstance(out.error, ModelFailed) and self._stop.is_set()
@@ -456,6 +438,21 @@ class LiveRun:
                     log.error("%s: %d calls in a row failed; dropped from the ranking (%s)", m,
                               self.failures[m], why)
         self._reserved_of.pop(out.key, None)
+
+    def _count_unknown_usage(self, m: str, usd: float) -> None:
+        self.unknown_usage[m] += 1
+        self.unknown_usage_usd[m] += usd
+        if self.unknown_usage[m] == 1:
+            log.warning("%s: an answered call reported no usage to bill from (missing, zero for a non-empty answer, "
+                        "or not a count); charged its reservation $%.6g", m, usd)
+
+    def warn_unknown_usage(self) -> None:
+        """One warning per model whose answered calls reported no usage to bill from: how many, and what
+        their reservations charged."""
+        for m, n in self.unknown_usage.items():
+            if n:
+                log.warning("%s: %d answered item(s) reported no usage to bill from; each was charged its "
+                            "reservation ($%.6g in all)", m, n, self.unknown_usage_usd[m])
 
     def run(self, *, workers: int | None = None, pool=None) -> None:
         """Run to the end (or Ctrl-C, which sets :attr:`interrupted`); see the result on the ranker.
@@ -505,6 +502,7 @@ class LiveRun:
         finally:
             self._restore_ctrl_c(previous)
             pool.shutdown(wait=not self._stop.is_set() or not futures, cancel_futures=True)
+        self.warn_unknown_usage()
         reason = "interrupted" if self.interrupted else r.stopped_because
         self._journal({"type": "stop", "reason": reason, "spent_usd": self.ledger.spent,
                        "items": int(sum(e.n for e in r.examinees.values()))})
@@ -563,10 +561,3 @@ class LiveRun:
         items = np.asarray(part.items, dtype=np.int64)
         vals = np.array([(raw.get(joint[int(i)]) or {}).get(metric, math.nan) for i in items], dtype=float)
         return items, vals
-
-
-def _raw(value):
-    """A raw metric value as a number, or (a bank per metric) metric → number."""
-    if isinstance(value, Mapping):
-        return {str(k): float(v) for k, v in value.items()}
-    return float(value)

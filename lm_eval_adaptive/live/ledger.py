@@ -81,6 +81,7 @@ class BudgetLedger:
         self._charges: list[tuple[Hashable, int]] = []
         self._charged: set[Hashable] = set()
         self._n_settled = 0
+        self._n_known = 0
         self._n_refused = 0
         self._overshoot = 0
 
@@ -161,6 +162,7 @@ class BudgetLedger:
             self._spent += u
             self._charges.append((key, u))
             self._charged.add(key)
+            self._n_known += 1
             spent, cap = self._spent, self._cap
         if cap is not None and spent > cap:
             log.warning("known charges reach $%.6g, over the cap of $%.6g", _usd(spent), _usd(cap))
@@ -197,6 +199,12 @@ class BudgetLedger:
             return self._n_settled
 
     @property
+    def n_known(self) -> int:
+        """Charges paid earlier and booked with :meth:`charge_known` (a resume's)."""
+        with self._lock:
+            return self._n_known
+
+    @property
     def n_refused(self) -> int:
         """Reservations refused because they would have broken the cap."""
         with self._lock:
@@ -231,7 +239,7 @@ class BudgetLedger:
             avail = math.inf if self._cap is None else _usd(max(0, self._cap - self._spent - self._reserved))
             return {"cap": cap, "spent": _usd(self._spent), "reserved": _usd(self._reserved),
                     "available": avail, "in_flight": len(self._reservations),
-                    "n_settled": self._n_settled, "n_charges": len(self._charges),
+                    "n_settled": self._n_settled, "n_known": self._n_known, "n_charges": len(self._charges),
                     "n_refused": self._n_refused, "overshoot_usd": _usd(self._overshoot),
                     "within_cap": self._cap is None or self._spent + self._reserved <= self._cap}
 

@@ -47,9 +47,7 @@ def _ranking_block(res, rows, failed_rows, setup, metric: str, bank) -> dict:
         entry["judge_cost_usd"] = r["judge_cost"]
         entry["person_fit"] = r["person_fit"]
         entry["full_run_cost_usd"] = r["full_cost"]
-        entry["price"] = {"input_per_mtok": setup.prices[entry["model"]].input_per_mtok,
-                          "output_per_mtok": setup.prices[entry["model"]].output_per_mtok,
-                          "source": setup.prices[entry["model"]].source}
+        entry["price"] = setup.prices[entry["model"]].record()  # the price the run charged (a resume: the journal's)
     d.update({"metric": metric, "bank_id": bank.bank_id, "rows": rows + failed_rows, "ranked": len(d["ranking"]) >= 2})
     return d
 
@@ -92,8 +90,7 @@ def build_report(live, setup, a: LiveSettings, *, command: str) -> dict:
         "stopped_because": stopped, "ranked": ranked,
         "total_cost_usd": snap["spent"], "budget_usd": a.budget_usd,
         "judge_cost_usd": float(sum(live.judge_spent.values())),
-        "judge_prices": {m: {"input_per_mtok": p.input_per_mtok, "output_per_mtok": p.output_per_mtok,
-                             "source": p.source} for m, p in setup.judges.prices.items()},
+        "judge_prices": {m: p.record() for m, p in setup.judges.prices.items()},
         "priced_by_default": setup.priced_by_default,
         "full_run_cost_usd": float(sum(setup.full_cost[m] for m in live.ranker.models)),
         "failed": [{"model": m, "error": why, "failed_calls": int(live.failed_calls[m]), "items": items[m],
@@ -102,8 +99,11 @@ def build_report(live, setup, a: LiveSettings, *, command: str) -> dict:
         "calls": {"attempts": live.attempts, "retries": live.retries,
                   "billed_failures": live.billed_failures, "billed_failures_usd": live.billed_failures_usd,
                   "failed_items": int(sum(live.failed_calls.values())),
+                  "usage_unknown": {m: {"items": n, "charged_usd": live.unknown_usage_usd[m]}
+                                    for m, n in live.unknown_usage.items() if n},
                   "lost_in_flight": [{"model": m, "item_id": i, "charged_usd": u} for m, i, u in live.lost_in_flight]},
-        "ledger": {k: snap[k] for k in ("spent", "reserved", "n_settled", "n_refused", "overshoot_usd")},
+        "ledger": {**{k: snap[k] for k in ("spent", "reserved", "n_refused", "overshoot_usd")},
+                   "n_settled": snap["n_settled"] + snap["n_known"]},  # charges of earlier processes of the run too
         "settings": {"confidence": a.confidence, "min_items": a.min_items, "max_items": a.max_items,
                      "concurrency": a.concurrency, "seed": a.seed,
                      "timeout_s": {m: sc.timeout for m, sc in setup.scorers.items()},

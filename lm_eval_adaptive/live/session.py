@@ -131,6 +131,7 @@ class LiveSettings:
     dry_run: bool = False  # forecast the cost, call nothing (live/cost_forecast.py)
     given: dict | None = None  # resume: the settings the command line gave, compared with the journal's
     cap_change: tuple | None = None  # resume: (old cap, new cap) stated with --budget-usd
+    new_prices: bool = False  # resume: go on at the prices resolved now when they differ from the journal's
 
     @classmethod
     def from_mapping(cls, values: Mapping) -> LiveSettings:
@@ -528,4 +529,4 @@ def cheapest_call_check(setup: Setup, a: LiveSettings, models=None) -> None:
     if a.budget_usd - spent < cheapest:
         left = f" (${spent:.6g} of it already spent)" if spent else ""
         raise InputError(f"--budget-usd {a.budget_usd:g}{left} is below one call: the cheapest first call "
-                         f"reserves ${cheapest:.6g} (its prompt and max_gen_toks output tokens at the model's price)")
+                         f"reserves ${cheapest:.6g} (its prompt and its request's most output tokens at the model's price)")
