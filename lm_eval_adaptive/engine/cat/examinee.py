@@ -218,6 +218,15 @@ class Examinee(ItemLedger):
             raise ValueError(f"model {self._name!r}, item {ids[i]!r}: score {float(y[i])!r}; the "
                              f"{self._bank.model.kind} bank {self._bank.describe()} takes scores 0 or 1 only")
 
+    def check_recordable(self, items: np.ndarray, y, ids) -> None:
+        """ValueError, changing nothing, unless the scaled scores ``y`` of bank ``items`` (ids ``ids``) may be
+        recorded: 0 or 1 on a 2PL/3PL bank, and no item already scored or excluded (what a several-metric
+        examinee asks each part before it records anything)."""
+        self._check_binary(y, ids)
+        clash = items[self._scored[items] | self._excluded[items]]
+        if clash.size:
+            self._check_new(int(clash[0]))
+
     def record(self, item: int, y: float, *, cost: float | None = None, raw: float | None = None,
                random: bool | None = None) -> None:
         """Add the scaled score ``y`` ∈ [0, 1] of bank item ``item`` (reserved or not).
@@ -300,10 +309,7 @@ class Examinee(ItemLedger):
                 check_raw(float(r[~np.isfinite(r)][0]), model=self._name, item=ids[int(np.argmin(np.isfinite(r)))])
         if np.unique(items).size != items.size:
             raise ValueError(f"model {self._name!r}: an item appears twice in one record_many")
-        self._check_binary(y, ids)
-        clash = items[self._scored[items] | self._excluded[items]]
-        if clash.size:
-            self._check_new(int(clash[0]))
+        self.check_recordable(items, y, ids)
         if not items.size:
             return
         self._estimator.update_many(self._bank.model, self._bank.b[items], y, **self._bank.item_params(items))

@@ -164,10 +164,7 @@ class JointExaminee(ItemLedger):
         for k, p, index in zip(self._metrics, self._part_list, self._index):  # every check before any change
             y = ys[k]
             if y is not None:
-                p._check_binary(y, [iid])
-                i = int(index[item])
-                if p._scored[i] or p._excluded[i]:
-                    p._check_new(i)
+                p.check_recordable(index[item:item + 1], y, [iid])
         random = bool(self._random[item]) if self._mask[item] else self._random_unreserved(item)
         self._set_random(item, random)
         for k, p, index in zip(self._metrics, self._part_list, self._index):
@@ -212,11 +209,7 @@ class JointExaminee(ItemLedger):
             have = ~np.isnan(y)
             ids = [self.item_id(i) for i in arr[have].tolist()]
             check_scores(y[have], model=self._name, items=ids)
-            p._check_binary(y[have], ids)
-            bi = index[arr[have]]
-            bad = bi[p._scored[bi] | p._excluded[bi]]
-            if bad.size:
-                p._check_new(int(bad[0]))
+            p.check_recordable(index[arr[have]], y[have], ids)
         rs = {}
         for k in self._metrics:
             if raws is not None and raws.get(k) is not None:
