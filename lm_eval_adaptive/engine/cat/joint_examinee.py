@@ -45,7 +45,6 @@ class JointExaminee(ItemLedger):
                  item_costs: np.ndarray | None = None, estimator: EstimatorFactory | None = None):
         super().__init__(selector.item_ids, selector, name, item_costs=item_costs, unit="joint")
         self._metrics = selector.metrics
-        self._ids = selector.item_ids
         self._index = selector.indices
         self._parts = {k: Examinee(bank, shared_default_selector(bank, seed=0), name, estimator=estimator)
                        for k, bank in zip(self._metrics, selector.banks)}
@@ -75,7 +74,7 @@ class JointExaminee(ItemLedger):
 
     @property
     def item_ids(self) -> list[str]:
-        return list(self._ids)
+        return list(self._item_ids)
 
     def bank_item(self, metric: str, item: int) -> int:
         """Index in ``metric``'s bank of joint item ``item``."""
