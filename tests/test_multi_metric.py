@@ -340,3 +340,32 @@ def test_the_backtests_rankers_pick_by_the_banks_own_information():
     theta = 0.3
     assert np.array_equal(r.selector.information(theta), two_pl.information(theta, np.arange(two_pl.n_items)))
     assert fold_ranker(make_sim_bank(50), ["a", "b"], BacktestConfig(), 0, 0).selector.information is None
+
+
+def test_the_joint_examinee_keeps_the_ledger_every_examinee_keeps(banks):
+    """One account of items and money (issue 29): the joint examinee is the one bank's ledger over the joint
+    items — a random slot's reservation, a bulk record undoing it, the spend counted once per generation and
+    every charge passed to each metric's part."""
+    from lm_eval_adaptive.engine.cat.item_ledger import ItemLedger
+    from lm_eval_adaptive.engine.cat.joint_examinee import JointExaminee
+    from lm_eval_adaptive.engine.cat.selection import JointInformationSelector
+
+    sel = JointInformationSelector(banks, joint_item_ids(banks), seed=0)
+    je = JointExaminee(sel, "m", item_costs=np.full(len(sel.item_ids), 0.01))
+    assert isinstance(je, ItemLedger) and all(isinstance(p, ItemLedger) for p in je.parts.values())
+    slot = next(k for k in range(je.n_items) if sel.is_random_slot(k))
+    for _ in range(slot):  # fill the slots before the first random one
+        je.record(je.next_item(), {"m1": 0.5, "m2": 0.5})
+    item = je.next_item()
+    je.reserve(item)
+    assert je.random_mask[item] and je.random_mask.sum() == 1
+    je.record_many([item], {"m1": [0.25], "m2": [0.75]})  # recorded in bulk: not a random slot's any more
+    assert not je.random_mask.any() and je.is_scored(item) and je.n_taken == slot + 1
+    assert je.spent == pytest.approx(0.01 * (slot + 1))
+    je.charge(0.5)
+    assert je.spent == pytest.approx(0.01 * (slot + 1) + 0.5)
+    assert all(p.spent == pytest.approx(je.spent) for p in je.parts.values())
+    with pytest.raises(ValueError, match="already scored"):
+        je.unreserve(item)
+    with pytest.raises(ValueError, match="already scored"):
+        je.record(item, {"m1": 0.5, "m2": 0.5})

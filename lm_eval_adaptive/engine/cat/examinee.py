@@ -24,7 +24,6 @@ import numpy as np
 from lm_eval_adaptive.engine.irt.bank import ItemBank
 from lm_eval_adaptive.engine.irt.checks import (
     check_cost,
-    check_costs,
     check_raw,
     check_score,
     check_scores,
@@ -87,16 +86,19 @@ class Examinee(ItemLedger):
         self._factory = factory
         self._estimator = factory(bank)
         self._estimator_name = component_name(factory)
-        super().__init__(bank, selector, name)
+        super().__init__(bank.item_ids, selector, name, item_costs=item_costs)
+        self._bank = bank
         self._items: list[int] = []
         self._scores: list[float] = []
         self._info: list[float] = []
-        self._item_costs = item_costs
-        self._spent = 0.0
         self._fit: tuple[int, PersonFit] | None = None  # (items scored, person fit then)
         self._raw = np.full(bank.n_items, np.nan)  # raw metric of each scored item (bank order)
 
     # ----------------------------------------------------------------- reading
+    @property
+    def bank(self) -> ItemBank:
+        return self._bank
+
     @property
     def estimator(self) -> AbilityEstimator:
         """The ability estimator (read it; change it only by recording scores)."""
@@ -188,23 +190,11 @@ class Examinee(ItemLedger):
         return model.item_information(theta, b)
 
     @property
-    def spent(self) -> float:
-        """USD spent on this model: the scored items' costs and every :meth:`charge`."""
-        return self._spent
-
-    @property
-    def item_costs(self) -> np.ndarray | None:
-        return self._item_costs
-
-    @property
     def raw(self) -> np.ndarray:
         """Bank-order raw metric of every scored item, NaN elsewhere (read-only view)."""
         v = self._raw.view()
         v.flags.writeable = False
         return v
-
-    def cost_of(self, item: int) -> float:
-        return 0.0 if self._item_costs is None else float(self._item_costs[item])
 
     def next_item(self, rng: np.random.Generator | None = None) -> int:
         """Bank index of the selector's next item (-1 if none is left); reserves nothing."""
@@ -227,6 +217,15 @@ class Examinee(ItemLedger):
             i = int(bad[0])
             raise ValueError(f"model {self._name!r}, item {ids[i]!r}: score {float(y[i])!r}; the "
                              f"{self._bank.model.kind} bank {self._bank.describe()} takes scores 0 or 1 only")
+
+    def check_recordable(self, items: np.ndarray, y, ids) -> None:
+        """ValueError, changing nothing, unless the scaled scores ``y`` of bank ``items`` (ids ``ids``) may be
+        recorded: 0 or 1 on a 2PL/3PL bank, and no item already scored or excluded (what a several-metric
+        examinee asks each part before it records anything)."""
+        self._check_binary(y, ids)
+        clash = items[self._scored[items] | self._excluded[items]]
+        if clash.size:
+            self._check_new(int(clash[0]))
 
     def record(self, item: int, y: float, *, cost: float | None = None, raw: float | None = None,
                random: bool | None = None) -> None:
@@ -261,9 +260,7 @@ class Examinee(ItemLedger):
         if random is None:
             random = bool(self._random[item]) if self._mask[self._selector.positions(item)] \
                 else self._random_unreserved(item)
-        if bool(random) != bool(self._random[item]):
-            self._random[item] = bool(random)
-            self._n_random_taken += 1 if random else -1
+        self._set_random(item, random)
         b = float(bank.b[item])
         estimator = self._estimator
         if getattr(estimator, "estimated", True):  # θ̂ known now: the information now, else on first read
@@ -301,10 +298,7 @@ class Examinee(ItemLedger):
         y = check_scores(scores, model=self._name, items=ids)
         if y.shape != items.shape:
             raise ValueError(f"model {self._name!r}: {items.size} items but {y.size} scores")
-        if costs is not None:
-            c = check_costs(costs, model=self._name, items=ids)
-            if c.shape != items.shape:
-                raise ValueError(f"model {self._name!r}: {items.size} items but {c.size} costs")
+        c = self._costs_of(items, costs, ids)
         if raws is None:
             r = self._bank.unscale(items, y) if items.size else np.zeros(0)
         else:
@@ -315,37 +309,15 @@ class Examinee(ItemLedger):
                 check_raw(float(r[~np.isfinite(r)][0]), model=self._name, item=ids[int(np.argmin(np.isfinite(r)))])
         if np.unique(items).size != items.size:
             raise ValueError(f"model {self._name!r}: an item appears twice in one record_many")
-        self._check_binary(y, ids)
-        clash = items[self._scored[items] | self._excluded[items]]
-        if clash.size:
-            self._check_new(int(clash[0]))
+        self.check_recordable(items, y, ids)
         if not items.size:
             return
         self._estimator.update_many(self._bank.model, self._bank.b[items], y, **self._bank.item_params(items))
-        pos = self._selector.positions(items)
-        self._n_taken += int(np.count_nonzero(~self._mask[pos]))
-        self._mask[pos] = True
+        self._mark_many(items)
         self._items.extend(items.tolist())
         self._scores.extend(y.tolist())
         self._info.extend([math.nan] * items.size)
-        self._scored[items] = True
         self._raw[items] = r
-        was = self._random[items]
-        if was.any():  # reserved at a random slot, then recorded in bulk: not a random slot's after all
-            self._n_random_taken -= int(was.sum())
-            self._random[items] = False
-        if costs is not None:
-            self._spent += float(np.sum(c))
-        elif self._item_costs is not None:
-            self._spent += float(np.sum(np.asarray(self._item_costs, dtype=float)[items]))
+        self._spent += float(np.sum(c))
         self._version += 1
         self._changes += 1
-
-    def charge(self, usd: float) -> None:
-        """Add money spent on this model without a score (a call lost in flight, a paid call
-        whose scoring failed). ValueError for a negative or non-finite amount."""
-        if usd is None:
-            raise ValueError(f"model {self._name!r}: a charge needs an amount (USD)")
-        self._spent += check_cost(usd, model=self._name)
-
-

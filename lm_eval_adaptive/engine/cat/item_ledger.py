@@ -1,47 +1,54 @@
-"""Which items one model has taken over a bank: reserved (asked, score not known yet), scored or
-excluded, and which of them a random slot of the selector chose.
+"""Which items one model has taken over an item set: reserved (asked, score not known yet), scored or
+excluded, which of them a random slot of the selector chose, and what the model cost.
 
-:class:`ItemLedger` is the part of an :class:`~lm_eval_adaptive.engine.cat.examinee.Examinee` that keeps
-this account (the selector never offers a taken item); the examinee adds the ability estimate, the
-scores and their costs. Its state changes only through its methods.
+:class:`ItemLedger` is the part every examinee is built on: an
+:class:`~lm_eval_adaptive.engine.cat.examinee.Examinee` keeps it over one bank's items (and adds the
+ability estimate and the scores), a :class:`~lm_eval_adaptive.engine.cat.joint_examinee.JointExaminee`
+over the joint items of several banks (and adds an examinee per metric's bank as its parts). The
+selector never offers a taken item. Its state changes only through its methods.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from lm_eval_adaptive.engine.irt.bank import ItemBank
+from lm_eval_adaptive.engine.irt.checks import check_cost, check_costs
 from lm_eval_adaptive.engine.cat.selection import Selector
 
 __all__ = ["ItemLedger"]
 
 
 class ItemLedger:
-    """The items one model has taken over ``bank``, in the ``selector``'s mask (its positions), and
-    bank-order flags: scored, excluded, chosen by a random slot. ``name`` names the model in errors."""
+    """The items one model has taken over the items ``item_ids`` (an item is its index there), in the
+    ``selector``'s mask (its positions), and item-order flags: scored, excluded, chosen by a random slot;
+    and the model's spend (``item_costs``: USD per item, None: items cost 0). ``name`` names the model in
+    errors, ``unit`` the item set (``"bank"``: a bank's items; ``"joint"``: the joint items of several)."""
 
-    def __init__(self, bank: ItemBank, selector: Selector, name: str) -> None:
+    _UNITS = {"bank": ("a bank index", "bank indices", "the bank"),
+              "joint": ("a joint item index", "joint item indices", "the joint items")}
+
+    def __init__(self, item_ids, selector: Selector, name: str, *, item_costs: np.ndarray | None = None,
+                 unit: str = "bank") -> None:
         self._name = name
-        self._bank = bank
+        self._item_ids = item_ids
         self._selector = selector
-        self._n_items = bank.n_items
+        self._n_items = n = len(item_ids)
+        self._words = self._UNITS[unit]
         self._mask = selector.new_mask()
         self._n_taken = 0  # True entries of the mask (the selector's window size)
-        self._excluded = np.zeros(bank.n_items, dtype=bool)
-        self._scored = np.zeros(bank.n_items, dtype=bool)
+        self._excluded = np.zeros(n, dtype=bool)
+        self._scored = np.zeros(n, dtype=bool)
         self._version = 0
-        self._random = np.zeros(bank.n_items, dtype=bool)  # taken by a random slot of the selector
+        self._random = np.zeros(n, dtype=bool)  # taken by a random slot of the selector
         self._n_random_taken = 0  # True entries of _random
         self._is_random_slot = getattr(selector, "is_random_slot", None)
         self._changes = 0  # scores and exclusions recorded (what the metric scale reads changed)
+        self._item_costs = item_costs
+        self._spent = 0.0
 
     @property
     def name(self) -> str:
         return self._name
-
-    @property
-    def bank(self) -> ItemBank:
-        return self._bank
 
     @property
     def selector(self) -> Selector:
@@ -49,7 +56,7 @@ class ItemLedger:
 
     @property
     def n_items(self) -> int:
-        """Items of the bank (the most this examinee can be given)."""
+        """Items of the item set (the most this examinee can be given)."""
         return self._n_items
 
     @property
@@ -71,7 +78,7 @@ class ItemLedger:
 
     @property
     def random_mask(self) -> np.ndarray:
-        """Bank-order: True for the items a random slot of the selector chose (read-only view; for a
+        """Item-order: True for the items a random slot of the selector chose (read-only view; for a
         reserved item not scored yet it says what the slot was)."""
         v = self._random.view()
         v.flags.writeable = False
@@ -79,12 +86,12 @@ class ItemLedger:
 
     @property
     def population(self) -> np.ndarray:
-        """Bank-order: the items the model's full-task mean is over, every item except those excluded
+        """Item-order: the items the model's full-task mean is over, every item except those excluded
         without a score (e.g. it has no recorded answer)."""
         return self._scored | ~self._excluded
 
     def item_id(self, item: int) -> str:
-        return str(self._bank.item_ids[item])
+        return str(self._item_ids[item])
 
     def is_taken(self, item: int) -> bool:
         """The item is reserved, scored or excluded (the selector will not offer it)."""
@@ -97,17 +104,17 @@ class ItemLedger:
         return bool(self._excluded[self._check_item(item)])
 
     def taken(self) -> np.ndarray:
-        """Bank-order boolean array: True for every taken item (a copy)."""
-        return self._mask[self._selector.positions(np.arange(self._bank.n_items))].copy()
+        """Item-order boolean array: True for every taken item (a copy)."""
+        return self._mask[self._selector.positions(np.arange(self._n_items))].copy()
 
     def _check_item(self, item) -> int:
         if type(item) is int and 0 <= item < self._n_items:  # the common case
             return item
         if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
-            raise ValueError(f"model {self._name!r}: an item is a bank index (int), got {item!r}")
-        if not 0 <= item < self._bank.n_items:
-            raise ValueError(f"model {self._name!r}: item index {item} is outside the bank "
-                             f"(0..{self._bank.n_items - 1})")
+            raise ValueError(f"model {self._name!r}: an item is {self._words[0]} (int), got {item!r}")
+        if not 0 <= item < self._n_items:
+            raise ValueError(f"model {self._name!r}: item index {item} is outside {self._words[2]} "
+                             f"(0..{self._n_items - 1})")
         return int(item)
 
     def _check_items(self, items) -> np.ndarray:
@@ -115,19 +122,29 @@ class ItemLedger:
         if arr.size == 0:
             return np.zeros(0, dtype=np.int64)
         if arr.ndim != 1 or arr.dtype.kind not in "iu":
-            raise ValueError(f"model {self._name!r}: items must be bank indices (ints), got {items!r}")
+            raise ValueError(f"model {self._name!r}: items must be {self._words[1]} (ints), got {items!r}")
         arr = arr.astype(np.int64)
-        bad = arr[(arr < 0) | (arr >= self._bank.n_items)]
+        bad = arr[(arr < 0) | (arr >= self._n_items)]
         if bad.size:
-            raise ValueError(f"model {self._name!r}: item index {int(bad[0])} is outside the bank "
-                             f"(0..{self._bank.n_items - 1})")
+            raise ValueError(f"model {self._name!r}: item index {int(bad[0])} is outside {self._words[2]} "
+                             f"(0..{self._n_items - 1})")
         return arr
 
-    def _mark(self, item: int) -> None:
-        pos = self._selector.positions(item)
-        if not self._mask[pos]:
-            self._mask[pos] = True
-            self._n_taken += 1
+    def _mark_many(self, items: np.ndarray) -> None:
+        """Mark ``items`` taken (recorded in bulk): none of them counts as a random slot's any more."""
+        pos = self._selector.positions(items)
+        self._n_taken += int(np.count_nonzero(~self._mask[pos]))
+        self._mask[pos] = True
+        self._scored[items] = True
+        was = self._random[items]
+        if was.any():  # reserved at a random slot, then recorded in bulk: not a random slot's after all
+            self._n_random_taken -= int(was.sum())
+            self._random[items] = False
+
+    def _set_random(self, item: int, random: bool) -> None:
+        if bool(random) != bool(self._random[item]):
+            self._random[item] = bool(random)
+            self._n_random_taken += 1 if random else -1
 
     def exclude(self, items) -> None:
         """Never select these bank items (e.g. the model has no score for them)."""
@@ -185,3 +202,33 @@ class ItemLedger:
             raise ValueError(f"model {self._name!r}, item {self.item_id(item)!r}: already scored")
         if self._excluded[item]:
             raise ValueError(f"model {self._name!r}, item {self.item_id(item)!r}: excluded for this model")
+
+    # ------------------------------------------------------------------- spend
+    @property
+    def spent(self) -> float:
+        """USD spent on this model: the recorded items' costs and every :meth:`charge`."""
+        return self._spent
+
+    @property
+    def item_costs(self) -> np.ndarray | None:
+        return self._item_costs
+
+    def cost_of(self, item: int) -> float:
+        return 0.0 if self._item_costs is None else float(self._item_costs[item])
+
+    def _costs_of(self, items: np.ndarray, costs, ids) -> np.ndarray:
+        """USD of each of ``items`` recorded in bulk: ``costs`` checked (one per item), or the item costs."""
+        if costs is None:
+            return np.zeros(items.size) if self._item_costs is None else \
+                np.asarray(self._item_costs, dtype=float)[items]
+        c = check_costs(costs, model=self._name, items=ids)
+        if c.shape != items.shape:
+            raise ValueError(f"model {self._name!r}: {items.size} items but {c.size} costs")
+        return c
+
+    def charge(self, usd: float) -> None:
+        """Add money spent on this model without a score (a call lost in flight, a paid call
+        whose scoring failed). ValueError for a negative or non-finite amount."""
+        if usd is None:
+            raise ValueError(f"model {self._name!r}: a charge needs an amount (USD)")
+        self._spent += check_cost(usd, model=self._name)

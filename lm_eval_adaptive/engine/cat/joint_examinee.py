@@ -10,7 +10,7 @@ from typing import Mapping
 
 import numpy as np
 
-from lm_eval_adaptive.engine.irt.checks import check_cost, check_costs, check_raw, check_scores
+from lm_eval_adaptive.engine.irt.checks import check_cost, check_raw, check_scores
 from lm_eval_adaptive.engine.cat.estimation import EstimatorFactory
 from lm_eval_adaptive.engine.cat.selection import (
     JointAbility,
@@ -18,11 +18,12 @@ from lm_eval_adaptive.engine.cat.selection import (
     shared_default_selector,
 )
 from lm_eval_adaptive.engine.cat.examinee import Examinee
+from lm_eval_adaptive.engine.cat.item_ledger import ItemLedger
 
 __all__ = ["JointExaminee"]
 
 
-class JointExaminee:
+class JointExaminee(ItemLedger):
     """One model under several metrics at once: each joint item is generated once and scored by every metric.
 
     The joint items are those every bank has (:func:`~lm_eval_adaptive.engine.irt.bank.joint_item_ids`, the
@@ -35,15 +36,15 @@ class JointExaminee:
     :meth:`charge`), and the next item, chosen by the
     :class:`~lm_eval_adaptive.engine.cat.selection.JointInformationSelector` from every part's θ̂ and
     measurement SE (``focus``: only some metrics' information counts). Its :attr:`measurement_se` is the
-    largest of the parts' (an SE target is met when every metric meets it).
+    largest of the parts' (an SE target is met when every metric meets it). Its account of the joint
+    items and the spend is the :class:`~lm_eval_adaptive.engine.cat.item_ledger.ItemLedger` every
+    examinee keeps, here over the joint items.
     """
 
     def __init__(self, selector: JointInformationSelector, name: str = "model", *,
                  item_costs: np.ndarray | None = None, estimator: EstimatorFactory | None = None):
-        self._name = name
-        self._selector = selector
+        super().__init__(selector.item_ids, selector, name, item_costs=item_costs, unit="joint")
         self._metrics = selector.metrics
-        self._ids = selector.item_ids
         self._index = selector.indices
         self._parts = {k: Examinee(bank, shared_default_selector(bank, seed=0), name, estimator=estimator)
                        for k, bank in zip(self._metrics, selector.banks)}
@@ -54,32 +55,10 @@ class JointExaminee:
             if other.any():
                 p.exclude(np.flatnonzero(other))
         self._all = (True,) * len(self._metrics)
-        n = len(self._ids)
-        self._n_items = n
-        self._mask = selector.new_mask()
-        self._n_taken = 0
-        self._excluded = np.zeros(n, dtype=bool)
-        self._scored = np.zeros(n, dtype=bool)
         self._items: list[int] = []
         self._scores: list[dict] = []
-        self._item_costs = item_costs
-        self._spent = 0.0
-        self._version = 0
-        self._random = np.zeros(n, dtype=bool)  # joint items a random slot chose
 
     # ----------------------------------------------------------------- reading
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def random_mask(self) -> np.ndarray:
-        """Joint items a random slot of the joint selector chose (read-only view; each part's
-        :attr:`Examinee.random_mask` holds the same items in its bank's order)."""
-        v = self._random.view()
-        v.flags.writeable = False
-        return v
-
     @property
     def metrics(self) -> list[str]:
         return list(self._metrics)
@@ -95,7 +74,7 @@ class JointExaminee:
 
     @property
     def item_ids(self) -> list[str]:
-        return list(self._ids)
+        return list(self._item_ids)
 
     def bank_item(self, metric: str, item: int) -> int:
         """Index in ``metric``'s bank of joint item ``item``."""
@@ -105,11 +84,6 @@ class JointExaminee:
     def n(self) -> int:
         """Generations recorded."""
         return len(self._items)
-
-    @property
-    def n_items(self) -> int:
-        """Joint items (the most this examinee can be given)."""
-        return self._n_items
 
     @property
     def items(self) -> list[int]:
@@ -125,42 +99,6 @@ class JointExaminee:
     def measurement_se(self) -> float:
         """The largest measurement SE of the parts (what more items reduce)."""
         return max(p.measurement_se for p in self._part_list)
-
-    @property
-    def spent(self) -> float:
-        """USD spent on this model: each generation once, and every :meth:`charge`."""
-        return self._spent
-
-    @property
-    def item_costs(self) -> np.ndarray | None:
-        return self._item_costs
-
-    @property
-    def n_taken(self) -> int:
-        return self._n_taken
-
-    @property
-    def version(self) -> int:
-        """Changes whenever what the selector sees changes (taken items, a part's θ̂)."""
-        return self._version
-
-    def item_id(self, item: int) -> str:
-        return str(self._ids[item])
-
-    def is_taken(self, item: int) -> bool:
-        return bool(self._mask[self._check_item(item)])
-
-    def is_scored(self, item: int) -> bool:
-        return bool(self._scored[self._check_item(item)])
-
-    def is_excluded(self, item: int) -> bool:
-        return bool(self._excluded[self._check_item(item)])
-
-    def taken(self) -> np.ndarray:
-        return self._mask.copy()
-
-    def cost_of(self, item: int) -> float:
-        return 0.0 if self._item_costs is None else float(self._item_costs[item])
 
     def ability(self, focus=None) -> JointAbility:
         """Every part's θ̂ and measurement SE, and which metrics count (``focus``: one bool per metric;
@@ -182,49 +120,6 @@ class JointExaminee:
         return self._selector.candidates(self.ability(focus), self._mask, self._n_taken, k)
 
     # ---------------------------------------------------------------- changing
-    def _check_item(self, item) -> int:
-        if type(item) is int and 0 <= item < self._n_items:
-            return item
-        if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
-            raise ValueError(f"model {self._name!r}: an item is a joint item index (int), got {item!r}")
-        if not 0 <= item < self._n_items:
-            raise ValueError(f"model {self._name!r}: item index {item} is outside the joint items "
-                             f"(0..{self._n_items - 1})")
-        return int(item)
-
-    def exclude(self, items) -> None:
-        """Never give these joint items (every metric's parts keep theirs: nothing is recorded)."""
-        arr = np.atleast_1d(np.asarray(items))
-        if arr.size:
-            if arr.ndim != 1 or arr.dtype.kind not in "iu":
-                raise ValueError(f"model {self._name!r}: items must be joint item indices (ints), got {items!r}")
-            for i in arr.tolist():
-                self._check_item(i)
-            self._mask[arr] = True
-            self._excluded[arr] = True
-        self._n_taken = int(self._mask.sum())
-        self._version += 1
-
-    def reserve(self, item: int) -> None:
-        item = self._check_item(item)
-        if not self._mask[item]:
-            if self._selector.is_random_slot(self._n_taken):
-                self._random[item] = True
-            self._mask[item] = True
-            self._n_taken += 1
-        self._version += 1
-
-    def unreserve(self, item: int) -> None:
-        item = self._check_item(item)
-        if self._scored[item]:
-            raise ValueError(f"model {self._name!r}, item {self.item_id(item)!r}: already scored, "
-                             "it cannot be given back")
-        if not self._excluded[item] and self._mask[item]:
-            self._mask[item] = False
-            self._n_taken -= 1
-        self._random[item] = False
-        self._version += 1
-
     def checked_scores(self, scores, item_id: str) -> dict:
         """``scores`` (metric → scaled score in [0, 1], None or NaN where the metric could not score)
         checked: a mapping over the metrics only, each a number; returns metric → float or None."""
@@ -253,10 +148,8 @@ class JointExaminee:
         when anything is refused."""
         item = self._check_item(item)
         iid = self.item_id(item)
-        if self._scored[item]:
-            raise ValueError(f"model {self._name!r}, item {iid!r}: already scored")
-        if self._excluded[item]:
-            raise ValueError(f"model {self._name!r}, item {iid!r}: excluded for this model")
+        if self._scored[item] or self._excluded[item]:
+            self._check_new(item)
         ys = self.checked_scores(scores, iid)
         if cost is not None:
             cost = check_cost(cost, model=self._name, item=iid)
@@ -270,17 +163,9 @@ class JointExaminee:
         for k, p, index in zip(self._metrics, self._part_list, self._index):  # every check before any change
             y = ys[k]
             if y is not None:
-                p._check_binary(y, [iid])
-                i = int(index[item])
-                if p._scored[i] or p._excluded[i]:
-                    p._check_new(i)
-        if self._mask[item]:
-            random = bool(self._random[item])
-        else:
-            sel = self._selector
-            random = sel.random_slots(self._n_taken + 1) > int(self._random.sum()) and \
-                sel.random_item(self._mask, self._n_taken) == item
-            self._random[item] = random
+                p.check_recordable(index[item:item + 1], y, [iid])
+        random = bool(self._random[item]) if self._mask[item] else self._random_unreserved(item)
+        self._set_random(item, random)
         for k, p, index in zip(self._metrics, self._part_list, self._index):
             y, i = ys[k], int(index[item])
             if y is None:
@@ -302,12 +187,7 @@ class JointExaminee:
         per item (NaN: the metric has none; the item is then excluded for it). ``costs``: USD per item
         (default: the item costs); ``raws``: metric → the raw values (default: the scores mapped back).
         Nothing changes when anything is refused."""
-        arr = np.atleast_1d(np.asarray(items))
-        if arr.size and (arr.ndim != 1 or arr.dtype.kind not in "iu"):
-            raise ValueError(f"model {self._name!r}: items must be joint item indices (ints), got {items!r}")
-        arr = arr.astype(np.int64)
-        for i in arr.tolist():
-            self._check_item(i)
+        arr = self._check_items(items)
         if np.unique(arr).size != arr.size:
             raise ValueError(f"model {self._name!r}: an item appears twice in one record_many")
         clash = arr[self._scored[arr] | self._excluded[arr]]
@@ -316,11 +196,7 @@ class JointExaminee:
         if not isinstance(scores, Mapping) or set(scores) - set(self._metrics):
             raise ValueError(f"model {self._name!r}: record_many takes metric → scores over the metrics "
                              f"{list(self._metrics)}")
-        c = np.zeros(arr.size) if costs is None and self._item_costs is None else (
-            np.asarray(self._item_costs, dtype=float)[arr] if costs is None else
-            check_costs(costs, model=self._name, items=[self.item_id(i) for i in arr.tolist()]))
-        if c.shape != arr.shape:
-            raise ValueError(f"model {self._name!r}: {arr.size} items but {c.size} costs")
+        c = self._costs_of(arr, costs, [self.item_id(i) for i in arr.tolist()])
         ys = {}
         for k in self._metrics:
             y = np.full(arr.size, np.nan) if k not in scores else np.asarray(scores[k], dtype=float)
@@ -332,11 +208,7 @@ class JointExaminee:
             have = ~np.isnan(y)
             ids = [self.item_id(i) for i in arr[have].tolist()]
             check_scores(y[have], model=self._name, items=ids)
-            p._check_binary(y[have], ids)
-            bi = index[arr[have]]
-            bad = bi[p._scored[bi] | p._excluded[bi]]
-            if bad.size:
-                p._check_new(int(bad[0]))
+            p.check_recordable(index[arr[have]], y[have], ids)
         rs = {}
         for k in self._metrics:
             if raws is not None and raws.get(k) is not None:
@@ -356,10 +228,7 @@ class JointExaminee:
             if (~have).any():
                 p.exclude(index[arr[~have]])
                 p.charge(float(np.sum(c[~have])))
-        self._n_taken += int(np.count_nonzero(~self._mask[arr]))
-        self._mask[arr] = True
-        self._scored[arr] = True
-        self._random[arr] = False
+        self._mark_many(arr)
         self._items.extend(arr.tolist())
         self._scores.extend({k: (None if np.isnan(ys[k][j]) else float(ys[k][j])) for k in self._metrics}
                             for j in range(arr.size))
@@ -371,6 +240,6 @@ class JointExaminee:
         if usd is None:
             raise ValueError(f"model {self._name!r}: a charge needs an amount (USD)")
         usd = check_cost(usd, model=self._name)
-        self._spent += usd
+        super().charge(usd)
         for p in self._part_list:
             p.charge(usd)
