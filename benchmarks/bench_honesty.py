@@ -3,7 +3,7 @@
 Defaults are chosen on the TUNING half (WMT25 en-de, en-ja, en-zh, en-ko × 5 metrics, the
 WMT24 tables, AlpacaEval judge); the REPORT half (WMT25 cs-de, en-ar, en-et, en-it × 5
 metrics) is only reported. For each table and pooled per half: mean Kendall τ (adaptive,
-random at the same spend, fixed-length CAT), items per 4-model set, confident-order accuracy,
+random at the same spend, the same random documents for every model at that spend, fixed-length CAT), items per 4-model set, confident-order accuracy,
 the share of runs with any wrongly ordered confident pair, equivalence accuracy (equivalent claims
 within the tie margin), the share of truly tied pairs (full-task |Δ| < δ, δ = 2% of the range of the
 table's full-task means) reported ordered, tie recall under the bootstrap-overlap truth (the earlier
@@ -47,10 +47,10 @@ TUNING = ([f"wmt25/{p}/{m}" for p in ("en-de", "en-ja", "en-zh", "en-ko") for m 
           + [f"wmt24/{p}/{m}" for p in WMT24_PAIRS for m in WMT24_METRICS] + ["alpaca_eval/judge"])
 REPORT = [f"wmt25/{p}/{m}" for p in ("cs-de", "en-ar", "en-et", "en-it") for m in WMT25_METRICS]
 
-COLS = ("adaptive_tau", "random_tau", "fixed_tau", "items", "confident_accuracy", "any_wrong_share",
+COLS = ("adaptive_tau", "random_tau", "shared_random_tau", "fixed_tau", "items", "confident_accuracy", "any_wrong_share",
         "equivalence_accuracy", "tied_pairs_ordered_share", "tie_recall",
         "metric_full_task_coverage", "theta_full_task_coverage", "share_abs_z_over_1_96", "cost_share_of_full_run")
-SHORT = {"adaptive_tau": "tau", "random_tau": "random tau", "fixed_tau": "fixed tau", "items": "items",
+SHORT = {"adaptive_tau": "tau", "random_tau": "random tau", "shared_random_tau": "shared tau", "fixed_tau": "fixed tau", "items": "items",
          "confident_accuracy": "conf acc", "any_wrong_share": "any wrong", "equivalence_accuracy": "equiv acc",
          "tied_pairs_ordered_share": "tied ordered", "tie_recall": "tie recall", "metric_full_task_coverage": "coverage",
          "theta_full_task_coverage": "theta cov", "share_abs_z_over_1_96": "|z|>1.96",

@@ -129,11 +129,12 @@ def test_backtest_json_keys(tmp_path, capsys):
     assert rc == 0
     d = json.loads(js.read_text())
     for key in ("n_items", "n_models", "discrimination", "seconds", "confident_accuracy",
-                "item_savings_vs_fixed", "cost_savings_vs_fixed", "ties", "adaptive", "random", "fixed"):
+                "item_savings_vs_fixed", "cost_savings_vs_fixed", "ties", "adaptive", "random", "shared_random",
+                "fixed"):
         assert key in d, key
     assert d["n_items"] == 40 and d["n_models"] == 10
     assert set(d["ties"]) >= {"adaptive_pct", "truth_pct", "precision", "recall", "f1"}
-    for meth in ("adaptive", "random", "fixed"):
+    for meth in ("adaptive", "random", "shared_random", "fixed"):
         assert set(d[meth]) >= {"tau", "tau_std", "items", "pct_used", "cost"}
         assert -1.0 <= d[meth]["tau"] <= 1.0
         assert 0 < d[meth]["pct_used"] <= 100
