@@ -158,8 +158,8 @@ def test_backtest_runs_the_complete_hold_out_sets_that_fit(tmp_path, capsys):
     rc = main(["backtest", str(csv), "--folds", "3", "--holdout-size", "3", "--seeds", "1", "--json", str(js)])
     assert rc == 0
     d = json.loads(js.read_text())
-    assert d["folds_run"] == 1 and len(d["folds"]) == 1
-    assert "1 of 3 folds" in capsys.readouterr().out
+    assert d["folds_run"] == 2 and len(d["folds"]) == 2  # 7 // 3 complete sets, as the paper's code (issue 32)
+    assert "2 of 3 folds" in capsys.readouterr().out
 
 
 def test_export_table_parquet(tmp_path, capsys):

@@ -51,8 +51,9 @@ class BacktestConfig:
     settle_runs: int = 1  # continuations per pair: the run's own, then fresh permutations (the median is reported)
 
     def folds_that_fit(self, n_models: int) -> int:
-        """Complete hold-out sets that fit with at least 2 models left to calibrate on (at most ``folds``)."""
-        return min(self.folds, (n_models - 2) // self.holdout_size)
+        """Complete hold-out sets that fit, ``n_models // holdout_size`` as the paper's code (at most
+        ``folds``). Each fold calibrates on every model outside its own set, at least 2 (:meth:`validate`)."""
+        return min(self.folds, n_models // self.holdout_size)
 
     def validate(self, n_models: int) -> None:
         if self.holdout_size < 2:
