@@ -164,7 +164,7 @@ def test_a_small_table_buys_up_to_the_floor_of_items_per_model(floor):
     ys = world(small, thetas=near, seed=4)
     costs = {m: np.full(small.n_items, 0.002) for m in near}
     full = len(near) * small.n_items * 0.002
-    policy = SettlePolicy(0.1, floor_items=floor)
+    policy = SettlePolicy(0.1, floor_items=floor, pair_share=None)  # the run's share alone (no pair rule)
     res = AdaptiveRanker(small, list(near), item_costs=costs, budget=2 * full, n_init=10, seed=0,
                          judgement=functools.partial(MetricScaleJudgement, policy=policy)).run(
         lambda m, i: float(ys[m][i]))
@@ -374,7 +374,7 @@ def test_a_tie_margin_never_lets_a_run_buy_past_its_share_of_a_full_run(bank):
     share = 0.05
     rule = pair_rule_for(bank, 0.95, 0.1, False)
     r = AdaptiveRanker(bank, names, item_costs=costs, budget=2 * full, n_init=5, seed=0, pair_rule=rule,
-                       judgement=functools.partial(MetricScaleJudgement, policy=SettlePolicy(share)))
+                       judgement=functools.partial(MetricScaleJudgement, policy=SettlePolicy(share, pair_share=None)))
     res = r.run(lambda m, i: float(ys[m][i]))
     assert res.total_cost <= share * full + 0.002 + 1e-12  # at most the one item that crossed the line
     assert res.stopped_because in ("cost_to_settle", "settled")

@@ -11,6 +11,7 @@ from lm_eval_adaptive.engine.ranking.pairs.settle_policy import (
     DEFAULT_FLOOR_ITEMS,
     DEFAULT_FULL_RUN_SHARE,
     DEFAULT_OPTIMISM,
+    DEFAULT_PAIR_SHARE,
 )
 from lm_eval_adaptive.errors import InputError
 
@@ -47,6 +48,7 @@ class BacktestConfig:
     budget_share: float | None = DEFAULT_BUDGET_SHARE
     optimism: float = DEFAULT_OPTIMISM
     settle_floor_items: float | None = DEFAULT_FLOOR_ITEMS  # the policy's floor in items per model
+    pair_share: float | None = DEFAULT_PAIR_SHARE  # the policy's pair rule: a share of a full run of the pair
     settle_seeds: int = 1  # seeds per fold whose unresolved pairs are run on to settle (0: none)
     settle_runs: int = 1  # continuations per pair: the run's own, then fresh permutations (the median is reported)
 

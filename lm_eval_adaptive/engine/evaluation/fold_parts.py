@@ -65,7 +65,8 @@ def judgement_for(config: BacktestConfig):
     """The ranker's judgement factory for ``config`` (its judgement and stopping policy)."""
     if config.judgement == "theta":
         return ThetaJudgement
-    policy = SettlePolicy(config.full_run_share, config.budget_share, config.optimism, config.settle_floor_items)
+    policy = SettlePolicy(config.full_run_share, config.budget_share, config.optimism, config.settle_floor_items,
+                          config.pair_share)
     return functools.partial(MetricScaleJudgement, policy=policy)
 
 
