@@ -450,3 +450,23 @@ def test_the_pair_rule_buys_pairs_the_runs_share_gives_up_and_leaves_them_open_o
     assert out[None][1] <= 0.15 + 0.002 * 4 / full  # the run's share with its floor (and the items in flight)
     assert out[0.5][0] > out[None][0]  # the pair rule settles pairs the share left open
     assert out[0.5][1] <= 0.5 + 1e-9  # never more than the pair rule's share of a full run here
+
+
+def test_a_pair_given_up_states_the_share_of_a_full_run_that_would_buy_it():
+    """Issue 32: the share a run must be allowed (rank --settle-share) to buy a pair the policy gave up: above the
+    run's share, at most a full run; a run allowed that share settles or keeps buying for the pair."""
+    small = make_sim_bank(n_items=100, seed=3)
+    near = {"a": 0.0, "b": 0.03, "c": 0.06, "d": 0.09}
+    ys = world(small, thetas=near, seed=4)
+    costs = {m: np.full(small.n_items, 0.002) for m in near}
+    full = len(near) * small.n_items * 0.002
+    res = AdaptiveRanker(small, list(near), item_costs=costs, budget=2 * full, n_init=10, seed=0,
+                         judgement=functools.partial(MetricScaleJudgement, policy=SettlePolicy(
+                             0.1, floor_items=15, pair_share=None))).run(lambda m, i: float(ys[m][i]))
+    given_up = [p for p in res.pairs if p.get("beyond_policy")]
+    assert given_up and res.stopped_because == "cost_to_settle"
+    for p in given_up:
+        assert 0.15 < p["settle_share_to_buy"] <= 1.0  # beyond the run's share (15 items of 100 per model)
+        spent = res.total_cost + 2 * min(p["items_to_settle"], 100) * 0.002
+        assert p["settle_share_to_buy"] == pytest.approx(min(1.0, spent / full), abs=2e-3)
+    assert all("settle_share_to_buy" not in p for p in res.pairs if not p.get("beyond_policy"))

@@ -272,6 +272,17 @@ class MetricScaleJudgement:
         lim = self.policy.pair_limit(pair_full, self._spent(i) + self._spent(j), remaining)
         return not self._settles_within(lim, pi, pj, unit_i, unit_j, d, v, 0.0, level)
 
+    def _share_to_buy(self, i: int, j: int, items) -> float | None:
+        """The run's spend with ``items`` more of each model of the pair (i, j), as a share of a full run (at
+        most 1): the stopping policy's ``full_run_share`` that would have bought the pair (issue 32)."""
+        spent, full, dollars, _ = self._run
+        if items is None or full <= 0:
+            return None
+        pi, pj = self._parts[i], self._parts[j]
+        more = sum(min(int(items), p.n_unseen) * (self._unit[k] if dollars else 1.0)
+                   for k, p in ((i, pi), (j, pj)))
+        return round(min(1.0, (spent + more) / full), 3)
+
     def _settles_within(self, lim: float, pi, pj, unit_i: float, unit_j: float, d: float, v: float, slack: float,
                         level: float) -> bool:
         """The pair settles within ``lim`` more (dollars or items) at its gap |d|, or at one ``slack`` wider
@@ -369,6 +380,8 @@ class MetricScaleJudgement:
             P[pos[b], pos[a]] = 1 - p
             beyond = rec["outcome"] == UNRESOLVED and self._beyond_policy(idx[a], idx[b], remaining, level)
             rec["beyond_policy"] = bool(beyond)
+            if beyond:  # the share of a full run a run must be allowed (rank --settle-share) to buy it
+                rec["settle_share_to_buy"] = self._share_to_buy(idx[a], idx[b], rec.get("items_to_settle"))
             records.append(rec)
             pair = (models[a], models[b]) if pos[a] < pos[b] else (models[b], models[a])
             if rec["outcome"] != ORDERED:
