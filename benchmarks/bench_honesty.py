@@ -14,7 +14,7 @@ fold the stated cost to settle against the measured one (run on until settled).
 
     python benchmarks/bench_honesty.py [--seeds 5] [--half tuning|report|both] [--json out.json]
         [--judgement metric|theta] [--full-run-share S|off] [--budget-share R|off] [--optimism K]
-        [--floor-items N|off] [--pair-share S|off]
+        [--floor-items N|off] [--pair-share S|off] [--random-share S]
         [--tie-margin DELTA | --tie-margin-share SHARE] [--settle-seeds N] [--settle-runs N]
         [--family-wise] [--holdout-size K] [--target-items N] [--tables NAME ...]
         [--jobs N | --ray ADDRESS]
@@ -110,6 +110,8 @@ def main(argv=None) -> int:
                     help="the stopping policy's floor in items per model (off: none)")
     ap.add_argument("--pair-share", type=_share_or_off, default=BacktestConfig.pair_share,
                     help="the stopping policy's pair rule: a share of a full run of the pair (off: none)")
+    ap.add_argument("--random-share", type=float, default=BacktestConfig.random_share,
+                    help="the selector's share of items drawn from one random order shared by the models")
     ap.add_argument("--settle-seeds", type=int, default=1, help="seeds per fold whose unresolved pairs are run on")
     ap.add_argument("--settle-runs", type=int, default=1, help="continuations per pair (the median is reported)")
     ap.add_argument("--futility", type=float, default=None, help="the ranker's futility factor (default: the engine's)")
@@ -127,6 +129,7 @@ def main(argv=None) -> int:
                             judgement=a.judgement, tie_margin_share=a.tie_margin_share,
                             full_run_share=a.full_run_share, budget_share=a.budget_share,
                             settle_floor_items=a.floor_items, pair_share=a.pair_share,
+                            random_share=a.random_share,
                             settle_seeds=a.settle_seeds, settle_runs=a.settle_runs,
                             **({} if a.optimism is None else {"optimism": a.optimism}),
                             **({} if a.futility is None else {"futility": a.futility}),
@@ -138,7 +141,7 @@ def main(argv=None) -> int:
                         "tie_margin_share": config.tie_margin_share, "truth_margin_share": config.truth_margin_share,
                         "full_run_share": config.full_run_share, "budget_share": config.budget_share,
                         "optimism": config.optimism, "settle_floor_items": config.settle_floor_items,
-                        "pair_share": config.pair_share,
+                        "pair_share": config.pair_share, "random_share": config.random_share,
                         "settle_seeds": config.settle_seeds,
                         "settle_runs": config.settle_runs}}
     t0 = time.perf_counter()

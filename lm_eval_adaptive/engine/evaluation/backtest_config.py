@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from lm_eval_adaptive.engine.irt.calibration import DEFAULT_METHOD, DEFAULT_SCALING
+from lm_eval_adaptive.engine.cat.selection import DEFAULT_RANDOM_SHARE
 from lm_eval_adaptive.engine.ranking.ranker import DEFAULT_FUTILITY
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import (
     DEFAULT_BUDGET_SHARE,
@@ -49,6 +50,7 @@ class BacktestConfig:
     optimism: float = DEFAULT_OPTIMISM
     settle_floor_items: float | None = DEFAULT_FLOOR_ITEMS  # the policy's floor in items per model
     pair_share: float | None = DEFAULT_PAIR_SHARE  # the policy's pair rule: a share of a full run of the pair
+    random_share: float = DEFAULT_RANDOM_SHARE  # the selector's share of items drawn from one shared random order
     settle_seeds: int = 1  # seeds per fold whose unresolved pairs are run on to settle (0: none)
     settle_runs: int = 1  # continuations per pair: the run's own, then fresh permutations (the median is reported)
 
