@@ -234,6 +234,8 @@ def main(argv=None) -> int:
                     help="MetricScale.model_floor for this run (an experiment; needs --jobs 1: set in this process)")
     ap.add_argument("--full-run-share", type=_share_or_off, default=BacktestConfig.full_run_share,
                     help="the stopping policy's share of a full run (off: none)")
+    ap.add_argument("--pair-share", type=_share_or_off, default=BacktestConfig.pair_share,
+                    help="the stopping policy's pair rule: a share of a full run of the pair (off: none)")
     ap.add_argument("--floor-items", type=_share_or_off, default=BacktestConfig.settle_floor_items,
                     help="the stopping policy's floor in items per model (off: none)")
     ap.add_argument("--settle-runs", type=int, default=BacktestConfig.settle_runs,
@@ -246,10 +248,11 @@ def main(argv=None) -> int:
     halves = {"custom": a.tables} if a.tables else {
         k: v for k, v in (("tuning", TUNING), ("report", REPORT)) if a.half in (k, "both")}
     config = BacktestConfig(seeds=a.seeds, full_run_share=a.full_run_share, settle_floor_items=a.floor_items,
-                            settle_runs=a.settle_runs)
+                            settle_runs=a.settle_runs, pair_share=a.pair_share)
     out = {"settings": {"model_floor": MetricScale.model_floor, "seeds": a.seeds, "calib": a.calib,
                         "holdout": a.holdout, "lengths": a.lengths,
                         "full_run_share": config.full_run_share, "settle_floor_items": config.settle_floor_items,
+                        "pair_share": config.pair_share,
                         "settle_runs": config.settle_runs,
                         "subsample_seed": SUBSAMPLE_SEED, "prices": "uniform", "holdout_size": config.holdout_size,
                         "folds": config.folds, "target_items": config.target_items}}

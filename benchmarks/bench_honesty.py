@@ -3,7 +3,7 @@
 Defaults are chosen on the TUNING half (WMT25 en-de, en-ja, en-zh, en-ko × 5 metrics, the
 WMT24 tables, AlpacaEval judge); the REPORT half (WMT25 cs-de, en-ar, en-et, en-it × 5
 metrics) is only reported. For each table and pooled per half: mean Kendall τ (adaptive,
-random at the same spend, fixed-length CAT), items per 4-model set, confident-order accuracy,
+random at the same spend, the same random documents for every model at that spend, fixed-length CAT), items per 4-model set, confident-order accuracy,
 the share of runs with any wrongly ordered confident pair, equivalence accuracy (equivalent claims
 within the tie margin), the share of truly tied pairs (full-task |Δ| < δ, δ = 2% of the range of the
 table's full-task means) reported ordered, tie recall under the bootstrap-overlap truth (the earlier
@@ -14,7 +14,7 @@ fold the stated cost to settle against the measured one (run on until settled).
 
     python benchmarks/bench_honesty.py [--seeds 5] [--half tuning|report|both] [--json out.json]
         [--judgement metric|theta] [--full-run-share S|off] [--budget-share R|off] [--optimism K]
-        [--floor-items N|off]
+        [--floor-items N|off] [--pair-share S|off] [--random-share S]
         [--tie-margin DELTA | --tie-margin-share SHARE] [--settle-seeds N] [--settle-runs N]
         [--family-wise] [--holdout-size K] [--target-items N] [--tables NAME ...]
         [--jobs N | --ray ADDRESS]
@@ -47,10 +47,10 @@ TUNING = ([f"wmt25/{p}/{m}" for p in ("en-de", "en-ja", "en-zh", "en-ko") for m 
           + [f"wmt24/{p}/{m}" for p in WMT24_PAIRS for m in WMT24_METRICS] + ["alpaca_eval/judge"])
 REPORT = [f"wmt25/{p}/{m}" for p in ("cs-de", "en-ar", "en-et", "en-it") for m in WMT25_METRICS]
 
-COLS = ("adaptive_tau", "random_tau", "fixed_tau", "items", "confident_accuracy", "any_wrong_share",
+COLS = ("adaptive_tau", "random_tau", "shared_random_tau", "fixed_tau", "items", "confident_accuracy", "any_wrong_share",
         "equivalence_accuracy", "tied_pairs_ordered_share", "tie_recall",
         "metric_full_task_coverage", "theta_full_task_coverage", "share_abs_z_over_1_96", "cost_share_of_full_run")
-SHORT = {"adaptive_tau": "tau", "random_tau": "random tau", "fixed_tau": "fixed tau", "items": "items",
+SHORT = {"adaptive_tau": "tau", "random_tau": "random tau", "shared_random_tau": "shared tau", "fixed_tau": "fixed tau", "items": "items",
          "confident_accuracy": "conf acc", "any_wrong_share": "any wrong", "equivalence_accuracy": "equiv acc",
          "tied_pairs_ordered_share": "tied ordered", "tie_recall": "tie recall", "metric_full_task_coverage": "coverage",
          "theta_full_task_coverage": "theta cov", "share_abs_z_over_1_96": "|z|>1.96",
@@ -108,6 +108,10 @@ def main(argv=None) -> int:
     ap.add_argument("--optimism", type=float, default=None, help="the stopping policy's optimism (SEs)")
     ap.add_argument("--floor-items", type=_share_or_off, default=BacktestConfig.settle_floor_items,
                     help="the stopping policy's floor in items per model (off: none)")
+    ap.add_argument("--pair-share", type=_share_or_off, default=BacktestConfig.pair_share,
+                    help="the stopping policy's pair rule: a share of a full run of the pair (off: none)")
+    ap.add_argument("--random-share", type=float, default=BacktestConfig.random_share,
+                    help="the selector's share of items drawn from one random order shared by the models")
     ap.add_argument("--settle-seeds", type=int, default=1, help="seeds per fold whose unresolved pairs are run on")
     ap.add_argument("--settle-runs", type=int, default=1, help="continuations per pair (the median is reported)")
     ap.add_argument("--futility", type=float, default=None, help="the ranker's futility factor (default: the engine's)")
@@ -124,7 +128,8 @@ def main(argv=None) -> int:
     config = BacktestConfig(seeds=a.seeds, tie_margin=a.tie_margin, family_wise=a.family_wise,
                             judgement=a.judgement, tie_margin_share=a.tie_margin_share,
                             full_run_share=a.full_run_share, budget_share=a.budget_share,
-                            settle_floor_items=a.floor_items,
+                            settle_floor_items=a.floor_items, pair_share=a.pair_share,
+                            random_share=a.random_share,
                             settle_seeds=a.settle_seeds, settle_runs=a.settle_runs,
                             **({} if a.optimism is None else {"optimism": a.optimism}),
                             **({} if a.futility is None else {"futility": a.futility}),
@@ -136,6 +141,7 @@ def main(argv=None) -> int:
                         "tie_margin_share": config.tie_margin_share, "truth_margin_share": config.truth_margin_share,
                         "full_run_share": config.full_run_share, "budget_share": config.budget_share,
                         "optimism": config.optimism, "settle_floor_items": config.settle_floor_items,
+                        "pair_share": config.pair_share, "random_share": config.random_share,
                         "settle_seeds": config.settle_seeds,
                         "settle_runs": config.settle_runs}}
     t0 = time.perf_counter()

@@ -128,9 +128,10 @@ def test_backtest_reports_the_metric_scale_figures_of_issue_21(wmt_bleu):
 
 
 def test_backtest_on_a_small_table_runs_the_hold_out_sets_that_fit(wmt_bleu):
-    small = wmt_bleu.select_models(list(wmt_bleu.models)[:11])  # room for 2 sets of 4 + 3 to calibrate on
+    small = wmt_bleu.select_models(list(wmt_bleu.models)[:12])  # 12 // 4 complete sets, as the paper's code
     r = backtest(small, config=BacktestConfig(seeds=1))
-    assert r.folds_run == 2 and len(r.folds) == 2 and r.runs == 2
+    assert r.folds_run == 3 and len(r.folds) == 3 and r.runs == 3  # (n - 2) // 4 ran 2 (issue 32)
+    assert all(f["calibration_models"] == 8 for f in r.folds)
     with pytest.raises(InputError, match="needs at least 6 models"):
         backtest(wmt_bleu.select_models(list(wmt_bleu.models)[:5]), config=BacktestConfig(seeds=1))
 

@@ -108,3 +108,23 @@ def test_ground_truth_ties_are_overlapping_cis():
     assert gt["ties"] == want
     for m in models:
         assert ci[m][0] < gt["means"][m] < ci[m][1]
+
+
+def test_the_backtest_selector_draws_the_configured_share_from_the_shared_random_order():
+    """Issue 32 (item 0's paired design, tried): --random-share sets the share of every model's items drawn from
+    the one random order the hold-out models share; the default is the engine's."""
+    from conftest import make_sim_bank
+
+    from lm_eval_adaptive.engine.cat.selection import DEFAULT_RANDOM_SHARE
+    from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
+    from lm_eval_adaptive.engine.evaluation.fold_parts import fold_ranker
+
+    bank = make_sim_bank(n_items=60, seed=2)
+    assert fold_ranker(bank, ["a", "b"], BacktestConfig(), 0, 0).selector.share == DEFAULT_RANDOM_SHARE
+    ranker = fold_ranker(bank, ["a", "b"], BacktestConfig(random_share=1.0), 0, 0)
+    assert ranker.selector.share == 1.0
+    given = {}
+    while (req := ranker.ask()) is not None and sum(len(v) for v in given.values()) < 20:
+        given.setdefault(req.model, []).append(req.item)
+        ranker.tell(req, 0.5)
+    assert given["a"][:8] == given["b"][:8]  # every item from the one shared order: the same documents

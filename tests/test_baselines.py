@@ -1,4 +1,5 @@
-"""The baselines of METHOD.md §5: random sampling at a budget, fixed-length CAT."""
+"""The baselines of METHOD.md §5 (random sampling at a budget, fixed-length CAT) and issue 32's shared random
+documents."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 from conftest import make_sim_bank
 
-from lm_eval_adaptive.engine.evaluation.baselines import fixed_length_cat, random_sampling
+from lm_eval_adaptive.engine.evaluation.baselines import fixed_length_cat, random_sampling, shared_random
 
 
 def _setup(rng, n_models=4, n_items=60):
@@ -110,3 +111,42 @@ def test_fixed_length_cat(simulate):
     res = fixed_length_cat(small, ["a", "b"], 50, lambda m, i: 0.5)
     assert res.items == {"a": 8, "b": 8}
     assert res.total_cost == 0.0
+
+
+def test_shared_random_gives_every_model_the_same_documents_within_the_spend():
+    rng = np.random.default_rng(3)
+    models = ["a", "b", "c"]
+    raw = rng.uniform(0, 1, (3, 50))
+    raw[1, [4, 9]] = np.nan  # b has no score for two documents: it is charged nothing for them
+    costs = {m: rng.uniform(0.01, 0.03, 50) for m in models}
+    perm = rng.permutation(50)
+    for spend in (0.0, 0.3, 1.0, 100.0):
+        sr = shared_random(models, raw, costs, spend, np.random.default_rng(0), perm=perm)
+        take = perm[:sr["documents"]]
+        assert sr["cost"] <= spend + 1e-12
+        assert sr["items"] == int(np.sum(~np.isnan(raw[:, take])))
+        if sr["documents"] < 50:  # one more document would overrun the spend
+            more = perm[:sr["documents"] + 1]
+            assert sum(np.nansum(np.where(np.isnan(raw[j, more]), 0, costs[m][more])) for j, m in enumerate(models)) > spend
+        if sr["documents"]:
+            means = np.nanmean(raw[:, take], axis=1)
+            assert sr["ranking"] == [models[j] for j in np.argsort(-means, kind="stable")]
+
+
+def test_shared_random_cancels_the_documents_difficulty_where_apart_draws_do_not():
+    """Two models a constant 0.05 apart on documents whose difficulty spreads over [0, 1]: the same
+    documents always order them; documents drawn apart per model often do not."""
+    rng = np.random.default_rng(1)
+    base = rng.uniform(0, 0.9, 400)
+    raw = np.vstack([base + 0.05, base])
+    costs = {"better": np.full(400, 0.01), "worse": np.full(400, 0.01)}
+    shared_right = apart_right = 0
+    for t in range(60):
+        sr = shared_random(["better", "worse"], raw, costs, 0.2, np.random.default_rng(t))
+        shared_right += sr["ranking"][0] == "better"
+        rb = random_sampling(["better", "worse"], {m: np.arange(400) for m in costs},
+                             lambda m, items: raw[0 if m == "better" else 1, items], costs, 0.2,
+                             np.random.default_rng(t))
+        apart_right += rb.ranking[0] == "better"
+    assert shared_right == 60
+    assert apart_right < 55

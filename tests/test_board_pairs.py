@@ -101,3 +101,15 @@ def test_pair_prose_never_says_a_pair_cannot_be_settled():
     (line,) = [x for x in pair_lines(both, ["A", "B", "C", "D", "E"]) if x.startswith("not settled yet")]
     assert line.startswith("not settled yet (the stopping policy bought no more for them): ")
     assert line.count("stopping policy") == 1 and "D vs E (about 50 more items, $0.4200; 80% range 10–200 items)" in line
+
+
+def test_a_pair_the_policy_gave_up_names_the_settle_share_that_buys_it():
+    """Issue 32: a stop on cost names each open pair, its cost, and the flag that buys it."""
+    from lm_eval_adaptive.live.pair_prose import pair_lines
+
+    p = {"a": "C", "b": "D", "outcome": "unresolved", "p_order": 0.8, "items_to_settle": 120,
+         "cost_to_settle_usd": 0.42, "beyond_policy": True, "settle_share_to_buy": 0.35}
+    text = "\n".join(pair_lines([p], ["C", "D"]))
+    assert "C vs D (about 120 more items, $0.4200" in text and "a settle share of 0.35 (rank --settle-share) buys it" in text
+    p.pop("beyond_policy")  # a pair the run still buys for: no such note
+    assert "settle share" not in "\n".join(pair_lines([p], ["C", "D"]))

@@ -129,11 +129,12 @@ def test_backtest_json_keys(tmp_path, capsys):
     assert rc == 0
     d = json.loads(js.read_text())
     for key in ("n_items", "n_models", "discrimination", "seconds", "confident_accuracy",
-                "item_savings_vs_fixed", "cost_savings_vs_fixed", "ties", "adaptive", "random", "fixed"):
+                "item_savings_vs_fixed", "cost_savings_vs_fixed", "ties", "adaptive", "random", "shared_random",
+                "fixed"):
         assert key in d, key
     assert d["n_items"] == 40 and d["n_models"] == 10
     assert set(d["ties"]) >= {"adaptive_pct", "truth_pct", "precision", "recall", "f1"}
-    for meth in ("adaptive", "random", "fixed"):
+    for meth in ("adaptive", "random", "shared_random", "fixed"):
         assert set(d[meth]) >= {"tau", "tau_std", "items", "pct_used", "cost"}
         assert -1.0 <= d[meth]["tau"] <= 1.0
         assert 0 < d[meth]["pct_used"] <= 100
@@ -157,8 +158,8 @@ def test_backtest_runs_the_complete_hold_out_sets_that_fit(tmp_path, capsys):
     rc = main(["backtest", str(csv), "--folds", "3", "--holdout-size", "3", "--seeds", "1", "--json", str(js)])
     assert rc == 0
     d = json.loads(js.read_text())
-    assert d["folds_run"] == 1 and len(d["folds"]) == 1
-    assert "1 of 3 folds" in capsys.readouterr().out
+    assert d["folds_run"] == 2 and len(d["folds"]) == 2  # 7 // 3 complete sets, as the paper's code (issue 32)
+    assert "2 of 3 folds" in capsys.readouterr().out
 
 
 def test_export_table_parquet(tmp_path, capsys):

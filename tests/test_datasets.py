@@ -174,7 +174,7 @@ def test_wmt_bad_arguments(fake_root):
 def test_named_tables_and_unknown_name():
     assert "wmt24/en-de/bleu" in NAMED_TABLES and "alpaca_eval/judge" in NAMED_TABLES
     assert "alpaca_eval/win" in NAMED_TABLES
-    assert len(NAMED_TABLES) == 8 + 2 + 8 * 5 + 5  # WMT24, AlpacaEval (judge, win), WMT25, Open LLM Leaderboard
+    assert len(NAMED_TABLES) == 8 + 2 + 8 * 5 + 5 + 3  # WMT24, AlpacaEval (judge, win), WMT25, Open LLM Leaderboard, REALSumm
     with pytest.raises(InputError, match="unknown table 'wmt24/fr-de/bleu'; valid names: wmt24/en-de/bleu"):
         load_named("wmt24/fr-de/bleu")
     with pytest.raises(InputError, match="alpaca_eval/judge"):
@@ -309,7 +309,7 @@ def test_alpaca_eval_judge():
         pytest.param(n, marks=pytest.mark.slow)
         if n in ("wmt24/en-es/bleu", "wmt24/en-es/chrf", "wmt24/en-ja/chrf", "wmt24/en-zh/chrf")
         else n
-        for n in NAMED_TABLES if not n.startswith(("wmt25/", "ollb/"))
+        for n in NAMED_TABLES if not n.startswith(("wmt25/", "ollb/", "realsumm/"))
     ],
 )
 def test_load_named_real(name):
@@ -394,14 +394,29 @@ def test_named_tables_registry_expands_patterns_in_order_and_refuses_a_second_re
     from lm_eval_adaptive.data.named_tables import TABLE_REGISTRY, named_item_field, register_table
 
     assert list(TABLE_REGISTRY) == ["wmt24/{pair}/{metric}", "alpaca_eval/{metric}",
-                                    "wmt25/{pair}/{metric}", "ollb/{name}"]
+                                    "wmt25/{pair}/{metric}", "ollb/{name}", "realsumm/{metric}"]
     assert NAMED_TABLES[:2] == ("wmt24/en-de/bleu", "wmt24/en-de/chrf")
     assert NAMED_TABLES[8:10] == ("alpaca_eval/judge", "alpaca_eval/win")
-    assert len(NAMED_TABLES) == 8 + 2 + len(WMT25_PAIRS) * len(WMT25_METRICS) + 5
+    assert len(NAMED_TABLES) == 8 + 2 + len(WMT25_PAIRS) * len(WMT25_METRICS) + 5 + 3
     assert named_item_field("/wmt24/en-ja/chrf/") == "id" and named_item_field("wmt25/en-de/xcomet") is None
     assert named_item_field("wmt24/xx-yy/bleu") is None
     with pytest.raises(ValueError, match="already registered"):
         register_table("wmt24/{pair}/{metric}", pair=("en-de",), metric=("bleu",))(load_wmt24)
     with pytest.raises(ValueError, match="alpaca_eval/judge"):
         register_table("alpaca_eval/{m}", m=("judge",))(load_wmt24)
-    assert list(TABLE_REGISTRY)[-1] == "ollb/{name}"
+    assert list(TABLE_REGISTRY)[-1] == "realsumm/{metric}"
+
+
+def test_realsumm_loads_by_name():
+    """Issue 32: REALSumm (24 summarizers × 100 documents, ROUGE) is a dev table, loadable by name."""
+    from lm_eval_adaptive.data.named_tables import load_named
+
+    try:
+        t = load_named("realsumm/rouge2")
+    except InputError as e:
+        pytest.skip(f"real data not available: {e}")
+    assert t.metric == "realsumm/rouge2" and t.n_models == 24 and t.n_items == 100
+    m = t.mean_matrix()
+    assert np.all((m >= 0) & (m <= 1))
+    with pytest.raises(InputError, match="rouge3"):
+        load_named("realsumm/rouge3")

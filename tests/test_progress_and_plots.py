@@ -85,7 +85,7 @@ def test_backtest_plot_and_progress_on_a_pipe(tmp_path, capsys, monkeypatch):
     assert f"wrote {png}" in out
     assert_png(png)
     r = json.loads(js.read_text())
-    assert {"adaptive", "random", "fixed"} <= set(r)
+    assert {"adaptive", "random", "shared_random", "fixed"} <= set(r)
 
 
 def test_backtest_progress_counts_tables_folds_and_seeds():
@@ -235,6 +235,7 @@ def test_the_backtest_plot_keeps_tau_bars_in_range_and_says_random_matches_dolla
     from lm_eval_adaptive.engine.evaluation.backtest import MethodSummary
 
     methods = {"adaptive": MethodSummary(0.95, 0.2, 107, 2.0, 0.1), "random": MethodSummary(-0.9, 0.3, 66, 1.2, 0.1),
+               "shared_random": MethodSummary(0.7, 0.3, 66, 1.2, 0.1),
                "fixed": MethodSummary(0.8, float("nan"), 120, 2.4, 0.12)}
     r = SimpleNamespace(table="wmt24/en-de/bleu", method=methods.__getitem__,
                         settings={"holdout_size": 4, "folds": 5, "seeds": 2, "confidence": 0.95, "target_items": 20})

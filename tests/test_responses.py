@@ -467,3 +467,20 @@ def test_failure_in_replace_leaves_no_temp(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="rename failed"):
         small_table().write(tmp_path / "t.jsonl")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_table_file_is_labelled_by_its_whole_stem(tmp_path):
+    """Issue 32: ``wmt23.en-ja.bleu`` and ``wmt23.de-en.chrf`` were both labelled ``wmt23``."""
+    from lm_eval_adaptive.data.tables import load_any_table
+
+    labels = []
+    for name in ("wmt23.en-ja.bleu.csv", "wmt23.de-en.chrf.csv.gz"):
+        p = tmp_path / name
+        text = "model,item,score\n" + "".join(f"m{j},{i},{(i * 7 + j) % 10 / 10}\n" for j in range(3) for i in range(5))
+        if name.endswith(".gz"):
+            import gzip
+            p.write_bytes(gzip.compress(text.encode()))
+        else:
+            p.write_text(text)
+        labels.append(load_any_table(str(p)).metric)
+    assert labels == ["wmt23.en-ja.bleu", "wmt23.de-en.chrf"]

@@ -164,7 +164,7 @@ def test_a_small_table_buys_up_to_the_floor_of_items_per_model(floor):
     ys = world(small, thetas=near, seed=4)
     costs = {m: np.full(small.n_items, 0.002) for m in near}
     full = len(near) * small.n_items * 0.002
-    policy = SettlePolicy(0.1, floor_items=floor)
+    policy = SettlePolicy(0.1, floor_items=floor, pair_share=None)  # the run's share alone (no pair rule)
     res = AdaptiveRanker(small, list(near), item_costs=costs, budget=2 * full, n_init=10, seed=0,
                          judgement=functools.partial(MetricScaleJudgement, policy=policy)).run(
         lambda m, i: float(ys[m][i]))
@@ -374,7 +374,7 @@ def test_a_tie_margin_never_lets_a_run_buy_past_its_share_of_a_full_run(bank):
     share = 0.05
     rule = pair_rule_for(bank, 0.95, 0.1, False)
     r = AdaptiveRanker(bank, names, item_costs=costs, budget=2 * full, n_init=5, seed=0, pair_rule=rule,
-                       judgement=functools.partial(MetricScaleJudgement, policy=SettlePolicy(share)))
+                       judgement=functools.partial(MetricScaleJudgement, policy=SettlePolicy(share, pair_share=None)))
     res = r.run(lambda m, i: float(ys[m][i]))
     assert res.total_cost <= share * full + 0.002 + 1e-12  # at most the one item that crossed the line
     assert res.stopped_because in ("cost_to_settle", "settled")
@@ -415,3 +415,58 @@ def test_rank_settle_share_reaches_the_ranker_and_bounds_its_spend():
     assert res.total_cost <= 0.3 * 2 * 200 * 0.001 + 0.001 + 1e-12
     with pytest.raises(SystemExit):
         build_parser().parse_args([*base, "--settle-share", "0"])
+
+
+def test_the_pair_rule_limit_is_a_share_of_the_pairs_full_run_within_the_budget_left():
+    p = SettlePolicy(0.1, pair_share=0.25)
+    assert p.pair_limit(200.0, 30.0, None) == pytest.approx(0.25 * 200 - 30)  # no budget: the share alone
+    assert p.pair_limit(200.0, 30.0, 5.0) == pytest.approx(5.0)  # what the user gave bounds it
+    assert p.pair_limit(200.0, 60.0, 100.0) < 0  # the pair's models have cost more than the share already
+    assert SettlePolicy(0.1, pair_share=None).pair_limit(200.0, 0.0, 100.0) < 0  # no pair rule
+    assert "pair=0.25" in p.name and "pair=" not in SettlePolicy(0.1, pair_share=None).name
+    with pytest.raises(ValueError):
+        SettlePolicy(0.1, pair_share=0)
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_the_pair_rule_buys_pairs_the_runs_share_gives_up_and_leaves_them_open_only_beyond_it(seed):
+    """Issue 32 item 1: on a 100-item task four models a clear step apart are given up at 15% of a full run (the
+    run's share and its floor), every pair left open though the budget is twice a full run; with the pair rule a
+    pair whose cost to settle fits the budget left and half a full run of its two models is bought."""
+    small = make_sim_bank(n_items=100, seed=3)
+    apart = {"a": 0.0, "b": 0.25, "c": 0.5, "d": 0.75}
+    ys = world(small, thetas=apart, seed=seed)
+    costs = {m: np.full(small.n_items, 0.002) for m in apart}
+    full = len(apart) * small.n_items * 0.002
+    out = {}
+    for ps in (None, 0.5):
+        res = AdaptiveRanker(small, list(apart), item_costs=costs, budget=2 * full, n_init=10, seed=0,
+                             judgement=functools.partial(MetricScaleJudgement, policy=SettlePolicy(
+                                 0.1, floor_items=15, pair_share=ps))).run(lambda m, i: float(ys[m][i]))
+        assert res.stopped_because == "cost_to_settle" and res.total_cost <= 2 * full
+        ordered = [p for p in res.pairs if p["outcome"] == ORDERED]
+        assert all(p["beyond_policy"] and p["items_to_settle"] > 0 for p in res.pairs if p["outcome"] == UNRESOLVED)
+        out[ps] = (len(ordered), res.total_cost / full)
+    assert out[None][1] <= 0.15 + 0.002 * 4 / full  # the run's share with its floor (and the items in flight)
+    assert out[0.5][0] > out[None][0]  # the pair rule settles pairs the share left open
+    assert out[0.5][1] <= 0.5 + 1e-9  # never more than the pair rule's share of a full run here
+
+
+def test_a_pair_given_up_states_the_share_of_a_full_run_that_would_buy_it():
+    """Issue 32: the share a run must be allowed (rank --settle-share) to buy a pair the policy gave up: above the
+    run's share, at most a full run; a run allowed that share settles or keeps buying for the pair."""
+    small = make_sim_bank(n_items=100, seed=3)
+    near = {"a": 0.0, "b": 0.03, "c": 0.06, "d": 0.09}
+    ys = world(small, thetas=near, seed=4)
+    costs = {m: np.full(small.n_items, 0.002) for m in near}
+    full = len(near) * small.n_items * 0.002
+    res = AdaptiveRanker(small, list(near), item_costs=costs, budget=2 * full, n_init=10, seed=0,
+                         judgement=functools.partial(MetricScaleJudgement, policy=SettlePolicy(
+                             0.1, floor_items=15, pair_share=None))).run(lambda m, i: float(ys[m][i]))
+    given_up = [p for p in res.pairs if p.get("beyond_policy")]
+    assert given_up and res.stopped_because == "cost_to_settle"
+    for p in given_up:
+        assert 0.15 < p["settle_share_to_buy"] <= 1.0  # beyond the run's share (15 items of 100 per model)
+        spent = res.total_cost + 2 * min(p["items_to_settle"], 100) * 0.002
+        assert p["settle_share_to_buy"] == pytest.approx(min(1.0, spent / full), abs=2e-3)
+    assert all("settle_share_to_buy" not in p for p in res.pairs if not p.get("beyond_policy"))

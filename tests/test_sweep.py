@@ -20,8 +20,8 @@ from lm_eval_adaptive.errors import InputError
 REAL = "wmt24/en-de/bleu"
 
 
-def _toy_csv(path, n_models=8, n_items=60, seed=3):
-    """Simulated scores of ``n_models`` systems (8 models: room for one hold-out set of 4)."""
+def _toy_csv(path, n_models=7, n_items=60, seed=3):
+    """Simulated scores of ``n_models`` systems (7 models: room for one hold-out set of 4)."""
     rng = np.random.default_rng(seed)
     b = rng.normal(0, 1.2, n_items)
     rows = [{"model": f"sys{j}", "item": f"seg{i:03d}", "score": round(100 * y, 4),

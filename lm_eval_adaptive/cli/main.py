@@ -169,7 +169,7 @@ def _mean_block(results) -> dict:
 
     out = {meth: {k: float(np.mean([getattr(r.method(meth), k) for r in results]))
                   for k in ("tau", "items", "pct_used", "cost")}
-           for meth in ("adaptive", "random", "fixed")}
+           for meth in ("adaptive", "random", "shared_random", "fixed")}
     return out | {"confident_accuracy": float(np.mean([r.confident_accuracy for r in results])),
                   "any_wrong_share": pooled_any_wrong(results),
                   "discrimination": float(np.mean([r.discrimination for r in results])),
@@ -333,7 +333,7 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
                         "and shared random documents at the same spend, items, confident-pair accuracy, coverage")
     b.add_argument("--json", default=None, help="write the summary as JSON here")
     b.add_argument("--plot", default=None, metavar="FILE.png",
-                   help="write a PNG here: per table, Kendall τ of adaptive, random and fixed-length "
+                   help="write a PNG here: per table, Kendall τ of adaptive, random, shared random documents and fixed-length "
                         "(mean ± SD over folds × seeds) and the items each spent per hold-out set")
     b.add_argument("--no-progress", action="store_true",
                    help="no progress on stderr (default: a bar over tables × folds × seeds on a terminal, "

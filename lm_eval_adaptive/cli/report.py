@@ -89,8 +89,9 @@ def print_calibration(console, bank, out_path) -> None:
 
 
 def print_backtest(console, results) -> None:
-    t = Table(title="Backtest: adaptive ranking vs random sampling (matched $) vs fixed-length CAT")
-    for col in ("table", "items", "models", "a", "adaptive τ", "random τ", "fixed τ", "items/set",
+    t = Table(title="Backtest: adaptive ranking vs random sampling and shared random documents (matched $) "
+                    "vs fixed-length CAT")
+    for col in ("table", "items", "models", "a", "adaptive τ", "random τ", "shared τ", "fixed τ", "items/set",
                 "% pairs", "conf. acc.", "any wrong", "ties % (true %)", "tie P/R/F1", "saved vs fixed (items/$)",
                 "full-task cover", "|z|>1.96", "misfit", "s"):
         t.add_column(col, justify="right" if col != "table" else "left",
@@ -98,7 +99,8 @@ def print_backtest(console, results) -> None:
     for r in results:
         a, rd, fx, ti = r.adaptive, r.random, r.fixed, r.ties
         t.add_row(shown(r.table), str(r.n_items), str(r.n_models), f"{r.discrimination:.2f}",
-                  f"{a.tau:.3f}±{a.tau_std:.2f}", f"{rd.tau:.3f}", f"{fx.tau:.3f}",
+                  f"{a.tau:.3f}±{a.tau_std:.2f}", f"{rd.tau:.3f}", f"{r.method('shared_random').tau:.3f}",
+                  f"{fx.tau:.3f}",
                   f"{a.items:.0f}", f"{a.pct_used:.1f}%", _f(r.confident_accuracy), _f(r.any_wrong_share),
                   f"{ti.adaptive_pct:.0f} ({ti.truth_pct:.0f})",
                   f"{ti.precision:.2f}/{ti.recall:.2f}/{ti.f1:.2f}",
@@ -111,7 +113,8 @@ def print_backtest(console, results) -> None:
             return float(np.mean([f(r) for r in results]))
 
         t.add_row("mean", "", "", "", f"{m(lambda r: r.adaptive.tau):.3f}",
-                  f"{m(lambda r: r.random.tau):.3f}", f"{m(lambda r: r.fixed.tau):.3f}",
+                  f"{m(lambda r: r.random.tau):.3f}", f"{m(lambda r: r.method('shared_random').tau):.3f}",
+                  f"{m(lambda r: r.fixed.tau):.3f}",
                   f"{m(lambda r: r.adaptive.items):.0f}", f"{m(lambda r: r.adaptive.pct_used):.1f}%",
                   _f(m(lambda r: r.confident_accuracy)), _f(pooled_any_wrong(results)), "", "", "",
                   _f(m(lambda r: r.full_task_coverage), 2),
@@ -272,8 +275,9 @@ def interval_figure(plt, rows, tie_groups, *, title: str, xlabel: str):
 
 
 #: The colour of each method in the backtest plot (matplotlib's first three).
-METHOD_COLORS = {"adaptive": "C0", "random": "C1", "fixed": "C2"}
-METHOD_LABELS = {"adaptive": "adaptive", "random": "random (same $)", "fixed": "fixed-length CAT"}
+METHOD_COLORS = {"adaptive": "C0", "random": "C1", "shared_random": "C3", "fixed": "C2"}
+METHOD_LABELS = {"adaptive": "adaptive", "random": "random (same $)",
+                 "shared_random": "same random documents (same $)", "fixed": "fixed-length CAT"}
 
 
 def table_label(name: str) -> str:
@@ -302,20 +306,21 @@ def plot_backtest(path, results) -> None:
 
 
 #: The note under the items panel: random sampling is matched in dollars, not in items.
-EQUAL_SPEND_NOTE = ("random (same $) spends the adaptive run's dollars, not its items: it buys items of every "
-                    "model at their own price, so its count differs where prices differ")
+EQUAL_SPEND_NOTE = ("random and same random documents (same $) spend the adaptive run's dollars, not its items: "
+                    "they buy items of every model at their own price, so their count differs where prices differ")
 
 
 def backtest_figure(results):
-    """Per table, Kendall τ of adaptive ranking, random sampling (same $) and fixed-length CAT (mean, error
+    """Per table, Kendall τ of adaptive ranking, random sampling and shared random documents (same $) and
+    fixed-length CAT (mean, error
     bar ± its SD over folds × seeds, cut at τ's range [-1, 1]) and the items each spent per hold-out set,
     with :data:`EQUAL_SPEND_NOTE`; a matplotlib figure."""
     plt = _pyplot()
-    methods = ("adaptive", "random", "fixed")
+    methods = ("adaptive", "random", "shared_random", "fixed")
     n = len(results)
     fig, (ax_tau, ax_items) = plt.subplots(1, 2, figsize=(11, 0.55 * n * len(methods) + 2.6), sharey=True,
                                            gridspec_kw={"width_ratios": [3, 2]})
-    offsets = {"adaptive": 0.25, "random": 0.0, "fixed": -0.25}
+    offsets = {"adaptive": 0.3, "random": 0.1, "shared_random": -0.1, "fixed": -0.3}
     lowest = 0.0
     for row, r in enumerate(results[::-1]):
         for meth in methods:
@@ -326,7 +331,7 @@ def backtest_figure(results):
             lowest = min(lowest, lo)
             ax_tau.errorbar(m.tau, y, xerr=[[m.tau - lo], [hi - m.tau]], fmt="o", capsize=3,
                             color=METHOD_COLORS[meth], label=METHOD_LABELS[meth] if row == 0 else None)
-            ax_items.barh(y, m.items, height=0.22, color=METHOD_COLORS[meth])
+            ax_items.barh(y, m.items, height=0.18, color=METHOD_COLORS[meth])
             ax_items.text(m.items, y, f" {m.items:.0f}", va="center", fontsize=8)
     labels = [shown(table_label(r.table)) for r in results[::-1]]
     ax_tau.set_yticks(range(n))

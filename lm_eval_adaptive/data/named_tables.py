@@ -11,6 +11,7 @@ item ids.
 * ``alpaca_eval/<metric>`` -- the AlpacaEval judge (:mod:`lm_eval_adaptive.data.alpaca_eval`).
 * ``wmt25/<pair>/<metric>`` -- WMT25 segment metrics (:mod:`lm_eval_adaptive.data.wmt25`).
 * ``ollb/<name>`` -- Open LLM Leaderboard 0/1 results (:mod:`lm_eval_adaptive.data.ollb`).
+* ``realsumm/<metric>`` -- REALSumm summarization ROUGE (:mod:`lm_eval_adaptive.data.realsumm`).
 
 Only numbers computed from the data (and system names / numeric ids) ever end up in tables
 and caches; no text from the data is stored.
@@ -26,6 +27,7 @@ from typing import Callable, Iterable, Mapping
 
 from lm_eval_adaptive.data.alpaca_eval import ALPACA_METRICS, load_alpaca_eval
 from lm_eval_adaptive.data.ollb import OLLB_NAMES, load_ollb
+from lm_eval_adaptive.data.realsumm import REALSUMM_METRICS, load_realsumm
 from lm_eval_adaptive.data.responses import ResponseTable
 from lm_eval_adaptive.data.wmt24 import WMT24_METRICS, WMT24_PAIRS, load_wmt24
 from lm_eval_adaptive.data.wmt25 import WMT25_METRICS, WMT25_PAIRS, load_wmt25
@@ -102,6 +104,8 @@ register_table("alpaca_eval/{metric}", item_field="id", metric=ALPACA_METRICS)(l
 register_table("wmt25/{pair}/{metric}", pair=WMT25_PAIRS, metric=WMT25_METRICS)(load_wmt25)
 # Open LLM Leaderboard 0/1 results (no task config).
 register_table("ollb/{name}", name=OLLB_NAMES)(load_ollb)
+# REALSumm ROUGE (no task config).
+register_table("realsumm/{metric}", metric=REALSUMM_METRICS)(load_realsumm)
 
 #: Every name :func:`load_named` understands.
 NAMED_TABLES: tuple[str, ...] = tuple(_NAMES)

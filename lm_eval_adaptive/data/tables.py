@@ -6,10 +6,11 @@ import dataclasses
 from pathlib import Path
 
 from lm_eval_adaptive.data.named_tables import NAMED_TABLES, load_named, named_item_field
-from lm_eval_adaptive.data.table_files import read_table
+from lm_eval_adaptive.data.files import suffix_of
+from lm_eval_adaptive.data.table_files import READ_SUFFIXES, read_table
 from lm_eval_adaptive.errors import InputError
 
-__all__ = ["EMBEDDED", "embedded_path", "load_any_table", "table_item_field"]
+__all__ = ["EMBEDDED", "embedded_path", "load_any_table", "table_item_field", "table_stem"]
 
 EMBEDDED = {
     "wmt24-en-de-chrf": "wmt24_en-de_chrf.csv.gz",
@@ -36,12 +37,19 @@ def load_any_table(spec: str, *, metric: str | None = None, allow_outliers: bool
         return read_table(embedded_path(name), metric=metric or name, allow_outliers=allow_outliers)
     p = Path(spec)
     if p.exists():
-        return read_table(p, metric=metric or p.name.split(".")[0], allow_outliers=allow_outliers)
+        return read_table(p, metric=metric or table_stem(p), allow_outliers=allow_outliers)
     if spec in NAMED_TABLES:
         table = load_named(spec)
         return dataclasses.replace(table, outliers_allowed=True) if allow_outliers else table
     raise InputError(f"no such file, and not a named table ({', '.join(NAMED_TABLES)}) "
                      f"nor embedded:{{{','.join(EMBEDDED)}}}", path=spec)
+
+
+def table_stem(path: Path) -> str:
+    """A table file's label: its whole name less the format's suffix (``wmt23.en-ja.bleu.csv.gz`` →
+    ``wmt23.en-ja.bleu``), so that tables whose names share a first dotted part stay apart (issue 32)."""
+    suffix = suffix_of(path, tuple(READ_SUFFIXES))
+    return path.name[:-len(suffix)] if suffix else path.name
 
 
 def table_item_field(spec: str) -> str | None:

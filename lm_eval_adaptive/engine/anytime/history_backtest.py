@@ -32,7 +32,7 @@ from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
 from lm_eval_adaptive.engine.evaluation.backtest import BacktestPlan, backtest_fold, plan_backtest
 from lm_eval_adaptive.engine.evaluation.backtest_figures import confident_counts, kendall_tau
 from lm_eval_adaptive.engine.evaluation.fold_parts import table_item_tokens, table_range
-from lm_eval_adaptive.engine.evaluation.baselines import random_sampling
+from lm_eval_adaptive.engine.evaluation.baselines import random_sampling, shared_random
 from lm_eval_adaptive.errors import InputError
 
 __all__ = ["parse_history", "history_backtest", "cold_start_fold", "shared_random", "pooled_history"]
@@ -56,27 +56,6 @@ def parse_history(text: str) -> list:
     if not out:
         raise InputError("--history-models needs at least one number of models")
     return out
-
-
-def shared_random(hold: Sequence[str], raw_h: np.ndarray, costs: Mapping[str, np.ndarray], spend: float,
-                  rng: np.random.Generator, perm: np.ndarray | None = None) -> dict:
-    """Every model of ``hold`` answers the same random documents, as many as ``spend`` buys for all of
-    them (each its first documents of one random order, ``perm`` or one drawn, that it has a score
-    for); ranked by the mean."""
-    n_items = raw_h.shape[1]
-    perm = rng.permutation(n_items) if perm is None else np.asarray(perm)
-    cum = np.zeros(n_items)
-    for j, m in enumerate(hold):
-        have = ~np.isnan(raw_h[j, perm])
-        cum += np.cumsum(np.where(have, costs[m][perm], 0.0))
-    k = int(np.searchsorted(cum, spend * (1 + 1e-12), side="right"))
-    take = perm[:k]
-    means = {m: float(np.nanmean(raw_h[j, take])) if np.any(~np.isnan(raw_h[j, take])) else -np.inf
-             for j, m in enumerate(hold)}
-    jitter = {m: rng.random() for m in hold}
-    ranking = sorted(hold, key=lambda m: (means[m], jitter[m]), reverse=True)
-    items = int(np.sum(~np.isnan(raw_h[:, take])))
-    return {"ranking": ranking, "items": items, "documents": k}
 
 
 def _truth(raw_h: np.ndarray, hold: Sequence[str]) -> tuple[list, dict]:

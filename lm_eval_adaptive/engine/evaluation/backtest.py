@@ -3,7 +3,9 @@
 For each of ``folds`` disjoint hold-out sets of ``holdout_size`` models (a fixed random
 partition): calibrate a bank on the other models; for each seed rank the hold-out models
 with the adaptive ranker, with fixed-length CAT (every model gets as many items as the
-adaptive run's busiest model) and with random sampling at the adaptive runs' mean spend;
+adaptive run's busiest model), with random sampling at the adaptive runs' mean spend (documents drawn
+apart per model) and with ``shared_random`` at that spend (every model answers the same random
+documents, ranked by its mean: the paired design a user would try first, issue 32);
 compare each ranking with the full-data ranking (mean raw score over every item) by
 Kendall τ. Hold-out scores are mapped into [0, 1] with the ranges stored in the bank and clipped,
 exactly as a live model's would be, and told to the ranker with their raw values.
@@ -30,7 +32,7 @@ from typing import Mapping
 import numpy as np
 
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE, Price
-from lm_eval_adaptive.engine.evaluation.baselines import fixed_length_cat, random_sampling
+from lm_eval_adaptive.engine.evaluation.baselines import fixed_length_cat, random_sampling, shared_random
 from lm_eval_adaptive.engine.irt.calibration import calibrate, resolve_response_model
 from lm_eval_adaptive.engine.cat.estimation import Z95
 from lm_eval_adaptive.engine.evaluation.model_error import correction_from_records, single_model_check
@@ -126,10 +128,11 @@ class BacktestResult:
     settle: dict = field(default_factory=dict)  # stated against measured cost to settle (see settle_summary)
     settle_records: list = field(default_factory=list, repr=False)  # per unresolved pair run on (for pooling)
     confident_pairs: list = field(default_factory=list, repr=False)  # per pair reported ordered (confident_pair_records)
+    shared_random: MethodSummary | None = None  # every model on the same random documents, at the adaptive spend
 
     def method(self, name: str) -> MethodSummary:
-        """The summary of ``adaptive``, ``random`` or ``fixed``."""
-        if name not in ("adaptive", "random", "fixed"):
+        """The summary of ``adaptive``, ``random``, ``shared_random`` or ``fixed``."""
+        if name not in ("adaptive", "random", "shared_random", "fixed"):
             raise KeyError(name)
         return getattr(self, name)
 
@@ -165,6 +168,9 @@ class _Run:
     random_tau: float = float("nan")
     random_items: int = 0
     random_cost: float = 0.0
+    shared_random_tau: float = float("nan")
+    shared_random_items: int = 0
+    shared_random_cost: float = 0.0
     confident_accuracy: float | None = None
     truth_ties: int = 0
     tie_precision: float = 0.0
@@ -405,6 +411,9 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
         r.random_tau = kendall_tau(rb.ranking, truth)
         r.random_items = rb.total_items
         r.random_cost = rb.total_cost
+        sr = shared_random(hold, raw_h, all_costs, matched, np.random.default_rng([r.seed, f, 11]))
+        r.shared_random_tau, r.shared_random_items = kendall_tau(sr["ranking"], truth), sr["items"]
+        r.shared_random_cost = sr["cost"]
     summary = {"fold": f, "holdout": hold, "calibration_models": len(calib),
                "bank_items": bank.n_items, "response_model": bank.model.kind,
                "discrimination": bank.discrimination, "k": bank.k,
@@ -414,6 +423,7 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
                "truth_ties": sorted(sorted(t) for t in gt["ties"]),
                "adaptive_tau": _summary(r.adaptive_tau for r in fold_runs)[0],
                "random_tau": _summary(r.random_tau for r in fold_runs)[0],
+               "shared_random_tau": _summary(r.shared_random_tau for r in fold_runs)[0],
                "fixed_tau": _summary(r.fixed_tau for r in fold_runs)[0]}
     return FoldOutcome(fold=f, runs=fold_runs, summary=summary, seconds=time.perf_counter() - t0)
 
@@ -490,7 +500,7 @@ def assemble_backtest(table, plan: BacktestPlan, outcomes, *, seconds: float) ->
                 "equivalent_right": sum(r.equivalent[0] for r in runs), "equivalent": sum(r.equivalent[1] for r in runs),
                 "tied_ordered": sum(r.tied[0] for r in runs), "tied": sum(r.tied[1] for r in runs)},
         settle_records=[x for r in runs for x in r.settle],
-        confident_pairs=[x for r in runs for x in r.confident_pairs],
+        confident_pairs=[x for r in runs for x in r.confident_pairs], shared_random=block("shared_random"),
     )
 
 
@@ -561,6 +571,7 @@ def pooled(results) -> dict:
     return {"tables": len(results),
             "adaptive_tau": float(np.mean([r.adaptive.tau for r in results])),
             "random_tau": float(np.mean([r.random.tau for r in results])),
+            "shared_random_tau": float(np.mean([r.method("shared_random").tau for r in results])),
             "fixed_tau": float(np.mean([r.fixed.tau for r in results])),
             "items": float(np.mean([r.adaptive.items for r in results])),
             "confident_accuracy": share("confident_right", "confident"), "confident_pairs": c["confident"],

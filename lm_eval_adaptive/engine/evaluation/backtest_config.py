@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from lm_eval_adaptive.engine.irt.calibration import DEFAULT_METHOD, DEFAULT_SCALING
+from lm_eval_adaptive.engine.cat.selection import DEFAULT_RANDOM_SHARE
 from lm_eval_adaptive.engine.ranking.ranker import DEFAULT_FUTILITY
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import (
     DEFAULT_BUDGET_SHARE,
     DEFAULT_FLOOR_ITEMS,
     DEFAULT_FULL_RUN_SHARE,
     DEFAULT_OPTIMISM,
+    DEFAULT_PAIR_SHARE,
 )
 from lm_eval_adaptive.errors import InputError
 
@@ -47,12 +49,15 @@ class BacktestConfig:
     budget_share: float | None = DEFAULT_BUDGET_SHARE
     optimism: float = DEFAULT_OPTIMISM
     settle_floor_items: float | None = DEFAULT_FLOOR_ITEMS  # the policy's floor in items per model
+    pair_share: float | None = DEFAULT_PAIR_SHARE  # the policy's pair rule: a share of a full run of the pair
+    random_share: float = DEFAULT_RANDOM_SHARE  # the selector's share of items drawn from one shared random order
     settle_seeds: int = 1  # seeds per fold whose unresolved pairs are run on to settle (0: none)
     settle_runs: int = 1  # continuations per pair: the run's own, then fresh permutations (the median is reported)
 
     def folds_that_fit(self, n_models: int) -> int:
-        """Complete hold-out sets that fit with at least 2 models left to calibrate on (at most ``folds``)."""
-        return min(self.folds, (n_models - 2) // self.holdout_size)
+        """Complete hold-out sets that fit, ``n_models // holdout_size`` as the paper's code (at most
+        ``folds``). Each fold calibrates on every model outside its own set, at least 2 (:meth:`validate`)."""
+        return min(self.folds, n_models // self.holdout_size)
 
     def validate(self, n_models: int) -> None:
         if self.holdout_size < 2:

@@ -1,8 +1,10 @@
-"""The two baselines of METHOD.md §5, driven like the ranker by score callbacks.
+"""The baselines: METHOD.md §5's two, driven like the ranker by score callbacks, and issue 32's paired one.
 
 * :func:`random_sampling` — spend a dollar budget by picking a random model and a random
   item it has not seen, until the next pick is unaffordable; rank by the mean raw score of
   what was sampled (the paper's protocol).
+* :func:`shared_random` — every model answers the same random documents at a dollar budget and is
+  ranked by its mean (paired: the documents' own difficulty cancels from every difference).
 * :func:`fixed_length_cat` — give every model the same number of items by maximum
   information (an :class:`~lm_eval_adaptive.engine.cat.adaptive_test.AdaptiveTest` of that length per model,
   run by :func:`~lm_eval_adaptive.engine.evaluation.simulation.drive`) and rank by θ̂.
@@ -21,7 +23,7 @@ from lm_eval_adaptive.engine.cat.estimation import EstimatorFactory
 from lm_eval_adaptive.engine.cat.selection import MaxInfoSelector, Selector
 from lm_eval_adaptive.engine.evaluation.simulation import drive
 
-__all__ = ["BaselineResult", "random_sampling", "fixed_length_cat"]
+__all__ = ["BaselineResult", "random_sampling", "shared_random", "fixed_length_cat"]
 
 
 @dataclass
@@ -84,6 +86,33 @@ def random_sampling(models: Sequence[str], available: Mapping[str, np.ndarray],
     keys = {m: (score[m] if np.isfinite(score[m]) else -np.inf, rng.random()) for m in models}
     ranking = sorted(models, key=lambda m: keys[m], reverse=True)
     return BaselineResult(ranking=ranking, score=score, items=items, cost=cost)
+
+
+def shared_random(hold: Sequence[str], raw_h: np.ndarray, costs: Mapping[str, np.ndarray], spend: float,
+                  rng: np.random.Generator, perm: np.ndarray | None = None) -> dict:
+    """Every model of ``hold`` answers the same random documents, as many as ``spend`` buys for all of
+    them (each its first documents of one random order, ``perm`` or one drawn, that it has a score
+    for); ranked by the mean (issue 32: the design a user would try first, no bank, no adaptivity).
+
+    ``raw_h`` (len(hold), N): raw scores, NaN where a model has none; ``costs``: per model, the USD
+    cost of each of the N documents. Returns ``ranking``, ``items`` (scores bought), ``documents``
+    (the shared documents) and ``cost``."""
+    n_items = raw_h.shape[1]
+    perm = rng.permutation(n_items) if perm is None else np.asarray(perm)
+    cum = np.zeros(n_items)
+    for j, m in enumerate(hold):
+        have = ~np.isnan(raw_h[j, perm])
+        cum += np.cumsum(np.where(have, costs[m][perm], 0.0))
+    k = int(np.searchsorted(cum, spend * (1 + 1e-12), side="right"))
+    take = perm[:k]
+    means = {m: float(np.nanmean(raw_h[j, take])) if np.any(~np.isnan(raw_h[j, take])) else -np.inf
+             for j, m in enumerate(hold)}
+    jitter = {m: rng.random() for m in hold}
+    ranking = sorted(hold, key=lambda m: (means[m], jitter[m]), reverse=True)
+    have = ~np.isnan(raw_h[:, take])
+    items = int(np.sum(have))
+    cost = float(sum(np.sum(costs[m][take][have[j]]) for j, m in enumerate(hold)))
+    return {"ranking": ranking, "items": items, "documents": k, "cost": cost}
 
 
 def fixed_length_cat(bank: ItemBank, models: Sequence[str], n_items: int,

@@ -14,7 +14,7 @@ from lm_eval_adaptive.data.prices import Price
 from lm_eval_adaptive.engine.ranking.pairs.theta_view import ThetaJudgement
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import MetricScaleJudgement
-from lm_eval_adaptive.engine.cat.selection import default_selector
+from lm_eval_adaptive.engine.cat.selection import DEFAULT_RANDOM_SHARE, RandomShareSelector, default_selector
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy
 
 from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
@@ -54,8 +54,11 @@ def fold_ranker(bank, hold: list, config: BacktestConfig, f: int, seed: int, **k
     """The adaptive ranker of seed ``seed`` in fold ``f``: ``config``'s settings (its judgement and
     stopping policy), the default selector with the bank's selection information, seeded by (partition
     seed, fold, seed); ``kwargs`` (item costs, budget, exclude, pair rule) go to :class:`AdaptiveRanker`."""
-    selector = default_selector(bank.b, top_k=config.top_k, seed=[config.partition_seed, f, seed],
-                                information=bank.selection_information)
+    seed_ = [config.partition_seed, f, seed]
+    selector = default_selector(bank.b, top_k=config.top_k, seed=seed_, information=bank.selection_information) \
+        if config.random_share == DEFAULT_RANDOM_SHARE else \
+        RandomShareSelector(bank.b, config.top_k, share=config.random_share, seed=seed_,
+                            information=bank.selection_information)
     return AdaptiveRanker(bank, hold, confidence=config.confidence, n_init=config.min_items,
                           n_max=config.max_items, top_k=config.top_k, seed=seed, selector=selector,
                           futility=config.futility, judgement=judgement_for(config), **kwargs)
@@ -65,7 +68,8 @@ def judgement_for(config: BacktestConfig):
     """The ranker's judgement factory for ``config`` (its judgement and stopping policy)."""
     if config.judgement == "theta":
         return ThetaJudgement
-    policy = SettlePolicy(config.full_run_share, config.budget_share, config.optimism, config.settle_floor_items)
+    policy = SettlePolicy(config.full_run_share, config.budget_share, config.optimism, config.settle_floor_items,
+                          config.pair_share)
     return functools.partial(MetricScaleJudgement, policy=policy)
 
 

@@ -259,24 +259,47 @@ class MetricScaleJudgement:
         else:  # no prices: items
             unit_i = unit_j = 1.0
             remaining = None
-        lim = self.policy.limit(spent, full, remaining, items)
+        d, v, _ = self._pair(i, j)
+        slack = self.policy.optimism * math.sqrt(v)
+        # the run's share, judged with a gap `optimism` SEs wider (to be ordered) or narrower (to be equivalent)
+        # than the estimate: an early, noisy gap does not end a pair
+        if self._settles_within(self.policy.limit(spent, full, remaining, items), pi, pj, unit_i, unit_j, d, v,
+                                slack, level):
+            return False
+        # the pair rule (issue 32): its cost to settle at the current gap fits the budget left and, with what its
+        # two models have cost, is small beside a full run of the two
+        pair_full = self._full[i] + self._full[j] if dollars else float(pi.n_total + pj.n_total)
+        lim = self.policy.pair_limit(pair_full, self._spent(i) + self._spent(j), remaining)
+        return not self._settles_within(lim, pi, pj, unit_i, unit_j, d, v, 0.0, level)
+
+    def _share_to_buy(self, i: int, j: int, items) -> float | None:
+        """The run's spend with ``items`` more of each model of the pair (i, j), as a share of a full run (at
+        most 1): the stopping policy's ``full_run_share`` that would have bought the pair (issue 32)."""
+        spent, full, dollars, _ = self._run
+        if items is None or full <= 0:
+            return None
+        pi, pj = self._parts[i], self._parts[j]
+        more = sum(min(int(items), p.n_unseen) * (self._unit[k] if dollars else 1.0)
+                   for k, p in ((i, pi), (j, pj)))
+        return round(min(1.0, (spent + more) / full), 3)
+
+    def _settles_within(self, lim: float, pi, pj, unit_i: float, unit_j: float, d: float, v: float, slack: float,
+                        level: float) -> bool:
+        """The pair settles within ``lim`` more (dollars or items) at its gap |d|, or at one ``slack`` wider
+        (to be ordered) or narrower (to be equivalent)."""
         most = most_items(lim, pi.n_unseen, unit_i if pi.n_unseen else 0.0, pj.n_unseen, unit_j if pj.n_unseen else 0.0)
         if most >= max(pi.n_unseen, pj.n_unseen):
-            return False  # it may run to a full run of both, which settles it
+            return True  # it may run to a full run of both, which settles it
         if most < 0:
-            return True  # the run is past its share already: no gap, however favourable, buys more
-        d, v, _ = self._pair(i, j)
+            return False  # past the limit already: no gap, however favourable, buys more
         vsum = pi.var + pj.var
         share_i = pi.var / vsum if vsum > 0 else 0.5
-        m = max(most, 0.0)
-        # given up only if it would not settle even with a gap `optimism` SEs wider (to be ordered) or
-        # narrower (to be equivalent) than the estimate: an early, noisy gap does not end a pair
-        slack = self.policy.optimism * math.sqrt(v)
         for gap in ((abs(d) + slack, max(abs(d) - slack, 0.0)) if slack > 0 else (abs(d),)):
-            if settles_after(m, gap, v, share_i, pi.n_unseen, pi.n_random, pi.method == "design", pj.n_unseen,
-                             pj.n_random, pj.method == "design", level, self.margin, self.random_share, vsum):
-                return False
-        return True
+            if settles_after(max(most, 0.0), gap, v, share_i, pi.n_unseen, pi.n_random, pi.method == "design",
+                             pj.n_unseen, pj.n_random, pj.method == "design", level, self.margin, self.random_share,
+                             vsum):
+                return True
+        return False
 
     def open_pairs(self, models: Sequence[str], remaining: float | None = None) -> OpenPairs:
         """The order of ``models`` by their estimates and the unresolved pairs the policy still buys items
@@ -357,6 +380,8 @@ class MetricScaleJudgement:
             P[pos[b], pos[a]] = 1 - p
             beyond = rec["outcome"] == UNRESOLVED and self._beyond_policy(idx[a], idx[b], remaining, level)
             rec["beyond_policy"] = bool(beyond)
+            if beyond:  # the share of a full run a run must be allowed (rank --settle-share) to buy it
+                rec["settle_share_to_buy"] = self._share_to_buy(idx[a], idx[b], rec.get("items_to_settle"))
             records.append(rec)
             pair = (models[a], models[b]) if pos[a] < pos[b] else (models[b], models[a])
             if rec["outcome"] != ORDERED:
