@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,9 +22,16 @@ from lm_eval_adaptive.data.prices import actual_cost, upper_estimate
 from lm_eval_adaptive.engine.anytime.driven_ranker import DrivenBankFreeRanker, IndexedReplayError
 from lm_eval_adaptive.engine.ranking.replay import ReplayError
 from lm_eval_adaptive.errors import InputError
-from lm_eval_adaptive.harness.binding import DOC_ID, task_metrics
+from lm_eval_adaptive.harness.bank_free_run import (
+    BANK_FREE,
+    DocBinding,
+    mode_line,
+    parse_score_range,
+    score_range_for,
+    task_metric,
+)
+from lm_eval_adaptive.harness.binding import DOC_ID
 from lm_eval_adaptive.harness.judge_pricing import JudgePricing
-from lm_eval_adaptive.harness.metrics import METRIC_RANGES
 from lm_eval_adaptive.harness.scorer import HarnessItemScorer, HarnessTask, parse_metadata, parse_model_spec
 from lm_eval_adaptive.live.ledger import BudgetLedger
 from lm_eval_adaptive.live.session import (
@@ -38,83 +44,7 @@ from lm_eval_adaptive.live.session import (
 )
 from lm_eval_adaptive.redaction import redact as redact_all
 
-__all__ = ["BANK_FREE", "UNIT_METRICS", "score_range_for", "parse_score_range", "mode_line", "DocBinding",
-           "BankFreeSetup", "LiveBankFreeRanker", "bank_free_ranker", "build_bank_free_report"]
-
-#: How the run's settings and report name the mode (``bank`` is None in run.json).
-BANK_FREE = "bank-free"
-
-#: The harness's own 0/1 (or proportion) per-document metrics: their range is [0, 1].
-UNIT_METRICS = ("acc", "acc_norm", "acc_mutual_info", "exact_match", "f1", "mcc")
-
-
-def parse_score_range(value) -> tuple[float, float] | None:
-    """``LO,HI`` (a string, or a pair) as two finite numbers with HI > LO; None stays None."""
-    if value is None:
-        return None
-    try:
-        lo, hi = (float(x) for x in (value.split(",") if isinstance(value, str) else value))
-    except (TypeError, ValueError):
-        raise InputError(f"--score-range {value!r}: expected LO,HI (two numbers, e.g. 0,1)") from None
-    if not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):
-        raise InputError(f"--score-range {value!r}: LO and HI must be finite with HI > LO")
-    return lo, hi
-
-
-def score_range_for(metric: str, given=None) -> tuple[float, float]:
-    """The per-document score range of ``metric``: ``given`` (``--score-range``), else the range this
-    package's metrics declare (:data:`~lm_eval_adaptive.harness.metrics.METRIC_RANGES`: bleu, chrf,
-    rouge_l, bertscore, judge, each in [0, 1]) or [0, 1] for the harness's 0/1 metrics
-    (:data:`UNIT_METRICS`); otherwise an InputError (the intervals rest on a known range)."""
-    rng = parse_score_range(given)
-    if rng is not None:
-        return rng
-    if metric in METRIC_RANGES:
-        lo, hi = METRIC_RANGES[metric]
-        return float(lo), float(hi)
-    if metric in UNIT_METRICS:
-        return 0.0, 1.0
-    raise InputError(f"no item bank for this task and the range of metric {metric!r} is not known: give "
-                     "--score-range LO,HI (the lowest and highest score one document can get)")
-
-
-def mode_line(task: str, metric: str, score_range) -> str:
-    """What the run says of its mode, and why."""
-    lo, hi = score_range
-    return (f"no item bank for {task}: every model answers the same random documents; intervals hold "
-            f"whenever the run stops (bank-free ranking, metric {metric} in [{lo:g}, {hi:g}])")
-
-
-@dataclass(frozen=True)
-class DocBinding:
-    """A task's documents as the items of a bank-free run: item id = harness doc id."""
-
-    task: str
-    metric: str
-    n_docs: int
-    item_field: str = DOC_ID
-
-    @property
-    def doc_of(self) -> dict[str, int]:
-        return {str(i): i for i in range(self.n_docs)}
-
-    def doc_id(self, item_id) -> int:
-        return int(item_id)
-
-
-def task_metric(task: str, task_obj, metric: str | None) -> str:
-    """``metric``, checked against the metrics the task gives; without it, the task's only metric."""
-    have = task_metrics(task_obj)
-    if metric:
-        if have and metric not in have:
-            raise InputError(f"--metric {metric}: task {task!r} has no metric {metric!r} (its metrics: "
-                             f"{', '.join(have)})")
-        return metric
-    if len(have) == 1:
-        return have[0]
-    raise InputError(f"no item bank for task {task!r}: name the metric to rank by with --metric "
-                     f"(the task gives {', '.join(have) or 'none it names'})")
-
+__all__ = ["BANK_FREE", "parse_score_range", "mode_line", "BankFreeSetup", "LiveBankFreeRanker", "bank_free_ranker", "build_bank_free_report"]
 
 class BankFreeSetup:
     """Everything a bank-free live run needs (the counterpart of :class:`~lm_eval_adaptive.live.session.Setup`;
@@ -141,7 +71,7 @@ class BankFreeSetup:
         self.metric = task_metric(loaded[0], loaded[1], a.metric)
         self.score_range = score_range_for(self.metric, a.score_range)
         n_docs = len(list(loaded[1].eval_docs))
-        self.binding = DocBinding(loaded[0], self.metric, n_docs)
+        self.binding = DocBinding(loaded[0], self.metric, n_docs, self.score_range)
         self.task_name, self.n_docs = loaded[0], n_docs
         self.metrics = [self.metric]
         self.metric_label = self.metric
