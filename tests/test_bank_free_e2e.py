@@ -170,3 +170,34 @@ def test_a_bad_score_range_or_a_missing_metric_is_one_error_line(task_dir, tmp_p
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: no item bank for task") and "--metric" in err[-1]
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_calibrate_reads_a_bank_free_rank_and_run_as_history(server, task_dir, clean_rank, tmp_path, capsys):
+    """Issue 31 item 4: the answers of a rank with no bank (its journal) and of a run --adaptive with no bank
+    (its sample logs) are history: calibrate builds a bank from them, missing cells allowed."""
+    logs = tmp_path / "logs"
+    assert main(["run", "--model", "litellm", "--model_args", "model=openai/Aya23", "--tasks", TASK,
+                 "--include_path", str(task_dir), "--apply_chat_template", "--adaptive", "--metric", "bleu",
+                 "--max-items", "40", "--price", "1,3", "--output_path", str(logs), "--log_samples",
+                 "--no-progress"]) == 0
+    bank = tmp_path / "bank.json"
+    capsys.readouterr()
+    assert main(["calibrate", "--samples", str(clean_rank), str(logs), "--task", TASK, "--metric", "bleu",
+                 "--out", str(bank), "--no-self-check"]) == 0
+    from lm_eval_adaptive.engine.irt.bank import ItemBank
+
+    b = ItemBank.load(bank)
+    answered = {json.loads(x)["item_id"] for x in (Path(clean_rank) / "journal.jsonl").read_text().splitlines()
+                if '"type":"score"' in x}
+    (samples,) = list(logs.rglob(f"samples_{TASK}_*.jsonl"))
+    logged = {str(json.loads(x)["doc_id"]) for x in samples.read_text().splitlines() if x.strip()}
+    assert len(logged) == 40
+    assert b.task == TASK and b.metric == "bleu"
+    assert set(map(str, b.item_ids)) <= answered | logged  # only documents some run answered
+    assert b.n_items >= 0.5 * len(answered)  # the rank's documents, less the items calibration drops
+    # a journal is read for the task and metric it scored, else refused naming it
+    from lm_eval_adaptive.errors import InputError
+    from lm_eval_adaptive.live.run_history import journal_columns
+
+    with pytest.raises(InputError, match="scored metric 'bleu', not 'chrf'"):
+        journal_columns(clean_rank, task=TASK, metric="chrf")
