@@ -169,6 +169,11 @@ def test_a_bad_score_range_or_a_missing_metric_is_one_error_line(task_dir, tmp_p
     assert main([*base, "--output", str(tmp_path / "y")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: no item bank for task") and "--metric" in err[-1]
+    assert main([*base, "--metric", "bleu", "--dry-run"]) == 2
+    assert "has no item bank, so there are no token counts to forecast from" in capsys.readouterr().err
+    assert main(["run", "--model", "litellm", "--model_args", "model=openai/CycleL", "--tasks", TASK, "--include_path",
+                 str(task_dir), "--adaptive", "--metric", "bleu", "--price", "1,3", "--dry-run"]) == 2
+    assert "has no item bank, so there are no token counts to forecast from" in capsys.readouterr().err
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
 
 

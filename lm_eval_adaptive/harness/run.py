@@ -114,7 +114,12 @@ def execute_run(harness_args: HarnessArgs, adaptive: AdaptiveRunConfig | None, h
         if adaptive.dry_run:
             if forecast is None:
                 raise InputError("--dry-run: no cost forecast was given to this run")
-            return forecast(plan_adaptive_run(harness_args, adaptive, note=note), adaptive)
+            plan = plan_adaptive_run(harness_args, adaptive, note=note)
+            if any(b.bank is None for _, _, b in plan.bound):  # no bank: no token counts to forecast from
+                raise InputError(f"--dry-run: task {next(t for t, _, b in plan.bound if b.bank is None)!r} has no "
+                                 "item bank, so there are no token counts to forecast from; run with a small "
+                                 "--budget-usd instead (the cap holds)")
+            return forecast(plan, adaptive)
         return run_adaptive(harness_args, adaptive, display=display, note=note)
 
 
