@@ -492,7 +492,7 @@ def print_ranking(console, report: dict, *, judged: bool, title_metric: bool = F
         if isinstance(failed, dict) else failed
     t = Table(title=f"{report['task']}: {report.get('mode', 'adaptive')} ranking" + (f" by {report['metric']}" if title_metric else "")
               + f" (γ = {report['confidence']:.2f})")
-    cols = ["rank", "ranks", "model", "θ̂ ± SE", f"est. full-task {report['metric']} [95%]", "items", "spent $"]
+    cols = ["rank", "ranks", "model", "mean ± half" if report.get("mode") == "bank-free" else "θ̂ ± SE", f"est. full-task {report['metric']} [95%]", "items", "spent $"]
     cols += ["of it judge $"] if judged else []
     for c in cols + ["full run $", "tie group"]:
         t.add_column(c, justify="left" if c == "model" else "right",
