@@ -21,8 +21,8 @@ ADAPTIVE_SAMPLE_KEY = "adaptive"
 
 
 def table_from_sample_logs(paths, *, task: str, metric: str, allow_outliers: bool = False):
-    """A response table from harness ``--log_samples`` output of full runs (several models), and of
-    ``run --adaptive`` runs with no bank (:func:`sample_log_columns`)."""
+    """A response table from harness ``--log_samples`` output of full runs (several models): the sample
+    logs of adaptive runs are skipped (:func:`sample_log_columns`)."""
     model, item, score, itok, otok = sample_log_columns(paths, task=task, metric=metric)
     # the source names the sample logs: a bank calibrated from this table knows its ids are doc ids
     return ResponseTable.from_columns(model, item, score, itok, otok,
@@ -30,16 +30,18 @@ def table_from_sample_logs(paths, *, task: str, metric: str, allow_outliers: boo
                                       metric=metric, allow_outliers=allow_outliers)
 
 
-def sample_log_columns(paths, *, task: str, metric: str, required: bool = True) -> tuple[list, ...]:
+def sample_log_columns(paths, *, task: str, metric: str, required: bool = True,
+                       random_partial: bool = False) -> tuple[list, ...]:
     """(model, item, score, input tokens, output tokens) of every scored document in harness
     ``--log_samples`` output.
 
     Each PATH is a ``samples_<task>_*.jsonl`` file or a directory searched recursively for
     them. Sample logs of banked adaptive runs (their rows carry an ``adaptive`` record) hold only the
     documents a CAT picked, chosen by what the bank predicted of them: they are skipped with a warning
-    naming them, and refused when nothing else is left (``required``). Those of a ``run --adaptive`` with no
-    bank (``adaptive.mode`` ``bank-free``) hold documents taken in uniformly random order: a missing cell
-    is missing at random, so they are read as a partial run (docs/cold-start.md). The model name comes from the ``results_*.json`` beside the file (``model_name``
+    naming them, and refused when nothing else is left (``required``). With ``random_partial`` those of a
+    ``run --adaptive`` with no bank (``adaptive.mode`` ``bank-free``), whose documents were taken in
+    uniformly random order (a missing cell is missing at random), are read as partial runs
+    (``calibrate``'s history: docs/cold-start.md); without it they are skipped too. The model name comes from the ``results_*.json`` beside the file (``model_name``
     or ``config.model_args``), else the folder name. Item = ``doc_id``; tokens ≈ characters/4
     of the prompt and of the response. ``allow_outliers``: see
     :func:`~lm_eval_adaptive.data.table_files.read_table`.
@@ -51,8 +53,8 @@ def sample_log_columns(paths, *, task: str, metric: str, required: bool = True) 
     for f in files:
         name = _model_for_samples(f)
         records = read_jsonl_records(f)
-        if any(ADAPTIVE_SAMPLE_KEY in s and (s[ADAPTIVE_SAMPLE_KEY] or {}).get("mode") != "bank-free"
-               for _, s in records):
+        if any(ADAPTIVE_SAMPLE_KEY in s and not (random_partial and (s[ADAPTIVE_SAMPLE_KEY] or {}).get("mode")
+                                                  == "bank-free") for _, s in records):
             adaptive_logs.append(str(f))  # only the documents a CAT picked: not a full run
             continue
         for n, s in records:

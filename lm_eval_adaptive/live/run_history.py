@@ -71,7 +71,8 @@ def table_from_history(paths, *, task: str, metric: str, allow_outliers: bool = 
         for c, v in zip(cols, journal_columns(p, task=task, metric=metric)):
             c += v
     if logs:
-        for c, v in zip(cols, sample_log_columns(logs, task=task, metric=metric, required=not journals)):
+        for c, v in zip(cols, sample_log_columns(logs, task=task, metric=metric, required=not journals,
+                                                   random_partial=True)):
             c += v
     if not cols[0]:
         raise InputError(f"no scores of task {task!r} in {', '.join(map(str, paths))}")
