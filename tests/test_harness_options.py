@@ -68,7 +68,8 @@ def test_rank_takes_the_harness_spelling_and_several_tasks(tmp_path):
 
 @pytest.mark.parametrize("extra, says", [
     (["--tasks", "t1", "t2", "--bank", "b.json", "--output", "o"], "with several tasks write TASK=PATH"),
-    (["--tasks", "t1", "t2", "--bank", "t1=a.json", "--output", "o"], "no --bank for task(s): t2"),
+    # t2 has no bank: ranked bank-free (issue 31), so what is refused is t1's bank that is not there
+    (["--tasks", "t1", "t2", "--bank", "t1=a.json", "--output", "o"], "--bank 'a.json': item bank file not found"),
     (["--tasks", "t1", "--bank", "t1=a.json", "t9=b.json", "--output", "o"], "not in --tasks: t9"),
     (["--tasks", "t1", "t2", "--bank", "t1=a.json", "t2=b.json"], "--output DIR is needed"),
     (["--tasks", "t1", "../t2", "--bank", "t1=a.json", "../t2=b.json", "--output", "o"], "cannot be one"),

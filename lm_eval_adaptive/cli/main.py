@@ -59,7 +59,8 @@ from lm_eval_adaptive.engine.evaluation.self_check import calibrate_checked
 from lm_eval_adaptive.errors import InputError, check_text
 from lm_eval_adaptive.harness.binding import record_item_field
 from lm_eval_adaptive.harness.run import ModelCallError
-from lm_eval_adaptive.harness.sample_logs import options_from_sample_logs, table_from_sample_logs
+from lm_eval_adaptive.harness.sample_logs import options_from_sample_logs
+from lm_eval_adaptive.live.run_history import is_run_journal, table_from_history
 from lm_eval_adaptive.redaction import redacting
 from lm_eval_adaptive.sweep import check_ray_address, import_ray, run_backtests
 
@@ -74,8 +75,9 @@ def cmd_calibrate(args) -> int:
             raise InputError("--samples needs --task (the harness task name) and --metric "
                              "(the per-document metric in the sample logs)")
 
-        table = table_from_sample_logs(args.samples, task=args.task, metric=args.metric,
-                                       allow_outliers=args.allow_outliers)
+        # sample logs, and the journals of rank runs with no bank (live/run_history.py): missing cells allowed
+        table = table_from_history(args.samples, task=args.task, metric=args.metric,
+                                   allow_outliers=args.allow_outliers)
         args.response_model, args.guessing = _multiple_choice_default(args, table)
     elif args.table:
         table = load_any_table(args.table, metric=args.metric, allow_outliers=args.allow_outliers)
@@ -105,7 +107,8 @@ def _multiple_choice_default(args, table):
     ``--guessing`` too); anything else keeps what was asked."""
     if args.guessing is not None or args.response_model not in (None, "3pl") or not is_binary_table(table):
         return args.response_model, args.guessing
-    options = options_from_sample_logs(args.samples, task=args.task)
+    logs = [p for p in args.samples if not is_run_journal(p)]
+    options = options_from_sample_logs(logs, task=args.task) if logs else {}
     if not options or any(str(i) not in options for i in table.items):
         return args.response_model, args.guessing
     return "3pl", {str(i): 1.0 / options[str(i)] for i in table.items}
@@ -271,7 +274,9 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
                         "or a named real table such as wmt24/en-de/bleu")
     c.add_argument("--samples", nargs="+", default=None, metavar="PATH",
                    help="harness sample logs of full runs (samples_<task>_*.jsonl files or folders "
-                        "written by `run --log_samples --output_path`), instead of a TABLE")
+                        "written by `run --log_samples --output_path`), instead of a TABLE; also those of "
+                        "`run --adaptive` with no bank, and `rank` run folders made with no bank (their "
+                        "journal): partial runs of random documents (docs/cold-start.md)")
     c.add_argument("--out", required=True, help="where to write the bank JSON")
     c.add_argument("--task", default=None, help="task name stored in the bank")
     c.add_argument("--metric", default=None, help="metric name stored in the bank")

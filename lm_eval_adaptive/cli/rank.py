@@ -49,6 +49,7 @@ from lm_eval_adaptive.cli.harness_options import (
     task_folder,
     task_list,
 )
+from lm_eval_adaptive.cli import bank_free_rank
 from lm_eval_adaptive.cli.report import note_on_stderr, plot_ranking, print_inseparable, report_console
 from lm_eval_adaptive.data.price_map import priced_by_default
 from lm_eval_adaptive.live.run_prices import check_resumed_prices, journal_price_change, price_records
@@ -198,6 +199,9 @@ def add_rank_parser(sub) -> argparse.ArgumentParser:
                    help="continue the run in DIR (crashed or interrupted): nothing is requested or paid twice; "
                         "a folder of several tasks continues the tasks not finished, in turn")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--score-range", default=None, metavar="LO,HI",
+                   help="a task with no bank: the lowest and highest score of one document (default: the metric's "
+                        "own, known for bleu, chrf, rouge_l, acc, exact_match ...; docs/cold-start.md)")
     p.add_argument("--settle-share", type=positive_float, default=None, metavar="S",
                    help="stop buying for a pair once settling it would take the run past this share of a full "
                         f"run of every model (default {DEFAULT_FULL_RUN_SHARE:g}; 1: up to a full run, which settles "
@@ -293,8 +297,8 @@ def rank_settings(args) -> tuple[list[LiveSettings], bool]:
         for t in tasks:
             refuse_existing_run(args.output if len(tasks) == 1 else task_folder(args.output, t))
     banks = parse_banks(args.bank, tasks, metric=args.metric, command="rank", several=True,
-                        note=note_on_stderr, include_path=args.include_path)
-    banks = {t: (v[0] if len(v) == 1 else list(v)) for t, v in banks.items()}
+                        note=note_on_stderr, include_path=args.include_path, bank_free=True)
+    banks = {t: (v if v is None else v[0] if len(v) == 1 else list(v)) for t, v in banks.items()}
     for t, v in banks.items():
         if isinstance(v, list) and args.metric:
             raise InputError(f"--metric {args.metric}: task {t!r} is given {len(v)} banks (one per metric); each "
@@ -309,6 +313,9 @@ def rank_settings(args) -> tuple[list[LiveSettings], bool]:
     else:
         runs = [replace(base, tasks=t, bank=banks[t], output=str(task_folder(args.output, t))) for t in tasks]
     for a in runs:  # settings, banks, the task's metric, prices and run folders: before any task is loaded
+        if a.bank is None:  # no bank for the task: the bank-free ranker (docs/cold-start.md)
+            bank_free_rank.check_bank_free_settings(a)
+            continue
         check_settings(a)
         check_before_loading(a)
     return runs, len(tasks) > 1
@@ -338,6 +345,9 @@ def prepare_rank(a: LiveSettings, *, skip_finished: bool = False) -> RankRun:
         if finished is not None:
             journal.close()
             return RankRun(a, out_dir, resumed=True, finished=finished)
+        if a.bank is None:  # no bank: the bank-free ranker (cli/bank_free_rank.py)
+            setup, ranker = bank_free_rank.bank_free_setup(a, resumed)
+            return RankRun(a, out_dir, journal, resumed, setup, ranker)
         check_settings(a)
         setup = Setup(a, a.bank)
         ranker = rank_ranker(setup, a)
@@ -367,6 +377,8 @@ def finished_report(out_dir: Path) -> dict | None:
 def start_rank(r: RankRun):
     """Create the run folder, its run.json and its journal."""
     a, setup = r.settings, r.setup
+    if a.bank is None:
+        return bank_free_rank.start_bank_free(r)
     settings = {k: getattr(a, k) for k in RUN_KEYS}
     settings["bank"] = [bank_reference(b) for b in a.bank] if isinstance(a.bank, list) else bank_reference(a.bank)
     settings["include_path"] = str(Path(a.include_path).resolve()) if a.include_path else None
@@ -381,6 +393,8 @@ def start_rank(r: RankRun):
 def run_rank(r: RankRun, notes, out) -> int:
     """Rank one task live, write its results and print its report; the exit status."""
     a, setup, out_dir, journal = r.settings, r.setup, r.out_dir, r.journal
+    if a.bank is None:
+        return bank_free_rank.run_bank_free(r, notes, out, print_report, exit_status)
     live = LiveRun(r.ranker, setup.scorers, upper_cost=setup.upper_cost, actual_cost=setup.actual_cost,
                    judge_cost=setup.judge_cost, scale=setup.scale, ledger=setup.ledger, journal=journal,
                    retry=RetryPolicy(max_attempts=a.max_attempts, base_s=a.backoff),
@@ -488,9 +502,9 @@ def print_ranking(console, report: dict, *, judged: bool, title_metric: bool = F
                "cost_usd": rows[m]["cost"] if m in rows else 0.0,
                "judge_cost_usd": rows[m]["judge_cost"] if m in rows else 0.0} for m, why in failed.items()] \
         if isinstance(failed, dict) else failed
-    t = Table(title=f"{report['task']}: adaptive ranking" + (f" by {report['metric']}" if title_metric else "")
+    t = Table(title=f"{report['task']}: {report.get('mode', 'adaptive')} ranking" + (f" by {report['metric']}" if title_metric else "")
               + f" (γ = {report['confidence']:.2f})")
-    cols = ["rank", "ranks", "model", "θ̂ ± SE", f"est. full-task {report['metric']} [95%]", "items", "spent $"]
+    cols = ["rank", "ranks", "model", "mean ± half" if report.get("mode") == "bank-free" else "θ̂ ± SE", f"est. full-task {report['metric']} [95%]", "items", "spent $"]
     cols += ["of it judge $"] if judged else []
     for c in cols + ["full run $", "tie group"]:
         t.add_column(c, justify="left" if c == "model" else "right",

@@ -115,6 +115,9 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
                    help="document field that holds the bank's item ids (doc_id: the harness doc id; "
                         "default: the field the bank records, else doc ids, refused when that reading is "
                         "ambiguous)")
+    g.add_argument("--score-range", dest="adaptive_score_range", metavar="LO,HI", default=None,
+                   help="a task with no bank: the lowest and highest score of one document (default: the metric's "
+                        "own, known for bleu, chrf, rouge_l, acc, exact_match ...; docs/cold-start.md)")
     g.add_argument("--dry-run", dest="adaptive_dry_run", action="store_true",
                    help="build no model and call nothing: forecast the items and dollars per task (typical and "
                         "worst case) beside a full run's cost, from the bank's token counts and the price")
@@ -162,6 +165,12 @@ def adaptive_run_summary(report: AdaptiveRunReport) -> list[str]:
     for label, a in metric_blocks(report.results["adaptive"]):
         est = a["metric_estimate"]
         judge = f" (judge ${a['judge_cost_usd']:.4f})" if a["judge"]["calls"] else ""
+        if a.get("mode") == "bank-free":  # no bank: documents in random order (harness/bank_free_run.py)
+            lines += [f"{label}: mode: {a['mode_note']}",
+                      f"{label}: {a['items']} of {a['task_docs']} documents ({a['pct_of_task']:.1f}%), in random "
+                      f"order; full-task {a['metric']} = {est['estimate']:.4f} [{est['lower']:.4f}, {est['upper']:.4f}] "
+                      f"(95%, valid whenever the run stops); ${a['cost_usd']:.4f}{judge}; stopped: {a['stopped_because']}"]
+            continue
         lines.append(f"{label}: θ̂ = {a['theta']:+.3f} ± {a['se']:.3f}; {a['items']} of {a['task_docs']} documents "
                      f"({a['pct_of_task']:.1f}%); estimated full-task {a['metric']} = {est['estimate']:.4f} "
                      f"[{est['lower']:.4f}, {est['upper']:.4f}]; ${a['cost_usd']:.4f}{judge}; "

@@ -59,7 +59,7 @@ def unknown_bank(spec: str) -> str:
 
 
 def parse_banks(specs, tasks, *, metric: str | None = None, command: str = "--adaptive", note=None,
-                several: bool = False, include_path=None) -> dict:
+                several: bool = False, include_path=None, bank_free: bool = False) -> dict:
     """Task → bank spec (a path or a shipped name) from ``--bank [TASK=]SPEC ...`` and the tasks'
     shipped banks; nothing is read yet. Refused: a task with no bank and no single shipped one, a
     bank for a task not run, a task given two banks. ``note(line)`` is told each shipped bank taken
@@ -68,7 +68,10 @@ def parse_banks(specs, tasks, *, metric: str | None = None, command: str = "--ad
     ``several``: a task may be given several banks (one per metric: a multi-metric run); every
     value is then a list of specs (one item when a task has one bank). A spec that is neither a file
     nor a shipped bank's name is refused here (:func:`unknown_bank`); so is a ``--metric`` the task's
-    YAML under ``include_path`` does not list."""
+    YAML under ``include_path`` does not list.
+
+    ``bank_free``: a task with no bank given and none shipped for it is not refused; its value is None
+    (the caller runs it without a bank: docs/cold-start.md)."""
     out: dict = {}
     unknown: list = []
     for s in specs or ():
@@ -113,6 +116,9 @@ def parse_banks(specs, tasks, *, metric: str | None = None, command: str = "--ad
                              "or give --metric")
         else:
             missing.append(t)
+    if missing and bank_free:
+        out.update({t: None for t in missing})
+        missing = []
     if missing and not specs:
         raise InputError(f"{command} needs an item bank per task: --bank TASK=BANK.json or a shipped bank's "
                          f"name ({', '.join(shipped_names())}); build one with `lm-eval-adaptive calibrate "
@@ -121,7 +127,7 @@ def parse_banks(specs, tasks, *, metric: str | None = None, command: str = "--ad
         raise InputError(f"no --bank for task(s): {', '.join(missing)}")
     if unknown:
         raise InputError(unknown_bank(unknown[0]))
-    return out if several else {t: v[0] for t, v in out.items()}
+    return out if several else {t: (v[0] if v else None) for t, v in out.items()}
 
 
 def check_task_metric(task: str, metric: str, include_path, *, what: str | None = None) -> None:

@@ -61,6 +61,13 @@ from lm_eval_adaptive.harness.output_limits import request_output_bound
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness import lm_eval_compat as compat
 from lm_eval_adaptive.harness.attempts import AttemptBilling, harness_attempts
+from lm_eval_adaptive.harness.bank_free_run import (
+    BankFreeOutcome,
+    annotate_bank_free_samples,
+    bank_free_binding,
+    bank_free_block,
+    bank_free_task,
+)
 from lm_eval_adaptive.harness.bank_source import bank_reference, parse_banks
 from lm_eval_adaptive.harness.batch_journal import BatchJournal, RunJournal
 from lm_eval_adaptive.harness.billing import RetryPolicy, may_have_been_billed
@@ -112,7 +119,12 @@ def execute_run(harness_args: HarnessArgs, adaptive: AdaptiveRunConfig | None, h
         if adaptive.dry_run:
             if forecast is None:
                 raise InputError("--dry-run: no cost forecast was given to this run")
-            return forecast(plan_adaptive_run(harness_args, adaptive, note=note), adaptive)
+            plan = plan_adaptive_run(harness_args, adaptive, note=note)
+            if any(b.bank is None for _, _, b in plan.bound):  # no bank: no token counts to forecast from
+                raise InputError(f"--dry-run: task {next(t for t, _, b in plan.bound if b.bank is None)!r} has no "
+                                 "item bank, so there are no token counts to forecast from; run with a small "
+                                 "--budget-usd instead (the cap holds)")
+            return forecast(plan, adaptive)
         return run_adaptive(harness_args, adaptive, display=display, note=note, journal=journal)
 
 
@@ -199,7 +211,8 @@ def plan_adaptive_run(hargs: HarnessArgs, config: AdaptiveRunConfig, *, note=Non
     tasks = list(cfg.tasks)
     if bank_paths is None or set(bank_paths) != set(tasks):
         bank_paths = parse_banks(list(config.bank), tasks, metric=config.metric, several=True,
-                                 note=note if bank_paths is None else None, include_path=cfg.include_path)
+                                 note=note if bank_paths is None else None, include_path=cfg.include_path,
+                                 bank_free=True)
     budgeted = config.budget_usd is not None
     # every task's bank is checked and bound before the model is built: nothing is asked of a bad input
     bound, multi, refs = [], {}, {}
@@ -211,6 +224,11 @@ def plan_adaptive_run(hargs: HarnessArgs, config: AdaptiveRunConfig, *, note=Non
                              f"({', '.join(list(loaded)[:5])}…): give them one by one with a bank each")
         tname, task_obj = next(iter(loaded.items()))
         specs = bank_paths[task_name]
+        if specs is None:  # no bank for the task: the bank-free run (harness/bank_free_run.py)
+            bound.append((tname, task_obj, bank_free_binding(tname, task_obj, config.metric, config.score_range)))
+            refs[tname] = [None]
+            judges.declare(declared)
+            continue
         if len(specs) > 1 and config.metric:
             raise InputError(f"task {task_name!r} is given {len(specs)} banks (one per metric): each bank says its "
                              "metric; --metric is for a single bank")
@@ -224,7 +242,7 @@ def plan_adaptive_run(hargs: HarnessArgs, config: AdaptiveRunConfig, *, note=Non
     plan = AdaptivePlan(cfg=cfg, task_manager=task_manager, model=name, price=price, judges=judges, bound=bound,
                         metric_bindings=multi, bank_refs=refs)
     if budgeted:
-        for tname, _, binding in bound:
+        for tname, _, binding in (x for x in bound if x[2].bank is not None):
             cheapest = float(np.nanmin(price.item_costs(binding.bank.input_tokens, binding.bank.output_tokens)))
             if config.budget_usd < cheapest:
                 raise InputError(f"--budget-usd {config.budget_usd:g} is below one call: the cheapest first call "
@@ -351,7 +369,8 @@ def journal_settings(plan: AdaptivePlan, config: AdaptiveRunConfig) -> dict:
     them)."""
     cfg = plan.cfg
     adaptive = {k: v for k, v in vars(config).items() if k not in ("timeout", "dry_run", "bank", "price")}
-    banks = {t: [b.bank.bank_id for b in plan.metric_bindings.get(t, [binding])] for t, _, binding in plan.bound}
+    banks = {t: [b.bank.bank_id if b.bank is not None else "bank-free" for b in plan.metric_bindings.get(t, [binding])]
+             for t, _, binding in plan.bound}
     return {"model": str(cfg.model), "model_args": redact_text(str(cfg.model_args)),
             "price": [float(plan.price.input_per_mtok), float(plan.price.output_per_mtok)],
             "tasks": list(cfg.tasks), "banks": banks,
@@ -403,7 +422,10 @@ def _evaluate_tasks(bound, price, judges, config, evaluate, tracker, cfg, outcom
     metric_bindings = metric_bindings or {}
     for tname, task_obj, binding in bound:
         compat.use_full_run_requests(task_obj)
-        if tname in metric_bindings:
+        if binding.bank is None:
+            o = bank_free_task(tname, task_obj, binding, price, judges, config, evaluate, timeout, display, billing,
+                               batches)
+        elif tname in metric_bindings:
             o = multi_metric_task(tname, task_obj, metric_bindings[tname], price, judges, config, evaluate,
                                    timeout, display, billing, batches)
         else:
@@ -418,14 +440,16 @@ def _evaluate_tasks(bound, price, judges, config, evaluate, tracker, cfg, outcom
         # (and every judgement from the judge's in-process memo)
         res = evaluate(task_obj, sorted(o.doc_ids), tracker_=tracker, log=True,
                        bootstrap=getattr(cfg, "bootstrap_iters", 100000))
-        annotate = annotate_multi_samples if isinstance(o, MultiTaskOutcome) else annotate_samples
+        annotate = annotate_multi_samples if isinstance(o, MultiTaskOutcome) else \
+            annotate_bank_free_samples if isinstance(o, BankFreeOutcome) else annotate_samples
         all_samples.update(annotate(res.pop("samples", {}), o))
         if all_results is None:
             all_results = res
         else:
             for key in ("results", "configs", "versions", "n-shot", "higher_is_better", "n-samples"):
                 all_results.setdefault(key, {}).update(res.get(key, {}))
-    all_results["adaptive"] = {o.task: multi_block(o) if isinstance(o, MultiTaskOutcome) else adaptive_block(o)
+    all_results["adaptive"] = {o.task: multi_block(o) if isinstance(o, MultiTaskOutcome) else
+                               bank_free_block(o, config) if isinstance(o, BankFreeOutcome) else adaptive_block(o)
                                for o in outcomes}
     for o in outcomes:
         headline_estimate(all_results, o.task, all_results["adaptive"][o.task])

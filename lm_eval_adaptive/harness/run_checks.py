@@ -71,8 +71,8 @@ def check_before_loading(tasks, include_path, model, model_args, *, banks=(), me
     bank_paths = None
     if named is not None:
         bank_paths = parse_banks(list(banks or ()), named, metric=metric, several=True, note=note,
-                                 include_path=include_path)
-        check_banks(bank_paths, metric=metric, include_path=include_path)
+                                 include_path=include_path, bank_free=True)  # None: no bank (bank-free run)
+        check_banks({t: v for t, v in bank_paths.items() if v}, metric=metric, include_path=include_path)
     name = model_name(model, model_args)
     policy = price_policy(list(prices or ()) or None, bare=name)
     price = resolve_prices([(name, name)], policy)[name]

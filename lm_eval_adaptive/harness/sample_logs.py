@@ -12,7 +12,7 @@ from lm_eval_adaptive.data.responses import ResponseTable
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.binding import SAMPLE_LOGS_SOURCE
 
-__all__ = ["ADAPTIVE_SAMPLE_KEY", "table_from_sample_logs", "options_from_sample_logs"]
+__all__ = ["ADAPTIVE_SAMPLE_KEY", "table_from_sample_logs", "sample_log_columns", "options_from_sample_logs"]
 
 log = logging.getLogger("lm_eval_adaptive")
 
@@ -21,12 +21,27 @@ ADAPTIVE_SAMPLE_KEY = "adaptive"
 
 
 def table_from_sample_logs(paths, *, task: str, metric: str, allow_outliers: bool = False):
-    """A response table from harness ``--log_samples`` output of full runs (several models).
+    """A response table from harness ``--log_samples`` output of full runs (several models): the sample
+    logs of adaptive runs are skipped (:func:`sample_log_columns`)."""
+    model, item, score, itok, otok = sample_log_columns(paths, task=task, metric=metric)
+    # the source names the sample logs: a bank calibrated from this table knows its ids are doc ids
+    return ResponseTable.from_columns(model, item, score, itok, otok,
+                                      source=f"{SAMPLE_LOGS_SOURCE}: " + ", ".join(map(str, paths)),
+                                      metric=metric, allow_outliers=allow_outliers)
+
+
+def sample_log_columns(paths, *, task: str, metric: str, required: bool = True,
+                       random_partial: bool = False) -> tuple[list, ...]:
+    """(model, item, score, input tokens, output tokens) of every scored document in harness
+    ``--log_samples`` output.
 
     Each PATH is a ``samples_<task>_*.jsonl`` file or a directory searched recursively for
-    them. Sample logs of adaptive runs (their rows carry an ``adaptive`` record) hold only the
-    documents a CAT picked: they are skipped with a warning naming them, and refused when
-    nothing else is left. The model name comes from the ``results_*.json`` beside the file (``model_name``
+    them. Sample logs of banked adaptive runs (their rows carry an ``adaptive`` record) hold only the
+    documents a CAT picked, chosen by what the bank predicted of them: they are skipped with a warning
+    naming them, and refused when nothing else is left (``required``). With ``random_partial`` those of a
+    ``run --adaptive`` with no bank (``adaptive.mode`` ``bank-free``), whose documents were taken in
+    uniformly random order (a missing cell is missing at random), are read as partial runs
+    (``calibrate``'s history: docs/cold-start.md); without it they are skipped too. The model name comes from the ``results_*.json`` beside the file (``model_name``
     or ``config.model_args``), else the folder name. Item = ``doc_id``; tokens ≈ characters/4
     of the prompt and of the response. ``allow_outliers``: see
     :func:`~lm_eval_adaptive.data.table_files.read_table`.
@@ -38,7 +53,8 @@ def table_from_sample_logs(paths, *, task: str, metric: str, allow_outliers: boo
     for f in files:
         name = _model_for_samples(f)
         records = read_jsonl_records(f)
-        if any(ADAPTIVE_SAMPLE_KEY in s for _, s in records):
+        if any(ADAPTIVE_SAMPLE_KEY in s and not (random_partial and (s[ADAPTIVE_SAMPLE_KEY] or {}).get("mode")
+                                                  == "bank-free") for _, s in records):
             adaptive_logs.append(str(f))  # only the documents a CAT picked: not a full run
             continue
         for n, s in records:
@@ -57,13 +73,10 @@ def table_from_sample_logs(paths, *, task: str, metric: str, allow_outliers: boo
     if adaptive_logs:
         msg = (f"skipped {len(adaptive_logs)} sample log(s) of adaptive runs (only the documents the CAT "
                f"picked; calibration needs full runs): {', '.join(adaptive_logs)}")
-        if not model:
+        if not model and required:
             raise InputError(msg + "; no full-run sample log is left")
         log.warning(msg)
-    # the source names the sample logs: a bank calibrated from this table knows its ids are doc ids
-    return ResponseTable.from_columns(model, item, score, itok, otok,
-                                      source=f"{SAMPLE_LOGS_SOURCE}: " + ", ".join(map(str, paths)),
-                                      metric=metric, allow_outliers=allow_outliers)
+    return model, item, score, itok, otok
 
 
 def _sample_files(paths, task: str) -> list[Path]:

@@ -70,6 +70,7 @@ class AdaptiveRunConfig:
     dry_run: bool = False
     seed: int | None = 0
     ci_width: float | None = None
+    score_range: str | None = None  # a task with no bank: LO,HI of one document's score (harness/bank_free_run.py)
 
 
 def _stop_rules(config: AdaptiveRunConfig) -> dict:
@@ -424,3 +425,9 @@ def _judge_charges(judges: JudgePricing, calls, estimates: np.ndarray, totals: d
     totals["prompt_tokens"] += usage_total([c.usage for c in priced], "prompt_tokens", "input_tokens")
     totals["completion_tokens"] += usage_total([c.usage for c in priced], "completion_tokens", "output_tokens")
     return total * _shares(estimates)
+
+
+# the task loop's steps, as the bank-free loop takes them (harness/bank_free_run.py)
+next_batch = _next_batch
+metric_value = _metric_value
+new_tallies = _new_tallies

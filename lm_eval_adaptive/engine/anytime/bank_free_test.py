@@ -95,6 +95,28 @@ class BankFreeTest:
         return self._stopped is not None
 
     @property
+    def budget(self) -> float | None:
+        return self._budget
+
+    @property
+    def spent(self) -> float:
+        return self._spent
+
+    @property
+    def n(self) -> int:
+        """Documents scored so far."""
+        return int(np.sum(~np.isnan(self._scores)))
+
+    def charge(self, usd: float) -> None:
+        """Count ``usd`` as spent with no score (a failed attempt the provider may have billed)."""
+        self._spent += float(check_cost(usd, item="(charge)"))
+
+    def stop(self, reason: str) -> None:
+        """End the test (e.g. ``budget``: the cap refused the next call); a test that ended keeps its reason."""
+        if self._stopped is None:
+            self._stopped = str(reason)
+
+    @property
     def interval(self) -> tuple[float, float]:
         return float(self._cs.lower), float(self._cs.upper)
 

@@ -1,0 +1,246 @@
+"""Day one on a task with no bank (issue 31), end to end and offline: the real harness, the real litellm
+client, real HTTP to the replay endpoint.
+
+The WMT24 en-de task is copied under another name (``cold_en-de``) so that no shipped bank fits it:
+``rank`` of four WMT24 systems then ranks with the bank-free ranker (every model answering the same random
+documents) and ``run --adaptive`` evaluates one system on documents in random order to ``--ci-width``.
+Both are checked against the recorded full-run means (``wmt24/en-de/bleu`` and ``chrf``); the rank is
+killed (``kill -9``) and resumed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lm_eval_adaptive.cli.main import main
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+TASK = "cold_en-de"
+# four systems whose full-run BLEU means are 0.09-0.34 apart (the recorded table's)
+SYSTEMS = ["CycleL", "TSU-HITs", "NVIDIA-NeMo", "TranssionMT"]
+MAX_ITEMS = 60
+
+
+@pytest.fixture(scope="module")
+def server(replay_server):
+    return replay_server
+
+
+@pytest.fixture(scope="module")
+def task_dir(tmp_path_factory):
+    """The WMT24 en-de task under a name no shipped bank is for."""
+    d = tmp_path_factory.mktemp("tasks")
+    src = REPO / "task_configs" / "wmt24"
+    for name in ("_wmt24_common_yaml", "utils.py"):
+        (d / name).write_text((src / name).read_text())
+    (d / f"{TASK}.yaml").write_text((src / "wmt24_en-de.yaml").read_text().replace("task: wmt24_en-de",
+                                                                                  f"task: {TASK}"))
+    return d
+
+
+def truth(metric: str) -> dict:
+    from lm_eval_adaptive.data.tables import load_any_table
+
+    t = load_any_table(f"wmt24/en-de/{metric}")
+    return {str(m): float(v) for m, v in zip(t.models, np.nanmean(t.mean_matrix(), axis=1))}
+
+
+def rank_args(task_dir, out, *extra):
+    return ["rank", "--models", *[f"{s}=litellm:model=openai/{s}" for s in SYSTEMS], "--tasks", TASK,
+            "--include_path", str(task_dir), "--apply_chat_template", "--metric", "bleu", "--max-items",
+            str(MAX_ITEMS), "--budget-usd", "1", "--price", "default=1,3", "--output", str(out), "--backoff",
+            "0.05", "--no-progress", *extra]
+
+
+def read(out) -> dict:
+    return json.loads((Path(out) / "ranking.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def clean_rank(server, task_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("rank") / "run"
+    assert main(rank_args(task_dir, out)) == 0
+    return out
+
+
+def test_rank_with_no_bank_orders_pairs_rightly_and_prices_the_rest(clean_rank, capsys):
+    r = read(clean_rank)
+    full = truth("bleu")
+    assert r["mode"] == "bank-free" and r["bank_id"] is None
+    assert r["mode_note"].startswith(f"no item bank for {TASK}: every model answers the same random documents")
+    assert {e["model"] for e in r["ranking"]} == set(SYSTEMS)
+    assert r["stopped_because"] in ("max_items", "settled") and r["total_cost_usd"] <= 1.0
+    ordered = [p for p in r["pairs"] if p["outcome"] == "ordered"]
+    assert ordered, "no pair was ordered: the check below would be empty"
+    for p in ordered:  # every ordered pair right against the recorded full runs
+        assert (p["lower"] > 0) == (full[p["a"]] > full[p["b"]]), p
+    for p in r["pairs"]:
+        if p["outcome"] == "unresolved":  # each unsettled pair with its cost to settle
+            assert p["items_to_settle"] > 0 and p["cost_to_settle_usd"] > 0, p
+            lo, hi = p["items_to_settle_range"]
+            assert lo <= p["items_to_settle"] <= hi
+    for e in r["ranking"]:  # intervals inside the metric's range, holding the full-run mean
+        est = e["metric_estimate"]
+        assert 0.0 <= est["lower"] <= est["estimate"] <= est["upper"] <= 1.0
+        assert est["lower"] <= full[e["model"]] <= est["upper"], (e["model"], est, full[e["model"]])
+        assert e["items"] == MAX_ITEMS or r["stopped_because"] == "settled"
+    # every model answered the same documents, in the same order
+    j = [json.loads(x) for x in (Path(clean_rank) / "journal.jsonl").read_text().splitlines()]
+    docs = {m: [x["item_id"] for x in j if x.get("type") == "score" and x["model"] == m] for m in SYSTEMS}
+    assert len({tuple(sorted(v)) for v in docs.values()}) == 1
+
+
+def _subprocess(args):
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.Popen([sys.executable, "-m", "lm_eval_adaptive.cli.main", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=str(REPO))
+
+
+def test_a_killed_bank_free_rank_resumes_to_the_same_result(server, task_dir, clean_rank, tmp_path):
+    out = tmp_path / "killed"
+    server.latency = 0.05
+    try:
+        proc = _subprocess(rank_args(task_dir, out))
+        path, t0 = out / "journal.jsonl", time.monotonic()
+        while not (path.exists() and path.read_bytes().count(b'"type":"score"') >= 60):
+            assert proc.poll() is None, proc.stdout.read().decode()[-2000:]
+            assert time.monotonic() - t0 < 300, "no progress"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        server.latency = 0.0
+    assert not (out / "ranking.json").exists()
+    assert main(["rank", "--resume", str(out), "--no-progress"]) == 0
+    r, ref = read(out), read(clean_rank)
+    assert r["mode"] == "bank-free"
+    j = [json.loads(x) for x in (out / "journal.jsonl").read_text().splitlines()]
+    scored = Counter((x["model"], x["item_id"]) for x in j if x.get("type") == "score")
+    assert max(scored.values()) == 1  # nothing scored twice
+    # the same documents in the same order: the same estimates and intervals as the run never killed
+    got = {e["model"]: e["metric_estimate"] for e in r["ranking"]}
+    want = {e["model"]: e["metric_estimate"] for e in ref["ranking"]}
+    for m in SYSTEMS:
+        assert got[m]["estimate"] == pytest.approx(want[m]["estimate"], abs=1e-12)
+        assert (got[m]["lower"], got[m]["upper"]) == pytest.approx((want[m]["lower"], want[m]["upper"]), abs=1e-12)
+    assert [p["outcome"] for p in r["pairs"]] == [p["outcome"] for p in ref["pairs"]]
+
+
+def test_run_adaptive_with_no_bank_stops_at_the_interval_width(server, task_dir, tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["run", "--model", "litellm", "--model_args", "model=openai/TranssionMT", "--tasks", TASK,
+                 "--include_path", str(task_dir), "--apply_chat_template", "--adaptive", "--metric", "chrf",
+                 "--ci-width", "0.06", "--price", "1,3", "--output_path", str(out), "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert f"mode: no item bank for {TASK}: the model answers documents in random order" in printed
+    (results,) = list(out.rglob("results_*.json"))
+    res = json.loads(results.read_text())
+    block = res["adaptive"][TASK]
+    est = block["metric_estimate"]
+    full = truth("chrf")["TranssionMT"]
+    assert block["mode"] == "bank-free" and block["stopped_because"] == "ci_width"
+    assert est["lower"] <= full <= est["upper"], (est, full)
+    assert (est["upper"] - est["lower"]) / 2 <= 0.06  # --ci-width is the half-width, as for a banked run
+    assert block["items"] < 0.5 * block["task_docs"]
+    # the harness table's Value ± Stderr: the estimate, and the interval's half-width / 1.96
+    row = res["results"][TASK]
+    assert row["chrf,none"] == pytest.approx(est["estimate"])
+    assert row["chrf_stderr,none"] == pytest.approx((est["upper"] - est["lower"]) / (2 * 1.959963984540054), rel=1e-6)
+
+
+def test_a_killed_bank_free_run_adaptive_resumes_paying_each_document_once(server, task_dir, tmp_path):
+    """run --adaptive with no bank is journaled as the banked run is (harness/batch_journal.py): killed with
+    SIGKILL after its 1st and 4th journaled documents and resumed with --resume, every document is asked of
+    the endpoint once in all, and the results are the uninterrupted run's (the seeded random order picks
+    the same documents again)."""
+    import glob
+
+    from tests.test_run_journal import cli
+
+    def args(out, *extra):
+        return ["run", "--model", "litellm", "--model_args", "model=openai/TranssionMT", "--tasks", TASK,
+                "--include_path", str(task_dir), "--apply_chat_template", "--adaptive", "--metric", "chrf",
+                "--max-items", "6", "--price", "1,3", "--output_path", str(out), "--no-progress", *extra]
+
+    def block(out):
+        (f,) = glob.glob(str(out / "**" / "results_*.json"), recursive=True)
+        return json.loads(Path(f).read_text())["adaptive"][TASK]
+
+    log = tmp_path / "log.txt"
+    server.reset_stats()
+    assert cli(args(tmp_path / "whole"), log) == 0, log.read_text()[-3000:]
+    whole = server.stats()["per_item"]["TranssionMT"]
+    assert len(whole) == 6
+    server.reset_stats()
+    out = tmp_path / "killed"
+    for resume, kill_after in ((False, 1), (True, 4)):
+        code = cli(args(out, *(["--resume"] if resume else [])), log, kill_after=f"batch:{kill_after}")
+        assert code == -signal.SIGKILL, log.read_text()[-3000:]
+        assert server.stats()["per_model"] == {"TranssionMT": kill_after}  # nothing journaled asked again
+    assert cli(args(out, "--resume"), log) == 0, log.read_text()[-3000:]
+    stats = server.stats()
+    assert stats["per_model"] == {"TranssionMT": 6} and stats["per_item"]["TranssionMT"].keys() == whole.keys()
+    a, b = block(tmp_path / "whole"), block(out)
+    assert a["mode"] == b["mode"] == "bank-free"
+    for k in ("items", "metric_estimate", "stopped_because"):
+        assert a[k] == b[k], k
+
+
+def test_a_bad_score_range_or_a_missing_metric_is_one_error_line(task_dir, tmp_path, capsys):
+    base = ["rank", "--models", "a=litellm:model=openai/CycleL", "b=litellm:model=openai/TSU-HITs", "--tasks",
+            TASK, "--include_path", str(task_dir), "--price", "default=1,3"]
+    assert main([*base, "--metric", "bleu", "--score-range", "1,0", "--output", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: --score-range '1,0'")
+    assert main([*base, "--output", str(tmp_path / "y")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: no item bank for task") and "--metric" in err[-1]
+    assert main([*base, "--metric", "bleu", "--dry-run"]) == 2
+    assert "has no item bank, so there are no token counts to forecast from" in capsys.readouterr().err
+    assert main(["run", "--model", "litellm", "--model_args", "model=openai/CycleL", "--tasks", TASK, "--include_path",
+                 str(task_dir), "--adaptive", "--metric", "bleu", "--price", "1,3", "--dry-run"]) == 2
+    assert "has no item bank, so there are no token counts to forecast from" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_calibrate_reads_a_bank_free_rank_and_run_as_history(server, task_dir, clean_rank, tmp_path, capsys):
+    """Issue 31 item 4: the answers of a rank with no bank (its journal) and of a run --adaptive with no bank
+    (its sample logs) are history: calibrate builds a bank from them, missing cells allowed."""
+    logs = tmp_path / "logs"
+    assert main(["run", "--model", "litellm", "--model_args", "model=openai/Aya23", "--tasks", TASK,
+                 "--include_path", str(task_dir), "--apply_chat_template", "--adaptive", "--metric", "bleu",
+                 "--max-items", "40", "--price", "1,3", "--output_path", str(logs), "--log_samples",
+                 "--no-progress"]) == 0
+    bank = tmp_path / "bank.json"
+    capsys.readouterr()
+    assert main(["calibrate", "--samples", str(clean_rank), str(logs), "--task", TASK, "--metric", "bleu",
+                 "--out", str(bank), "--no-self-check"]) == 0
+    from lm_eval_adaptive.engine.irt.bank import ItemBank
+
+    b = ItemBank.load(bank)
+    answered = {json.loads(x)["item_id"] for x in (Path(clean_rank) / "journal.jsonl").read_text().splitlines()
+                if '"type":"score"' in x}
+    (samples,) = list(logs.rglob(f"samples_{TASK}_*.jsonl"))
+    logged = {str(json.loads(x)["doc_id"]) for x in samples.read_text().splitlines() if x.strip()}
+    assert len(logged) == 40
+    assert b.task == TASK and b.metric == "bleu"
+    assert set(map(str, b.item_ids)) <= answered | logged  # only documents some run answered
+    assert b.n_items >= 0.5 * len(answered)  # the rank's documents, less the items calibration drops
+    # a journal is read for the task and metric it scored, else refused naming it
+    from lm_eval_adaptive.errors import InputError
+    from lm_eval_adaptive.live.run_history import journal_columns
+
+    with pytest.raises(InputError, match="scored metric 'bleu', not 'chrf'"):
+        journal_columns(clean_rank, task=TASK, metric="chrf")
