@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
-__all__ = [
+__all__ = ["BINARY_MODEL_KINDS", 
     "ResponseModel",
     "ContinuousResponseModel",
     "BernoulliResponseModel",
@@ -295,6 +295,8 @@ class BernoulliResponseModel(ResponseModel):
 
 #: The per-item binary models: ``"2pl"`` (c = 0) and ``"3pl"`` (guessing c per item).
 BINARY_KINDS = ("2pl", "3pl")
+#: Every response model whose scores are 0 or 1 (the Bernoulli model and the per-item binary ones).
+BINARY_MODEL_KINDS = ("bernoulli", *BINARY_KINDS)
 
 
 def _validate_binary(y) -> None:
