@@ -123,6 +123,28 @@ def test_a_killed_bank_free_rank_resumes_to_the_same_result(server, task_dir, cl
     finally:
         server.latency = 0.0
     assert not (out / "ranking.json").exists()
+    # the journal holds the run's prices (issue 28): prices that changed since are refused on resume, as in a
+    # banked run, before anything is asked
+    import dataclasses
+
+    from lm_eval_adaptive.live import bank_free_session
+
+    real = bank_free_session.live_prices
+
+    def doubled(a, specs):
+        prices, policy = real(a, specs)
+        return {m: dataclasses.replace(p, input_per_token=2 * p.input_per_token) for m, p in prices.items()}, policy
+
+    def records():  # the journal's records (the disk room it keeps for calls in flight is padding, not a record)
+        return [x for x in (out / "journal.jsonl").read_text().splitlines() if x.strip()]
+
+    journal_before = records()
+    bank_free_session.live_prices = doubled
+    try:
+        assert main(["rank", "--resume", str(out), "--no-progress"]) == 2
+    finally:
+        bank_free_session.live_prices = real
+    assert records() == journal_before
     assert main(["rank", "--resume", str(out), "--no-progress"]) == 0
     r, ref = read(out), read(clean_rank)
     assert r["mode"] == "bank-free"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lm_eval_adaptive.atomic import atomic_write, write_json
-from lm_eval_adaptive.cli.live_output import LiveProgress, note_default_prices, print_cap_change
+from lm_eval_adaptive.cli.live_output import LiveProgress, note_default_prices
 from lm_eval_adaptive.cli.report import plot_ranking
 from lm_eval_adaptive.cli.terminal import styled
 from lm_eval_adaptive.errors import InputError
@@ -26,8 +26,9 @@ from lm_eval_adaptive.live.bank_free_session import (
     mode_line,
     parse_score_range,
 )
-from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy
-from lm_eval_adaptive.live.journal import JOURNAL_NAME, env_secrets
+from lm_eval_adaptive.cli.live_start import start_live_run
+from lm_eval_adaptive.live.run_prices import price_records
+from lm_eval_adaptive.live.journal import JOURNAL_NAME
 from lm_eval_adaptive.live.session import (
     PLOT_FILE,
     RANKING_FILE,
@@ -35,7 +36,6 @@ from lm_eval_adaptive.live.session import (
     LiveSettings,
     check_live_settings,
     cheapest_call_check,
-    journal_cap_change,
     live_prices,
     refuse_existing_run,
     start_run,
@@ -82,22 +82,14 @@ def start_bank_free(r):
     return start_run(r.out_dir, "rank", settings, {"command": "rank", "bank_id": BANK_FREE, "mode": BANK_FREE,
                                                    "models": [s.name for s in setup.specs],
                                                    "task": setup.task_name, "budget_usd": a.budget_usd,
-                                                   "score_range": list(setup.score_range)}, BANK_FREE)
+                                                   "score_range": list(setup.score_range),
+                                                   "prices": price_records(setup)}, BANK_FREE)
 
 
 def run_bank_free(r, notes, out, print_report, exit_status) -> int:
     """Rank one task with no bank live, write its results and print its report; the exit status."""
-    a, setup, out_dir, journal = r.settings, r.setup, r.out_dir, r.journal
-    live = LiveRun(r.ranker, setup.scorers, upper_cost=setup.upper_cost, actual_cost=setup.actual_cost,
-                   judge_cost=setup.judge_cost, scale=setup.scale, ledger=setup.ledger, journal=journal,
-                   retry=RetryPolicy(max_attempts=a.max_attempts, base_s=a.backoff),
-                   max_failures=a.max_failures, secrets=env_secrets())
-    if r.resumed:
-        info = live.resume_from(journal)
-        notes.print(f"resumed {out_dir}: {info['scores']} scored items replayed, {info['failures']} failures, "
-                    f"{info['lost_in_flight']} call(s) lost in flight (asked again), "
-                    f"${info['spent_usd']:.4f} already spent")
-        print_cap_change(notes, journal_cap_change(journal, a, setup.ledger), setup.ledger)
+    a, setup, out_dir = r.settings, r.setup, r.out_dir
+    live = start_live_run(r, notes, lost_in_flight="asked again")
     announce(notes, setup, a)
     with LiveProgress(notes, live, setup, enabled=not a.no_progress) as prog:
         live.on_progress = prog.update

@@ -50,9 +50,10 @@ from lm_eval_adaptive.cli.harness_options import (
     task_list,
 )
 from lm_eval_adaptive.cli import bank_free_rank
+from lm_eval_adaptive.cli.live_start import start_live_run
 from lm_eval_adaptive.cli.report import note_on_stderr, plot_ranking, print_inseparable, report_console
 from lm_eval_adaptive.data.price_map import priced_by_default
-from lm_eval_adaptive.live.run_prices import check_resumed_prices, journal_price_change, price_records
+from lm_eval_adaptive.live.run_prices import check_resumed_prices, price_records
 from lm_eval_adaptive.live.pair_prose import pair_lines, rank_range_text
 from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.cat.person_fit import misfit_note
@@ -62,8 +63,7 @@ from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.bank_source import bank_reference, parse_banks
 from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S
 from lm_eval_adaptive.live.cost_forecast import forecast_rank, write_forecast
-from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy
-from lm_eval_adaptive.live.journal import JOURNAL_NAME, env_secrets
+from lm_eval_adaptive.live.journal import JOURNAL_NAME
 from lm_eval_adaptive.live.run_report import build_report
 from lm_eval_adaptive.live.session import (
     PLOT_FILE,
@@ -75,7 +75,6 @@ from lm_eval_adaptive.live.session import (
     check_before_loading,
     check_settings,
     cheapest_call_check,
-    journal_cap_change,
     live_prices,
     open_run,
     rank_ranker,
@@ -87,9 +86,7 @@ from lm_eval_adaptive.cli.live_output import (
     LiveProgress,
     announce,
     note_default_prices,
-    print_cap_change,
     print_forecast,
-    print_price_change,
     print_forecast_written,
 )
 
@@ -347,7 +344,9 @@ def prepare_rank(a: LiveSettings, *, skip_finished: bool = False) -> RankRun:
             return RankRun(a, out_dir, resumed=True, finished=finished)
         if a.bank is None:  # no bank: the bank-free ranker (cli/bank_free_rank.py)
             setup, ranker = bank_free_rank.bank_free_setup(a, resumed)
-            return RankRun(a, out_dir, journal, resumed, setup, ranker)
+            changes = check_resumed_prices(journal, setup, stated=a.new_prices, where=out_dir / JOURNAL_NAME) \
+                if journal is not None else None
+            return RankRun(a, out_dir, journal, resumed, setup, ranker, price_changes=changes)
         check_settings(a)
         setup = Setup(a, a.bank)
         ranker = rank_ranker(setup, a)
@@ -392,21 +391,10 @@ def start_rank(r: RankRun):
 
 def run_rank(r: RankRun, notes, out) -> int:
     """Rank one task live, write its results and print its report; the exit status."""
-    a, setup, out_dir, journal = r.settings, r.setup, r.out_dir, r.journal
+    a, setup, out_dir = r.settings, r.setup, r.out_dir
     if a.bank is None:
         return bank_free_rank.run_bank_free(r, notes, out, print_report, exit_status)
-    live = LiveRun(r.ranker, setup.scorers, upper_cost=setup.upper_cost, actual_cost=setup.actual_cost,
-                   judge_cost=setup.judge_cost, scale=setup.scale, ledger=setup.ledger, journal=journal,
-                   retry=RetryPolicy(max_attempts=a.max_attempts, base_s=a.backoff),
-                   max_failures=a.max_failures, secrets=env_secrets())
-    if r.resumed:
-        info = live.resume_from(journal)
-        notes.print(f"resumed {out_dir}: {info['scores']} scored items replayed, {info['failures']} failures, "
-                    f"{info['lost_in_flight']} call(s) lost in flight (not requested again), "
-                    f"${info['spent_usd']:.4f} already spent")
-        print_cap_change(notes, journal_cap_change(journal, a, setup.ledger), setup.ledger)
-        print_price_change(notes, r.price_changes)
-        journal_price_change(journal, setup, r.price_changes)
+    live = start_live_run(r, notes, lost_in_flight="not requested again")
     announce(notes, setup, a)
     with LiveProgress(notes, live, setup, enabled=not a.no_progress) as prog:
         live.on_progress = prog.update
