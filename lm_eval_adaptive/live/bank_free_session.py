@@ -17,8 +17,6 @@ import os
 
 import numpy as np
 
-from lm_eval_adaptive.data.price_map import priced_by_default
-from lm_eval_adaptive.data.prices import actual_cost, upper_estimate
 from lm_eval_adaptive.engine.anytime.driven_ranker import DrivenBankFreeRanker, IndexedReplayError
 from lm_eval_adaptive.engine.ranking.replay import ReplayError
 from lm_eval_adaptive.errors import InputError
@@ -36,9 +34,8 @@ from lm_eval_adaptive.harness.scorer import HarnessItemScorer, HarnessTask, pars
 from lm_eval_adaptive.live.ledger import BudgetLedger
 from lm_eval_adaptive.live.session import (
     CHARS_PER_TOKEN,
-    JUDGE_OUTPUT_ALLOWANCE,
-    JUDGE_PROMPT_ALLOWANCE,
     LiveSettings,
+    PricedSession,
     live_prices,
     quiet_libraries,
 )
@@ -46,7 +43,8 @@ from lm_eval_adaptive.redaction import redact as redact_all
 
 __all__ = ["BANK_FREE", "parse_score_range", "mode_line", "BankFreeSetup", "LiveBankFreeRanker", "bank_free_ranker", "build_bank_free_report"]
 
-class BankFreeSetup:
+
+class BankFreeSetup(PricedSession):
     """Everything a bank-free live run needs (the counterpart of :class:`~lm_eval_adaptive.live.session.Setup`;
     the same attributes the driver, the progress table and the report read). Nothing is called or written."""
 
@@ -90,27 +88,6 @@ class BankFreeSetup:
             chars = np.array([self.scorers[m].prompt_length(i) for i in self.item_ids], dtype=float)
             tokens = chars / CHARS_PER_TOKEN
             self.planned_costs[m] = self.prices[m].item_costs(tokens, tokens)
-
-    @property
-    def priced_by_default(self) -> list[str]:
-        return priced_by_default(self.prices) + self.judges.priced_by_default
-
-    def upper_cost(self, model: str, item_id: str) -> float:
-        scorer = self.scorers[model]
-        inp, out = scorer.upper_tokens(item_id)
-        usd = upper_estimate(self.prices[model], inp, out)
-        if self.judges.prices:
-            j_in = 2 * scorer.prompt_chars(item_id) + 4 * out + JUDGE_PROMPT_ALLOWANCE
-            usd += max(upper_estimate(p, j_in, JUDGE_OUTPUT_ALLOWANCE) for p in self.judges.prices.values())
-        return usd
-
-    def actual_cost(self, model: str, score) -> float:
-        model_usd = 0.0 if not score.usage and score.calls == 0 else \
-            float(sum(actual_cost(self.prices[model], u) for u in score.usage))
-        return model_usd + self.judge_cost(model, score)
-
-    def judge_cost(self, model: str, score) -> float:
-        return self.judges.cost(getattr(score, "judge", None) or [])
 
     def scale(self, item: int, raw) -> float:
         """The raw metric value itself (the bank-free ranker works in metric units), refused outside the

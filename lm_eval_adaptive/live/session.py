@@ -50,7 +50,7 @@ from lm_eval_adaptive.live.ledger import BudgetLedger
 from lm_eval_adaptive.redaction import redact_text
 from lm_eval_adaptive.writer_lock import run_folder_lock
 
-__all__ = ["LiveSettings", "Setup", "rank_ranker", "check_model_names", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
+__all__ = ["PricedSession", "LiveSettings", "Setup", "rank_ranker", "check_model_names", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
            "live_prices", "check_before_loading", "refuse_existing_run",
            "open_run", "start_run", "journal_cap_change", "cap_text", "cheapest_call_check",
            "JUDGE_PROMPT_ALLOWANCE", "JUDGE_OUTPUT_ALLOWANCE",
@@ -227,7 +227,42 @@ def check_before_loading(a: LiveSettings) -> None:
         check_output_folder(Path(a.output), "--output")
 
 
-class Setup:
+class PricedSession:
+    """What a live session's items cost, read from its ``prices`` (model → Price), ``scorers`` (model →
+    the harness scorer) and ``judges`` (``JudgePricing``): the one costing of the banked session
+    (:class:`Setup`) and the bank-free one (``live/bank_free_session.py``)."""
+
+    @property
+    def priced_by_default(self) -> list[str]:
+        """The models (and judges) priced by ``--price default``."""
+        return priced_by_default(self.prices) + self.judges.priced_by_default
+
+    def upper_cost(self, model: str, item_id: str) -> float:
+        """The most the item may cost: the model's calls (prompt bytes, max output tokens) plus,
+        when the task declared a judge, the judge allowance (JUDGE_PROMPT_ALLOWANCE)."""
+        scorer = self.scorers[model]
+        inp, out = scorer.upper_tokens(item_id)
+        usd = upper_estimate(self.prices[model], inp, out)
+        if self.judges.prices:
+            j_in = 2 * scorer.prompt_chars(item_id) + 4 * out + JUDGE_PROMPT_ALLOWANCE
+            usd += max(upper_estimate(p, j_in, JUDGE_OUTPUT_ALLOWANCE) for p in self.judges.prices.values())
+        return usd
+
+    def actual_cost(self, model: str, score) -> float:
+        """What the item cost: the model's calls at its price plus the judge's calls at the judge's.
+        ValueError when some call reported no usage."""
+        if not score.usage and score.calls == 0:
+            model_usd = 0.0
+        else:
+            model_usd = float(sum(actual_cost(self.prices[model], u) for u in score.usage))
+        return model_usd + self.judge_cost(model, score)
+
+    def judge_cost(self, model: str, score) -> float:
+        """The judge's part of :meth:`actual_cost`."""
+        return self.judges.cost(getattr(score, "judge", None) or [])
+
+
+class Setup(PricedSession):
     """Everything a live run needs, built from the settings (shared by rank and refresh).
 
     ``bank`` is an :class:`~lm_eval_adaptive.engine.irt.bank.ItemBank` or a path to one, or a list of them
@@ -293,38 +328,9 @@ class Setup:
         self.full_cost = {m: float(np.mean(c)) * self.n_docs for m, c in self.expected_costs.items()}
 
     @property
-    def priced_by_default(self) -> list[str]:
-        """The models (and judges) priced by ``--price default``."""
-        return priced_by_default(self.prices) + self.judges.priced_by_default
-
-    @property
     def bank_ids(self) -> str:
         """The run's bank id, or its banks' ids joined by ', '."""
         return ", ".join(b.bank_id for b in self.banks.values())
-
-    def upper_cost(self, model: str, item_id: str) -> float:
-        """The most the item may cost: the model's calls (prompt bytes, max output tokens) plus,
-        when the task declared a judge, the judge allowance (JUDGE_PROMPT_ALLOWANCE)."""
-        scorer = self.scorers[model]
-        inp, out = scorer.upper_tokens(item_id)
-        usd = upper_estimate(self.prices[model], inp, out)
-        if self.judges.prices:
-            j_in = 2 * scorer.prompt_chars(item_id) + 4 * out + JUDGE_PROMPT_ALLOWANCE
-            usd += max(upper_estimate(p, j_in, JUDGE_OUTPUT_ALLOWANCE) for p in self.judges.prices.values())
-        return usd
-
-    def actual_cost(self, model: str, score) -> float:
-        """What the item cost: the model's calls at its price plus the judge's calls at the judge's.
-        ValueError when some call reported no usage."""
-        if not score.usage and score.calls == 0:
-            model_usd = 0.0
-        else:
-            model_usd = float(sum(actual_cost(self.prices[model], u) for u in score.usage))
-        return model_usd + self.judge_cost(model, score)
-
-    def judge_cost(self, model: str, score) -> float:
-        """The judge's part of :meth:`actual_cost`."""
-        return self.judges.cost(getattr(score, "judge", None) or [])
 
     def scale(self, item: int, raw):
         """The raw metric value of item ``item`` on the bank's [0, 1] scale; with a bank per metric, every
