@@ -75,5 +75,5 @@ def check_before_loading(tasks, include_path, model, model_args, *, banks=(), me
         check_banks(bank_paths, metric=metric, include_path=include_path)
     name = model_name(model, model_args)
     policy = price_policy(list(prices or ()) or None, bare=name)
-    price = resolve_prices([(name, name)], policy)[name]
+    price = resolve_prices([(name, name, model)], policy)[name]
     return BeforeLoading(bank_paths=bank_paths, model=name, policy=policy, price=price)

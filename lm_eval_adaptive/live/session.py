@@ -183,7 +183,7 @@ def live_prices(a: LiveSettings, specs=None) -> tuple[dict, PricePolicy]:
     if specs is None:
         specs = [parse_model_spec(s) for s in (a.models if a.models is not None else a.add or [])]
     policy = price_policy(a.price)
-    return resolve_prices([(s.name, s.model_id) for s in specs], policy), policy
+    return resolve_prices([(s.name, s.model_id, s.type) for s in specs], policy), policy
 
 
 def check_model_names(specs, flag: str = "--models") -> None:
