@@ -136,6 +136,17 @@ def test_run_an_unpriced_model_is_refused_not_priced_at_a_silent_default(nothing
     assert "--price default=IN,OUT" in err
 
 
+def test_run_device_in_model_args_and_another_device_flag_is_one_error(nothing_loaded, tmp_path, capsys):
+    """Issue 30 item 2: before, the harness crashed with `HFLM() got multiple values for keyword argument
+    'device'`; device=cpu alone is the device (tests/test_binary_harness.py runs it), two devices are refused."""
+    argv = run_adaptive(tmp_path / "out", "--bank", "wmt24_en-de.bleu", "--device", "cuda:0", model="openai/Aya23")
+    i = argv.index("--model_args") + 1
+    argv[i] += ",device=cpu"
+    assert main(argv) == 2
+    assert "--device cuda:0 and device=cpu in --model_args name two devices; give one" in err_of(capsys)
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_early_refusals_import_neither_litellm_nor_a_task(tmp_path):
     """What made them slow: loading the task (the tests above) and importing litellm (seconds): in a fresh
     process, each of these refusals leaves litellm unimported, and `rank`'s the harness's task module too."""

@@ -270,7 +270,8 @@ def cmd_rank(args) -> int:
 def rank_settings(args) -> tuple[list[LiveSettings], bool]:
     """(one :class:`LiveSettings` per task to rank, or per task folder to resume; several tasks?)"""
     values = dict(vars(args))
-    values["models"] = model_specs(args.models, args.model, args.model_args)
+    values["models"] = model_specs(args.models, args.model, args.model_args, device=args.device,
+                                   batch_size=args.batch_size)
     values["tasks"] = values["bank"] = None
     base = LiveSettings.from_mapping(values)
     if args.resume:
