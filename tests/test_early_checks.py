@@ -179,7 +179,13 @@ def test_rank_dry_run_honours_and_names_the_default_price(tmp_path, capsys):
     argv = rank(tmp_path / "dry", "--bank", "wmt24_en-de.bleu", "--price", "default=2,6", "openai/Aya23=1,3",
                 "--dry-run")
     assert main(argv) == 0
-    err = " ".join(capsys.readouterr().err.split())  # (wrapped at 120 columns: not a terminal)
+    captured = capsys.readouterr()
+    err = " ".join(captured.err.split())  # (wrapped at 120 columns: not a terminal)
+    out = " ".join(captured.out.split())
+    # issue 30 item 7: the forecast is the report, on stdout; the notes on stderr; one readable sentence
+    assert "cost forecast of rank" in out and "cost forecast" not in err and "forecast written to" in out
+    assert "every typical figure, the total's and each row's, is the median of those runs" in out
+    assert "the total most of" not in out
     assert ("priced by the default $2/$6 per M tokens (--price default), not a known price: openai/Gemini-1.5-Pro, "
             "openai/Llama3-70B, openai/Unbabel-Tower70B") in err
     (fc,) = (tmp_path / "dry").glob("cost_forecast*.json")

@@ -238,8 +238,8 @@ def cmd_rank(args) -> int:
             note_default_prices(notes, priced_by_default(prices), prices)
             for a in settings:
                 fc = forecast_rank(a)
-                print_forecast(notes, fc)
-                print_forecast_written(notes, write_forecast(fc, a.output))
+                print_forecast(out, fc)  # the report, on stdout; the notes above on stderr
+                print_forecast_written(out, write_forecast(fc, a.output))
             return 0
         for a in settings:
             runs.append(prepare_rank(a, skip_finished=several and bool(a.resume)))

@@ -130,8 +130,8 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
     if settings.dry_run:
         note_default_prices(console, setup.priced_by_default, setup.prices, setup.judges.prices)
         fc = forecast_refresh(settings, setup, new_ranker)
-        print_forecast(console, fc)
-        print_forecast_written(console, write_forecast(fc, settings.output))
+        print_forecast(report, fc)  # the report, on stdout
+        print_forecast_written(report, write_forecast(fc, settings.output))
         return 0
     ranker = new_ranker()
     if not resumed:

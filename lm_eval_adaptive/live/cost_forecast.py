@@ -20,7 +20,8 @@ anything, forecasts per model (per task for ``run --adaptive``):
   by construction (:func:`spreads`): the total's typical figure is the one most simulated runs
   come within :data:`TOLERANCE` of, taken inside the runs' 10%–90% range
   (:func:`most_likely_within`); the typical runs are those within the tolerance of it, and every
-  row's typical items and dollars are those same runs' medians (inside the row's own range).
+  typical figure, the total's and each row's items and dollars, is those same runs' median (inside its
+  own range): no row is above the total.
   Not the median of all runs: a ranking's spend is often bimodal (the run ends when the cap's
   headroom cannot hold the next call of whichever model is still buying, a dear one or a cheap
   one) or has a long tail, and the median then sits on one mode or in the tail's pull.
@@ -146,17 +147,21 @@ def spreads(usd_totals: Sequence[float], columns: Mapping[str, Sequence[float]])
     """(the total dollars' spread, name → spread of each other column), consistent by construction.
 
     ``usd_totals[d]`` is simulated run d's total spend; each column holds one figure per run (a
-    model's items or dollars, the total items). The total's typical figure is
-    :func:`most_likely_within` inside its 10%–90% range; the *typical runs* are those within
-    :data:`TOLERANCE` of it, and every column's typical figure is the median of those same runs,
-    so a row's items and dollars describe the same runs."""
-    usd = Spread.of(usd_totals)
+    model's items or dollars, the total items). The *typical runs* are those within :data:`TOLERANCE`
+    of :func:`most_likely_within` of the totals (inside their 10%–90% range); every typical figure,
+    the total's and each column's, is the median of those same runs (kept inside its own 10%–90%
+    range), so a row's items and dollars describe the same runs and no row's dollars (or items) are
+    above the total's: each run's total is at least each of its parts."""
     v = np.asarray(usd_totals, dtype=float)
+    most = Spread.of(v)
     eps = 1e-12 * max(float(np.max(np.abs(v))), 1e-300)
-    typical = np.abs(v - usd.typical) <= TOLERANCE * v + eps
+    typical = np.abs(v - most.typical) <= TOLERANCE * v + eps
     if not typical.any():  # pragma: no cover - the typical figure is within the tolerance of some run
         typical = np.ones(v.size, dtype=bool)
-    return usd, {k: Spread.of(col, typical) for k, col in columns.items()}
+    # the total's typical figure is the median of the same runs as every row's: a run's total is at least
+    # each of its parts, so the median (and any quantile) of the totals is at least each part's; clipped
+    # into the range, monotone, it stays so (issue 30: the total was below one model's row)
+    return Spread.of(v, typical), {k: Spread.of(col, typical) for k, col in columns.items()}
 
 
 @dataclass(frozen=True)
@@ -211,9 +216,10 @@ class CostForecast:
                           "full_run_cost_usd": self.full_run_usd},
                 "budget_usd": self.budget_usd, "settings": dict(self.settings),
                 "method": {"draws": self.draws, "seed": self.seed, "abilities": self.abilities,
-                           "typical": f"the total most simulated runs come within {TOLERANCE:.0%} of, inside their "
-                                      "10%-90% range (p10-p90); each row's typical items and dollars: the medians "
-                                      "of the runs within that tolerance of it; items charged at the bank's "
+                           "typical": f"the medians of the typical runs: those within {TOLERANCE:.0%} of the total "
+                                      f"most simulated runs come within {TOLERANCE:.0%} of, inside their 10%-90% "
+                                      "range (p10-p90); the total's and each row's items and dollars alike, so no "
+                                      "row is above the total; items charged at the bank's "
                                       "token counts (input: at least the built prompt's characters / 4) and the "
                                       "model's price",
                            "worst_case": "the most items the settings allow, the dearest first, at their expected "
