@@ -257,6 +257,9 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
                         "without a known (litellm) price (the demo's default: default=1,3, named on its prices line)")
     d.add_argument("--json", default=None, help="also write the result as JSON here")
     d.add_argument("--plot", default=None, help="write a PNG of abilities with intervals here")
+    d.add_argument("--verbose", action="store_true",
+                   help="also the technical detail: θ̂ ± SE and its interval, why the rank and θ̂ may disagree, the "
+                        "bank's self-check (model error)")
     d.add_argument("--seed", type=nonnegative_int, default=0)
     add_tie_margin_argument(d)
     add_family_wise_argument(d)

@@ -124,6 +124,7 @@ class LiveSettings:
     max_failures: int = 3
     backoff: float = 0.5
     no_progress: bool = False
+    verbose: bool = False  # the report's technical detail (θ̂, why the rank and θ̂ disagree)
     output: str | None = None
     resume: str | None = None
     leaderboard: str | list | None = None  # refresh: the leaderboard file (a list: one task's, one per metric)
