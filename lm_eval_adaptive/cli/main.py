@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from lm_eval_adaptive import __version__
 from lm_eval_adaptive.atomic import atomic_write, write_json
@@ -46,7 +47,7 @@ from lm_eval_adaptive.data.files import check_outputs
 from lm_eval_adaptive.data.price_map import load_costs_file, price_for
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE
 from lm_eval_adaptive.data.progress import progress_hook
-from lm_eval_adaptive.data.tables import load_any_table, table_item_field
+from lm_eval_adaptive.data.tables import item_field_file, load_any_table, table_item_field, write_item_field
 from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
 from lm_eval_adaptive.engine.irt.calibration import (
@@ -196,10 +197,15 @@ def cmd_demo(args) -> int:
 
 # ------------------------------------------------------------- export-table
 def cmd_export_table(args) -> int:
-    check_outputs([("--out", args.out)], inputs=[args.name])  # before the table is read
+    check_outputs([("--out", args.out), ("--out", str(item_field_file(args.out)))],
+                  inputs=[args.name])  # before the table is read
     table = load_any_table(args.name)
     path = table.write(args.out)
     print(f"wrote {shown(path)}: {table.n_models} models x {table.n_items} items, {table.n_obs} rows")
+    field = table_item_field(args.name)
+    if field and not Path(args.name).exists():  # leaderboard and calibrate read it: no --item-field needed
+        side = write_item_field(path, field, args.name)
+        print(f"wrote {shown(side)}: its item ids are the task's documents' {field!r} field")
     return 0
 
 
