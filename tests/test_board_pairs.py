@@ -75,6 +75,7 @@ def test_a_leaderboard_of_full_runs_orders_every_pair_with_different_means(tmp_p
     for e in entries:
         row = raw[names.index(e["model"])]
         assert e["metric"]["value"] == pytest.approx(float(np.nanmean(row)), abs=1e-12)
+        assert e["items"] == e["documents"] == int(np.count_nonzero(~np.isnan(row)))  # 997 of 997, not 970
     text = capsys.readouterr().out
     assert f"pairs: {k * (k - 1) // 2} ordered at γ, 0 equivalent, 0 not settled yet" in text
 

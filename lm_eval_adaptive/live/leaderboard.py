@@ -265,8 +265,9 @@ def create_leaderboard(history: str | None, *, task: str, metric: str, models=No
             hist = str(hp)
     # a full run's value: its mean over every document of the task the history holds (the harness's full run,
     # 997 for WMT24 en-de), not over the bank's items (970: the bank drops some), which adaptive rows estimate too
-    full = full_run_values(table, models)
-    entries = {m: {"model": m, "source": "full_run", "metric": {"value": full[m]}} for m in models}
+    full, docs = full_run_values(table, models)
+    entries = {m: {"model": m, "source": "full_run", "metric": {"value": full[m]}, "documents": docs[m]}
+               for m in models}
     lb = {"format": LEADERBOARD_FORMAT, "version": LEADERBOARD_VERSION, "task": task, "metric": metric,
           "item_field": item_field, "history": hist, "confidence": confidence,
           "entries": [dict(entries[m]) for m in models]}
@@ -282,11 +283,14 @@ def create_leaderboard(history: str | None, *, task: str, metric: str, models=No
 
 
 def full_run_values(table, models) -> dict:
-    """Model → its full run's metric value: the mean of its scores over every document of the history table
-    (the task's documents, as the harness's full run averages them), not over the bank's items."""
+    """(model → its full run's metric value, model → the documents it averages): the mean of its scores over
+    every document of the history table (the task's documents, as the harness's full run averages them), not
+    over the bank's items."""
     raw = table.mean_matrix()
     names = [str(m) for m in table.models]
-    return {m: float(np.nanmean(raw[names.index(m)])) for m in models}
+    rows = {m: raw[names.index(m)] for m in models}
+    return ({m: float(np.nanmean(r)) for m, r in rows.items()},
+            {m: int(np.count_nonzero(~np.isnan(r))) for m, r in rows.items()})
 
 
 def _now() -> str:
@@ -357,7 +361,7 @@ def _entries(res, examinees, old: dict, new: dict, earlier=(), *, confidence: fl
             e = dict(old.get(m) or new.get(m) or {"model": m})
             ex = examinees[m]
             e.update({"theta": ex.theta, "se": ex.se, "theta_ci95": [ex.theta - Z95 * ex.se, ex.theta + Z95 * ex.se],
-                      "items": ex.n})
+                      "items": int(e.get("documents", ex.n)) if e.get("source") == "full_run" else ex.n})
             if e.get("source") == "full_run":
                 e["metric"] = {"value": points[u]}
         e.update({"rank": k + 1, "rank_range": [int(best[u]), int(worst[u])], "tie_group": group_of.get(m)})
