@@ -9,7 +9,7 @@ from lm_eval_adaptive.cli.terminal import styled
 from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.harness.lm_eval_compat import harness_bars_off
 from lm_eval_adaptive.live.cost_forecast import TOLERANCE, CostForecast, Spread
-from lm_eval_adaptive.live.pair_prose import pair_lines, rank_range_text
+from lm_eval_adaptive.live.pair_prose import pair_lines, rank_range_text, rank_theta_note
 from lm_eval_adaptive.live.session import LiveSettings, cap_text
 
 __all__ = ["announce", "note_default_prices", "LiveProgress", "print_cap_change", "print_forecast", "stop_rule",
@@ -197,6 +197,10 @@ def print_leaderboard(console, lb, added, failed) -> None:
         t.add_row(str(e["rank"]), rank_range_text(e.get("rank_range")), shown(e["model"]), e.get("source", ""), f"{e['theta']:+.3f} ± {e['se']:.3f}", val,
                   str(e.get("items", "")), str(e.get("tie_group") or ""), style=style)
     console.print(t)
+    note = rank_theta_note([e["model"] for e in lb["entries"]],
+                           {e["model"]: e["theta"] for e in lb["entries"] if "theta" in e}, lb["metric"])
+    if note:
+        console.print(note, highlight=False)
     for m, why in failed.items():
         console.print(styled("failed", "red", f": {m}: {why} (not entered)"))
     for line in pair_lines(lb.get("pairs") or [], [e["model"] for e in lb["entries"]], lb.get("tie_margin")):
