@@ -310,3 +310,21 @@ def test_run_dry_run_states_the_stopping_rule_it_simulated(extra, stop, tmp_path
     assert fc["settings"]["ci_width"] == (0.02 if "ci_width" in rule else None)
     assert fc["settings"]["se_target"] == (0.2 if "se_target" in rule else None)
     assert set(fc["simulated_stops"]) <= {next(iter(rule)), "max_items"}
+
+
+def test_the_simulated_runs_are_the_same_in_worker_processes_and_in_turn(monkeypatch):
+    """Issue 30 item 7: the ranking forecast's runs go to forked worker processes where the platform forks;
+    their scores are drawn beforehand, in order, so the forecast is the same as one run after another."""
+    import multiprocessing
+
+    bank, models, cost = _uneven_costs(seed=2)
+    kw = dict(prices={m: PRICE for m in models}, cost=cost, upper={m: 3 * cost[m] for m in models},
+              full_run={m: float(np.sum(cost[m])) for m in models}, cap=None, task="sim-task", command="rank", seed=2,
+              draws=12)
+
+    def ranker():
+        return AdaptiveRanker(bank, models, item_costs=cost, n_init=5, n_max=60, seed=0)
+
+    forked = forecast_ranking(ranker, models, **kw).to_dict()
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])  # no fork: in turn
+    assert forecast_ranking(ranker, models, **kw).to_dict() == forked

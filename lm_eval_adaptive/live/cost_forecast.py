@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import copy
+import os
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -334,6 +335,36 @@ def _capped(usd: float, *caps) -> float:
     return float(min([usd, *(c for c in caps if c is not None)]))
 
 
+#: What the worker processes of :func:`_simulated_runs` read (set before they are forked).
+_JOB: tuple | None = None
+
+
+def _one_run(d: int) -> dict:
+    first, scores, models, cost, upper, cap = _JOB
+    y, row = scores[d], {m: j for j, m in enumerate(models)}
+    r = simulated_live_run(copy.deepcopy(first), lambda m, i: float(y[row[m], i]), cost, upper, cap)
+    return {"items": dict(r["items"]), "usd": dict(r["usd"]), "stopped_because": r["stopped_because"]}
+
+
+def _simulated_runs(first, scores, models, cost, upper, cap) -> list:
+    """One :func:`simulated_live_run` of a copy of ``first`` per simulated full run in ``scores``, in order.
+    The runs are independent (their scores drawn beforehand), so they run in forked worker processes, one
+    per CPU (at most 8), where the platform forks; else, or for a few runs, one after another here. Either
+    way the same runs, the same results."""
+    global _JOB
+    import multiprocessing as mp  # noqa: PLC0415
+
+    workers = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1), 8)
+    _JOB = (first, scores, models, cost, upper, cap)
+    try:
+        if workers > 1 and len(scores) >= 8 and "fork" in mp.get_all_start_methods():
+            with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+                return list(pool.map(_one_run, range(len(scores)), chunksize=max(1, len(scores) // (4 * workers))))
+        return [_one_run(d) for d in range(len(scores))]
+    finally:
+        _JOB = None
+
+
 def forecast_ranking(new_ranker: Callable[[], object], models: Sequence[str], *, prices: Mapping[str, Price],
                      cost: Mapping[str, np.ndarray], upper: Mapping[str, np.ndarray], full_run: Mapping[str, float],
                      cap: float | None, task: str, command: str, seed: int = 0, draws: int | None = None,
@@ -346,13 +377,11 @@ def forecast_ranking(new_ranker: Callable[[], object], models: Sequence[str], *,
     bank = first.bank
     population = AbilityPopulation.of_bank(bank)
     rng = np.random.default_rng(seed)
-    row = {m: j for j, m in enumerate(models)}
-    runs = []
-    for _ in range(RANKING_DRAWS if draws is None else draws):
+    scores = []
+    for _ in range(RANKING_DRAWS if draws is None else draws):  # drawn here, in order: the same runs however run
         thetas = population.draw(len(models), rng)
-        y = bank_scores(bank, thetas[:, None], rng)  # one simulated full run per model
-        runs.append(simulated_live_run(copy.deepcopy(first), lambda m, i, y=y: float(y[row[m], i]),
-                                       {m: cost[m] for m in models}, upper, cap))
+        scores.append(bank_scores(bank, thetas[:, None], rng))  # one simulated full run per model
+    runs = _simulated_runs(first, scores, models, {m: cost[m] for m in models}, upper, cap)
     usd, cols = spreads([sum(r["usd"].values()) for r in runs],
                         {"items": [sum(r["items"].values()) for r in runs],
                          **{("items", m): [r["items"][m] for r in runs] for m in models},
