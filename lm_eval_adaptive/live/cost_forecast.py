@@ -45,6 +45,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import copy
 import os
+import sys
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -349,7 +350,7 @@ def _one_run(d: int) -> dict:
 def _simulated_runs(first, scores, models, cost, upper, cap) -> list:
     """One :func:`simulated_live_run` of a copy of ``first`` per simulated full run in ``scores``, in order.
     The runs are independent (their scores drawn beforehand), so they run in forked worker processes, one
-    per CPU (at most 8), where the platform forks; else, or for a few runs, one after another here. Either
+    per CPU (at most 8), on Linux; else, or for a few runs, one after another here. Either
     way the same runs, the same results."""
     global _JOB
     import multiprocessing as mp  # noqa: PLC0415
@@ -357,7 +358,9 @@ def _simulated_runs(first, scores, models, cost, upper, cap) -> list:
     workers = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1), 8)
     _JOB = (first, scores, models, cost, upper, cap)
     try:
-        if workers > 1 and len(scores) >= 8 and "fork" in mp.get_all_start_methods():
+        # Linux only: forking a process that has loaded macOS system frameworks can crash the child
+        forks = sys.platform.startswith("linux") and "fork" in mp.get_all_start_methods()
+        if workers > 1 and len(scores) >= 8 and forks:
             with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
                 return list(pool.map(_one_run, range(len(scores)), chunksize=max(1, len(scores) // (4 * workers))))
         return [_one_run(d) for d in range(len(scores))]
