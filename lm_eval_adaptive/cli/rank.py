@@ -463,10 +463,12 @@ def print_misfits(console, rows) -> None:
 def print_report(console, report: dict, *, verbose: bool = False) -> None:
     """The report of a run: the answer in plain words, its ranking (one per metric with several banks), then
     what it spent (``verbose``: the θ̂ column and why the rank and θ̂ may disagree)."""
-    console.print(answer_paragraph([e["model"] for e in report["ranking"]],
+    first = report if "rankings" not in report else next(iter(report["rankings"].values()))  # one per metric
+    console.print(answer_paragraph([e["model"] for e in first["ranking"]],
                                    report.get("pairs") if "rankings" not in report else None,
-                                   confidence=report["confidence"], spent=report["total_cost_usd"],
-                                   items=report["total_items"], full_run=report.get("full_run_cost_usd") or None,
+                                   confidence=first.get("confidence", report.get("confidence", 0.95)),
+                                   spent=report["total_cost_usd"],
+                                   items=report.get("total_items", 0), full_run=report.get("full_run_cost_usd") or None,
                                    cap=report.get("budget_usd")), highlight=False)
     if "rankings" in report:
         for block in report["rankings"].values():
