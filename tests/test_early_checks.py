@@ -136,6 +136,17 @@ def test_run_an_unpriced_model_is_refused_not_priced_at_a_silent_default(nothing
     assert "--price default=IN,OUT" in err
 
 
+def test_run_device_in_model_args_and_another_device_flag_is_one_error(nothing_loaded, tmp_path, capsys):
+    """Issue 30 item 2: before, the harness crashed with `HFLM() got multiple values for keyword argument
+    'device'`; device=cpu alone is the device (tests/test_binary_harness.py runs it), two devices are refused."""
+    argv = run_adaptive(tmp_path / "out", "--bank", "wmt24_en-de.bleu", "--device", "cuda:0", model="openai/Aya23")
+    i = argv.index("--model_args") + 1
+    argv[i] += ",device=cpu"
+    assert main(argv) == 2
+    assert "--device cuda:0 and device=cpu in --model_args name two devices; give one" in err_of(capsys)
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_early_refusals_import_neither_litellm_nor_a_task(tmp_path):
     """What made them slow: loading the task (the tests above) and importing litellm (seconds): in a fresh
     process, each of these refusals leaves litellm unimported, and `rank`'s the harness's task module too."""
@@ -168,7 +179,13 @@ def test_rank_dry_run_honours_and_names_the_default_price(tmp_path, capsys):
     argv = rank(tmp_path / "dry", "--bank", "wmt24_en-de.bleu", "--price", "default=2,6", "openai/Aya23=1,3",
                 "--dry-run")
     assert main(argv) == 0
-    err = " ".join(capsys.readouterr().err.split())  # (wrapped at 120 columns: not a terminal)
+    captured = capsys.readouterr()
+    err = " ".join(captured.err.split())  # (wrapped at 120 columns: not a terminal)
+    out = " ".join(captured.out.split())
+    # issue 30 item 7: the forecast is the report, on stdout; the notes on stderr; one readable sentence
+    assert "cost forecast of rank" in out and "cost forecast" not in err and "forecast written to" in out
+    assert "every typical figure, the total's and each row's, is the median of those runs" in out
+    assert "the total most of" not in out
     assert ("priced by the default $2/$6 per M tokens (--price default), not a known price: openai/Gemini-1.5-Pro, "
             "openai/Llama3-70B, openai/Unbabel-Tower70B") in err
     (fc,) = (tmp_path / "dry").glob("cost_forecast*.json")

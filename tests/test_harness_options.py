@@ -38,6 +38,19 @@ def test_model_args_pairing():
             model_specs(None, types, groups)
 
 
+def test_device_and_batch_size_go_into_every_model_once():
+    """Issue 30 item 2: rank's --device and --batch_size, as lm-eval run spells them, are every model's own
+    device= and batch_size= (the same value given twice is one; two values are refused)."""
+    args = parse("rank", "--models", "hf:pretrained=a", "hf:pretrained=b,device=cpu", "--device", "cpu",
+                 "--batch_size", "8", "--tasks", "wmt24_en-de", "--bank", "wmt24_en-de.bleu", "--output", "o")
+    (s,), _ = rank_settings(args)
+    assert s.models == ["hf:pretrained=a,device=cpu,batch_size=8", "hf:pretrained=b,device=cpu,batch_size=8"]
+    assert model_specs(["hf:pretrained=a"], None, None) == ["hf:pretrained=a"]  # nothing given, nothing added
+    with pytest.raises(InputError, match=r"--device cuda and device=cpu in --models 'hf:pretrained=b,device=cpu' "
+                                         r"disagree; give one"):
+        model_specs(["hf:pretrained=b,device=cpu"], None, None, device="cuda")
+
+
 def test_task_lists():
     assert task_list(["a,b", "c", " d , "]) == ["a", "b", "c", "d"]
     with pytest.raises(InputError, match="a named twice"):

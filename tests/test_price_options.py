@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lm_eval_adaptive.cli.main import build_parser
-from lm_eval_adaptive.data.price_map import model_price, parse_prices
+from lm_eval_adaptive.data.price_map import LOCAL_SOURCE, model_price, parse_prices, price_policy, resolve_prices
 from lm_eval_adaptive.errors import InputError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,6 +53,20 @@ def test_model_price_order():
     with pytest.raises(InputError, match=r"no known price for model 'Nope' \(openai/Nope\).*--price Nope=IN,OUT"):
         model_price("openai/Nope", name="Nope")
     assert model_price("openai/Nope", default=over["GPT-4"]) is over["GPT-4"]
+
+
+def test_a_local_model_is_free_unless_priced_and_an_api_model_still_refuses():
+    """Issue 30 item 3: an in-process model (hf, vllm, ...) buys nothing; an HTTP model (litellm, openai-*,
+    local-completions, which may be a paid proxy) needs a price."""
+    free = resolve_prices([("tiny", "/m/tiny", "hf"), ("v", "org/v", "vllm")], price_policy(None))
+    assert {p.source for p in free.values()} == {LOCAL_SOURCE}
+    assert all(p.input_per_token == p.output_per_token == 0 for p in free.values())
+    priced = resolve_prices([("tiny", "/m/tiny", "hf")], price_policy(["tiny=1,2", "default=5,5"]))
+    assert priced["tiny"].source == "--price" and priced["tiny"].output_per_mtok == pytest.approx(2)
+    assert resolve_prices([("tiny", "/m/tiny", "hf")], price_policy(["default=5,5"]))["tiny"].source == LOCAL_SOURCE
+    for mtype in ("litellm", "openai-chat-completions", "local-completions", "local-chat-completions"):
+        with pytest.raises(InputError, match=r"no known price for model Nope \(openai/Nope\).*--price Nope=IN,OUT"):
+            resolve_prices([("tiny", "/m/tiny", "hf"), ("Nope", "openai/Nope", mtype)], price_policy(None))
 
 
 def test_one_price_parser_and_resolver_in_the_package():

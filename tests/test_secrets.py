@@ -224,7 +224,8 @@ def test_the_dry_run_writes_and_prints_no_secret(server, bank, tmp_path):
     assert rc == 0, captured.err
     assert "cost_forecast.json" in set(files_text(out))
     assert_no_leak(out, captured)
-    assert "openai/Phi-3-Medium" in captured.err and "Phi-3-Medium api_token" not in captured.err
+    # the forecast is the report, on stdout (issue 30 item 7); the model named there, its secret nowhere
+    assert "openai/Phi-3-Medium" in captured.out and "Phi-3-Medium api_token" not in captured.out + captured.err
 
 
 def test_run_refuses_a_space_before_a_key_in_model_args(server, bank, tmp_path):

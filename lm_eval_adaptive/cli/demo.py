@@ -108,10 +108,11 @@ def run_demo(args, console) -> int:
                          "est": est["estimate"], "est_lo": est["lower"], "est_hi": est["upper"],
                          "truth": truth, "items": e.n, "cost": e.spent, "full_cost": full_cost[m],
                          "price_source": prices[m].source})
+    verbose = bool(getattr(args, "verbose", False))
     print_ranking(console, out_rows, res, metric_name=str(table.metric).split("/")[-1],
-                  full_cost=sum(full_cost.values()))
+                  full_cost=sum(full_cost.values()), verbose=verbose)
     check = bank.diagnostics.get("self_check")
-    if check:
+    if check and verbose:  # technical detail: behind --verbose
         c = check["correction"]
         console.print(f"bank self-check ({check['tests']} left-out runs): {describe_correction(c)} "
                       f"(uncorrected, full-task intervals held {100 * check['full_task_coverage']:.0f}%)",

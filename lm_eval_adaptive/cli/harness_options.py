@@ -8,6 +8,10 @@
 * ``--tasks a,b`` or ``--tasks a b``: several tasks, each ranked (or refreshed) and reported
   in turn, each in its own run folder ``DIR/TASK`` of ``--output DIR``.
 * ``--output_path DIR``: the same as ``--output DIR``.
+* ``--device D`` and ``--batch_size N``, as ``lm-eval run`` spells them: every model's ``device=D``
+  and ``batch_size=N`` (:func:`model_specs` writes them into each ``TYPE:ARGS``; a model whose own
+  arguments already say another value is refused, the same one is one value). ``run`` does the same:
+  ``device=cpu`` in ``--model_args`` is the device, ``--device`` with another value is refused.
 """
 
 from __future__ import annotations
@@ -47,11 +51,36 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, adds_to: str) -> Non
     g.add_argument("--model_args", action="append", nargs="+", default=None, metavar="ARGS",
                    help=f"one model's arguments, key=val,key2=val2 (or key=val key2=val2); repeat "
                         f"--model_args for each model (they add to {adds_to})")
+    g.add_argument("--device", default=None, metavar="DEVICE",
+                   help="every model's device (cuda, cuda:0, cpu, mps), as device=DEVICE in its arguments")
+    g.add_argument("--batch_size", default=None, metavar="N",
+                   help="every model's batch size (the harness's: requests per forward pass, or auto)")
 
 
-def model_specs(specs, types, arg_groups, *, flag: str = "--models") -> list[str]:
-    """``specs`` (``TYPE:ARGS`` strings, given with ``flag``) plus one ``TYPE:ARGS`` per ``--model_args``
-    (module docstring)."""
+def model_specs(specs, types, arg_groups, *, flag: str = "--models", device=None, batch_size=None) -> list[str]:
+    """``specs`` (``TYPE:ARGS`` strings, given with ``flag``) plus one ``TYPE:ARGS`` per ``--model_args``,
+    each with ``device`` and ``batch_size`` (``--device``, ``--batch_size``) in its arguments (module
+    docstring)."""
+    return [_with_flags(s, flag, device=device, batch_size=batch_size)
+            for s in _specs(specs, types, arg_groups, flag=flag)]
+
+
+def _with_flags(spec: str, flag: str, **values) -> str:
+    head, sep, rest = str(spec).partition(":")
+    own = {k.strip(): v.strip() for k, _, v in (kv.partition("=") for kv in rest.split(",")) if _}
+    add = []
+    for key, value in values.items():
+        if value is None:
+            continue
+        value = str(value).strip()
+        if key in own and own[key] != value:
+            raise InputError(f"--{key} {value} and {key}={own[key]} in {flag} {spec!r} disagree; give one")
+        if key not in own:
+            add.append(f"{key}={value}")
+    return spec if not add or not sep else f"{head}:{','.join(x for x in (rest, *add) if x)}"
+
+
+def _specs(specs, types, arg_groups, *, flag: str) -> list[str]:
     specs = list(specs or [])
     for spec in specs:
         refuse_spaced_pairs(flag, spec, str(spec).partition(":")[2].split(","))

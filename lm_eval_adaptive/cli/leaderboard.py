@@ -95,7 +95,8 @@ def _named(boards) -> str:
 def refresh_settings(args) -> list[LiveSettings]:
     """One :class:`LiveSettings` per leaderboard to refresh (in ``--tasks`` order when given)."""
     values = dict(vars(args))
-    values["add"] = model_specs(args.add, args.model, args.model_args, flag="--add")
+    values["add"] = model_specs(args.add, args.model, args.model_args, flag="--add", device=args.device,
+                                batch_size=args.batch_size)
     boards = list(args.leaderboard or [])
     values["leaderboard"] = boards[0] if boards else None
     base = LiveSettings.from_mapping(values)

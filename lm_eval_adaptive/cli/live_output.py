@@ -9,7 +9,7 @@ from lm_eval_adaptive.cli.terminal import styled
 from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.harness.lm_eval_compat import harness_bars_off
 from lm_eval_adaptive.live.cost_forecast import TOLERANCE, CostForecast, Spread
-from lm_eval_adaptive.live.pair_prose import pair_lines, rank_range_text
+from lm_eval_adaptive.live.pair_prose import pair_lines, rank_range_text, rank_theta_note
 from lm_eval_adaptive.live.session import LiveSettings, cap_text
 
 __all__ = ["announce", "note_default_prices", "LiveProgress", "print_cap_change", "print_forecast", "stop_rule",
@@ -159,9 +159,11 @@ def print_forecast(console, fc: CostForecast) -> None:
     stops = ", ".join(f"{k} {v}" for k, v in sorted(fc.stopped_because.items(), key=lambda kv: -kv[1]))
     bound = ("the cap" if fc.budget_usd is not None and not per_task and fc.bound_usd >= fc.budget_usd
              else f"${fc.bound_usd:.4f}")
-    console.print(f"typical: the total most of {fc.draws} simulated runs on bank {fc.bank_id} come within "
-                  f"{TOLERANCE:.0%} of ({fc.usd.share_within:.0%} of them do), inside their 10-90% range; each row's "
-                  f"typical items and $: those runs' medians (abilities: {fc.abilities}; the runs ended: {stops}). "
+    console.print(f"typical: {fc.draws} runs simulated on bank {fc.bank_id} (abilities: {fc.abilities}; the runs "
+                  f"ended: {stops}). The typical runs are those within {TOLERANCE:.0%} of the total most runs come "
+                  f"within {TOLERANCE:.0%} of; every typical figure, the total's and each row's, is the median of "
+                  f"those runs (so no row's is above the total's), and {fc.usd.share_within:.0%} of all runs come "
+                  f"within {TOLERANCE:.0%} of the typical total; [10-90%]: the range of all runs. "
                   "Items at the bank's token counts (input: at least the prompt's characters / 4) and the prices. "
                   "Worst case: the most items the settings allow, the dearest first, at those costs"
                   + (", capped by the budget" if fc.budget_usd is not None else "") + " and never above a full "
@@ -195,6 +197,10 @@ def print_leaderboard(console, lb, added, failed) -> None:
         t.add_row(str(e["rank"]), rank_range_text(e.get("rank_range")), shown(e["model"]), e.get("source", ""), f"{e['theta']:+.3f} ± {e['se']:.3f}", val,
                   str(e.get("items", "")), str(e.get("tie_group") or ""), style=style)
     console.print(t)
+    note = rank_theta_note([e["model"] for e in lb["entries"]],
+                           {e["model"]: e["theta"] for e in lb["entries"] if "theta" in e}, lb["metric"])
+    if note:
+        console.print(note, highlight=False)
     for m, why in failed.items():
         console.print(styled("failed", "red", f": {m}: {why} (not entered)"))
     for line in pair_lines(lb.get("pairs") or [], [e["model"] for e in lb["entries"]], lb.get("tie_margin")):

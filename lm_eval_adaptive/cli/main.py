@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from lm_eval_adaptive import __version__
 from lm_eval_adaptive.atomic import atomic_write, write_json
@@ -46,7 +47,7 @@ from lm_eval_adaptive.data.files import check_outputs
 from lm_eval_adaptive.data.price_map import load_costs_file, price_for
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE
 from lm_eval_adaptive.data.progress import progress_hook
-from lm_eval_adaptive.data.tables import load_any_table, table_item_field
+from lm_eval_adaptive.data.tables import item_field_file, load_any_table, table_item_field, write_item_field
 from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
 from lm_eval_adaptive.engine.irt.calibration import (
@@ -199,10 +200,15 @@ def cmd_demo(args) -> int:
 
 # ------------------------------------------------------------- export-table
 def cmd_export_table(args) -> int:
-    check_outputs([("--out", args.out)], inputs=[args.name])  # before the table is read
+    check_outputs([("--out", args.out), ("--out", str(item_field_file(args.out)))],
+                  inputs=[args.name])  # before the table is read
     table = load_any_table(args.name)
     path = table.write(args.out)
     print(f"wrote {shown(path)}: {table.n_models} models x {table.n_items} items, {table.n_obs} rows")
+    field = table_item_field(args.name)
+    if field and not Path(args.name).exists():  # leaderboard and calibrate read it: no --item-field needed
+        side = write_item_field(path, field, args.name)
+        print(f"wrote {shown(side)}: its item ids are the task's documents' {field!r} field")
     return 0
 
 
@@ -260,6 +266,9 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
                         "without a known (litellm) price (the demo's default: default=1,3, named on its prices line)")
     d.add_argument("--json", default=None, help="also write the result as JSON here")
     d.add_argument("--plot", default=None, help="write a PNG of abilities with intervals here")
+    d.add_argument("--verbose", action="store_true",
+                   help="also the technical detail: θ̂ ± SE and its interval, why the rank and θ̂ may disagree, the "
+                        "bank's self-check (model error)")
     d.add_argument("--seed", type=nonnegative_int, default=0)
     add_tie_margin_argument(d)
     add_family_wise_argument(d)

@@ -54,7 +54,7 @@ from lm_eval_adaptive.cli.live_start import start_live_run
 from lm_eval_adaptive.cli.report import note_on_stderr, plot_ranking, print_inseparable, report_console
 from lm_eval_adaptive.data.price_map import priced_by_default
 from lm_eval_adaptive.live.run_prices import check_resumed_prices, price_records
-from lm_eval_adaptive.live.pair_prose import pair_lines, rank_range_text
+from lm_eval_adaptive.live.pair_prose import answer_paragraph, pair_lines, rank_range_text, rank_theta_note
 from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.cat.person_fit import misfit_note
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
@@ -135,6 +135,8 @@ def add_live_arguments(p: argparse.ArgumentParser) -> None:
                    help="a model whose calls fail N times in a row is dropped and reported as failed")
     g.add_argument("--backoff", type=nonnegative_float, default=0.5, metavar="S", help="base backoff in seconds")
     g.add_argument("--no-progress", action="store_true", help="no live progress table")
+    g.add_argument("--verbose", action="store_true",
+                   help="the report's technical detail too: θ̂ ± SE, why the rank and θ̂ may disagree")
     g.add_argument("--dry-run", action="store_true",
                    help="call nothing: forecast the items and dollars per model (typical and worst case) "
                         "beside a full run's cost, from the bank's token counts and the prices")
@@ -239,8 +241,8 @@ def cmd_rank(args) -> int:
             note_default_prices(notes, priced_by_default(prices), prices)
             for a in settings:
                 fc = forecast_rank(a)
-                print_forecast(notes, fc)
-                print_forecast_written(notes, write_forecast(fc, a.output))
+                print_forecast(out, fc)  # the report, on stdout; the notes above on stderr
+                print_forecast_written(out, write_forecast(fc, a.output))
             return 0
         for a in settings:
             runs.append(prepare_rank(a, skip_finished=several and bool(a.resume)))
@@ -251,7 +253,7 @@ def cmd_rank(args) -> int:
         for k, r in enumerate(runs):
             if r.finished is not None:
                 notes.print(f"{r.out_dir}: already ranked (stopped because: {r.finished['stopped_because']})")
-                print_report(out, r.finished)
+                print_report(out, r.finished, verbose=r.settings.verbose)
                 status.append(exit_status(r.finished))
                 continue
             code = run_rank(r, notes, out)
@@ -271,7 +273,8 @@ def cmd_rank(args) -> int:
 def rank_settings(args) -> tuple[list[LiveSettings], bool]:
     """(one :class:`LiveSettings` per task to rank, or per task folder to resume; several tasks?)"""
     values = dict(vars(args))
-    values["models"] = model_specs(args.models, args.model, args.model_args)
+    values["models"] = model_specs(args.models, args.model, args.model_args, device=args.device,
+                                   batch_size=args.batch_size)
     values["tasks"] = values["bank"] = None
     base = LiveSettings.from_mapping(values)
     if args.resume:
@@ -401,7 +404,7 @@ def run_rank(r: RankRun, notes, out) -> int:
         live.run()
     report = build_report(live, setup, a, command="rank")
     plots = write_outputs(out_dir, report, live, setup)
-    print_report(out, report)
+    print_report(out, report, verbose=a.verbose)
     out.print(f"results: {out_dir / RANKING_FILE}, {', '.join(map(str, plots))}; journal {out_dir / JOURNAL_NAME}")
     if live.interrupted:
         return 130
@@ -459,13 +462,22 @@ def print_misfits(console, rows) -> None:
             console.print(styled("misfit", "yellow", f": {r['model']}: {note}"))
 
 
-def print_report(console, report: dict) -> None:
-    """The report of a run: its ranking (one per metric with several banks), then what it spent."""
+def print_report(console, report: dict, *, verbose: bool = False) -> None:
+    """The report of a run: the answer in plain words, its ranking (one per metric with several banks), then
+    what it spent (``verbose``: the θ̂ column and why the rank and θ̂ may disagree)."""
+    first = report if "rankings" not in report else next(iter(report["rankings"].values()))  # one per metric
+    console.print(answer_paragraph([e["model"] for e in first["ranking"]],
+                                   report.get("pairs") if "rankings" not in report else None,
+                                   confidence=first.get("confidence", report.get("confidence", 0.95)),
+                                   spent=report["total_cost_usd"],
+                                   items=report.get("total_items", 0), full_run=report.get("full_run_cost_usd") or None,
+                                   cap=report.get("budget_usd")), highlight=False)
     if "rankings" in report:
         for block in report["rankings"].values():
-            print_ranking(console, block, judged=report.get("judge_cost_usd", 0.0) > 0, title_metric=True)
+            print_ranking(console, block, judged=report.get("judge_cost_usd", 0.0) > 0, title_metric=True,
+                          verbose=verbose)
     else:
-        print_ranking(console, report, judged=report.get("judge_cost_usd", 0.0) > 0)
+        print_ranking(console, report, judged=report.get("judge_cost_usd", 0.0) > 0, verbose=verbose)
     print_dropped(console, report.get("failed") or [])
     print_spend(console, report)
 
@@ -478,7 +490,7 @@ def print_dropped(console, failed) -> None:
         console.print(styled("dropped", "red", f": {f['model']}{after}, not ranked: {f['error']}"))
 
 
-def print_ranking(console, report: dict, *, judged: bool, title_metric: bool = False) -> None:
+def print_ranking(console, report: dict, *, judged: bool, title_metric: bool = False, verbose: bool = True) -> None:
     """One ranking's table, adjacent confidences, ties, inseparable and equivalent pairs, misfits
     (``title_metric``: the metric in the title, one of a several-bank run's)."""
     from rich.table import Table
@@ -492,7 +504,9 @@ def print_ranking(console, report: dict, *, judged: bool, title_metric: bool = F
         if isinstance(failed, dict) else failed
     t = Table(title=f"{report['task']}: {report.get('mode', 'adaptive')} ranking" + (f" by {report['metric']}" if title_metric else "")
               + f" (γ = {report['confidence']:.2f})")
-    cols = ["rank", "ranks", "model", "mean ± half" if report.get("mode") == "bank-free" else "θ̂ ± SE", f"est. full-task {report['metric']} [95%]", "items", "spent $"]
+    cols = ["rank", "ranks", "model"] + ((["mean ± half" if report.get("mode") == "bank-free" else "θ̂ ± SE"])
+                                         if verbose else []) + \
+        [f"est. full-task {report['metric']} [95%]", "items", "spent $"]
     cols += ["of it judge $"] if judged else []
     for c in cols + ["full run $", "tie group"]:
         t.add_column(c, justify="left" if c == "model" else "right",
@@ -500,14 +514,20 @@ def print_ranking(console, report: dict, *, judged: bool, title_metric: bool = F
     for i, e in enumerate(report["ranking"]):
         r = rows[e["model"]]
         g = groups.get(e["model"])
-        t.add_row(str(i + 1), rank_range_text(e.get("rank_range")), shown(e["model"]), f"{r['theta']:+.2f} ± {r['se']:.2f}",
+        t.add_row(str(i + 1), rank_range_text(e.get("rank_range")), shown(e["model"]),
+                  *([f"{r['theta']:+.2f} ± {r['se']:.2f}"] if verbose else []),
                   f"{r['est']:.4f} [{r['est_lo']:.4f}, {r['est_hi']:.4f}]", str(r["items"]),
                   f"{r['cost']:.4f}", *([f"{r['judge_cost']:.4f}"] if judged else []),
                   f"{r['full_cost']:.4f}", f"T{g}" if g else "")
     for f in failed:
-        t.add_row("-", "", f"{shown(f['model'])} (failed)", "", "", str(f["items"]), f"{f['cost_usd']:.4f}",
+        t.add_row("-", "", f"{shown(f['model'])} (failed)", *([""] if verbose else []), "", str(f["items"]),
+                  f"{f['cost_usd']:.4f}",
                   *([f"{f.get('judge_cost_usd', 0.0):.4f}"] if judged else []), "", "")
     console.print(t)
+    note = rank_theta_note([e["model"] for e in report["ranking"]], {m: r["theta"] for m, r in rows.items()},
+                           report["metric"]) if verbose else None
+    if note:
+        console.print(note, highlight=False)
     if not report.get("ranked", True):
         console.print(styled("no ranking", "red", f": {len(report['ranking'])} model(s) left of "
                              f"{len(report['ranking']) + len(failed)}; {len(failed)} failed"))

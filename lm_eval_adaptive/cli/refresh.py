@@ -32,6 +32,7 @@ from lm_eval_adaptive.harness.scorer import parse_model_spec
 from lm_eval_adaptive.live.cost_forecast import forecast_refresh, write_forecast
 from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, env_secrets
+from lm_eval_adaptive.live.pair_prose import answer_paragraph
 from lm_eval_adaptive.live.run_prices import check_resumed_prices, journal_price_change, price_records
 from lm_eval_adaptive.live.leaderboard import (
     REFRESH_KEYS,
@@ -130,8 +131,8 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
     if settings.dry_run:
         note_default_prices(console, setup.priced_by_default, setup.prices, setup.judges.prices)
         fc = forecast_refresh(settings, setup, new_ranker)
-        print_forecast(console, fc)
-        print_forecast_written(console, write_forecast(fc, settings.output))
+        print_forecast(report, fc)  # the report, on stdout
+        print_forecast_written(report, write_forecast(fc, settings.output))
         return 0
     ranker = new_ranker()
     if not resumed:
@@ -197,6 +198,10 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
         examinees = ranker.metric_examinees(metric) if joint else ranker.examinees
         stop, added = enter_models(board, bpath, res, examinees, new, setup, settings, live, ranker,
                                    metric if joint else None)
+        report.print(answer_paragraph([e["model"] for e in board["entries"]], board.get("pairs"),
+                                      confidence=float(board.get("confidence") or settings.confidence or 0.95),
+                                      spent=setup.ledger.spent, items=sum(int(e.get("items") or 0) for e in added.values()),
+                                      cap=settings.budget_usd), highlight=False)  # the answer first, in plain words
         print_leaderboard(report, board, added, res.failed)
         for m, e in added.items():
             note = misfit_note(e["person_fit"])

@@ -17,7 +17,7 @@ from rich.table import Table
 from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.cat.estimation import Z95
 from lm_eval_adaptive.engine.evaluation.model_error import describe_correction
-from lm_eval_adaptive.live.pair_prose import pair_lines, rank_range_text
+from lm_eval_adaptive.live.pair_prose import answer_paragraph, pair_lines, rank_range_text, rank_theta_note
 from lm_eval_adaptive.cli.terminal import PIPE_WIDTH, TextConsole, text_console
 
 __all__ = ["PIPE_WIDTH", "plot_ranking", "plot_intervals", "interval_figure", "plot_backtest", "backtest_figure", "plot_adaptive_run",
@@ -168,23 +168,32 @@ def _f(v, digits: int = 3) -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
 
 
-def print_ranking(console, rows, result, *, metric_name: str, full_cost: float) -> None:
-    """``rows``: per model dicts with theta, se, lo, hi, est, est_lo, est_hi, items, cost, full_cost, truth?"""
+def print_ranking(console, rows, result, *, metric_name: str, full_cost: float, verbose: bool = True) -> None:
+    """``rows``: per model dicts with theta, se, lo, hi, est, est_lo, est_hi, items, cost, full_cost, truth?
+    The answer in plain words first (:func:`~lm_eval_adaptive.live.pair_prose.answer_paragraph`); the θ̂
+    columns only when ``verbose``."""
+    console.print(answer_paragraph(result.ranking, result.pairs, confidence=result.confidence,
+                                   spent=result.total_cost, items=result.total_items, full_run=full_cost or None,
+                                   cap=result.budget), highlight=False)
     groups = {m: gi + 1 for gi, g in enumerate(result.tie_groups) for m in g}
     has_truth = any("truth" in r for r in rows)
     t = Table(title=f"Adaptive ranking (γ = {result.confidence:.2f})")
-    for col in ["rank", "ranks", "model", "θ̂ ± SE", "95% interval", f"est. full-task {metric_name} [95%]"] + \
+    for col in ["rank", "ranks", "model"] + (["θ̂ ± SE", "95% interval"] if verbose else []) + \
+               [f"est. full-task {metric_name} [95%]"] + \
                (["full run (truth)"] if has_truth else []) + ["items", "spent $", "full run $", "tie group"]:
         t.add_column(col, justify="left" if col in ("model",) else "right",
                      overflow="fold" if col == "model" else "ellipsis")
     for i, r in enumerate(rows):
         g = groups.get(r["model"])
         t.add_row(str(i + 1), rank_range_text(result.rank_range.get(r["model"])), shown(r["model"]),
-                  f"{r['theta']:+.2f} ± {r['se']:.2f}", f"[{r['lo']:+.2f}, {r['hi']:+.2f}]",
+                  *([f"{r['theta']:+.2f} ± {r['se']:.2f}", f"[{r['lo']:+.2f}, {r['hi']:+.2f}]"] if verbose else []),
                   f"{r['est']:.4f} [{r['est_lo']:.4f}, {r['est_hi']:.4f}]",
                   *([f"{r['truth']:.4f}"] if has_truth else []),
                   str(r["items"]), f"{r['cost']:.4f}", f"{r['full_cost']:.4f}", f"T{g}" if g else "")
     console.print(t)
+    note = rank_theta_note(result.ranking, {r["model"]: r["theta"] for r in rows}, metric_name) if verbose else None
+    if note:
+        console.print(note, highlight=False)
     if not result.pairs:  # the θ judgement; the metric-scale one states each pair's outcome below
         adj = "  ".join(f"P({a} > {b}) = {p:.3f}" for a, b, p in
                         zip(result.ranking, result.ranking[1:], result.adjacent_confidence))

@@ -3,7 +3,7 @@
 The full ``run`` path imports lm-eval's task index and ``datasets`` (about a second) and the command
 line's other modules (another second) before the first check. :func:`refuse_before_parsing` reads
 the few options these checks need (``--tasks``, ``--model``/``--model_args``, ``--include_path``,
-``--output_path``, ``--bank``, ``--metric``, ``--price``, ``--plot``, ``--dry-run``) with a parser of
+``--output_path``, ``--bank``, ``--metric``, ``--price``, ``--device``, ``--plot``, ``--dry-run``) with a parser of
 its own, spelled as the harness and :mod:`lm_eval_adaptive.cli.run` spell them, and makes the checks
 the full path makes, in its order, with its functions: :func:`check_display_options`,
 :func:`check_run_outputs`, then :func:`~lm_eval_adaptive.harness.run_checks.check_before_loading`
@@ -70,6 +70,7 @@ def _early_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", "-M", default=None)
     p.add_argument("--model_args", "-a", nargs="+", action=MergeDictAction, default=None)
     p.add_argument("--include_path", default=None)
+    p.add_argument("--device", default=None)
     p.add_argument("--output_path", "-o", default=None)
     p.add_argument("--adaptive", action="store_true")
     p.add_argument("--bank", nargs="+", default=None)
@@ -101,7 +102,7 @@ def refuse_before_parsing(run_argv: list) -> None:
     from lm_eval_adaptive.harness.run_checks import check_before_loading  # noqa: PLC0415 - after the cheap checks
 
     check_before_loading(args.tasks, args.include_path, args.model, args.model_args, banks=args.bank,
-                         metric=args.metric, prices=args.price)
+                         metric=args.metric, prices=args.price, device=args.device)
 
 
 def refused(e: InputError) -> int:

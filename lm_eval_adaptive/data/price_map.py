@@ -16,6 +16,11 @@ policy (:class:`PricePolicy`, :func:`resolve_prices`): a model with no known pri
 such model named in one error with the ``--price`` line to add, unless ``--price default=IN,OUT``
 prices them (source :data:`DEFAULT_SOURCE`; :func:`priced_by_default` says which, and every command
 reports them). ``demo``, offline and spending nothing, has ``--price default=1,3`` as its default.
+A model the harness runs in this process (:data:`LOCAL_MODEL_TYPES`: ``hf``, ``vllm``, ``sglang``, ...)
+buys nothing: it is free (source :data:`LOCAL_SOURCE`) unless ``--price NAME=IN,OUT`` prices it by name
+(``--price default`` does not: that prices models without a known price, and a local one has one).
+Every model the harness reaches over HTTP (``litellm``, ``openai-*``, ``anthropic-*``, and also
+``local-completions`` / ``local-chat-completions``, whose ``base_url`` may be a paid proxy) needs a price.
 
 litellm's price map is read offline: ``LITELLM_LOCAL_MODEL_COST_MAP=True`` is set (unless
 the caller set it otherwise), so the copy bundled with the installed litellm is used and nothing is
@@ -45,7 +50,8 @@ from lm_eval_adaptive.errors import InputError
 
 __all__ = ["SYSTEM_TO_LITELLM", "SNAPSHOT_PRICES", "SNAPSHOT_SOURCE", "mapped_price", "litellm_price", "price_for",
            "model_price", "parse_prices", "PRICE_SYNTAX", "DEFAULT_KEY", "DEFAULT_SOURCE", "PricePolicy", "price_policy",
-           "resolve_prices", "priced_by_default", "bundled_price_map", "load_costs_file"]
+           "resolve_prices", "priced_by_default", "bundled_price_map", "load_costs_file", "LOCAL_MODEL_TYPES",
+           "LOCAL_SOURCE", "is_local_model_type"]
 
 
 # System names of the bundled benchmarks -> litellm model ids (keys of litellm.model_cost).
@@ -298,6 +304,23 @@ def _known_price(model_id: str, name: str | None, overrides: Mapping[str, Price]
     return None
 
 
+#: The harness's model types that run in this process (nothing is bought): free unless ``--price`` names
+#: them. Types that call a server (``litellm``, ``openai-*``, ``anthropic-*``, ``local-completions``,
+#: ``local-chat-completions``, ``gguf``, ``sglang-generate``, ...) are not here: their server may charge.
+LOCAL_MODEL_TYPES = frozenset({
+    "hf", "hf-auto", "huggingface", "hf-multimodal", "hf-mistral3", "hf-audiolm-qwen", "steered", "habana",
+    "ipex", "vllm", "vllm-vlm", "sglang", "mamba_ssm", "megatron_lm", "nemo_lm", "neuronx", "onnxruntime",
+    "onnxruntime-genai", "openvino", "trtllm", "winml", "dummy",
+})
+#: The source of a local model's price (zero).
+LOCAL_SOURCE = "local model"
+
+
+def is_local_model_type(model_type: str | None) -> bool:
+    """Whether the harness's model type ``model_type`` (``--model``) runs in this process (:data:`LOCAL_MODEL_TYPES`)."""
+    return isinstance(model_type, str) and model_type.strip() in LOCAL_MODEL_TYPES
+
+
 #: The ``--price`` key that prices every model without a known price.
 DEFAULT_KEY = "default"
 #: The source of a price ``--price default=IN,OUT`` gave.
@@ -316,8 +339,12 @@ class PricePolicy:
         """The model's price under this policy (:func:`model_price`); InputError when it has none."""
         return model_price(model_id, name=name, overrides=self.overrides, default=self.default)
 
-    def known(self, model_id: str, *, name: str | None = None) -> Price | None:
-        """The model's price under this policy, None when it has none."""
+    def known(self, model_id: str, *, name: str | None = None, model_type: str | None = None) -> Price | None:
+        """The model's price under this policy, None when it has none. A local ``model_type``
+        (:func:`is_local_model_type`) is free unless ``--price`` names it."""
+        if is_local_model_type(model_type):
+            keys = [k for k in dict.fromkeys((name, model_id)) if k]
+            return next((self.overrides[k] for k in keys if k in self.overrides), Price(0.0, 0.0, LOCAL_SOURCE))
         price = _known_price(model_id, name, self.overrides)
         return price if price is not None else self.default
 
@@ -331,12 +358,13 @@ def price_policy(specs, *, bare: str | None = None) -> PricePolicy:
     return PricePolicy(prices, default)
 
 
-def resolve_prices(models: Iterable[tuple[str, str]], policy: PricePolicy) -> dict[str, Price]:
-    """Name → price of each ``(name, model id)`` under ``policy``. Every model without a price is named in
-    one :class:`InputError`, with the ``--price`` line that prices them all."""
+def resolve_prices(models: Iterable[tuple], policy: PricePolicy) -> dict[str, Price]:
+    """Name → price of each ``(name, model id)`` or ``(name, model id, model type)`` under ``policy`` (a
+    local model type is free unless priced, :meth:`PricePolicy.known`). Every model without a price is
+    named in one :class:`InputError`, with the ``--price`` line that prices them all."""
     prices, missing = {}, []
-    for name, model_id in models:
-        price = policy.known(model_id, name=name)
+    for name, model_id, *rest in models:
+        price = policy.known(model_id, name=name, model_type=rest[0] if rest else None)
         if price is None:
             missing.append((name, model_id))
         else:

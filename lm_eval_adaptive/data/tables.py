@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 from lm_eval_adaptive.data.named_tables import NAMED_TABLES, load_named, named_item_field
@@ -10,7 +11,8 @@ from lm_eval_adaptive.data.files import suffix_of
 from lm_eval_adaptive.data.table_files import READ_SUFFIXES, read_table
 from lm_eval_adaptive.errors import InputError
 
-__all__ = ["EMBEDDED", "embedded_path", "load_any_table", "table_item_field", "table_stem"]
+__all__ = ["EMBEDDED", "embedded_path", "load_any_table", "table_item_field", "table_stem", "item_field_file",
+           "write_item_field"]
 
 EMBEDDED = {
     "wmt24-en-de-chrf": "wmt24_en-de_chrf.csv.gz",
@@ -55,10 +57,40 @@ def table_stem(path: Path) -> str:
 def table_item_field(spec: str) -> str | None:
     """The document field that holds the item ids of the table ``spec`` names, when the table
     says so: a named real table or an embedded one (see
-    :func:`~lm_eval_adaptive.data.named_tables.named_item_field`). None for a file (its ids may be
+    :func:`~lm_eval_adaptive.data.named_tables.named_item_field`), or a file ``export-table`` wrote
+    (the field it recorded beside it, :func:`item_field_file`). None for another file (its ids may be
     anything; an existing file always wins over a name) and for tables with no task config."""
     if spec.startswith("embedded:"):
         return named_item_field(EMBEDDED_FROM.get(spec.split(":", 1)[1], ""))
     if Path(spec).exists():
-        return None
+        return _recorded_item_field(Path(spec))
     return named_item_field(spec)
+
+
+def item_field_file(table_path) -> Path:
+    """Where ``export-table`` records the item field of the table it wrote: ``<table>.item_field.json``
+    beside it (a CSV or JSONL file has no room for it)."""
+    p = Path(table_path)
+    return p.with_name(p.name + ".item_field.json")
+
+
+def write_item_field(table_path, item_field: str, source: str) -> Path | None:
+    """Record beside ``table_path`` the document field that holds its item ids (``source``: the named
+    table it came from), for ``leaderboard`` and ``calibrate`` to read (:func:`table_item_field`)."""
+    from lm_eval_adaptive.atomic import write_json  # noqa: PLC0415 - writing only
+
+    return write_json(item_field_file(table_path), {"item_field": item_field, "exported_from": source})
+
+
+def _recorded_item_field(path: Path) -> str | None:
+    """The item field ``export-table`` recorded beside the file ``path``, else None (its ids may be anything)."""
+    side = item_field_file(path)
+    if not side.is_file():
+        return None
+    try:
+        field = json.loads(side.read_text(encoding="utf-8")).get("item_field")
+    except (OSError, ValueError, AttributeError) as e:
+        raise InputError(f"cannot read the item field recorded beside the table: {e}", path=str(side)) from None
+    if not isinstance(field, str) or not field:
+        raise InputError("the recorded item field must be a non-empty string", path=str(side))
+    return field

@@ -133,13 +133,17 @@ def build_lm(model_type: str, model_args, *, extra: dict | None = None, timeout:
     ``own_retries`` switches the harness's and litellm's retries off (the caller retries and
     counts attempts), ``one_call_at_a_time`` sets ``num_concurrent=1``. Every response's
     usage is reported to :func:`usage_sink`. Raises ``ValueError``/``KeyError`` for an
-    unknown model type (the registry's own errors).
+    unknown model type (the registry's own errors). A key of ``extra`` (the harness's ``--device``,
+    ``--batch_size``) that ``model_args`` also sets is the model's own argument's: ``device=cpu`` in
+    ``--model_args`` is the device, not a second ``device`` keyword (the harness's ``--device`` defaults
+    to ``cuda:0``; a ``--device`` given that disagrees is refused before, ``run_checks.check_device``).
     """
     from lm_eval.api.registry import get_model
     from lm_eval.utils import simple_parse_args_string
 
     factory = get_model(model_type)
     args = dict(model_args) if isinstance(model_args, dict) else simple_parse_args_string(model_args or "")
+    extra = {k: v for k, v in (extra or {}).items() if k not in args}
     api = is_api_model(factory)
     if api:
         if timeout is not None:

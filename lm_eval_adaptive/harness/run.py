@@ -195,7 +195,8 @@ def plan_adaptive_run(hargs: HarnessArgs, config: AdaptiveRunConfig, *, note=Non
     cfg = EvaluatorConfig.from_cli(hargs)
     # the checks that need no task loaded, first: banks (and the task's metric, from its YAML), the price
     early = check_before_loading(getattr(hargs, "tasks", None), cfg.include_path, cfg.model, cfg.model_args,
-                                 banks=config.bank, metric=config.metric, prices=config.price, note=note)
+                                 banks=config.bank, metric=config.metric, prices=config.price, note=note,
+                                 device=getattr(hargs, "device", None))
     bank_paths, name, policy, price = early.bank_paths, early.model, early.policy, early.price
     if note is not None and priced_by_default({name: price}):
         note(f"{name}: no known price; priced by the default ${price.input_per_mtok:g}/${price.output_per_mtok:g} "

@@ -18,10 +18,11 @@ import os
 from dataclasses import dataclass
 
 from lm_eval_adaptive.data.price_map import price_policy, resolve_prices
+from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.bank_source import parse_banks
 from lm_eval_adaptive.harness.binding import check_banks
 
-__all__ = ["BeforeLoading", "check_before_loading", "task_names", "model_name"]
+__all__ = ["BeforeLoading", "check_before_loading", "check_device", "task_names", "model_name"]
 
 
 @dataclass(frozen=True)
@@ -51,22 +52,38 @@ def task_names(tasks) -> list[str] | None:
 def model_name(model, model_args) -> str:
     """The name a run prices its model by: ``model=`` (or ``pretrained=``) of ``--model_args`` (a mapping,
     or a ``k=v,...`` string as the harness writes it), else ``--model``."""
-    ma = model_args if isinstance(model_args, dict) else {}
-    if not ma and isinstance(model_args, str):
-        from lm_eval.utils import simple_parse_args_string  # noqa: PLC0415 - only for a string (a YAML config)
-
-        ma = simple_parse_args_string(model_args)
+    ma = _model_args(model_args)
     return str(ma.get("model") or ma.get("pretrained") or model)
 
 
+def _model_args(model_args) -> dict:
+    if isinstance(model_args, dict):
+        return model_args
+    if isinstance(model_args, str) and model_args:
+        from lm_eval.utils import simple_parse_args_string  # noqa: PLC0415 - only for a string (a YAML config)
+
+        return simple_parse_args_string(model_args)
+    return {}
+
+
+def check_device(device, model_args) -> None:
+    """Refuse ``--device`` with a different ``device=`` in ``--model_args`` (the same value, or only one of
+    them, is one device: the model's own argument is used, :func:`~lm_eval_adaptive.harness.lm_eval_compat.build_lm`)."""
+    own = _model_args(model_args).get("device")
+    if device is not None and own is not None and str(own).strip() != str(device).strip():
+        raise InputError(f"--device {device} and device={own} in --model_args name two devices; give one")
+
+
 def check_before_loading(tasks, include_path, model, model_args, *, banks=(), metric: str | None = None,
-                         prices=(), note=None) -> BeforeLoading:
+                         prices=(), note=None, device=None) -> BeforeLoading:
     """Refuse (:class:`~lm_eval_adaptive.errors.InputError`, :class:`~lm_eval_adaptive.errors.BankError`)
     what the run would refuse before loading a task: a bank that is neither a file nor a shipped name, a
     ``--metric`` the task's YAML does not list, a bank made for another task or metric, a model without a
     known price and no ``--price`` for it. ``tasks``: the harness's ``--tasks`` (a list or a
     comma-separated string); ``banks``, ``metric``, ``prices``: ``--bank``, ``--metric``, ``--price``;
-    ``note(line)`` is told each shipped bank taken without ``--bank``."""
+    ``note(line)`` is told each shipped bank taken without ``--bank``; ``device``: ``--device``
+    (:func:`check_device`)."""
+    check_device(device, model_args)
     named = task_names(tasks)
     bank_paths = None
     if named is not None:
@@ -75,5 +92,5 @@ def check_before_loading(tasks, include_path, model, model_args, *, banks=(), me
         check_banks({t: v for t, v in bank_paths.items() if v}, metric=metric, include_path=include_path)
     name = model_name(model, model_args)
     policy = price_policy(list(prices or ()) or None, bare=name)
-    price = resolve_prices([(name, name)], policy)[name]
+    price = resolve_prices([(name, name, model)], policy)[name]
     return BeforeLoading(bank_paths=bank_paths, model=name, policy=policy, price=price)

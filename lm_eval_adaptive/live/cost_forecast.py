@@ -20,7 +20,8 @@ anything, forecasts per model (per task for ``run --adaptive``):
   by construction (:func:`spreads`): the total's typical figure is the one most simulated runs
   come within :data:`TOLERANCE` of, taken inside the runs' 10%–90% range
   (:func:`most_likely_within`); the typical runs are those within the tolerance of it, and every
-  row's typical items and dollars are those same runs' medians (inside the row's own range).
+  typical figure, the total's and each row's items and dollars, is those same runs' median (inside its
+  own range): no row is above the total.
   Not the median of all runs: a ranking's spend is often bimodal (the run ends when the cap's
   headroom cannot hold the next call of whichever model is still buying, a dear one or a cheap
   one) or has a long tail, and the median then sits on one mode or in the tail's pull.
@@ -43,6 +44,8 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import copy
+import os
+import sys
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -146,17 +149,21 @@ def spreads(usd_totals: Sequence[float], columns: Mapping[str, Sequence[float]])
     """(the total dollars' spread, name → spread of each other column), consistent by construction.
 
     ``usd_totals[d]`` is simulated run d's total spend; each column holds one figure per run (a
-    model's items or dollars, the total items). The total's typical figure is
-    :func:`most_likely_within` inside its 10%–90% range; the *typical runs* are those within
-    :data:`TOLERANCE` of it, and every column's typical figure is the median of those same runs,
-    so a row's items and dollars describe the same runs."""
-    usd = Spread.of(usd_totals)
+    model's items or dollars, the total items). The *typical runs* are those within :data:`TOLERANCE`
+    of :func:`most_likely_within` of the totals (inside their 10%–90% range); every typical figure,
+    the total's and each column's, is the median of those same runs (kept inside its own 10%–90%
+    range), so a row's items and dollars describe the same runs and no row's dollars (or items) are
+    above the total's: each run's total is at least each of its parts."""
     v = np.asarray(usd_totals, dtype=float)
+    most = Spread.of(v)
     eps = 1e-12 * max(float(np.max(np.abs(v))), 1e-300)
-    typical = np.abs(v - usd.typical) <= TOLERANCE * v + eps
+    typical = np.abs(v - most.typical) <= TOLERANCE * v + eps
     if not typical.any():  # pragma: no cover - the typical figure is within the tolerance of some run
         typical = np.ones(v.size, dtype=bool)
-    return usd, {k: Spread.of(col, typical) for k, col in columns.items()}
+    # the total's typical figure is the median of the same runs as every row's: a run's total is at least
+    # each of its parts, so the median (and any quantile) of the totals is at least each part's; clipped
+    # into the range, monotone, it stays so (issue 30: the total was below one model's row)
+    return Spread.of(v, typical), {k: Spread.of(col, typical) for k, col in columns.items()}
 
 
 @dataclass(frozen=True)
@@ -211,9 +218,10 @@ class CostForecast:
                           "full_run_cost_usd": self.full_run_usd},
                 "budget_usd": self.budget_usd, "settings": dict(self.settings),
                 "method": {"draws": self.draws, "seed": self.seed, "abilities": self.abilities,
-                           "typical": f"the total most simulated runs come within {TOLERANCE:.0%} of, inside their "
-                                      "10%-90% range (p10-p90); each row's typical items and dollars: the medians "
-                                      "of the runs within that tolerance of it; items charged at the bank's "
+                           "typical": f"the medians of the typical runs: those within {TOLERANCE:.0%} of the total "
+                                      f"most simulated runs come within {TOLERANCE:.0%} of, inside their 10%-90% "
+                                      "range (p10-p90); the total's and each row's items and dollars alike, so no "
+                                      "row is above the total; items charged at the bank's "
                                       "token counts (input: at least the built prompt's characters / 4) and the "
                                       "model's price",
                            "worst_case": "the most items the settings allow, the dearest first, at their expected "
@@ -328,6 +336,38 @@ def _capped(usd: float, *caps) -> float:
     return float(min([usd, *(c for c in caps if c is not None)]))
 
 
+#: What the worker processes of :func:`_simulated_runs` read (set before they are forked).
+_JOB: tuple | None = None
+
+
+def _one_run(d: int) -> dict:
+    first, scores, models, cost, upper, cap = _JOB
+    y, row = scores[d], {m: j for j, m in enumerate(models)}
+    r = simulated_live_run(copy.deepcopy(first), lambda m, i: float(y[row[m], i]), cost, upper, cap)
+    return {"items": dict(r["items"]), "usd": dict(r["usd"]), "stopped_because": r["stopped_because"]}
+
+
+def _simulated_runs(first, scores, models, cost, upper, cap) -> list:
+    """One :func:`simulated_live_run` of a copy of ``first`` per simulated full run in ``scores``, in order.
+    The runs are independent (their scores drawn beforehand), so they run in forked worker processes, one
+    per CPU (at most 8), on Linux; else, or for a few runs, one after another here. Either
+    way the same runs, the same results."""
+    global _JOB
+    import multiprocessing as mp  # noqa: PLC0415
+
+    workers = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1), 8)
+    _JOB = (first, scores, models, cost, upper, cap)
+    try:
+        # Linux only: forking a process that has loaded macOS system frameworks can crash the child
+        forks = sys.platform.startswith("linux") and "fork" in mp.get_all_start_methods()
+        if workers > 1 and len(scores) >= 8 and forks:
+            with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
+                return list(pool.map(_one_run, range(len(scores)), chunksize=max(1, len(scores) // (4 * workers))))
+        return [_one_run(d) for d in range(len(scores))]
+    finally:
+        _JOB = None
+
+
 def forecast_ranking(new_ranker: Callable[[], object], models: Sequence[str], *, prices: Mapping[str, Price],
                      cost: Mapping[str, np.ndarray], upper: Mapping[str, np.ndarray], full_run: Mapping[str, float],
                      cap: float | None, task: str, command: str, seed: int = 0, draws: int | None = None,
@@ -340,13 +380,11 @@ def forecast_ranking(new_ranker: Callable[[], object], models: Sequence[str], *,
     bank = first.bank
     population = AbilityPopulation.of_bank(bank)
     rng = np.random.default_rng(seed)
-    row = {m: j for j, m in enumerate(models)}
-    runs = []
-    for _ in range(RANKING_DRAWS if draws is None else draws):
+    scores = []
+    for _ in range(RANKING_DRAWS if draws is None else draws):  # drawn here, in order: the same runs however run
         thetas = population.draw(len(models), rng)
-        y = bank_scores(bank, thetas[:, None], rng)  # one simulated full run per model
-        runs.append(simulated_live_run(copy.deepcopy(first), lambda m, i, y=y: float(y[row[m], i]),
-                                       {m: cost[m] for m in models}, upper, cap))
+        scores.append(bank_scores(bank, thetas[:, None], rng))  # one simulated full run per model
+    runs = _simulated_runs(first, scores, models, {m: cost[m] for m in models}, upper, cap)
     usd, cols = spreads([sum(r["usd"].values()) for r in runs],
                         {"items": [sum(r["items"].values()) for r in runs],
                          **{("items", m): [r["items"][m] for r in runs] for m in models},

@@ -12,7 +12,7 @@ import math
 
 from lm_eval_adaptive.display import shown
 
-__all__ = ["rank_range_text", "pair_counts", "pair_lines", "settle_text"]
+__all__ = ["rank_range_text", "pair_counts", "pair_lines", "settle_text", "answer_paragraph", "rank_theta_note"]
 
 
 def rank_range_text(rng) -> str:
@@ -76,3 +76,97 @@ def pair_lines(pairs, ranking, tie_margin=None) -> list[str]:
         head = "not settled yet (the stopping policy bought no more for them): " if every else "not settled yet: "
         lines.append(head + "; ".join(f"{named(p, 'vs')} ({settle_text(p, not every)})" for p in open_))
     return lines
+
+
+def answer_paragraph(ranking, pairs, *, confidence: float, spent: float, items: int, full_run: float | None = None,
+                     cap: float | None = None, most_named: int = 4) -> str:
+    """The answer a ranking gives, in one paragraph of plain words, before any table: who is ahead and how
+    sure (the leader's pairs, named), what it cost, what is left open (pairs named) and what settling it would
+    cost. ``ranking``: the models in rank order; ``pairs``: the pair records (``a``, ``b``, ``outcome``, the
+    cost to settle); ``confidence``: γ."""
+    ranking = [str(m) for m in ranking]
+    if not ranking:
+        return "No model was ranked."
+    rank = {m: k for k, m in enumerate(ranking)}
+    level = f"{confidence:.0%}"
+    first = ranking[0]
+
+    def other(p):
+        return p["b"] if p["a"] == first else p["a"]
+
+    def names(ms):
+        ms = [shown(m) for m in ms]
+        return ", ".join(ms[:-1]) + " and " + ms[-1] if len(ms) > 1 else (ms[0] if ms else "")
+
+    def ordered_pair(p):
+        a, b = sorted((p["a"], p["b"]), key=lambda m: rank.get(m, len(rank)))
+        return f"{shown(a)} vs {shown(b)}"
+
+    mine = sorted((p for p in pairs or [] if first in (p["a"], p["b"])), key=lambda p: rank.get(other(p), len(rank)))
+    ahead = [other(p) for p in mine if p["outcome"] == "ordered"]
+    level_with = [other(p) for p in mine if p["outcome"] == "equivalent"]
+    open_with = [other(p) for p in mine if p["outcome"] == "unresolved"]
+    if len(ranking) == 1:
+        text = [f"{shown(first)} is the only model ranked."]
+    elif pairs and len(ahead) == len(ranking) - 1:
+        text = [f"{shown(first)} is ahead of all {len(ahead)} others, each at {level} confidence."]
+    elif pairs:
+        parts = [f"{shown(first)} is ranked first"]
+        if ahead:
+            parts.append(f"settled ahead of {names(ahead)} at {level} confidence")
+        if level_with:
+            parts.append(f"level with {names(level_with)}")
+        if open_with:
+            parts.append(f"not yet settled against {names(open_with)}")
+        text = ["; ".join(parts) + "."]
+    else:
+        text = [f"{shown(first)} is ranked first."]
+    if pairs:
+        n = pair_counts(pairs)
+        text.append(f"Of the {len(pairs)} pair{'s' if len(pairs) > 1 else ''}, {n['ordered']} ordered at {level} "
+                    f"confidence, {n['equivalent']} settled as level, {n['unresolved']} not settled yet.")
+    cost = f"It cost ${spent:.4f} for {items} items"
+    if full_run:
+        cost += f", {spent / full_run:.1%} of a full run's ${full_run:.4f}"
+    if cap is not None:
+        cost += f" (cap ${cap:.4g})"
+    text.append(cost + ".")
+    open_ = sorted((p for p in pairs or [] if p["outcome"] == "unresolved"),
+                   key=lambda p: sorted((rank.get(p["a"], len(rank)), rank.get(p["b"], len(rank)))))
+    if open_:
+        def finite(v):
+            return isinstance(v, (int, float)) and math.isfinite(v)
+
+        def need(p):
+            n, c = p.get("items_to_settle"), p.get("cost_to_settle_usd")
+            if finite(c) and c > 0:
+                return f" (about {n} more items, ${float(c):.4f})" if finite(n) else f" (about ${float(c):.4f})"
+            return f" (about {n} more items)" if finite(n) else ""
+
+        usd = [float(p["cost_to_settle_usd"]) for p in open_ if finite(p.get("cost_to_settle_usd"))]
+        more_items = [int(p["items_to_settle"]) for p in open_ if finite(p.get("items_to_settle"))]
+        named = "; ".join(ordered_pair(p) + need(p) for p in open_[:most_named])
+        more = f", and {len(open_) - most_named} more (listed below)" if len(open_) > most_named else ""
+        many = len(open_) > 1
+        if not many:  # its own figure was just given
+            settle = ""
+        elif usd and sum(usd) > 0:
+            settle = f"; settling them pair by pair would cost about ${sum(usd):.4f} more at most (pairs share items)"
+        elif more_items:
+            settle = f"; settling them would take about {sum(more_items)} more items at most"
+        else:
+            settle = ""
+        text.append(f"Left open: {named}{more}{settle}.")
+    elif pairs:
+        text.append("Nothing is left open.")
+    return " ".join(text)
+
+
+def rank_theta_note(ranking, theta: dict, metric: str) -> str | None:
+    """One line when the rank column and the θ̂ column disagree (None when they agree): the rank follows
+    the estimated full-task metric, which decided the pairs, and θ̂ is the bank's ability scale."""
+    order = [m for m in ranking if m in theta]
+    if all(theta[a] >= theta[b] for a, b in zip(order, order[1:])):
+        return None
+    return (f"why the rank and θ̂ disagree: the rank follows the estimated full-task {metric}, which decided the "
+            f"pairs; θ̂ is the ability on the bank's scale, which weighs items differently from the task's mean")

@@ -125,6 +125,7 @@ class LiveSettings:
     max_failures: int = 3
     backoff: float = 0.5
     no_progress: bool = False
+    verbose: bool = False  # the report's technical detail (θ̂, why the rank and θ̂ disagree)
     output: str | None = None
     resume: str | None = None
     leaderboard: str | list | None = None  # refresh: the leaderboard file (a list: one task's, one per metric)
@@ -184,7 +185,7 @@ def live_prices(a: LiveSettings, specs=None) -> tuple[dict, PricePolicy]:
     if specs is None:
         specs = [parse_model_spec(s) for s in (a.models if a.models is not None else a.add or [])]
     policy = price_policy(a.price)
-    return resolve_prices([(s.name, s.model_id) for s in specs], policy), policy
+    return resolve_prices([(s.name, s.model_id, s.type) for s in specs], policy), policy
 
 
 def check_model_names(specs, flag: str = "--models") -> None:

@@ -156,10 +156,14 @@ def describe_correction(c: dict) -> str:
     """The correction on one line, for reports."""
     if not c:
         return "no model-error correction"
-    return (f"model error {c.get('ability_sd', 0.0):.3g} added to every ability SE in quadrature "
-            f"({c.get('ability_sd_misfit', 0.0):.3g} for models the person-fit statistic flags); full-task "
-            f"intervals widened by ±1.96 × {c.get('full_task_sd', 0.0):.4g} "
-            f"({c.get('full_task_sd_misfit', 0.0):.4g} when flagged) in quadrature")
+    tau, tau_m = c.get("ability_sd", 0.0), c.get("ability_sd_misfit", 0.0)
+    sig, sig_m = c.get("full_task_sd", 0.0), c.get("full_task_sd_misfit", 0.0)
+    ability = (f"every ability SE widened to √(SE² + τ²), model error τ = {tau:.3g} (τ = {tau_m:.3g} for a model "
+               f"the person-fit statistic flags: measured on the flagged runs alone)")
+    if sig == 0 and sig_m == 0:
+        return ability + "; full-task intervals not widened (the held-out misses fell inside them)"
+    return (ability + f"; full-task intervals widened in quadrature by 1.96 × σ, σ = {sig:.4g} "
+            f"({sig_m:.4g} for a flagged model, measured the same way)")
 
 
 def single_model_records(bank, scaled: np.ndarray, raw: np.ndarray, truth: np.ndarray, *,
