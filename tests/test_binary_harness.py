@@ -130,3 +130,6 @@ def test_rank_two_tiny_models_on_the_multiple_choice_task(tiny, tmp_path, monkey
     rows = ranking["ranking"]
     assert sorted(r["model"] for r in rows) == sorted(str(m) for m in models)
     assert all(1 <= r["items"] <= 10 and r["se"] > 0 and np.isfinite(r["theta"]) for r in rows)
+    # accuracy intervals stay inside [0, 1] (issue 31: a bank from a few local models printed [0.5342, 1.2086],
+    # and [-0.3665, 0.4130] here before the 0/1 bounds)
+    assert all(0.0 <= r["metric_estimate"]["lower"] <= r["metric_estimate"]["upper"] <= 1.0 for r in rows), rows
