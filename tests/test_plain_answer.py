@@ -22,7 +22,10 @@ def test_the_answer_names_the_leader_its_pairs_the_cost_and_what_is_left_open():
     assert "It cost $0.2500 for 120 items, 5.0% of a full run's $5.0000 (cap $0.3)." in text
     assert "Left open: A vs C (about 40 more items, $0.1200)." in text
     every = answer_paragraph(["A", "B"], PAIRS[:1], confidence=0.9, spent=0.0, items=10)
-    assert every.startswith("A is ahead of all 1 others, each at 90% confidence.") and "Nothing is left open." in every
+    assert every.startswith("A is ahead of B at 90% confidence.") and "Nothing is left open." in every
+    three = answer_paragraph(["A", "B", "C"], [{**p, "outcome": "ordered"} for p in PAIRS], confidence=0.95, spent=0.0,
+                             items=30)
+    assert three.startswith("A is ahead of all 2 others, each at 95% confidence.")
 
 
 def test_the_rank_theta_note_only_where_they_disagree():
@@ -52,6 +55,6 @@ def test_demo_prints_the_answer_first_and_theta_only_when_verbose(capsys, verbos
     assert main(["demo", "--models", "GPT-4", "Phi-3-Medium", "Aya23", "--budget-usd", "0.2",
                  *(["--verbose"] if verbose else [])]) == 0
     out = capsys.readouterr().out
-    answer = out.index(" is ranked first") if " is ranked first" in out else out.index(" is ahead of all")
+    answer = out.index(" is ranked first") if " is ranked first" in out else out.index(" is ahead of ")
     assert answer < out.index("Adaptive ranking") and "It cost $" in out[answer:out.index("Adaptive ranking")]
     assert ("θ̂ ± SE" in out) == verbose and ("bank self-check" in out) == verbose

@@ -34,3 +34,25 @@ def save_tiny_model(folder: Path, corpus: list[str], *, seed: int = 0) -> Path:
     GPT2LMHeadModel(cfg).save_pretrained(folder)
     return Path(folder)
 
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python tests/tiny_hf.py FOLDER [JSONL] [--seed N]``: a tiny model to try the harness's ``hf`` type
+    offline (README, "Multiple-choice tasks"), its tokenizer trained on the questions and choices of a
+    multiple-choice JSONL file (default: the test task's)."""
+    import argparse
+    import json
+
+    p = argparse.ArgumentParser(prog="python tests/tiny_hf.py", description=main.__doc__)
+    p.add_argument("folder")
+    p.add_argument("jsonl", nargs="?", default=str(Path(__file__).with_name("tasks") / "tiny_mc" / "tiny_mc.jsonl"))
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args(argv)
+    docs = [json.loads(x) for x in Path(a.jsonl).read_text().splitlines() if x.strip()]
+    corpus = [f"Question: {d['question']}\nAnswer: {' '.join(map(str, d['choices']))}" for d in docs]
+    print(save_tiny_model(Path(a.folder), corpus, seed=a.seed))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

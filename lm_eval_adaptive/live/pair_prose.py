@@ -109,7 +109,8 @@ def answer_paragraph(ranking, pairs, *, confidence: float, spent: float, items: 
     if len(ranking) == 1:
         text = [f"{shown(first)} is the only model ranked."]
     elif pairs and len(ahead) == len(ranking) - 1:
-        text = [f"{shown(first)} is ahead of all {len(ahead)} others, each at {level} confidence."]
+        text = [f"{shown(first)} is ahead of {shown(ahead[0])} at {level} confidence." if len(ahead) == 1 else
+                f"{shown(first)} is ahead of all {len(ahead)} others, each at {level} confidence."]
     elif pairs:
         parts = [f"{shown(first)} is ranked first"]
         if ahead:
