@@ -98,6 +98,11 @@ def test_run_refuses_line_number_ids_read_as_positions_and_takes_item_field(serv
     # without the last line (997) every line number is also a valid position: the silent case
     t = pd.read_csv(table)
     t[t["item"].astype(str) != "997"].to_csv(table, index=False)
+    # a table that does not say which document field its ids are (export-table records it beside the file:
+    # tests/test_export_item_field.py; a table from elsewhere has no such record)
+    from lm_eval_adaptive.data.tables import item_field_file
+
+    item_field_file(table).unlink()
     bank = tmp_path / "bank.json"
     assert main(["calibrate", str(table), "--task", WMT, "--metric", "bleu", "--exclude-models", "GPT-4",
                  "--out", str(bank)]) == 0
