@@ -23,7 +23,8 @@ from lm_eval_adaptive.engine.ranking.pairs.outcomes import EQUIVALENT, ORDERED, 
 from lm_eval_adaptive.engine.ranking.pairs.rules import holm, pair_rule_for
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.ranking.replay import ReplayEvent
-from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import MetricScaleJudgement, equivalence_groups, ranking_order
+from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import MetricScaleJudgement, ranking_order
+from lm_eval_adaptive.engine.ranking.pairs.outcomes import equivalence_groups
 from lm_eval_adaptive.engine.evaluation.settle_check import run_on_to_settle
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy, most_items
 

@@ -42,7 +42,8 @@ from lm_eval_adaptive.data.tables import load_any_table, table_item_field
 from lm_eval_adaptive.engine.cat.estimation import Z95
 from lm_eval_adaptive.engine.ranking.pairs.outcomes import EQUIVALENT, ORDERED, judge_apart, rank_ranges
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
-from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import equivalence_groups, ranking_order
+from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import ranking_order
+from lm_eval_adaptive.engine.ranking.pairs.outcomes import equivalence_groups
 from lm_eval_adaptive.engine.evaluation.self_check import calibrate_checked
 from lm_eval_adaptive.errors import InputError, check_text
 from lm_eval_adaptive.harness.binding import DOC_ID, record_item_field

@@ -43,6 +43,7 @@ import numpy as np
 from scipy.stats import norm
 
 from lm_eval_adaptive.engine.anytime.confidence_sequence import DEFAULT_GRID, WorBettingCS
+from lm_eval_adaptive.engine.ranking.pairs.outcomes import equivalence_groups
 from lm_eval_adaptive.engine.anytime.pair_decisions import (
     EQUIVALENT,
     ORDERED,
@@ -391,7 +392,7 @@ class BankFreeRanker:
         rank_range, P = _ranges_and_pairwise(ranking, pairs)
         unsettled = [(p["a"], p["b"]) for p in pairs if p["outcome"] != ORDERED]
         equivalent = [(p["a"], p["b"]) for p in pairs if p["outcome"] == EQUIVALENT]
-        groups = _tie_groups(ranking, self.outcome)
+        groups = equivalence_groups(ranking, equivalent)
         return RankingResult(
             ranking=ranking, theta={m: est[m]["estimate"] for m in ranking},
             se={m: (est[m]["upper"] - est[m]["lower"]) / 2 for m in ranking},
@@ -539,21 +540,6 @@ def _ranges_and_pairwise(ranking: Sequence[str], pairs: list) -> tuple[dict, np.
         i, j = pos[p["a"]], pos[p["b"]]
         P[i, j], P[j, i] = p["p_order"], 1.0 - p["p_order"]
     return {m: [1 + above[m], K - below[m]] for m in ranking}, P
-
-
-def _tie_groups(ranking: Sequence[str], outcome: Callable) -> list[list[str]]:
-    """Runs of the ranking every two of which are ``equivalent`` (never chained through one that is not)."""
-    groups, cur = [], []
-    for m in ranking:
-        if cur and all(outcome(x, m) == EQUIVALENT for x in cur):
-            cur.append(m)
-            continue
-        if len(cur) > 1:
-            groups.append(cur)
-        cur = [m]
-    if len(cur) > 1:
-        groups.append(cur)
-    return groups
 
 
 def _seed_value(seed):

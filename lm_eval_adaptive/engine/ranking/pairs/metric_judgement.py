@@ -40,6 +40,7 @@ from lm_eval_adaptive.engine.ranking.pairs.outcomes import (
     ORDERED,
     UNRESOLVED,
     decide,
+    equivalence_groups,
     judge_pairs,
     rank_ranges,
     settle_level,
@@ -50,7 +51,7 @@ from lm_eval_adaptive.engine.ranking.pairs.judgement import OpenPairs, PairRepor
 from lm_eval_adaptive.engine.cat.selection import DEFAULT_RANDOM_SHARE
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy, most_items
 
-__all__ = ["MetricScaleJudgement", "equivalence_groups", "ranking_order"]
+__all__ = ["MetricScaleJudgement", "ranking_order"]
 
 
 class _RunCost(NamedTuple):
@@ -428,21 +429,3 @@ def ranking_order(points: Sequence[float], ordered) -> list[int]:
             placed += [u for u in by_point if u not in done]
             break
     return placed
-
-
-def equivalence_groups(ranking: Sequence[str], equivalent) -> list[list[str]]:
-    """Tie groups from equivalence alone: runs of consecutive entries of ``ranking`` every two of which
-    are settled ``equivalent`` (a group never grows through an entry that is not equivalent to all of
-    it: equivalence is not chained). Groups of two or more."""
-    eq = {frozenset(p) for p in equivalent}
-    groups, cur = [], []
-    for m in ranking:
-        if cur and all(frozenset((m, x)) in eq for x in cur):
-            cur.append(m)
-            continue
-        if len(cur) > 1:
-            groups.append(cur)
-        cur = [m]
-    if len(cur) > 1:
-        groups.append(cur)
-    return groups

@@ -28,6 +28,7 @@ ranker judges its pairs after every score with them; tests check they agree with
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 import functools
 import math
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from lm_eval_adaptive.engine.ranking.pairs.pair_variance import shrink_factor, s
 from lm_eval_adaptive.engine.ranking.pairs.rules import equivalence_level, holm
 from lm_eval_adaptive.engine.cat.selection import DEFAULT_RANDOM_SHARE
 
-__all__ = ["ORDERED", "EQUIVALENT", "UNRESOLVED", "PairOutcomes", "judge_pairs", "judge_apart", "rank_ranges", "decide",
+__all__ = ["ORDERED", "EQUIVALENT", "UNRESOLVED", "equivalence_groups", "PairOutcomes", "judge_pairs", "judge_apart", "rank_ranges", "decide",
            "settles_after", "settle_items", "t_quantile"]
 
 ORDERED, EQUIVALENT, UNRESOLVED = "ordered", "equivalent", "unresolved"
@@ -409,3 +410,21 @@ def _cost_to_settle(scale: MetricScale, a, b, d, s, open_, confidence, margin, i
         cost[idx] = add_a * unit[pa] + add_b * unit[pb]
         cost_range[idx] = ra * unit[pa][:, None] + rb * unit[pb][:, None]
     return items, cost, items_range, cost_range, at_gap
+
+
+def equivalence_groups(ranking: Sequence[str], equivalent) -> list[list[str]]:
+    """Tie groups from equivalence alone: runs of consecutive entries of ``ranking`` every two of which
+    are settled ``equivalent`` (a group never grows through an entry that is not equivalent to all of
+    it: equivalence is not chained). Groups of two or more."""
+    eq = {frozenset(p) for p in equivalent}
+    groups, cur = [], []
+    for m in ranking:
+        if cur and all(frozenset((m, x)) in eq for x in cur):
+            cur.append(m)
+            continue
+        if len(cur) > 1:
+            groups.append(cur)
+        cur = [m]
+    if len(cur) > 1:
+        groups.append(cur)
+    return groups
