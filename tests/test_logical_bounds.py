@@ -11,7 +11,8 @@ from lm_eval_adaptive.engine.cat.full_task import irt_full_task_estimate
 from lm_eval_adaptive.engine.irt.bank import ItemBank
 from lm_eval_adaptive.engine.irt.calibration import calibrate
 from lm_eval_adaptive.engine.irt.response_model import BernoulliResponseModel, ContinuousResponseModel
-from lm_eval_adaptive.engine.ranking.pairs.metric_scale import MetricScale, binary_bounds
+from lm_eval_adaptive.engine.irt.response_model import binary_mean_bounds
+from lm_eval_adaptive.engine.ranking.pairs.metric_scale import MetricScale
 
 
 def _bank(model, n=80, seed=0):
@@ -38,7 +39,7 @@ def test_twelve_right_of_eighty_stays_inside_what_the_rest_could_add():
 
 def test_a_continuous_bank_is_not_cut():
     bank = _bank(ContinuousResponseModel(k=0.2))
-    assert binary_bounds(bank, np.zeros(1), np.ones(1), np.ones(1)) is None
+    assert binary_mean_bounds(bank.model, np.zeros(1), np.ones(1), np.ones(1)) is None
     raw = np.full((1, 80), np.nan)
     raw[0, :5] = 0.99
     sc = MetricScale(bank, raw, np.zeros((1, 80), dtype=bool), [4.0], se_theta=[3.0])

@@ -18,7 +18,7 @@ import numpy as np
 from scipy.special import ndtri  # the normal quantile (scipy.stats' norm.ppf), without importing scipy.stats
 
 from lm_eval_adaptive.engine.irt.bank import ItemBank
-from lm_eval_adaptive.engine.irt.response_model import BINARY_MODEL_KINDS
+from lm_eval_adaptive.engine.irt.response_model import binary_mean_bounds
 
 __all__ = ["full_task_estimate", "irt_full_task_estimate", "factor_full_task_estimate"]
 
@@ -108,10 +108,9 @@ def irt_full_task_estimate(bank: ItemBank, items, raw_scores, theta: float, se: 
     if extra > 0:
         lower = est - float(np.hypot(est - lower, extra))
         upper = est + float(np.hypot(upper - est, extra))
-    if bank.model.kind in BINARY_MODEL_KINDS:  # never past every unseen item wrong or right (issue 31 saw
-        # [0.8107, 1.0030] for an accuracy); a continuous bank's ranges are what calibration saw, not bounds
-        n_rest = float(rest.sum())
-        lower, upper = max(lower, fixed / n), min(upper, (fixed + n_rest) / n)
+    bounds = binary_mean_bounds(bank.model, fixed, float(rest.sum()), n)  # issue 31 saw [0.8107, 1.0030]
+    if bounds is not None:
+        lower, upper = max(lower, float(bounds[0])), min(upper, float(bounds[1]))
     return {"estimate": est, "lower": lower, "upper": upper,
             "level": level, "items_observed": int(items.size), "items_total": int(n), "method": "irt",
             "unseen_share": float(rest.sum()) / n, "error_scale": 1.0}

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
-__all__ = ["BINARY_MODEL_KINDS", 
+__all__ = ["BINARY_MODEL_KINDS", "binary_mean_bounds", 
     "ResponseModel",
     "ContinuousResponseModel",
     "BernoulliResponseModel",
@@ -297,6 +297,16 @@ class BernoulliResponseModel(ResponseModel):
 BINARY_KINDS = ("2pl", "3pl")
 #: Every response model whose scores are 0 or 1 (the Bernoulli model and the per-item binary ones).
 BINARY_MODEL_KINDS = ("bernoulli", *BINARY_KINDS)
+
+
+def binary_mean_bounds(model: ResponseModel, seen_sum, n_unseen, n_total):
+    """The logical bounds of a full-task mean when every score is 0 or 1: ((seen + 0·unseen) / N,
+    (seen + 1·unseen) / N), arrays or floats alike (issue 31: no interval past them); None for a model whose
+    scores are not 0/1 (a continuous bank's stored ranges are what calibration saw, not the metric's bounds)."""
+    if model.kind not in BINARY_MODEL_KINDS:
+        return None
+    n = np.maximum(n_total, 1)
+    return seen_sum / n, (seen_sum + n_unseen) / n
 
 
 def _validate_binary(y) -> None:

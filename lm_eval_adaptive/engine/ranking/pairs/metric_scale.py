@@ -52,11 +52,11 @@ import numpy as np
 from scipy.special import stdtrit
 
 from lm_eval_adaptive.engine.irt.bank import ItemBank
-from lm_eval_adaptive.engine.irt.response_model import BINARY_MODEL_KINDS
+from lm_eval_adaptive.engine.irt.response_model import binary_mean_bounds
 from lm_eval_adaptive.engine.cat.selection import DEFAULT_RANDOM_SHARE
 from lm_eval_adaptive.engine.ranking.pairs.pair_variance import pair_variance, residual_correlation, shrink_factor
 
-__all__ = ["MetricScale", "binary_bounds", "ScaleEntry", "ModelPart", "model_part", "random_share_mask", "predicted_raw",
+__all__ = ["MetricScale", "ScaleEntry", "ModelPart", "model_part", "random_share_mask", "predicted_raw",
            "MIN_RANDOM_ITEMS"]
 
 #: Fewest random-share items for the design-based interval (a variance needs two).
@@ -79,15 +79,6 @@ def random_share_mask(selector, items, n_items: int, *, first_slot: int = 0) -> 
     flags = np.fromiter((is_random(first_slot + k) for k in range(items.size)), dtype=bool, count=items.size)
     out[items[flags]] = True
     return out
-
-
-def binary_bounds(bank: ItemBank, seen_sum, n_unseen, n_total):
-    """The logical bounds of a full-task mean on a 0/1 bank: ((seen + 0·unseen) / N, (seen + 1·unseen) / N)
-    (arrays or floats alike); None when the bank's scores are not 0/1."""
-    if bank.model.kind not in BINARY_MODEL_KINDS:
-        return None
-    n = np.maximum(n_total, 1)
-    return seen_sum / n, (seen_sum + n_unseen) / n
 
 
 def predicted_raw(bank: ItemBank, theta) -> np.ndarray:
@@ -428,7 +419,7 @@ class MetricScale:
         seen, and every unseen item wrong or right. No interval reaches past them (issue 31: a bank from 8
         models printed accuracy intervals above 1); cutting an interval there never makes it miss. None on a
         continuous bank, whose stored ranges are what calibration saw, not the metric's bounds."""
-        return binary_bounds(self.bank, np.nansum(self.raw, axis=1), self.n_unseen, self.n_total)
+        return binary_mean_bounds(self.bank.model, np.nansum(self.raw, axis=1), self.n_unseen, self.n_total)
 
     def entry(self, k: int) -> ScaleEntry:
         lo, hi = self.interval()
