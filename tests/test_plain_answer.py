@@ -59,3 +59,23 @@ def test_demo_prints_the_answer_first_and_theta_only_when_verbose(capsys, verbos
     # the paragraph is wrapped to the output's width: read it with its line breaks as spaces
     assert answer < out.index("Adaptive ranking") and "It cost $" in " ".join(out[answer:out.index("Adaptive ranking")].split())
     assert ("θ̂ ± SE" in out) == verbose and ("bank self-check" in out) == verbose
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_leaderboard_table_shows_theta_only_when_verbose(verbose):
+    """The board's table leads with the metric; θ̂ ± SE and the rank/θ̂ note are the --verbose detail."""
+    import io
+
+    from rich.console import Console
+
+    from lm_eval_adaptive.cli.live_output import print_leaderboard
+
+    lb = {"task": "t", "metric": "bleu", "entries": [
+        {"model": "A", "rank": 1, "source": "full_run", "metric": {"value": 0.40}, "theta": 0.2, "se": 0.1},
+        {"model": "B", "rank": 2, "source": "full_run", "metric": {"value": 0.30}, "theta": 0.9, "se": 0.1}]}
+    buf = io.StringIO()
+    print_leaderboard(Console(file=buf, width=200), lb, {}, {}, verbose=verbose)
+    out = buf.getvalue()
+    assert "0.4000" in out and "0.3000" in out
+    assert ("θ ± SE" in out) == verbose and ("+0.900" in out) == verbose
+    assert ("why the rank and θ̂ disagree" in out) == verbose

@@ -144,7 +144,7 @@ def cmd_leaderboard(args) -> int:
         lb = create_leaderboard(args.history, task=args.task, metric=args.metric, models=args.models,
                                 item_field=args.item_field, confidence=args.confidence, out=args.out,
                                 samples=args.samples)
-    print_leaderboard(report_console(), lb, {}, {})
+    print_leaderboard(report_console(), lb, {}, {}, verbose=args.verbose)
     return 0
 
 
@@ -177,6 +177,8 @@ def add_leaderboard_parsers(sub) -> None:
                    help="document field holding the table's item ids (default: the named table's field, "
                         "id for wmt24/... and alpaca_eval/...; else the harness doc_id)")
     c.add_argument("--confidence", type=float, default=0.95)
+    c.add_argument("--verbose", action="store_true",
+                   help="also show each entry's ability θ̂ ± SE and why the rank may disagree with it")
     c.add_argument("--out", help="the leaderboard JSON to write (required)")
     c.set_defaults(func=cmd_leaderboard)
     page = c.add_subparsers(dest="leaderboard_command", metavar="{render}", title="subcommands")

@@ -182,11 +182,14 @@ def print_forecast_written(console, path) -> None:
 
 
 # ------------------------------------------------------------------------ leaderboard
-def print_leaderboard(console, lb, added, failed) -> None:
+def print_leaderboard(console, lb, added, failed, *, verbose: bool = False) -> None:
+    """The board as a table: the metric's value or estimate first; the ability scale (θ̂ ± SE, and why
+    the rank may disagree with it) only when ``verbose``."""
     from rich.table import Table
 
     t = Table(title=f"{lb['task']} leaderboard ({lb['metric']})")
-    for c in ("rank", "ranks", "model", "source", "θ ± SE", f"{lb['metric']} [95%]", "items", "tie group"):
+    cols = ("rank", "ranks", "model", "source", f"{lb['metric']} [95%]", "items", "tie group") + (("θ ± SE",) if verbose else ())
+    for c in cols:
         t.add_column(c, justify="left" if c in ("model", "source") else "right",
                      overflow="fold" if c in ("model", "tie group") else "ellipsis")
     for e in lb["entries"]:
@@ -194,11 +197,13 @@ def print_leaderboard(console, lb, added, failed) -> None:
         val = (f"{met['value']:.4f}" if "value" in met else
                f"{met['estimate']:.4f} [{met['lower']:.4f}, {met['upper']:.4f}]" if "estimate" in met else "")
         style = "bold green" if e["model"] in added else None
-        t.add_row(str(e["rank"]), rank_range_text(e.get("rank_range")), shown(e["model"]), e.get("source", ""), f"{e['theta']:+.3f} ± {e['se']:.3f}", val,
-                  str(e.get("items", "")), str(e.get("tie_group") or ""), style=style)
+        theta = (f"{e['theta']:+.3f} ± {e['se']:.3f}",) if verbose else ()
+        t.add_row(str(e["rank"]), rank_range_text(e.get("rank_range")), shown(e["model"]), e.get("source", ""), val,
+                  str(e.get("items", "")), str(e.get("tie_group") or ""), *theta, style=style)
     console.print(t)
     note = rank_theta_note([e["model"] for e in lb["entries"]],
-                           {e["model"]: e["theta"] for e in lb["entries"] if "theta" in e}, lb["metric"])
+                           {e["model"]: e["theta"] for e in lb["entries"] if "theta" in e},
+                           lb["metric"]) if verbose else None
     if note:
         console.print(note, highlight=False)
     for m, why in failed.items():

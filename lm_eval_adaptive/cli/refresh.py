@@ -202,7 +202,7 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
                                       confidence=float(board.get("confidence") or settings.confidence or 0.95),
                                       spent=setup.ledger.spent, items=sum(int(e.get("items") or 0) for e in added.values()),
                                       cap=settings.budget_usd), highlight=False)  # the answer first, in plain words
-        print_leaderboard(report, board, added, res.failed)
+        print_leaderboard(report, board, added, res.failed, verbose=settings.verbose)
         for m, e in added.items():
             note = misfit_note(e["person_fit"])
             if note:
