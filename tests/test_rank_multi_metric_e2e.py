@@ -117,6 +117,13 @@ def test_rank_with_two_banks_generates_each_document_once_and_ranks_by_each_metr
     text = capsys.readouterr().out
     assert "adaptive ranking by bleu" in text and "adaptive ranking by chrf" in text
     assert "generations:" in text
+    # the answer in plain words names each metric's leader and its pairs, then the cost once
+    for m in METRICS:
+        lead = r["rankings"][m]["ranking"][0]["model"]
+        assert f"On {m}: {lead} is " in text, m
+        n = len(r["rankings"][m]["pairs"])
+        assert f"Of the {n} pairs" in text.split(f"On {m}: ", 1)[1].split("\n\n", 1)[0].replace("\n", " ")
+    assert text.count("It cost $") == 1
     for m in METRICS:
         assert (out / f"ranking_{m}.png").stat().st_size > 1000
 

@@ -54,7 +54,7 @@ from lm_eval_adaptive.cli.live_start import start_live_run
 from lm_eval_adaptive.cli.report import note_on_stderr, plot_ranking, print_inseparable, report_console
 from lm_eval_adaptive.data.price_map import priced_by_default
 from lm_eval_adaptive.live.run_prices import check_resumed_prices, price_records
-from lm_eval_adaptive.live.pair_prose import answer_paragraph, pair_lines, rank_range_text, rank_theta_note
+from lm_eval_adaptive.live.pair_prose import answer_paragraph, cost_sentence, pair_lines, rank_range_text, rank_theta_note
 from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.cat.person_fit import misfit_note
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
@@ -465,13 +465,19 @@ def print_misfits(console, rows) -> None:
 def print_report(console, report: dict, *, verbose: bool = False) -> None:
     """The report of a run: the answer in plain words, its ranking (one per metric with several banks), then
     what it spent (``verbose``: the θ̂ column and why the rank and θ̂ may disagree)."""
-    first = report if "rankings" not in report else next(iter(report["rankings"].values()))  # one per metric
-    console.print(answer_paragraph([e["model"] for e in first["ranking"]],
-                                   report.get("pairs") if "rankings" not in report else None,
-                                   confidence=first.get("confidence", report.get("confidence", 0.95)),
-                                   spent=report["total_cost_usd"],
-                                   items=report.get("total_items", 0), full_run=report.get("full_run_cost_usd") or None,
-                                   cap=report.get("budget_usd")), highlight=False)
+    cost = dict(items=report.get("total_items", 0), full_run=report.get("full_run_cost_usd") or None,
+                cap=report.get("budget_usd"))
+    if "rankings" in report:  # one answer per metric (each ranking decides its own pairs), the cost once
+        for metric, block in report["rankings"].items():
+            console.print(f"On {shown(metric)}: " + answer_paragraph(
+                [e["model"] for e in block["ranking"]], block.get("pairs"),
+                confidence=block.get("confidence", report.get("confidence", 0.95)), spent=None, **cost),
+                highlight=False)
+        console.print(cost_sentence(report["total_cost_usd"], **cost), highlight=False)
+    else:
+        console.print(answer_paragraph([e["model"] for e in report["ranking"]], report.get("pairs"),
+                                       confidence=report.get("confidence", 0.95), spent=report["total_cost_usd"],
+                                       **cost), highlight=False)
     if "rankings" in report:
         for block in report["rankings"].values():
             print_ranking(console, block, judged=report.get("judge_cost_usd", 0.0) > 0, title_metric=True,

@@ -12,7 +12,8 @@ import math
 
 from lm_eval_adaptive.display import shown
 
-__all__ = ["rank_range_text", "pair_counts", "pair_lines", "settle_text", "answer_paragraph", "rank_theta_note"]
+__all__ = ["rank_range_text", "pair_counts", "pair_lines", "settle_text", "answer_paragraph", "cost_sentence",
+           "rank_theta_note"]
 
 
 def rank_range_text(rng) -> str:
@@ -78,12 +79,23 @@ def pair_lines(pairs, ranking, tie_margin=None) -> list[str]:
     return lines
 
 
-def answer_paragraph(ranking, pairs, *, confidence: float, spent: float, items: int, full_run: float | None = None,
-                     cap: float | None = None, most_named: int = 4) -> str:
+def cost_sentence(spent: float, items: int, *, full_run: float | None = None, cap: float | None = None) -> str:
+    """What a run cost, in one sentence: dollars, items, its share of a full run, the cap."""
+    cost = f"It cost ${spent:.4f} for {items} items"
+    if full_run:
+        cost += f", {spent / full_run:.1%} of a full run's ${full_run:.4f}"
+    if cap is not None:
+        cost += f" (cap ${cap:.4g})"
+    return cost + "."
+
+
+def answer_paragraph(ranking, pairs, *, confidence: float, spent: float | None, items: int,
+                     full_run: float | None = None, cap: float | None = None, most_named: int = 4) -> str:
     """The answer a ranking gives, in one paragraph of plain words, before any table: who is ahead and how
     sure (the leader's pairs, named), what it cost, what is left open (pairs named) and what settling it would
     cost. ``ranking``: the models in rank order; ``pairs``: the pair records (``a``, ``b``, ``outcome``, the
-    cost to settle); ``confidence``: γ."""
+    cost to settle); ``confidence``: γ; ``spent`` None: no cost sentence (a several-metric run says it once,
+    :func:`cost_sentence`)."""
     ranking = [str(m) for m in ranking]
     if not ranking:
         return "No model was ranked."
@@ -126,12 +138,8 @@ def answer_paragraph(ranking, pairs, *, confidence: float, spent: float, items: 
         n = pair_counts(pairs)
         text.append(f"Of the {len(pairs)} pair{'s' if len(pairs) > 1 else ''}, {n['ordered']} ordered at {level} "
                     f"confidence, {n['equivalent']} settled as level, {n['unresolved']} not settled yet.")
-    cost = f"It cost ${spent:.4f} for {items} items"
-    if full_run:
-        cost += f", {spent / full_run:.1%} of a full run's ${full_run:.4f}"
-    if cap is not None:
-        cost += f" (cap ${cap:.4g})"
-    text.append(cost + ".")
+    if spent is not None:
+        text.append(cost_sentence(spent, items, full_run=full_run, cap=cap))
     open_ = sorted((p for p in pairs or [] if p["outcome"] == "unresolved"),
                    key=lambda p: sorted((rank.get(p["a"], len(rank)), rank.get(p["b"], len(rank)))))
     if open_:
