@@ -343,16 +343,17 @@ def test_the_backtests_rankers_pick_by_the_banks_own_information():
 
 
 def test_the_joint_examinee_keeps_the_ledger_every_examinee_keeps(banks):
-    """One account of items and money (issue 29): the joint examinee is the one bank's ledger over the joint
-    items — a random slot's reservation, a bulk record undoing it, the spend counted once per generation and
-    every charge passed to each metric's part."""
+    """One account of items and money (issue 29): an examinee of several metrics is the one examinee class,
+    its ledger over the joint items — a random slot's reservation, a bulk record undoing it, the spend counted
+    once per generation and every charge passed to each metric's part (a one-metric examinee)."""
+    from lm_eval_adaptive.engine.cat.examinee import Examinee
     from lm_eval_adaptive.engine.cat.item_ledger import ItemLedger
-    from lm_eval_adaptive.engine.cat.joint_examinee import JointExaminee
     from lm_eval_adaptive.engine.cat.selection import JointInformationSelector
 
     sel = JointInformationSelector(banks, joint_item_ids(banks), seed=0)
-    je = JointExaminee(sel, "m", item_costs=np.full(len(sel.item_ids), 0.01))
-    assert isinstance(je, ItemLedger) and all(isinstance(p, ItemLedger) for p in je.parts.values())
+    je = Examinee(banks, sel, "m", item_costs=np.full(len(sel.item_ids), 0.01))
+    assert isinstance(je, ItemLedger) and all(type(p) is Examinee and p.parts == {p.metrics[0]: p}
+                                              for p in je.parts.values())
     slot = next(k for k in range(je.n_items) if sel.is_random_slot(k))
     for _ in range(slot):  # fill the slots before the first random one
         je.record(je.next_item(), {"m1": 0.5, "m2": 0.5})
