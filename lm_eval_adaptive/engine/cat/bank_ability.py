@@ -5,8 +5,8 @@ It keeps the ability estimator (made by an
 :class:`~lm_eval_adaptive.engine.cat.estimation.EstimatorFactory` for the bank), each scored item's Fisher
 information at θ̂ when it was recorded, the raw metric value of each scored item (bank order) and the
 person-fit statistic. Which items are taken, in what order and at what cost is the examinee's ledger
-(:class:`~lm_eval_adaptive.engine.cat.item_ledger.ItemLedger`): the examinee checks an item there, asks
-this part to check and add the score, then marks the item. The several-metric part is
+(:class:`~lm_eval_adaptive.engine.cat.item_ledger.ItemLedger`): the examinee checks an item there, has this
+part check and add the score, then marks the item. The several-metric part is
 :class:`~lm_eval_adaptive.engine.cat.metric_set.MetricSet`; both answer the examinee's
 :class:`~lm_eval_adaptive.engine.cat.examinee.AbilityPart` protocol.
 """
@@ -136,19 +136,6 @@ class BankAbility:
             raise ValueError(f"model {self._name!r}, item {ids[i]!r}: score {float(y[i])!r}; the "
                              f"{self._bank.model.kind} bank {self._bank.describe()} takes scores 0 or 1 only")
 
-    def checked(self, item: int, y: float, raw, item_id) -> float:
-        """The raw value of score ``y`` of ``item`` (``raw`` checked, or ``y`` mapped back through the bank's
-        range, which a score clipped at 0 or 1 cannot restore), once ``y`` is checked recordable here.
-        ``item_id``: a callable giving the item's id (for errors only)."""
-        bank = self._bank
-        if raw is None:
-            raw = float(bank.lo[item]) + y * (float(bank.hi[item]) - float(bank.lo[item]))
-        elif not (type(raw) is float and math.isfinite(raw)):
-            raw = check_raw(raw, model=self._name, item=item_id(item))
-        if bank.model.per_item:
-            self.check_binary(y, [item_id(item)])
-        return raw
-
     def checked_many(self, items: np.ndarray, scores, raws, ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """The scores of ``items`` (ids ``ids``) told in bulk and their raw values, checked (one finite score
         in [0, 1] per item, 0/1 on a 2PL/3PL bank; ``raws`` None: the scores mapped back)."""
@@ -167,14 +154,25 @@ class BankAbility:
         return y, r
 
     # ---------------------------------------------------------------- changing
-    def add(self, item: int, y: float, raw: float, cost: float, random: bool) -> None:
-        """Tell the estimator the score ``y`` of ``item`` (checked by :meth:`checked`), noting the item's
-        information at θ̂ first (when θ̂ is estimated now; else on first read)."""
+    def add(self, item: int, y: float, raw, cost: float, random: bool) -> None:
+        """Tell the estimator the score ``y`` of ``item`` (a checked finite score in [0, 1]), noting the
+        item's information at θ̂ first (when θ̂ is estimated now; else on first read), and keep its raw
+        value ``raw`` (checked; None: ``y`` mapped back through the bank's range, which a score clipped at
+        0 or 1 cannot restore). ValueError, changing nothing, for a non-finite raw value or, on a 2PL/3PL
+        bank, a score other than 0 or 1. ``cost``, ``random``: the examinee's ledger keeps them."""
         bank = self._bank
+        if raw is None:
+            raw = float(bank.lo[item]) + y * (float(bank.hi[item]) - float(bank.lo[item]))
+        elif not (type(raw) is float and math.isfinite(raw)):
+            raw = check_raw(raw, model=self._name, item=str(bank.item_ids[item]))
         model = bank.model
+        if model.per_item:  # a 2PL/3PL bank: 0/1 scores only, and the item's a, c
+            self.check_binary(y, [str(bank.item_ids[item])])
+            params = bank.item_params(item)
+        else:
+            params = None  # a one-parameter bank has none
         b = float(bank.b[item])
         estimator = self._estimator
-        params = bank.item_params(item) if model.per_item else None  # a one-parameter bank has none
         if getattr(estimator, "estimated", True):  # θ̂ known now: the information now, else on first read
             self._info.append(information(model, estimator.theta, b, params))
         else:

@@ -44,7 +44,8 @@ __all__ = ["AbilityPart", "Examinee"]
 class AbilityPart(Protocol):
     """What an :class:`Examinee` asks of the part that measures its ability: the metrics, what the
     selector reads (``ability``; ``no_ability`` at a slot that reads none), the SE more items reduce, the
-    checks of a told score before anything changes, and the adding of checked scores."""
+    check of a told score, and the adding of scores (``add``, ``add_many``: checked first, nothing changed
+    when refused; then told to the part, after which the examinee marks the items in its ledger)."""
 
     no_ability: object
 
@@ -59,8 +60,6 @@ class AbilityPart(Protocol):
     def bank_item(self, metric: str, item: int) -> int: ...
 
     def checked_score(self, y, item_id: str): ...
-
-    def checked(self, item: int, y, raw, item_id): ...
 
     def checked_many(self, items: np.ndarray, scores, raws, ids: list[str]) -> tuple: ...
 
@@ -123,6 +122,7 @@ class Examinee(ItemLedger):
             super().__init__(bank.item_ids, selector, name, item_costs=item_costs)
             self._one: BankAbility | None = BankAbility(bank, factory, name)
             self._part: AbilityPart = self._one
+            self._estimator: AbilityEstimator | None = self._one.estimator
         else:
             if not isinstance(selector, JointInformationSelector) or tuple(bank) != selector.metrics or \
                     any(b is not s for b, s in zip(bank.values(), selector.banks)):
@@ -132,6 +132,7 @@ class Examinee(ItemLedger):
                      for k, b in bank.items()}  # each metric's own examinee on its bank
             self._part = MetricSet(selector, parts, name)
             self._one = None
+            self._estimator = None
         self._items: list[int] = []
         self._scores: list = []
 
@@ -174,7 +175,8 @@ class Examinee(ItemLedger):
     @property
     def measurement_se(self) -> float:
         """The SE more items reduce (several metrics: the largest of the parts')."""
-        return self._part.measurement_se
+        est = self._estimator
+        return est.se if est is not None else self._part.measurement_se
 
     def ability(self, focus=None):
         """What the selector reads of this model: θ̂ (one bank), or every part's θ̂ and measurement SE and
@@ -203,7 +205,8 @@ class Examinee(ItemLedger):
 
     @property
     def theta(self) -> float:
-        return self._bank_ability().theta
+        est = self._estimator
+        return est.theta if est is not None else self._bank_ability().theta
 
     @property
     def person_fit(self) -> PersonFit:
@@ -225,7 +228,8 @@ class Examinee(ItemLedger):
     @property
     def se(self) -> float:
         """The ability SE: :attr:`measurement_se` and :attr:`model_error_sd` in quadrature."""
-        m = self._bank_ability().measurement_se
+        est = self._estimator
+        m = est.se if est is not None else self._bank_ability().measurement_se
         t = self.model_error_sd
         return float(math.hypot(m, t)) if t else m
 
@@ -249,8 +253,11 @@ class Examinee(ItemLedger):
         """The selector's next item (-1 if none is left; several metrics: the information summed over
         ``focus``, one bool per metric, None: every metric); reserves nothing."""
         uses = self._uses_theta
-        part = self._part
-        ability = part.ability(focus) if uses is None or uses(self._n_taken) else part.no_ability
+        if uses is None or uses(self._n_taken):
+            est = self._estimator  # one bank: its θ̂, read directly
+            ability = est.theta if est is not None else self._part.ability(focus)
+        else:
+            ability = self._part.no_ability
         return self._selector.select(ability, self._mask, self._n_taken, rng)
 
     def candidates(self, k: int, focus=None) -> np.ndarray:
@@ -295,12 +302,11 @@ class Examinee(ItemLedger):
             cost = 0.0 if self._item_costs is None else float(self._item_costs[item])
         if self._scored[item] or self._excluded[item]:
             self._check_new(item)
-        raw = part.checked(item, y, raw, self.item_id)
         mask, pos = self._mask, self._selector.positions(item)
         if random is None:
             random = bool(self._random[item]) if mask[pos] else self._random_unreserved(item)
+        part.add(item, y, raw, cost, random)  # checks the rest first (refused: nothing changed)
         self._set_random(item, random)
-        part.add(item, y, raw, cost, random)
         if not mask[pos]:
             mask[pos] = True
             self._n_taken += 1

@@ -98,25 +98,9 @@ class MetricSet:
             out[k] = None if y is None or np.isnan(y) else float(y)
         return out
 
-    def checked(self, item: int, ys: dict, raw, item_id) -> dict:
-        """Metric → the checked raw value of each score of ``ys`` (``raw``: metric → raw value; a metric
-        absent or None: its score mapped back by its part), once every part has found its score
-        recordable. ``item_id``: a callable giving the item's id."""
-        iid = item_id(item)
-        raws = {}
-        for k in self._metrics:
-            v = None if raw is None else raw.get(k) if isinstance(raw, Mapping) else None
-            if v is not None and ys[k] is not None:
-                raws[k] = check_raw(v, model=self._name, item=iid)
-        for k, p, index in zip(self._metrics, self._part_list, self._index):  # every check before any change
-            y = ys[k]
-            if y is not None:
-                p.check_recordable(index[item:item + 1], y, [iid])
-        return raws
-
     def checked_many(self, items: np.ndarray, scores, raws, ids: list[str]) -> tuple[dict, dict]:
-        """Metric → the scores of ``items`` told in bulk (NaN: none) and metric → their raw values (a metric
-        absent: mapped back by its part), checked by every part."""
+        """Metric → the scores of ``items`` (ids ``ids``) told in bulk (NaN: none) and metric → their raw
+        values (a metric absent: mapped back by its part), checked by every part."""
         if not isinstance(scores, Mapping) or set(scores) - set(self._metrics):
             raise ValueError(f"model {self._name!r}: record_many takes metric → scores over the metrics "
                              f"{list(self._metrics)}")
@@ -145,9 +129,22 @@ class MetricSet:
         return ys, rs
 
     # ---------------------------------------------------------------- changing
-    def add(self, item: int, ys: dict, raws: dict, cost: float, random: bool) -> None:
-        """Record joint ``item``'s scores in every part (checked by :meth:`checked`): a metric without one
-        excludes the item and is charged ``cost``; ``random``: whether a random slot chose it."""
+    def add(self, item: int, ys: dict, raw, cost: float, random: bool) -> None:
+        """Record joint ``item``'s scores ``ys`` (metric → checked score or None) in every part: a metric
+        without one excludes the item and is charged ``cost``; ``raw``: metric → the raw value each score
+        was scaled from (a metric absent or None: its score mapped back by its part); ``random``: whether a
+        random slot chose it. ValueError, changing nothing, unless every raw value is finite and every
+        part finds its score recordable."""
+        iid = str(self._item_ids[item])
+        raws = {}
+        for k in self._metrics:
+            v = None if raw is None else raw.get(k) if isinstance(raw, Mapping) else None
+            if v is not None and ys[k] is not None:
+                raws[k] = check_raw(v, model=self._name, item=iid)
+        for k, p, index in zip(self._metrics, self._part_list, self._index):  # every check before any change
+            y = ys[k]
+            if y is not None:
+                p.check_recordable(index[item:item + 1], y, [iid])
         for k, p, index in zip(self._metrics, self._part_list, self._index):
             y, i = ys[k], int(index[item])
             if y is None:
