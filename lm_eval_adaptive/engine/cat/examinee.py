@@ -186,7 +186,7 @@ class Examinee(ItemLedger):
     def _bank_ability(self) -> BankAbility:
         one = self._one
         if one is None:
-            raise AttributeError(f"model {self._name!r} is tested on several metrics {self.metrics}: "
+            raise AttributeError(f"model {self._name!r} is tested on the joint items of the metrics {self.metrics}: "
                                  "read its part under one of them (parts[metric])")
         return one
 
