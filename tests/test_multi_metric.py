@@ -343,16 +343,17 @@ def test_the_backtests_rankers_pick_by_the_banks_own_information():
 
 
 def test_the_joint_examinee_keeps_the_ledger_every_examinee_keeps(banks):
-    """One account of items and money (issue 29): the joint examinee is the one bank's ledger over the joint
-    items — a random slot's reservation, a bulk record undoing it, the spend counted once per generation and
-    every charge passed to each metric's part."""
+    """One account of items and money (issue 29): an examinee of several metrics is the one examinee class,
+    its ledger over the joint items — a random slot's reservation, a bulk record undoing it, the spend counted
+    once per generation and every charge passed to each metric's part (a one-metric examinee)."""
+    from lm_eval_adaptive.engine.cat.examinee import Examinee
     from lm_eval_adaptive.engine.cat.item_ledger import ItemLedger
-    from lm_eval_adaptive.engine.cat.joint_examinee import JointExaminee
     from lm_eval_adaptive.engine.cat.selection import JointInformationSelector
 
     sel = JointInformationSelector(banks, joint_item_ids(banks), seed=0)
-    je = JointExaminee(sel, "m", item_costs=np.full(len(sel.item_ids), 0.01))
-    assert isinstance(je, ItemLedger) and all(isinstance(p, ItemLedger) for p in je.parts.values())
+    je = Examinee(banks, sel, "m", item_costs=np.full(len(sel.item_ids), 0.01))
+    assert isinstance(je, ItemLedger) and all(type(p) is Examinee and p.parts == {p.metrics[0]: p}
+                                              for p in je.parts.values())
     slot = next(k for k in range(je.n_items) if sel.is_random_slot(k))
     for _ in range(slot):  # fill the slots before the first random one
         je.record(je.next_item(), {"m1": 0.5, "m2": 0.5})
@@ -369,3 +370,39 @@ def test_the_joint_examinee_keeps_the_ledger_every_examinee_keeps(banks):
         je.unreserve(item)
     with pytest.raises(ValueError, match="already scored"):
         je.record(item, {"m1": 0.5, "m2": 0.5})
+
+
+def test_one_examinee_class_one_bank_is_the_case_of_one_metric(banks):
+    """One examinee class (issue 29): an examinee of one bank is the case of one metric (its one part is
+    itself), and an examinee of several metrics given a single bank measures exactly what the one-bank
+    examinee measures from the same scores; what only one bank has (θ̂, SE, raw values) is refused on an
+    examinee of several metrics with the way to read it, and a selector not over its banks is refused."""
+    from lm_eval_adaptive.engine.cat.examinee import Examinee
+    from lm_eval_adaptive.engine.cat.selection import JointInformationSelector, shared_default_selector
+
+    bank = banks["m1"]
+    one = Examinee(bank, shared_default_selector(bank, seed=0), "solo")
+    assert list(one.parts) == one.metrics and one.parts[one.metrics[0]] is one
+    assert one.bank_item(one.metrics[0], 7) == 7
+    sel = JointInformationSelector({"m1": bank}, joint_item_ids({"m1": bank}), seed=0)
+    joint = Examinee({"m1": bank}, sel, "solo")
+    rng = np.random.default_rng(3)
+    items = [int(i) for i in rng.permutation(bank.n_items)[:40]]
+    ys = rng.uniform(size=len(items))
+    for i, y in zip(items[:30], ys[:30]):
+        one.record(i, float(y))
+        joint.record(joint.item_ids.index(bank.item_ids[i]), {"m1": float(y)})
+    rest = [joint.item_ids.index(bank.item_ids[i]) for i in items[30:]]
+    one.record_many(items[30:], ys[30:])
+    joint.record_many(rest, {"m1": ys[30:]})
+    part = joint.parts["m1"]
+    assert part.items == one.items and part.scores == one.scores and joint.n == one.n == 40
+    assert (part.theta, part.se, joint.measurement_se) == (one.theta, one.se, one.measurement_se)
+    assert np.array_equal(part.raw, one.raw, equal_nan=True)
+    assert joint.scores[0] == {"m1": float(ys[0])}
+    with pytest.raises(AttributeError, match=r"joint items of the metrics.*parts\[metric\]"):
+        joint.theta
+    with pytest.raises(ValueError, match="JointInformationSelector over its banks"):
+        Examinee({"m1": bank}, shared_default_selector(bank, seed=0), "solo")
+    with pytest.raises(ValueError, match="JointInformationSelector over its banks"):
+        Examinee(banks, sel, "solo")

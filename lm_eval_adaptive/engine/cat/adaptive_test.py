@@ -1,6 +1,5 @@
 """The single-model adaptive test (METHOD.md §3): :class:`AdaptiveTest` drives one examinee (an
-:class:`~lm_eval_adaptive.engine.cat.examinee.Examinee`, or a
-:class:`~lm_eval_adaptive.engine.cat.joint_examinee.JointExaminee` for a bank per metric) with stopping
+:class:`~lm_eval_adaptive.engine.cat.examinee.Examinee`, over one bank or a bank per metric) with stopping
 rules (SE target, minimum and maximum length, dollar budget; see
 :mod:`lm_eval_adaptive.engine.cat.stopping`) and reports a :class:`TestResult`. It does not know where
 scores come from: ask for the next item, administer it however you like, then record the scaled score.
@@ -99,8 +98,8 @@ class AdaptiveTest:
             raise ValueError("a budget needs item_costs")
 
     def _begin(self, examinee, *, se_target, min_items, max_items, budget, seed, rules) -> None:
-        """Start the test of ``examinee`` (an :class:`Examinee`, or a :class:`JointExaminee` for a bank per
-        metric) under the usual rules and ``rules``."""
+        """Start the test of ``examinee`` (an :class:`Examinee`, of one bank or a bank per metric) under the
+        usual rules and ``rules``."""
         self._se_target = se_target
         self._min_items = int(min_items)
         n = examinee.n_items

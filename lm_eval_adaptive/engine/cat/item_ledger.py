@@ -1,11 +1,10 @@
 """Which items one model has taken over an item set: reserved (asked, score not known yet), scored or
 excluded, which of them a random slot of the selector chose, and what the model cost.
 
-:class:`ItemLedger` is the part every examinee is built on: an
-:class:`~lm_eval_adaptive.engine.cat.examinee.Examinee` keeps it over one bank's items (and adds the
-ability estimate and the scores), a :class:`~lm_eval_adaptive.engine.cat.joint_examinee.JointExaminee`
-over the joint items of several banks (and adds an examinee per metric's bank as its parts). The
-selector never offers a taken item. Its state changes only through its methods.
+:class:`ItemLedger` is what every :class:`~lm_eval_adaptive.engine.cat.examinee.Examinee` is built on:
+over one bank's items, or over the joint items of several banks (a bank per metric; each metric's own
+one-metric examinee then keeps a ledger over its bank). The examinee adds the scores and the part that
+measures the ability. The selector never offers a taken item. Its state changes only through its methods.
 """
 
 from __future__ import annotations

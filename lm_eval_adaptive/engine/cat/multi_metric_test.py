@@ -3,11 +3,12 @@
 The single-model counterpart of :class:`~lm_eval_adaptive.engine.ranking.multi_metric_ranker.MultiMetricRanker`
 (which needs at least two models): ``run --adaptive`` with a bank per metric of one task.
 
-It is :class:`~lm_eval_adaptive.engine.cat.adaptive_test.AdaptiveTest` with the model under test a
-:class:`~lm_eval_adaptive.engine.cat.joint_examinee.JointExaminee`:
+It is :class:`~lm_eval_adaptive.engine.cat.adaptive_test.AdaptiveTest` with the model under test an
+:class:`~lm_eval_adaptive.engine.cat.examinee.Examinee` of several metrics (its part a
+:class:`~lm_eval_adaptive.engine.cat.metric_set.MetricSet`):
 
 * the test's items are the ids every bank has (:func:`~lm_eval_adaptive.engine.irt.bank.joint_item_ids`);
-  each metric keeps an :class:`~lm_eval_adaptive.engine.cat.examinee.Examinee` on its own bank (θ̂, SE, items,
+  each metric keeps a one-metric :class:`~lm_eval_adaptive.engine.cat.examinee.Examinee` on its own bank (θ̂, SE, items,
   scores, person fit), into which every scored generation is recorded (a metric that cannot score it
   excludes the item for that metric only);
 * the next item (:class:`~lm_eval_adaptive.engine.cat.selection.JointInformationSelector`): every second
@@ -17,7 +18,7 @@ It is :class:`~lm_eval_adaptive.engine.cat.adaptive_test.AdaptiveTest` with the 
   ``item_weighting="summed"`` uses Σ_k I_k;
 * it stops through :class:`AdaptiveTest`'s :class:`~lm_eval_adaptive.engine.cat.stopping.StoppingRule` s,
   checked in this order: ``bank_exhausted`` (no joint item left), ``max_items``, ``se_target`` (every
-  metric's measurement SE ≤ the target after ``min_items``: the joint examinee's measurement SE is the
+  metric's measurement SE ≤ the target after ``min_items``: the examinee's measurement SE is the
   largest of the metrics'), ``budget`` (the next item would overrun it), and any ``rules`` given.
 
 Driven like :class:`AdaptiveTest`: ``next_items(k)`` then ``record(item, {metric: scaled score})`` for
@@ -34,7 +35,6 @@ import numpy as np
 from lm_eval_adaptive.engine.irt.bank import ItemBank, joint_item_ids
 from lm_eval_adaptive.engine.cat.adaptive_test import AdaptiveTest, TestResult
 from lm_eval_adaptive.engine.cat.examinee import Examinee
-from lm_eval_adaptive.engine.cat.joint_examinee import JointExaminee
 from lm_eval_adaptive.engine.cat.estimation import EstimatorFactory
 from lm_eval_adaptive.engine.cat.selection import DEFAULT_RANDOM_SHARE, ITEM_WEIGHTINGS, JointInformationSelector
 from lm_eval_adaptive.engine.signature import versions
@@ -74,7 +74,7 @@ class MultiMetricTest(AdaptiveTest):
             if item_costs.shape != (len(ids),):
                 raise ValueError(f"{item_costs.size} item costs for {len(ids)} joint items")
         selector = JointInformationSelector(self._banks, ids, weighting=item_weighting, share=random_share, seed=seed)
-        self._begin(JointExaminee(selector, name, item_costs=item_costs, estimator=estimator), se_target=se_target,
+        self._begin(Examinee(self._banks, selector, name, item_costs=item_costs, estimator=estimator), se_target=se_target,
                     min_items=min_items, max_items=max_items, budget=budget, seed=seed, rules=rules)
 
     # ----------------------------------------------------------------- reading

@@ -8,8 +8,8 @@ usual ones (METHOD.md §3); :class:`CIWidth` stops on the full-task estimate's i
 metric's own units; any object with the same methods can be added.
 
 A rule reads the model under test through :class:`ExamineeState` (what
-:class:`~lm_eval_adaptive.engine.cat.examinee.Examinee` and
-:class:`~lm_eval_adaptive.engine.cat.joint_examinee.JointExaminee` offer: items given, SE, spend, item costs), so
+:class:`~lm_eval_adaptive.engine.cat.examinee.Examinee` offers, of one bank or several metrics: items given,
+SE, spend, item costs), so
 this module does not import :mod:`~lm_eval_adaptive.engine.cat.examinee`. The rules that settle a pair
 of models (the rankers') are in :mod:`lm_eval_adaptive.engine.ranking.pairs.rules`.
 """

@@ -8,8 +8,8 @@ anew; :class:`MultiMetricRanker` generates once and scores every metric.
 It is the ranker's own core with two parts plugged in, not a copy of it:
 
 * the items are the ids every bank has (:func:`~lm_eval_adaptive.engine.irt.bank.joint_item_ids`), and each
-  model is a :class:`~lm_eval_adaptive.engine.cat.joint_examinee.JointExaminee`: one
-  :class:`~lm_eval_adaptive.engine.cat.examinee.Examinee` per metric on that metric's bank (θ̂, SE, person fit),
+  model is an :class:`~lm_eval_adaptive.engine.cat.examinee.Examinee` of several metrics: one
+  one-metric :class:`~lm_eval_adaptive.engine.cat.examinee.Examinee` per metric on that metric's bank (θ̂, SE, person fit),
   into which every generation's score under that metric is recorded (a metric that cannot score it
   excludes the item for that metric only);
 * a judgement per metric says which pairs of that metric's ranking more items should settle (by default
@@ -45,7 +45,6 @@ import numpy as np
 
 from lm_eval_adaptive.engine.irt.bank import ItemBank, joint_item_ids
 from lm_eval_adaptive.engine.cat.examinee import Examinee
-from lm_eval_adaptive.engine.cat.joint_examinee import JointExaminee
 from lm_eval_adaptive.engine.cat.estimation import EstimatorFactory
 from lm_eval_adaptive.engine.ranking.pairs.rules import OrderConfidence, PairRule
 from lm_eval_adaptive.engine.ranking.pairs.judgement import PairJudgement
@@ -148,7 +147,7 @@ class MultiMetricRanker(AdaptiveRanker):
                                 futility=futility, max_in_flight=max_in_flight, reserve_mean_cost=reserve_mean_cost)
         self._selector = JointInformationSelector(self._banks, ids, weighting=item_weighting, share=random_share,
                                                   seed=seed)
-        self._examinees = {m: JointExaminee(self._selector, m, item_costs=costs[m], estimator=estimator)
+        self._examinees = {m: Examinee(self._banks, self._selector, m, item_costs=costs[m], estimator=estimator)
                            for m in self._models}
         rules = dict(pair_rules or {})
         unknown = set(rules) - set(self._metrics)
