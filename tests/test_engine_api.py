@@ -348,9 +348,6 @@ class Always:
         self.calls += 1
         return np.full(np.shape(theta_a), int(self.status))
 
-    def futile(self, theta, se, theta_partner, se_partner):
-        return False
-
 
 def test_the_protocols_describe_the_default_parts(bank):
     assert isinstance(MaxInfoSelector(bank.b), Selector) and isinstance(FirstFreeSelector(3), Selector)
