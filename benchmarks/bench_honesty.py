@@ -13,7 +13,7 @@ every bank item), the cost share of a full run, and for the unresolved pairs of 
 fold the stated cost to settle against the measured one (run on until settled).
 
     python benchmarks/bench_honesty.py [--seeds 5] [--half tuning|report|both] [--json out.json]
-        [--judgement metric|theta] [--full-run-share S|off] [--budget-share R|off] [--optimism K]
+        [--full-run-share S|off] [--budget-share R|off] [--optimism K]
         [--floor-items N|off] [--pair-share S|off] [--random-share S]
         [--tie-margin DELTA | --tie-margin-share SHARE] [--settle-seeds N] [--settle-runs N]
         [--family-wise] [--holdout-size K] [--target-items N] [--tables NAME ...]
@@ -100,7 +100,6 @@ def main(argv=None) -> int:
     ap.add_argument("--tie-margin", type=float, default=None)
     ap.add_argument("--tie-margin-share", type=float, default=None,
                     help="the tie margin as a share of the range of each table's full-task means")
-    ap.add_argument("--judgement", choices=("metric", "theta"), default="metric")
     ap.add_argument("--full-run-share", type=_share_or_off, default=BacktestConfig.full_run_share,
                     help="the stopping policy's share of a full run (off: none)")
     ap.add_argument("--budget-share", type=_share_or_off, default=BacktestConfig.budget_share,
@@ -114,7 +113,6 @@ def main(argv=None) -> int:
                     help="the selector's share of items drawn from one random order shared by the models")
     ap.add_argument("--settle-seeds", type=int, default=1, help="seeds per fold whose unresolved pairs are run on")
     ap.add_argument("--settle-runs", type=int, default=1, help="continuations per pair (the median is reported)")
-    ap.add_argument("--futility", type=float, default=None, help="the ranker's futility factor (default: the engine's)")
     ap.add_argument("--family-wise", action="store_true", help="the whole ranking at γ (Holm over every pair)")
     ap.add_argument("--holdout-size", type=int, default=None, help="models ranked per fold (default: the backtest's 4)")
     ap.add_argument("--target-items", type=int, default=None,
@@ -126,18 +124,17 @@ def main(argv=None) -> int:
     halves = {"custom": a.tables} if a.tables else {
         k: v for k, v in (("tuning", TUNING), ("report", REPORT)) if a.half in (k, "both")}
     config = BacktestConfig(seeds=a.seeds, tie_margin=a.tie_margin, family_wise=a.family_wise,
-                            judgement=a.judgement, tie_margin_share=a.tie_margin_share,
+                            tie_margin_share=a.tie_margin_share,
                             full_run_share=a.full_run_share, budget_share=a.budget_share,
                             settle_floor_items=a.floor_items, pair_share=a.pair_share,
                             random_share=a.random_share,
                             settle_seeds=a.settle_seeds, settle_runs=a.settle_runs,
                             **({} if a.optimism is None else {"optimism": a.optimism}),
-                            **({} if a.futility is None else {"futility": a.futility}),
                             **({} if a.holdout_size is None else {"holdout_size": a.holdout_size}),
                             **({} if a.target_items is None else {"target_items": a.target_items}))
-    out = {"settings": {"seeds": a.seeds, "tie_margin": a.tie_margin, "futility": config.futility, "prices": "uniform",
+    out = {"settings": {"seeds": a.seeds, "tie_margin": a.tie_margin, "prices": "uniform",
                         "family_wise": a.family_wise, "holdout_size": config.holdout_size,
-                        "target_items": config.target_items, "judgement": config.judgement,
+                        "target_items": config.target_items,
                         "tie_margin_share": config.tie_margin_share, "truth_margin_share": config.truth_margin_share,
                         "full_run_share": config.full_run_share, "budget_share": config.budget_share,
                         "optimism": config.optimism, "settle_floor_items": config.settle_floor_items,

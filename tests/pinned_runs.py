@@ -4,9 +4,8 @@ The figures were computed before the hot path was made faster (issue 13 item 5),
 before any score became the prior's centre exactly (issue 19: no scenario's item order may hang on a
 float tie), and must not move: the same items in the same order, the same θ̂ and SE up to
 floating-point rounding. Issue 21 made the full-task metric's scale the rankers' default judgement:
-the ranking scenarios were written again with it (their items, stops and pairs change by design), and
-each is pinned with the θ-scale judgement too (``theta_*``), whose figures are the ones written before
-issue 21, unchanged: the old path still gives them.
+the ranking scenarios were written again with it (their items, stops and pairs change by design).
+Issue 29 removed the θ-scale judgement and with it the ``theta_*`` scenarios that pinned it.
 Regenerate (only when a result is meant to change) with
 ``python tests/pinned_runs.py tests/fixtures/pinned_runs.json``.
 """
@@ -21,7 +20,6 @@ import numpy as np
 from lm_eval_adaptive.engine.irt.bank import ItemBank
 from lm_eval_adaptive.engine.cat.adaptive_test import AdaptiveTest
 from lm_eval_adaptive.engine.cat.estimation import GridEAP
-from lm_eval_adaptive.engine.ranking.pairs.theta_view import ThetaJudgement
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.irt.response_model import BernoulliResponseModel, ContinuousResponseModel
 from lm_eval_adaptive.engine.evaluation.simulation import bank_scores, drive
@@ -67,12 +65,12 @@ def _ranking(bank, thetas, noise, seed, **kw) -> dict:
            "misfit": {m: ex[m].misfit for m in names},
            "adjacent_confidence": res.adjacent_confidence,
            "ties": [list(p) for p in res.ties], "inseparable": [list(p) for p in res.inseparable]}
-    if res.judgement != "theta":  # the metric scale's figures: each model's estimate of record, every pair
-        out["estimates"] = {m: {k: res.estimates[m][k] for k in ("estimate", "center", "se", "lower", "upper")}
-                            for m in res.ranking}
-        out["pairs"] = [{k: p[k] for k in ("a", "b", "outcome", "p_order", "items_to_settle", "beyond_policy")}
-                        for p in res.pairs]
-        out["rank_range"] = res.rank_range
+    # the metric scale's figures: each model's estimate of record, every pair
+    out["estimates"] = {m: {k: res.estimates[m][k] for k in ("estimate", "center", "se", "lower", "upper")}
+                        for m in res.ranking}
+    out["pairs"] = [{k: p[k] for k in ("a", "b", "outcome", "p_order", "items_to_settle", "beyond_policy")}
+                    for p in res.pairs]
+    out["rank_range"] = res.rank_range
     return out
 
 
@@ -89,27 +87,26 @@ def pinned_runs() -> dict:
     bank1k = _bank(1000, cont, 0, True)
     rankings = {
         # the defaults: random half, DispersionEAP, model error, person fit, the judgement; one model misfits
-        "default_1k": lambda **j: _ranking(bank1k, [-0.6, -0.1, 0.0, 0.7], [1.0, 1.0, 2.5, 1.0], 1, n_init=10,
-                                           n_max=60, **j),
+        "default_1k": lambda: _ranking(bank1k, [-0.6, -0.1, 0.0, 0.7], [1.0, 1.0, 2.5, 1.0], 1, n_init=10,
+                                           n_max=60),
         # no model error, warm-up only (the speed benchmark's shape)
-        "warmup_only": lambda **j: _ranking(_bank(2000, cont, 1, False), [-1.0, -0.3, 0.3, 1.0], [1.0] * 4, 2,
-                                            n_init=20, n_max=20, **j),
+        "warmup_only": lambda: _ranking(_bank(2000, cont, 1, False), [-1.0, -0.3, 0.3, 1.0], [1.0] * 4, 2,
+                                            n_init=20, n_max=20),
         # randomesque selection (the ranker's random stream), costs and a budget, 8 models
-        "topk_budget": lambda **j: _ranking(_bank(800, ContinuousResponseModel(k=0.1), 2, True),
+        "topk_budget": lambda: _ranking(_bank(800, ContinuousResponseModel(k=0.1), 2, True),
                                             list(np.linspace(-1, 1, 8)), [1.0] * 8, 3, n_init=8, n_max=80, top_k=3,
-                                            costs=[1.0, 2.0, 1.0, 3.0, 1.0, 1.0, 2.0, 1.5], budget=400.0, **j),
+                                            costs=[1.0, 2.0, 1.0, 3.0, 1.0, 1.0, 2.0, 1.5], budget=400.0),
         # the plain grid EAP with the normal likelihood
-        "grid_eap_normal": lambda **j: _ranking(_bank(500, ContinuousResponseModel(k=0.2, likelihood="normal"), 3,
+        "grid_eap_normal": lambda: _ranking(_bank(500, ContinuousResponseModel(k=0.2, likelihood="normal"), 3,
                                                       False), [-0.5, 0.0, 0.4, 0.5, 1.2], [1.0] * 5, 4, n_init=5,
-                                                n_max=50, estimator=GridEAP(), **j),
+                                                n_max=50, estimator=GridEAP()),
         # binary scores
-        "bernoulli": lambda **j: _ranking(_bank(600, BernoulliResponseModel(a=1.3), 4, True), [-0.8, 0.0, 0.9],
-                                          [1.0] * 3, 5, n_init=10, n_max=80, **j),
+        "bernoulli": lambda: _ranking(_bank(600, BernoulliResponseModel(a=1.3), 4, True), [-0.8, 0.0, 0.9],
+                                          [1.0] * 3, 5, n_init=10, n_max=80),
     }
     out = {}
     for name, run in rankings.items():
-        out[name] = run()  # the default judgement: the full-task metric's scale
-        out[f"theta_{name}"] = run(judgement=ThetaJudgement)  # the θ-scale judgement (futility stop)
+        out[name] = run()  # the one judgement: the full-task metric's scale
     # one model's adaptive test
     out["adaptive_test"] = _test(bank1k, 0.4, 6, se_target=0.25, min_items=10, max_items=200)
     return out

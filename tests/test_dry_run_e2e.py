@@ -195,7 +195,7 @@ def test_the_forecasts_driver_reproduces_the_real_run_from_its_recorded_scores(r
     assert sim["stopped_because"] == real["stopped_because"] \
         or {sim["stopped_because"], real["stopped_because"]} == {"budget", "cost_to_settle"}
     # calls in flight complete in another order than the simulation's, and which pairs are still
-    # open (the futility stop) depends on every model's state when a model is asked: a few items move
+    # open (the stopping policy) depends on every model's state when a model is asked: a few items move
     # (CI on a loaded machine: 21 against 24 for one model, 190 against 201 in all)
     for m in RANK_SYSTEMS:
         assert abs(sim["items"][m] - items[m]) <= max(3, 0.15 * items[m]), (sim["items"], items)

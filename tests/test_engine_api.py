@@ -26,6 +26,7 @@ from lm_eval_adaptive.engine.cat.estimation import (
     GridPosterior,
 )
 from lm_eval_adaptive.engine.ranking.pairs.rules import OrderConfidence, PairRule, PairStatus
+from lm_eval_adaptive.engine.ranking.multi_metric_ranker import MultiMetricRanker
 from lm_eval_adaptive.engine.ranking.ranker import STOP_REASONS, AdaptiveRanker
 from lm_eval_adaptive.engine.ranking.replay import ReplayError, ReplayEvent
 from lm_eval_adaptive.engine.cat.selection import MaxInfoSelector, Selector
@@ -347,9 +348,6 @@ class Always:
         self.calls += 1
         return np.full(np.shape(theta_a), int(self.status))
 
-    def futile(self, theta, se, theta_partner, se_partner):
-        return False
-
 
 def test_the_protocols_describe_the_default_parts(bank):
     assert isinstance(MaxInfoSelector(bank.b), Selector) and isinstance(FirstFreeSelector(3), Selector)
@@ -395,23 +393,13 @@ def test_a_custom_estimator_is_used(bank, world):
         "grid-eap(prior_sd=1.0)"
 
 
-def test_a_custom_pair_rule_is_used_in_ask_and_result(bank, world):
-    Y, _ = world
-    score = lambda m, i: float(Y[m][i])  # noqa: E731
-    done = Always(PairStatus.ORDERED)
-    res = AdaptiveRanker(bank, list(THETAS), n_init=4, seed=0, pair_rule=done).run(score)
-    assert res.stopped_because == "settled" and res.total_items == 4 * len(THETAS)  # warm-up only
-    assert res.ties == [] and res.tie_groups == [] and done.calls >= 3
-    same = Always(PairStatus.EQUIVALENT)
-    res = AdaptiveRanker(bank, list(THETAS), n_init=4, seed=0, pair_rule=same).run(score)
-    assert res.stopped_because == "settled" and res.total_items == 4 * len(THETAS)
-    assert len(res.ties) == 6 and res.tie_groups == [res.ranking]  # settled as ties
-    assert res.signature["pair_rule"] == "always-equivalent"
-    never = Always(PairStatus.OPEN)
-    res = AdaptiveRanker(bank, list(THETAS), n_init=4, n_max=20, seed=0, pair_rule=never).run(score)
-    assert res.stopped_because == "max_items" and all(n == 20 for n in res.items.values())
-    # a custom rule is a θ-scale rule: the default judgement hands it to the θ-scale judgement, which applies it
-    assert res.judgement == "theta"
+def test_a_pair_rule_of_another_kind_is_refused_by_the_one_judgement(bank):
+    # a custom rule decides pairs from θ̂ and SE: the ranking judges pairs on the full-task metric's scale only
+    for status in (PairStatus.ORDERED, PairStatus.OPEN):
+        with pytest.raises(ValueError, match="full-task metric's scale.*Always"):
+            AdaptiveRanker(bank, list(THETAS), n_init=4, seed=0, pair_rule=Always(status))
+    with pytest.raises(ValueError, match="Always"):
+        MultiMetricRanker({"m": bank}, list(THETAS), pair_rules={"m": Always(PairStatus.OPEN)})
     # the default rule is METHOD.md §4's, at the ranker's γ (the metric scale's test at that γ)
     r = AdaptiveRanker(bank, ["a", "b"], confidence=0.9)
     assert isinstance(r.pair_rule, OrderConfidence) and r.pair_rule.upper == pytest.approx(0.95) == r.upper
@@ -446,7 +434,7 @@ def test_results_carry_a_reproducibility_signature(bank, world):
     assert sig["bank"] == bank.bank_id and sig["confidence"] == 0.95 and sig["n_init"] == 5
     assert sig["n_max"] == 60 and sig["budget"] == 0.6 and sig["top_k"] == 3 and sig["seed"] == 7
     assert sig["selector"] == "max-info+random(share=0.5,seed=7)" and sig["estimator"] == "grid-eap+dispersion"
-    assert sig["futility"] == 0.25
+    assert "futility" not in sig  # the θ-scale judgement's stop, retired with it
     assert sig["pair_rule"] == "order-confidence"
     assert sig["version"] == lm_eval_adaptive.__version__ and sig["numpy"] == np.__version__
     line = res.signature_string

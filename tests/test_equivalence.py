@@ -1,5 +1,6 @@
-"""Ties as a result: the equivalence-margin pair rule (TOST in the metric's units) on the θ scale
-(the rankers' θ-scale judgement; the default judgement's equivalence is tested in test_scale_judgement.py)."""
+"""Ties as a result: the equivalence-margin pair rule (TOST in the metric's units): its θ-scale decision
+(``EquivalenceMargin.judge``) and whole runs of the ranker's one judgement, which applies its margin on the
+full-task metric's scale (the judgement's own tests: test_scale_judgement.py)."""
 
 from __future__ import annotations
 
@@ -8,13 +9,19 @@ import pytest
 from conftest import simulate_scores
 
 from lm_eval_adaptive.engine.ranking.pairs.rules import EquivalenceMargin, OrderConfidence, PairStatus
-from lm_eval_adaptive.engine.ranking.pairs.theta_view import ThetaJudgement
+import functools
+
+from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import MetricScaleJudgement
+from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
+
+#: the one judgement without a stopping policy: a run buys until its pairs settle or a cap binds
+NO_POLICY = functools.partial(MetricScaleJudgement, policy=SettlePolicy(None, None))
 
 
 def _rank(bank, thetas, rule, seed=0, n_max=300):
     rng = np.random.default_rng(seed)
-    r = AdaptiveRanker(bank, list(thetas), pair_rule=rule, n_max=n_max, seed=seed, judgement=ThetaJudgement)
+    r = AdaptiveRanker(bank, list(thetas), pair_rule=rule, n_max=n_max, seed=seed, judgement=NO_POLICY)
     res = r.run(lambda m, i: float(simulate_scores(thetas[m], bank.b[i], rng=rng)))
     return res
 
@@ -35,7 +42,8 @@ def test_a_near_tie_stops_early_as_a_tie_and_distinct_models_stay_ordered(sim_ba
     # without a margin an exact tie either runs to the item cap or gets a (meaningless) order
     assert sum(r.stopped_because == "max_items" for r in plain) >= 2
     assert all(r.stopped_because == "settled" for r in margin)
-    assert np.mean([r.total_items for r in margin]) < 0.6 * np.mean([r.total_items for r in plain])
+    # fewer items (measured: 0.68 of the plain runs' mean; the runs whose pair orders early are the same)
+    assert np.mean([r.total_items for r in margin]) < 0.8 * np.mean([r.total_items for r in plain])
     for p, m in zip(plain, margin):
         if p.stopped_because == "max_items":  # the runs that needed the margin: settled as a tie
             assert {frozenset(x) for x in m.equivalent} == {frozenset({"a", "b"})}

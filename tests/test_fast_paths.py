@@ -5,9 +5,8 @@ against the windowed NumPy search, the random slot's short scan against the whol
 the one-exp log-likelihoods against ``log_likelihood``, the shifted grid summary against sums
 over ``exp(log_post)``, the shared selector and the stable sort against building them afresh;
 the posterior's softplus-form update against adding ``log_likelihood``, the plain-float pair
-judgement against ``OrderConfidence.judge``, the ranker's adaptive phase against the array path
-any other pair rule takes, and the information at selection filled on first read against
-reading θ̂ before every score.
+judgement against ``OrderConfidence.judge``, and the information at selection filled on first read
+against reading θ̂ before every score.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from conftest import make_sim_bank, simulate_scores
 from lm_eval_adaptive.engine.cat.examinee import Examinee
 from lm_eval_adaptive.engine.cat.estimation import DispersionPosterior, GridPosterior
 from lm_eval_adaptive.engine.ranking.pairs.rules import OrderConfidence
-from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.irt.response_model import BernoulliResponseModel, ContinuousResponseModel
 from lm_eval_adaptive.engine.cat.selection import (
     MaxInfoSelector,
@@ -215,32 +213,6 @@ def test_plain_float_pair_judgement_is_the_array_one():
         got = np.array([rule.ordered(*v) for v in zip(ta.tolist(), sa.tolist(), tb.tolist(), sb.tolist())])
         np.testing.assert_array_equal(got, want)
         assert want[50:250].any() and not want[50:250].all()
-
-
-class _SameRule(OrderConfidence):
-    """OrderConfidence under another type: the ranker judges it through the array path."""
-
-
-@pytest.mark.parametrize("futility", [0.25, 0.0])
-def test_the_adaptive_phase_in_plain_floats_asks_what_the_array_path_asks(futility):
-    bank = make_sim_bank(400, seed=3)
-    names = [f"m{j}" for j in range(6)]
-    rng = np.random.default_rng(8)
-    scores = simulate_scores(np.linspace(-0.6, 0.6, 6)[:, None], bank.b[None, :], rng=rng)
-
-    def run(rule):
-        r = AdaptiveRanker(bank, names, n_init=4, n_max=60, seed=5, pair_rule=rule, futility=futility)
-        asked = []
-        while (req := r.ask()) is not None:
-            asked.append((req.model, req.item, req.phase))
-            r.tell(req, float(scores[names.index(req.model), req.item]))
-        return asked, r.result().to_dict()
-
-    fast, slow = run(OrderConfidence(0.95)), run(_SameRule(0.95))
-    assert fast[0] == slow[0]
-    assert sum(p == "adaptive" for _, _, p in fast[0]) > 50
-    assert fast[1]["stopped_because"] == slow[1]["stopped_because"]
-    assert fast[1]["ranking"] == slow[1]["ranking"]
 
 
 def test_information_at_selection_filled_on_read_equals_reading_theta_each_time():

@@ -17,7 +17,6 @@ import pytest
 from conftest import make_sim_bank, simulate_scores
 
 from lm_eval_adaptive.engine.cat.estimation import GridEAP
-from lm_eval_adaptive.engine.ranking.pairs.theta_view import ThetaJudgement
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker, default_judgement
 from lm_eval_adaptive.engine.cat.selection import MaxInfoSelector
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy
@@ -328,9 +327,11 @@ def test_refresh_errors_leave_the_leaderboard_untouched(tmp_path, capsys):
 
 def test_no_money_on_a_pair_only_the_blocked_partner_can_settle(bank):
     def warmed(precise):
-        # maximum information and plain posterior SEs: the SEs below are what these scores make them
+        # maximum information and plain posterior SEs: the SEs below are what these scores make them; no
+        # stopping policy, so what ends buying is the blocked partner alone
         r = AdaptiveRanker(bank, ["a", "b"], n_init=2, seed=0, estimator=GridEAP(),
-                           selector=MaxInfoSelector(bank.b), judgement=ThetaJudgement)  # the θ scale's SEs
+                           selector=MaxInfoSelector(bank.b),
+                           judgement=functools.partial(default_judgement, policy=SettlePolicy(None, None)))
         for _ in range(4):
             q = r.ask()
             r.tell(q, 0.5 if q.model == "a" else 0.45)

@@ -1,5 +1,5 @@
 """The parts that keep the numbers honest when the response model is wrong: the random share of
-items, the per-model dispersion, the additive model error and the futility stop."""
+items, the per-model dispersion, the additive model error."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from conftest import SIM_K, make_sim_bank, simulate_scores
 
 from lm_eval_adaptive.engine.cat.adaptive_test import AdaptiveTest
 from lm_eval_adaptive.engine.cat.estimation import DispersionPosterior, GridPosterior
-from lm_eval_adaptive.engine.ranking.pairs.theta_view import ThetaJudgement
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.cat.selection import MaxInfoSelector, RandomShareSelector
 
@@ -99,26 +98,3 @@ def test_the_se_target_applies_to_what_items_can_reduce(bank):
     assert res.stopped_because == "se_target" and e.n < 300
     assert e.measurement_se <= 0.2 < e.se  # the reported SE keeps the model error no item removes
     assert e.se == pytest.approx(np.hypot(e.measurement_se, 0.25))
-
-
-def test_a_pair_closer_than_the_model_error_resolves_stops_as_a_tie(bank):
-    b = make_sim_bank(n_items=400, seed=3)
-    b.set_model_error({"ability_sd": 0.3, "full_task_sd": 0.0, "ability_sd_misfit": 0.3,
-                       "full_task_sd_misfit": 0.0, "runs": 50})
-    rng = np.random.default_rng(5)
-    thetas = {"a": 0.0, "b": 0.02, "c": 3.0}
-
-    def score(m, i):
-        return float(simulate_scores(thetas[m], b.b[i], rng=rng))
-
-    stopped = AdaptiveRanker(b, list(thetas), n_init=10, seed=0, judgement=ThetaJudgement).run(score)
-    assert stopped.stopped_because == "settled"
-    assert {frozenset(p) for p in stopped.inseparable} == {frozenset(("a", "b"))}
-    assert frozenset(("a", "b")) in {frozenset(p) for p in stopped.ties}
-    rng = np.random.default_rng(5)
-    off = AdaptiveRanker(b, list(thetas), n_init=10, seed=0, futility=0.0, n_max=150,
-                         judgement=ThetaJudgement).run(score)
-    assert off.inseparable == [] and off.stopped_because == "max_items"
-    assert stopped.total_items < off.total_items / 2
-    with pytest.raises(ValueError, match="futility"):
-        AdaptiveRanker(b, list(thetas), futility=-1)

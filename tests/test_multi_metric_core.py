@@ -22,7 +22,6 @@ from lm_eval_adaptive.engine.ranking.multi_metric_ranker import MultiMetricRanke
 from lm_eval_adaptive.engine.cat.multi_metric_test import MultiMetricTest
 from lm_eval_adaptive.engine.ranking.pairs.rules import FamilyWise, pair_rule_for
 from lm_eval_adaptive.engine.ranking.pairs.judgement import OpenPairs, PairJudgement
-from lm_eval_adaptive.engine.ranking.pairs.theta_view import ThetaJudgement
 from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import MetricScaleJudgement
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.ranking.replay import ReplayError, ReplayEvent
@@ -115,14 +114,12 @@ def test_the_allocation_sums_each_metrics_gain_once_over_the_metrics_that_need_a
 def test_the_pair_status_seam_is_a_protocol_a_judgement_plugs_into(cont):
     """The ranker asks its judgement which pairs are open; a judgement that says none is the run's stop."""
 
-    class NothingOpen(ThetaJudgement):
+    class NothingOpen(MetricScaleJudgement):
         def open_pairs(self, models, remaining=None):
             return super().open_pairs(models, remaining)._replace(pairs=[])
 
     r = AdaptiveRanker(cont, list(THETAS), n_init=3, seed=0)
     assert isinstance(r.judgements[0], MetricScaleJudgement) and isinstance(r.judgements[0], PairJudgement)
-    r = AdaptiveRanker(cont, list(THETAS), n_init=3, seed=0, judgement=ThetaJudgement)
-    assert isinstance(r.judgements[0], ThetaJudgement) and isinstance(r.judgements[0], PairJudgement)
     ys = scores_of({"m": cont}, THETAS, 3)["m"]
     r = AdaptiveRanker(cont, list(THETAS), n_init=3, seed=0, judgement=NothingOpen)
     res = r.run(lambda m, i: float(ys[m][i]))

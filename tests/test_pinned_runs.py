@@ -8,9 +8,8 @@ float tie between the two items nearest an even bank's median, decided by BLAS r
 
 Issue 21 made the full-task metric's scale the rankers' default judgement, which changes which model
 gets each item and when a run stops: the default scenarios were written again (with each model's
-estimate of record, every pair's outcome and the rank ranges). The ``theta_*`` scenarios are the same
-runs with the θ-scale judgement and hold the figures written before issue 21, byte for byte: the old
-path is unchanged. Every pair's ``items_to_settle`` was written again when the stated cost to settle
+estimate of record, every pair's outcome and the rank ranges). Issue 29 removed the θ-scale judgement
+and the ``theta_*`` scenarios that pinned it; the others are unchanged. Every pair's ``items_to_settle`` was written again when the stated cost to settle
 became the median of simulated continuations (everything else equal).
 """
 
@@ -37,12 +36,10 @@ def test_pinned_run(name):
 
 
 def test_the_fixture_covers_the_paths():
-    """The pinned runs reach the adaptive phase, the model error, a misfit, a budget, the θ-scale futility
-    stop and the metric scale's stopping policy, and every outcome of a pair."""
-    assert EXPECTED["theta_default_1k"]["stopped_because"] == "settled"
-    assert EXPECTED["theta_default_1k"]["inseparable"]
-    assert any(EXPECTED["theta_default_1k"]["misfit"].values())
-    assert EXPECTED["theta_topk_budget"]["stopped_because"] == "budget"
+    """The pinned runs reach the adaptive phase, the model error, a misfit, a budget and the metric scale's
+    stopping policy, and every outcome of a pair."""
+    assert set(EXPECTED) == set(NOW)  # every scenario pinned, none left over
+    assert any(EXPECTED["default_1k"]["misfit"].values())
     assert EXPECTED["topk_budget"]["stopped_because"] == "budget"
     assert EXPECTED["adaptive_test"]["stopped_because"] == "se_target"
     # the metric scale: never an impossibility, its stopping policy reached, ordered and unresolved pairs

@@ -1,7 +1,7 @@
 """AdaptiveRanker (METHOD.md §4, §8): stopping, budget, warm-up, allocation, ask/tell, pairwise.
 
-The default judgement is the full-task metric's scale; tests of the θ-scale judgement name it
-(``judgement=ThetaJudgement``)."""
+The ranker judges pairs on the full-task metric's scale (its one judgement); ``NO_POLICY`` is that
+judgement without a stopping policy."""
 
 from __future__ import annotations
 
@@ -10,10 +10,8 @@ import functools
 import numpy as np
 import pytest
 from conftest import make_sim_bank
-from scipy import stats
 
-from lm_eval_adaptive.engine.ranking.pairs.theta_view import ThetaJudgement
-from lm_eval_adaptive.engine.ranking.ranker import STOP_REASONS, AdaptiveRanker, pairwise_matrix, tie_groups
+from lm_eval_adaptive.engine.ranking.ranker import STOP_REASONS, AdaptiveRanker
 from lm_eval_adaptive.engine.ranking.ranker_state import Request
 from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import MetricScaleJudgement
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy
@@ -77,17 +75,19 @@ def test_identical_models_are_reported_as_ties(bank, simulate):
     y = simulate(0.4, bank.b, k=bank.k, rng=np.random.default_rng(3))
     same = lambda m, i: float(y[i])  # noqa: E731 - the very same scores for every model
     models = ["a", "b", "c"]
-    res = AdaptiveRanker(bank, models, n_init=5, n_max=40, seed=0, judgement=ThetaJudgement).run(same)
+    # no stopping policy: the pairs stay unresolved (a zero difference is never ordered) until a cap binds
+    every = {frozenset(p) for p in (("a", "b"), ("a", "c"), ("b", "c"))}
+    res = AdaptiveRanker(bank, models, n_init=5, n_max=40, seed=0, judgement=NO_POLICY).run(same)
     assert res.stopped_because == "max_items"
     assert all(n == 40 for n in res.items.values())
-    assert len(res.tie_groups) == 1 and sorted(res.tie_groups[0]) == models
-    assert {frozenset(p) for p in res.ties} == {frozenset(p) for p in (("a", "b"), ("a", "c"), ("b", "c"))}
+    assert {frozenset(p) for p in res.ties} == every and {p["outcome"] for p in res.pairs} == {"unresolved"}
+    assert all(r == [1, 3] for r in res.rank_range.values())
     costs = {m: np.full(bank.n_items, 0.01) for m in models}
     res = AdaptiveRanker(bank, models, item_costs=costs, budget=0.6, n_init=5, seed=0,
-                         judgement=ThetaJudgement).run(same)
+                         judgement=NO_POLICY).run(same)
     assert res.stopped_because == "budget"
     assert res.total_cost <= 0.6 + 1e-12
-    assert res.tie_groups and res.ties
+    assert {frozenset(p) for p in res.ties} == every
 
 
 def test_budget_is_never_exceeded(bank, simulate):
@@ -151,31 +151,6 @@ def test_n_max_is_respected(bank, simulate):
     assert AdaptiveRanker(bank, ["a", "b"], n_max=10 ** 6).n_max == bank.n_items
 
 
-def _expected_choice(r: AdaptiveRanker):
-    """The allocation rule, recomputed from the ranker's state (no budget, nothing pending)."""
-    th = np.array([r.examinees[m].theta for m in r.models])
-    se = np.array([r.examinees[m].se for m in r.models])
-    order = np.argsort(-th, kind="stable")
-    p = stats.norm.cdf((th[order[:-1]] - th[order[1:]]) / np.sqrt(se[order[:-1]] ** 2 + se[order[1:]] ** 2))
-    uns = [i for i in range(len(p)) if not p[i] > r.upper]
-    if not uns:
-        return None
-    cand = sorted({int(order[i]) for i in uns} | {int(order[i + 1]) for i in uns})
-    # the SE items can reduce (the measurement SE; the bank here carries no model error, so it is the SE)
-    meas = np.array([r.examinees[m].measurement_se for m in r.models])
-    vals = {r.models[j]: meas[j] ** 2 / ((r.examinees[r.models[j]].n + 1) * r.relative_costs[r.models[j]])
-            for j in cand if r.examinees[r.models[j]].n < r.n_max}
-    return vals
-
-
-def test_allocation_rule_maximises_se2_per_cost(bank, simulate):
-    thetas = {"a": -1.5, "b": 0.0, "c": 0.12, "d": 0.3, "e": 1.6}
-    costs = {m: np.full(bank.n_items, c) for m, c in zip(thetas, (1.0, 2.0, 1.0, 5.0, 1.0))}
-    r = AdaptiveRanker(bank, list(thetas), item_costs=costs, n_init=5, n_max=80, seed=0, judgement=ThetaJudgement)
-    assert r.relative_costs == {"a": 1.0, "b": 2.0, "c": 1.0, "d": 5.0, "e": 1.0}
-    assert _each_adaptive_request_is_the_best(r, scorer(bank, thetas, simulate, 21), _expected_choice, 1e-9) > 20
-
-
 def _each_adaptive_request_is_the_best(r: AdaptiveRanker, score, choice, rel: float) -> int:
     """Run ``r`` to its end; each adaptive request must go to a model ``choice(r)`` (recomputed before the ask,
     model → value; only models in unsettled pairs) values highest, within ``rel``. Returns how many were checked."""
@@ -224,16 +199,17 @@ def test_the_metric_scale_allocation_maximises_the_share_of_variance_removed_per
     thetas = {"a": -1.5, "b": 0.0, "c": 0.12, "d": 0.3, "e": 1.6}
     costs = {m: np.full(bank.n_items, c) for m, c in zip(thetas, (1.0, 2.0, 1.0, 5.0, 1.0))}
     r = AdaptiveRanker(bank, list(thetas), item_costs=costs, n_init=5, n_max=80, seed=0, judgement=NO_POLICY)
+    assert r.relative_costs == {"a": 1.0, "b": 2.0, "c": 1.0, "d": 5.0, "e": 1.0}
     assert _each_adaptive_request_is_the_best(r, scorer(bank, thetas, simulate, 21), _metric_choice, 1e-6) > 20
 
 
-@pytest.mark.parametrize("judgement", [NO_POLICY, ThetaJudgement])
-def test_ten_times_more_expensive_model_gets_fewer_items(bank, simulate, judgement):
-    """Both judgements split a budget between two equally uncertain models as √(cost ratio): the variance
+def test_ten_times_more_expensive_model_gets_fewer_items(bank, simulate):
+    """The judgement splits a budget between two equally uncertain models as √(cost ratio): the variance
     of their difference, ∝ 1/n_a + 1/n_b, falls fastest per dollar there."""
-    rng = np.random.default_rng(4 if judgement is ThetaJudgement else 8)
+    judgement = NO_POLICY
+    rng = np.random.default_rng(8)
     ys = {m: simulate(0.0, bank.b, k=bank.k, rng=rng) for m in ("cheap", "dear")}  # a near tie: not settled
-    same = (lambda m, i: float(ys["cheap"][i])) if judgement is ThetaJudgement else (lambda m, i: float(ys[m][i]))
+    same = lambda m, i: float(ys[m][i])  # noqa: E731
     costs = {"cheap": np.full(bank.n_items, 0.001), "dear": np.full(bank.n_items, 0.01)}
     res = AdaptiveRanker(bank, ["cheap", "dear"], item_costs=costs, n_init=5, budget=0.4, seed=0,
                          judgement=judgement).run(same)
@@ -244,10 +220,8 @@ def test_ten_times_more_expensive_model_gets_fewer_items(bank, simulate, judgeme
     costs = {"cheap": np.full(bank.n_items, 0.001), "dear": np.full(bank.n_items, 0.001)}
     res = AdaptiveRanker(bank, ["cheap", "dear"], item_costs=costs, n_init=5, budget=0.2, seed=0,
                          judgement=judgement).run(same)
-    if judgement is ThetaJudgement:  # θ̂'s SE depends on the items alone: identical models split evenly
-        assert abs(res.items["cheap"] - res.items["dear"]) <= 1
-    else:  # each model's variance is its own residuals': an even split up to that
-        assert res.stopped_because == "budget" and 0.6 < res.items["cheap"] / res.items["dear"] < 1.6
+    # each model's variance is its own residuals': an even split up to that
+    assert res.stopped_because == "budget" and 0.6 < res.items["cheap"] / res.items["dear"] < 1.6
 
 
 def test_pending_requests_and_tell(bank, simulate):
@@ -291,41 +265,6 @@ def test_pairwise_matrix_on_the_metric_scale(bank, simulate):
                                                 if p["outcome"] != "ordered"}
     assert res.adjacent_confidence == pytest.approx([P[i, i + 1] for i in range(n - 1)])
     assert res.judgement == "metric-scale" and not res.inseparable
-
-
-def test_pairwise_matrix(bank, simulate):
-    thetas = {"a": -0.5, "b": 0.0, "c": 0.3, "d": 1.0}
-    res = AdaptiveRanker(bank, list(thetas), n_init=6, n_max=30, seed=0,
-                         judgement=ThetaJudgement).run(scorer(bank, thetas, simulate, 8))
-    P = res.pairwise
-    n = len(res.ranking)
-    np.testing.assert_allclose(P + P.T, np.ones((n, n)), atol=1e-12)
-    np.testing.assert_allclose(np.diag(P), 0.5)
-    th = np.array([res.theta[m] for m in res.ranking])
-    se = np.array([res.se[m] for m in res.ranking])
-    for i in range(n):
-        for j in range(n):
-            if i != j:
-                ref = stats.norm.cdf((th[i] - th[j]) / np.sqrt(se[i] ** 2 + se[j] ** 2))
-                assert P[i, j] == pytest.approx(ref, abs=1e-12)
-    assert res.adjacent_confidence == pytest.approx([P[i, i + 1] for i in range(n - 1)])
-    assert np.all(P[np.triu_indices(n, 1)] >= 0.5)  # ranking is best first
-    # ties are exactly the pairs not settled at γ
-    upper = 1 - (1 - res.confidence) / 2
-    want = {(res.ranking[i], res.ranking[j]) for i in range(n) for j in range(i + 1, n) if P[i, j] <= upper}
-    assert set(res.ties) == want
-    d = res.to_dict()["pairwise"]
-    assert d[res.ranking[0]][res.ranking[1]] == pytest.approx(P[0, 1])
-    # zero SEs on equal θ: 0.5, not NaN
-    Z = pairwise_matrix(np.array([1.0, 1.0]), np.zeros(2))
-    assert Z[0, 1] == 0.5 and Z[1, 0] == 0.5
-
-
-def test_tie_groups_helper():
-    assert tie_groups(["a", "b", "c", "d"], [True, True, True]) == []
-    assert tie_groups(["a", "b", "c", "d"], [False, True, False]) == [["a", "b"], ["c", "d"]]
-    assert tie_groups(["a", "b", "c", "d"], [False, False, True]) == [["a", "b", "c"]]
-    assert tie_groups([], []) == []
 
 
 def test_items_never_repeat_and_exclusions_hold(bank, simulate):

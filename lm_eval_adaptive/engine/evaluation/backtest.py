@@ -16,8 +16,9 @@ per run and pooled: confident-order accuracy (pairs reported ordered, in the tru
 ``equivalence_accuracy`` (pairs reported equivalent that are within the ranker's tie margin),
 ``tied_pairs_ordered_share`` (truly tied pairs reported ordered), the coverage of each model's
 metric-scale interval (its full-task mean over the bank's items; ``metric_full_task_coverage``) and of the
-θ-scale full-task interval (``theta_full_task_coverage``), ``full_task_coverage`` being the one of the
-run's judgement (the metric scale's by default; the θ scale's for the θ-scale judgement, as before), the share of |z| > 1.96 for θ̂, tie recall under the bootstrap-overlap
+θ-scale full-task interval (``theta_full_task_coverage``: the interval the bank's model error corrects, a
+single-model run's), ``full_task_coverage`` being the metric scale's (the ranking's estimate of record), the
+share of |z| > 1.96 for θ̂, tie recall under the bootstrap-overlap
 truth (pairs whose 95% intervals of the mean overlap, the earlier definition; its precision is retired),
 and for the unresolved pairs of ``settle_seeds`` seeds per fold their stated cost to settle against the
 measured one (:func:`~lm_eval_adaptive.engine.evaluation.settle_check.run_on_to_settle`).
@@ -204,11 +205,11 @@ def self_check_backtest(table, config: BacktestConfig) -> BacktestResult | None:
     n = int(table.n_models)
     if n < SELF_CHECK_MIN_MODELS:
         return None
-    # the self-check measures the θ scale's misses (its model error corrects θ-scale SEs and intervals), on
-    # the θ-scale judgement's runs: a bank's build does not depend on the rankers' default judgement
+    # the self-check ranks with the judgement the product ranks with (the metric scale, its default stopping
+    # policy): the misses it measures are those of the runs the bank will serve
     inner = replace(config, holdout_size=min(config.holdout_size, n - 2), seeds=config.self_check_seeds,
                     bootstrap=200, partition_seed=BacktestConfig.partition_seed, self_check=False, family_wise=False,
-                    settle_seeds=0, judgement="theta", tie_margin_share=None)
+                    settle_seeds=0, tie_margin_share=None)
     return backtest(table, config=inner)
 
 
@@ -375,11 +376,11 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
         selector = ranker.selector
         res = drive(ranker, scaled_score, raw=lambda m, i: float(raw_bank[row[m], i]))
         honesty = honesty_record(ranker, res, bank, raw_bank, row, truth_mean, se_all, bank_mean)
-        honesty["covered"] = honesty["covered_metric" if config.judgement == "metric" else "covered_theta"]
+        honesty["covered"] = honesty["covered_metric"]
         claims = pair_claims(res, truth_mean, margin or 0.0, delta)
         settle = settle_check_records(ranker, res, score_of, config, margin or 0.0, [config.partition_seed, f, seed],
                                 bank_mean) \
-            if seed < config.settle_seeds and config.judgement == "metric" else []
+            if seed < config.settle_seeds else []
         pred_ties = {frozenset(p) for p in res.ties}
         prec, rec, f1 = tie_metrics(pred_ties, gt["ties"])
         right, confident = confident_counts(res.ranking, truth, pred_ties)

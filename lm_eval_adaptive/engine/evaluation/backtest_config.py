@@ -1,12 +1,11 @@
 """What a backtest is told: :class:`BacktestConfig`, its settings (folds, hold-out size, seeds, budget,
-the ranker's confidence and tie margin, the judgement and its stopping policy, the settle checks)."""
+the ranker's confidence and tie margin, the judgement's stopping policy, the settle checks)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from lm_eval_adaptive.engine.irt.calibration import DEFAULT_METHOD, DEFAULT_SCALING
 from lm_eval_adaptive.engine.cat.selection import DEFAULT_RANDOM_SHARE
-from lm_eval_adaptive.engine.ranking.ranker import DEFAULT_FUTILITY
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import (
     DEFAULT_BUDGET_SHARE,
     DEFAULT_FLOOR_ITEMS,
@@ -38,11 +37,9 @@ class BacktestConfig:
     tie_margin: float | None = None  # metric units: a pair closer than this is settled as a tie
     self_check: bool = True  # each fold's bank corrected by its own self-check (nested cross-validation)
     self_check_seeds: int = 2
-    futility: float = DEFAULT_FUTILITY  # the ranker's futility stop (engine/ranking/ranker.py)
     response_model: str | None = None  # calibrate(response_model=...): None = by the table (0/1 → 2pl)
     guessing: float | None = None  # 3pl: every item's c (None: estimated)
     family_wise: bool = False  # the whole ranking at γ (pair_rules.FamilyWise) instead of each pair
-    judgement: str = "metric"  # "metric": the full-task metric's scale (the default); "theta": the θ-scale judgement
     tie_margin_share: float | None = None  # the tie margin as a share of the range of the table's full-task means
     truth_margin_share: float = 0.02  # δ of the ground truth (truly tied pairs), the same kind of share
     full_run_share: float | None = DEFAULT_FULL_RUN_SHARE  # the stopping policy (engine/ranking/pairs/settle_policy.py)
@@ -71,5 +68,3 @@ class BacktestConfig:
             raise InputError(f"--confidence must be in (0.5, 1), got {self.confidence}")
         if self.min_items < 1 or self.target_items < 1:
             raise InputError("--min-items and --target-items must be at least 1")
-        if self.judgement not in ("metric", "theta"):
-            raise InputError(f"the judgement is 'metric' or 'theta', got {self.judgement!r}")

@@ -11,7 +11,6 @@ from typing import Mapping
 import numpy as np
 
 from lm_eval_adaptive.data.prices import Price
-from lm_eval_adaptive.engine.ranking.pairs.theta_view import ThetaJudgement
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import MetricScaleJudgement
 from lm_eval_adaptive.engine.cat.selection import DEFAULT_RANDOM_SHARE, RandomShareSelector, default_selector
@@ -51,7 +50,7 @@ def fold_ground_truth(raw_h: np.ndarray, hold: list, config: BacktestConfig, f: 
 
 
 def fold_ranker(bank, hold: list, config: BacktestConfig, f: int, seed: int, **kwargs) -> AdaptiveRanker:
-    """The adaptive ranker of seed ``seed`` in fold ``f``: ``config``'s settings (its judgement and
+    """The adaptive ranker of seed ``seed`` in fold ``f``: ``config``'s settings (its judgement's
     stopping policy), the default selector with the bank's selection information, seeded by (partition
     seed, fold, seed); ``kwargs`` (item costs, budget, exclude, pair rule) go to :class:`AdaptiveRanker`."""
     seed_ = [config.partition_seed, f, seed]
@@ -61,13 +60,12 @@ def fold_ranker(bank, hold: list, config: BacktestConfig, f: int, seed: int, **k
                             information=bank.selection_information)
     return AdaptiveRanker(bank, hold, confidence=config.confidence, n_init=config.min_items,
                           n_max=config.max_items, top_k=config.top_k, seed=seed, selector=selector,
-                          futility=config.futility, judgement=judgement_for(config), **kwargs)
+                          judgement=judgement_for(config), **kwargs)
 
 
 def judgement_for(config: BacktestConfig):
-    """The ranker's judgement factory for ``config`` (its judgement and stopping policy)."""
-    if config.judgement == "theta":
-        return ThetaJudgement
+    """The ranker's judgement factory for ``config``: the one judgement, the full-task metric's scale
+    (:class:`MetricScaleJudgement`), with ``config``'s stopping policy."""
     policy = SettlePolicy(config.full_run_share, config.budget_share, config.optimism, config.settle_floor_items,
                           config.pair_share)
     return functools.partial(MetricScaleJudgement, policy=policy)

@@ -203,7 +203,7 @@ def multi_backtest_fold(tables: Mapping[str, object], plan: MultiBacktestPlan, f
             multi = MultiMetricRanker(banks, hold, item_costs=joint_costs, confidence=config.confidence,
                                       n_init=config.min_items, n_max=config.max_items, budget=budget,
                                       seed=[config.partition_seed, f, seed], pair_rules=rules,
-                                      futility=config.futility, exclude=joint_missing,
+                                      exclude=joint_missing,
                                       item_weighting=plan.item_weighting, judgement=judgement_for(config))
             res = drive(multi, joint_score, raw=joint_raw)  # told with the raw values (the metric scale's)
             per = {k: _metric_figures(multi.metric_examinees(k), res.results[k], banks[k], raw_bank[k], row, truth[k],

@@ -2,10 +2,12 @@
 
 Leave-models-out cross-validation on the very history a bank is calibrated from: hold out a
 few models, calibrate on the rest, rank the held-out ones adaptively (the backtest's
-protocol, :mod:`lm_eval_adaptive.engine.evaluation.backtest`), and count how often the stated
+protocol, :mod:`lm_eval_adaptive.engine.evaluation.backtest`, with the judgement the product ranks with:
+the full-task metric's scale and its default stopping policy), and count how often the stated
 uncertainty held. :func:`self_check` reports
 
-* ``full_task_coverage``: the share of held-out models whose 95% full-task interval holds
+* ``full_task_coverage``: the share of held-out models whose 95% full-task interval (the θ-scale one,
+  :func:`~lm_eval_adaptive.engine.cat.full_task.full_task_estimate`'s, which the correction widens) holds
   their true mean over every item (stated: 0.95);
 * ``share_abs_z_over_1_96``: the share of adaptive stops whose θ̂ lies further than 1.96 SE
   from the θ̂ the bank gives on every item (stated: 0.05);
@@ -101,7 +103,7 @@ def self_check(table, *, scaling: str, method: str, likelihood: str = "quasi", c
     single_cover = (float(np.mean([abs(x["err"]) <= (x["hi"] if x["err"] > 0 else x["lo"]) for x in single]))
                     if single else None)
     return SelfCheck(models=int(table.n_models), holdout_size=h, folds=r.folds_run, seeds=seeds,
-                     tests=r.folds_run * seeds * h, full_task_coverage=r.full_task_coverage,
+                     tests=r.folds_run * seeds * h, full_task_coverage=r.theta_full_task_coverage,
                      share_abs_z_over_1_96=r.se_calibration.get("share_abs_z_over_1_96", float("nan")),
                      confident_accuracy=None if acc != acc else acc, mean_tau=r.adaptive.tau,
                      correction=correction, corrected_coverage=cover, corrected_share_abs_z_over_1_96=zshare,

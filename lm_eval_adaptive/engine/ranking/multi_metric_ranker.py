@@ -48,7 +48,7 @@ from lm_eval_adaptive.engine.cat.examinee import Examinee
 from lm_eval_adaptive.engine.cat.estimation import EstimatorFactory
 from lm_eval_adaptive.engine.ranking.pairs.rules import OrderConfidence, PairRule
 from lm_eval_adaptive.engine.ranking.pairs.judgement import PairJudgement
-from lm_eval_adaptive.engine.ranking.ranker import DEFAULT_FUTILITY, AdaptiveRanker, default_judgement
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker, default_judgement
 from lm_eval_adaptive.engine.ranking.ranker_state import Request
 from lm_eval_adaptive.engine.cat.selection import DEFAULT_RANDOM_SHARE, ITEM_WEIGHTINGS, JointInformationSelector
 
@@ -96,7 +96,7 @@ class MultiMetricRanker(AdaptiveRanker):
         Names of the models (at least 2).
     item_costs:
         Per model, USD cost of each joint item (aligned with :attr:`item_ids`); omitted: 0.
-    relative_costs, confidence, n_init, n_max, budget, futility, estimator, max_in_flight, reserve_mean_cost:
+    relative_costs, confidence, n_init, n_max, budget, estimator, max_in_flight, reserve_mean_cost:
         As :class:`AdaptiveRanker`'s (``budget`` caps the total spend of the generations).
     seed:
         Seed of the random half's permutation of the joint items.
@@ -112,7 +112,7 @@ class MultiMetricRanker(AdaptiveRanker):
     item_weighting:
         One of :data:`ITEM_WEIGHTINGS` (default ``normalised``).
     judgement:
-        As :class:`AdaptiveRanker`'s: ``judgement(examinees, pair_rule, futility, metric)`` builds each
+        As :class:`AdaptiveRanker`'s: ``judgement(examinees, pair_rule, metric)`` builds each
         metric's :class:`~lm_eval_adaptive.engine.ranking.pairs.judgement.PairJudgement` (default: the metric scale,
         its projection counting the joint selector's random share).
     """
@@ -125,7 +125,7 @@ class MultiMetricRanker(AdaptiveRanker):
                  relative_costs: Mapping[str, float] | None = None, confidence: float = 0.95,
                  n_init: int = 10, n_max: int | None = None, budget: float | None = None,
                  seed: int | Sequence[int] | None = 0, random_share: float = DEFAULT_RANDOM_SHARE,
-                 pair_rules: Mapping[str, PairRule] | None = None, futility: float = DEFAULT_FUTILITY,
+                 pair_rules: Mapping[str, PairRule] | None = None,
                  exclude: Mapping[str, Sequence] | None = None, item_weighting: str = "normalised",
                  estimator: EstimatorFactory | None = None, max_in_flight: int = 1,
                  reserve_mean_cost: bool = True, judgement: Callable[..., PairJudgement] | None = None):
@@ -144,7 +144,7 @@ class MultiMetricRanker(AdaptiveRanker):
         self._bank = next(iter(self._banks.values()))
         costs = self._init_core(models, len(ids), item_costs=item_costs, relative_costs=relative_costs,
                                 confidence=confidence, n_init=n_init, n_max=n_max, budget=budget, seed=seed,
-                                futility=futility, max_in_flight=max_in_flight, reserve_mean_cost=reserve_mean_cost)
+                                max_in_flight=max_in_flight, reserve_mean_cost=reserve_mean_cost)
         self._selector = JointInformationSelector(self._banks, ids, weighting=item_weighting, share=random_share,
                                                   seed=seed)
         self._examinees = {m: Examinee(self._banks, self._selector, m, item_costs=costs[m], estimator=estimator)
@@ -156,7 +156,7 @@ class MultiMetricRanker(AdaptiveRanker):
         self._parts = {k: MappingProxyType({m: e.parts[k] for m, e in self._examinees.items()})
                        for k in self._metrics}
         make = judgement or functools.partial(default_judgement, random_share=self._selector.share)
-        self._judges = tuple(make(self._parts[k], rules.get(k) or OrderConfidence(self._confidence), self._futility, k)
+        self._judges = tuple(make(self._parts[k], rules.get(k) or OrderConfidence(self._confidence), k)
                              for k in self._metrics)
         self._judge = self._judges[0]
         self._all_metrics = (True,) * len(self._metrics)

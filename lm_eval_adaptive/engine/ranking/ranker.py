@@ -27,14 +27,11 @@ Algorithm
 The parts are swappable: ``selector`` (a :class:`~lm_eval_adaptive.engine.cat.selection.Selector`),
 ``estimator`` (an :class:`~lm_eval_adaptive.engine.cat.estimation.EstimatorFactory`),
 ``pair_rule`` (a :class:`~lm_eval_adaptive.engine.ranking.pairs.rules.PairRule`: its confidence, tie margin
-and family-wise setting) and ``judgement``. Steps 1 and 3 are the allocation policy of
-:mod:`lm_eval_adaptive.engine.ranking.allocation`; step 2 is a
-:class:`~lm_eval_adaptive.engine.ranking.pairs.judgement.PairJudgement`. The judgement on the ability scale,
-:class:`~lm_eval_adaptive.engine.ranking.pairs.theta_view.ThetaJudgement` (models ordered by θ̂, the pair rule on
-P(θ_i > θ_j) for adjacent pairs, the futility stop for pairs the bank's model error keeps from
-settling), is kept as an option (``judgement=ThetaJudgement``). The same core ranks by several metrics at
-once (:class:`~lm_eval_adaptive.engine.ranking.multi_metric_ranker.MultiMetricRanker`: a judgement per metric,
-one generation per administration).
+and family-wise setting) and ``judgement`` (the judgement's settings, e.g. another stopping policy). Steps 1
+and 3 are the allocation policy of :mod:`lm_eval_adaptive.engine.ranking.allocation`; step 2 is the one pair
+judgement, a :class:`~lm_eval_adaptive.engine.ranking.pairs.judgement.PairJudgement`. The same core ranks by
+several metrics at once (:class:`~lm_eval_adaptive.engine.ranking.multi_metric_ranker.MultiMetricRanker`: a
+judgement per metric, one generation per administration).
 
 The ranker owns its state: callers change it only through its methods — ``ask``/``tell``,
 ``cancel``, ``release``, ``fail``, ``block``/``unblock``, ``charge``, ``stop``,
@@ -54,8 +51,7 @@ from lm_eval_adaptive.engine.cat.examinee import Examinee
 from lm_eval_adaptive.engine.irt.checks import check_cost, check_score
 from lm_eval_adaptive.engine.cat.estimation import EstimatorFactory
 from lm_eval_adaptive.engine.ranking.pairs.rules import EquivalenceMargin, FamilyWise, OrderConfidence, PairRule
-from lm_eval_adaptive.engine.ranking.pairs.judgement import PairJudgement, pairwise_matrix, tie_groups
-from lm_eval_adaptive.engine.ranking.pairs.theta_view import ThetaJudgement
+from lm_eval_adaptive.engine.ranking.pairs.judgement import PairJudgement
 from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import MetricScaleJudgement
 from lm_eval_adaptive.engine.cat.selection import Selector, shared_default_selector
 from lm_eval_adaptive.engine.ranking.ranker_state import RankerState, Request
@@ -63,29 +59,27 @@ from lm_eval_adaptive.engine.ranking.replay import RankerReplay
 from lm_eval_adaptive.engine.ranking.result import RankingResult
 from lm_eval_adaptive.engine.signature import component_name, versions
 
-__all__ = ["AdaptiveRanker", "STOP_REASONS", "pairwise_matrix", "tie_groups", "DEFAULT_FUTILITY", "default_judgement"]
-
-#: With :class:`~lm_eval_adaptive.engine.ranking.pairs.theta_view.ThetaJudgement`: a pair stops drawing items when its
-#: gap is below this share of the gap the bank's model error alone keeps it from settling
-#: (docs/honesty.md; chosen on the tuning tables). The default judgement has no such stop.
-DEFAULT_FUTILITY = 0.25
+__all__ = ["AdaptiveRanker", "STOP_REASONS", "default_judgement"]
 
 #: Why a ranking run ended (``AdaptiveRanker.stopped_because``; :meth:`AdaptiveRanker.stop` takes these).
 #: ``cost_to_settle``: every pair not settled costs more to settle than the stopping policy allows.
 STOP_REASONS = ("settled", "cost_to_settle", "budget", "max_items", "bank_exhausted", "failed")
 
 
-def default_judgement(examinees, rule, futility, metric=None, **kwargs) -> PairJudgement:
-    """The rankers' default judgement: :class:`~lm_eval_adaptive.engine.ranking.pairs.metric_judgement.MetricScaleJudgement`
+def default_judgement(examinees, rule, metric=None, **kwargs) -> PairJudgement:
+    """The rankers' judgement: :class:`~lm_eval_adaptive.engine.ranking.pairs.metric_judgement.MetricScaleJudgement`
     with the default :class:`~lm_eval_adaptive.engine.ranking.pairs.settle_policy.SettlePolicy` (``kwargs``: its
     ``policy`` and ``random_share``), applying the pair rule's confidence, tie margin and family-wise
-    setting. A pair rule of another kind (a custom :class:`~lm_eval_adaptive.engine.ranking.pairs.rules.PairRule`
-    deciding pairs from θ̂ and SE) is a θ-scale rule: it gets
-    :class:`~lm_eval_adaptive.engine.ranking.pairs.theta_view.ThetaJudgement`, which applies it."""
+    setting on the full-task metric's scale. The rule is an
+    :class:`~lm_eval_adaptive.engine.ranking.pairs.rules.OrderConfidence` or an
+    :class:`~lm_eval_adaptive.engine.ranking.pairs.rules.EquivalenceMargin` (or either wrapped in
+    :class:`~lm_eval_adaptive.engine.ranking.pairs.rules.FamilyWise`): a rule of another kind decides pairs from
+    θ̂ and SE, a scale the ranking does not judge on, and is refused (ValueError)."""
     base = rule.base if isinstance(rule, FamilyWise) else rule
     if not isinstance(base, (OrderConfidence, EquivalenceMargin)):
-        return ThetaJudgement(examinees, rule, futility, metric)
-    return MetricScaleJudgement(examinees, rule, futility, metric, **kwargs)
+        raise ValueError(f"the ranking judges pairs on the full-task metric's scale: its pair rule is OrderConfidence "
+                         f"or EquivalenceMargin (or FamilyWise of either), got {type(base).__name__}")
+    return MetricScaleJudgement(examinees, rule, metric, **kwargs)
 
 
 class AdaptiveRanker(RankerState, RankerReplay):
@@ -126,26 +120,16 @@ class AdaptiveRanker(RankerState, RankerReplay):
         the default judgement applies its confidence, its tie margin
         (:class:`~lm_eval_adaptive.engine.ranking.pairs.rules.EquivalenceMargin`) and whether it is family-wise
         (:class:`~lm_eval_adaptive.engine.ranking.pairs.rules.FamilyWise`: Holm over every pair's p-value) on the
-        metric scale. With :class:`~lm_eval_adaptive.engine.ranking.pairs.theta_view.ThetaJudgement` (and for a rule of
-        another kind) the rule itself decides pairs on the θ scale, in :meth:`ask` and :meth:`result`; a
-        rule that judges pairs jointly (``family = True``) is given every pair of the ranking.
+        metric scale (a rule of another kind is refused: :func:`default_judgement`).
     exclude:
         Per model, bank items never to give it (e.g. it has no recorded answer).
     max_in_flight:
         Requests one model may have in flight at once (1: each item is chosen after the
         previous score; k > 1: the k most informative unseen items at the current θ̂).
-    futility:
-        A pair needs a gap of at least z · √(τ_a² + τ_b²) to settle however many items it gets
-        (τ: the bank's measured model error, :attr:`Examinee.model_error_sd`, which no item
-        removes). An adjacent pair whose gap |θ̂_a - θ̂_b| is below ``futility`` times that, or
-        confidently below it (gap + z · √(m_a² + m_b²) with m the measurement SEs), is given no
-        more items and is reported as a tie (``inseparable``). 0: off.
-        Used by :class:`~lm_eval_adaptive.engine.ranking.pairs.theta_view.ThetaJudgement` only.
     judgement:
-        ``judgement(examinees, pair_rule, futility, metric) -> PairJudgement``: what judges the
+        ``judgement(examinees, pair_rule, metric) -> PairJudgement``: builds the judgement of the
         ranking's pairs (default :func:`default_judgement`: the full-task metric's scale with the
-        default stopping policy; ``ThetaJudgement``: the pair rule and the futility stop on the
-        ability scale; ``functools.partial(MetricScaleJudgement, policy=SettlePolicy(...))``: another
+        default stopping policy; ``functools.partial(MetricScaleJudgement, policy=SettlePolicy(...))``: another
         stopping policy).
     """
 
@@ -157,18 +141,18 @@ class AdaptiveRanker(RankerState, RankerReplay):
                  selector: Selector | None = None, estimator: EstimatorFactory | None = None,
                  pair_rule: PairRule | None = None,
                  exclude: Mapping[str, np.ndarray] | None = None, reserve_mean_cost: bool = True,
-                 max_in_flight: int = 1, futility: float = DEFAULT_FUTILITY,
+                 max_in_flight: int = 1,
                  judgement: Callable[..., PairJudgement] | None = None):
         self._bank = bank
         self._item_ids = bank.item_ids
         costs = self._init_core(models, bank.n_items, item_costs=item_costs, relative_costs=relative_costs,
                                 confidence=confidence, n_init=n_init, n_max=n_max, budget=budget, seed=seed,
-                                futility=futility, max_in_flight=max_in_flight, reserve_mean_cost=reserve_mean_cost)
+                                max_in_flight=max_in_flight, reserve_mean_cost=reserve_mean_cost)
         self._selector = selector or shared_default_selector(bank, top_k=top_k, seed=seed)
         self._examinees = {m: Examinee(bank, self._selector, m, item_costs=costs[m], estimator=estimator)
                            for m in self._models}
         rule = pair_rule if pair_rule is not None else OrderConfidence(self._confidence)
-        self._judge = (judgement or default_judgement)(self._examinees, rule, self._futility, None)
+        self._judge = (judgement or default_judgement)(self._examinees, rule, None)
         self._judges = (self._judge,)
         for m, items in (exclude or {}).items():
             self._examinee(m).exclude(self._indices(items))
@@ -190,7 +174,7 @@ class AdaptiveRanker(RankerState, RankerReplay):
                 "top_k": getattr(self._selector, "top_k", None), "seed": _seed_value(self._seed),
                 "max_in_flight": self._max_in_flight, "selector": component_name(self._selector),
                 "estimator": "+".join(sorted(est)), "pair_rule": component_name(rule),
-                "tie_margin": getattr(rule, "margin", None), "futility": self._futility,
+                "tie_margin": getattr(rule, "margin", None),
                 **_judgement_signature(self._judge), **versions()}
 
     # ------------------------------------------------------------------ reading
@@ -205,7 +189,7 @@ class AdaptiveRanker(RankerState, RankerReplay):
 
     def open_pairs(self) -> list[tuple[str, str]]:
         """The pairs (better first) more items should settle: not settled, and (the default judgement)
-        within the stopping policy, or (the θ-scale judgement) adjacent and not inseparable; the pairs
+        within the stopping policy; the pairs
         :meth:`ask` gives items to once the warm-up is over; a result's ``open_pairs``."""
         return self._open_pairs_of(self._judge)
 
@@ -382,7 +366,7 @@ class AdaptiveRanker(RankerState, RankerReplay):
         """Do not ask for ``model`` for now (e.g. the caller cannot pay for its next call).
 
         :meth:`ask` treats it as over budget, and gives no items to a model whose only
-        unsettled partners are blocked when the pair rule says they would be futile.
+        unsettled partners are blocked when the judgement says items for it alone cannot settle them.
         """
         self._examinee(model)
         self._blocked.add(model)

@@ -38,7 +38,7 @@ class RankerState:
     """The settings and bookkeeping of a ranker, read-only from outside (see the module docstring)."""
 
     def _init_core(self, models, n_items: int, *, item_costs, relative_costs, confidence, n_init, n_max, budget,
-                   seed, futility, max_in_flight, reserve_mean_cost) -> dict:
+                   seed, max_in_flight, reserve_mean_cost) -> dict:
         """The settings and bookkeeping every ranker has (models, costs, budget, what is in flight, blocked,
         failed); the per-model item costs, checked (None: items cost 0)."""
         models = [str(m) for m in models]
@@ -65,9 +65,6 @@ class RankerState:
         self._budget = budget
         self._seed = seed
         self._rng = np.random.default_rng(seed)
-        if not (futility >= 0):
-            raise ValueError(f"futility must be >= 0, got {futility!r}")
-        self._futility = float(futility)
         costs = {}
         for m in models:
             c = None if item_costs is None else np.asarray(item_costs[m], dtype=float)
@@ -153,10 +150,6 @@ class RankerState:
     @property
     def selector(self) -> Selector:
         return self._selector
-
-    @property
-    def futility(self) -> float:
-        return self._futility
 
     @property
     def pair_rule(self) -> PairRule:

@@ -34,15 +34,15 @@ class RankingResult:
     failed: dict = field(default_factory=dict)  # model -> why it was dropped (not ranked)
     signature: dict = field(default_factory=dict)  # what produced it (AdaptiveRanker.signature)
     equivalent: list = field(default_factory=list)  # of the ties, those settled as ties (within a margin)
-    inseparable: list = field(default_factory=list)  # θ-scale judgement only: adjacent ties its futility stop ended
+    inseparable: list = field(default_factory=list)  # always empty: no pair is given up (the retired θ-scale stop's)
     open_pairs: list = field(default_factory=list)  # unresolved pairs the run still buys items for
     # every pair: {"a", "b", "outcome" (ordered | equivalent | unresolved), "p_order" (P(a > b)),
-    # "items_to_settle", "cost_to_settle_usd" (0 once settled; None on the θ scale), "beyond_policy"
+    # "items_to_settle", "cost_to_settle_usd" (0 once settled), "beyond_policy"
     # (unresolved and the stopping policy buys no more items for it), "difference", "se"}; ordered: a higher
     pairs: list = field(default_factory=list)
     rank_range: dict = field(default_factory=dict)  # model -> [best, worst] rank from the ordered pairs
     estimates: dict = field(default_factory=dict)  # model -> its estimate of record (metric scale; see to_dict)
-    judgement: str = "theta"  # which judgement decided the pairs ("metric-scale" or "theta")
+    judgement: str = "metric-scale"  # which judgement decided the pairs ("metric-scale"; "anytime": bank-free)
 
     @property
     def total_items(self) -> int:

@@ -14,9 +14,8 @@ several-metric run) and asks it two things:
 
 Both take the budget left (USD; None without a budget), for a judgement whose stopping policy weighs it.
 
-The default judgement is :class:`~lm_eval_adaptive.engine.ranking.pairs.metric_judgement.MetricScaleJudgement`, on the
-full-task metric's own scale. The judgement on the ability scale,
-:class:`~lm_eval_adaptive.engine.ranking.pairs.theta_view.ThetaJudgement`, is kept as an option.
+The one judgement is :class:`~lm_eval_adaptive.engine.ranking.pairs.metric_judgement.MetricScaleJudgement`, on the
+full-task metric's own scale (the self-check ranks with it too); the protocol is what a ranker reads of it.
 """
 
 from __future__ import annotations
@@ -25,10 +24,9 @@ from dataclasses import dataclass, field
 from typing import Callable, NamedTuple, Protocol, Sequence, runtime_checkable
 
 import numpy as np
-from scipy.special import ndtr
 
 
-__all__ = ["OpenPairs", "PairReport", "PairJudgement", "pairwise_matrix", "tie_groups"]
+__all__ = ["OpenPairs", "PairReport", "PairJudgement"]
 
 
 class OpenPairs(NamedTuple):
@@ -56,12 +54,12 @@ class PairReport:
     """What a result reads of one metric's pairs: the ranking (best first) and, for it, θ̂ and SE,
     P(ranking[i] > ranking[j]), every pair not ordered (``ties``), those settled as equivalent, the
     adjacent confidences and tie groups, the adjacent pairs no number of items settles
-    (``inseparable``: the θ-scale judgement's futility stop only) and those more items would settle
+    (``inseparable``: none, no pair is given up; kept for the result's readers) and those more items would settle
     that the run still buys for (``open_pairs``); ``pairs``: one record per pair
     (:meth:`~lm_eval_adaptive.engine.ranking.pairs.outcomes.PairOutcomes.to_records`' keys, a ranked above b
     where ordered); ``rank_range``: model → [best, worst] rank from the ordered pairs; ``estimates``:
-    model → its estimate of record (the metric-scale judgement's full-task mean, interval and method;
-    empty for the θ-scale judgement); ``judgement``: which judgement made it."""
+    model → its estimate of record (the full-task mean, interval and method); ``judgement``: which
+    judgement made it."""
 
     ranking: list
     theta: np.ndarray
@@ -76,7 +74,7 @@ class PairReport:
     pairs: list = field(default_factory=list)
     rank_range: dict = field(default_factory=dict)
     estimates: dict = field(default_factory=dict)
-    judgement: str = "theta"
+    judgement: str = "metric-scale"
 
 
 @runtime_checkable
@@ -88,31 +86,3 @@ class PairJudgement(Protocol):
 
     def report(self, models: Sequence[str], remaining: float | None = None) -> PairReport:
         ...
-
-
-def pairwise_matrix(theta: np.ndarray, se: np.ndarray) -> np.ndarray:
-    """P(θ_i > θ_j) for every pair under independent normal posteriors (diagonal 0.5)."""
-    d = theta[:, None] - theta[None, :]
-    s = np.sqrt(se[:, None] ** 2 + se[None, :] ** 2)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p = ndtr(d / s)
-    p[s == 0] = 0.5
-    np.fill_diagonal(p, 0.5)
-    return p
-
-
-def tie_groups(ranking: Sequence[str], adjacent_settled: Sequence[bool]) -> list[list[str]]:
-    """Maximal runs of the ranking linked by unsettled adjacent pairs (groups of ≥ 2)."""
-    groups, cur = [], [ranking[0]] if len(ranking) else []
-    for m, settled in zip(ranking[1:], adjacent_settled):
-        if settled:
-            if len(cur) > 1:
-                groups.append(cur)
-            cur = [m]
-        else:
-            cur.append(m)
-    if len(cur) > 1:
-        groups.append(cur)
-    return groups
-
-

@@ -71,19 +71,18 @@ class MetricScaleJudgement:
     ``examinees``: model → its :class:`~lm_eval_adaptive.engine.cat.examinee.Examinee` on the metric's bank (read
     only: raw scores, random-slot items, population, θ̂, costs); ``rule``: the
     :class:`~lm_eval_adaptive.engine.ranking.pairs.rules.PairRule` whose confidence, tie margin (``margin``) and
-    family-wise setting (``family``) it applies on the metric scale; ``futility``: accepted for the seam
-    and not used (no pair is given up as inseparable); ``policy``: the
+    family-wise setting (``family``) it applies on the metric scale; ``metric``: whose pairs these are (None
+    for a single bank); ``policy``: the
     :class:`~lm_eval_adaptive.engine.ranking.pairs.settle_policy.SettlePolicy`; ``random_share``: the share of the
     models' further items the selector draws at random (the cost to settle's projection).
     """
 
     name = "metric-scale"
 
-    def __init__(self, examinees: Mapping[str, object], rule, futility: float = 0.0, metric: str | None = None, *,
+    def __init__(self, examinees: Mapping[str, object], rule, metric: str | None = None, *,
                  policy: SettlePolicy | None = None, random_share: float | None = None):
         self._examinees = examinees
         self.rule = rule
-        self.futility = float(futility)
         self.metric = metric
         self.policy = policy if policy is not None else SettlePolicy()
         self.confidence = float(rule.confidence)

@@ -1,19 +1,20 @@
-"""Pair rules: when two models' order needs no more items (used by the rankers).
+"""Pair rules: the settings a ranking's pairs are judged with, and their decisions on two θ̂ ± SE.
 
-The ranker (:class:`~lm_eval_adaptive.engine.ranking.ranker.AdaptiveRanker`) asks a
-:class:`PairRule` whether two models next to each other in the ranking still need items:
-:class:`OrderConfidence` is METHOD.md §4's rule — the pair is settled when
-P(θ_a > θ_b) = Φ((θ̂_a − θ̂_b)/√(SE_a² + SE_b²)) lies outside [(1−γ)/2, 1 − (1−γ)/2]. A rule
-answers per pair with a :class:`PairStatus`: ``OPEN`` (buy more items), ``ORDERED`` (the
-order is settled) or ``EQUIVALENT`` (settled as a tie, for rules with a tie margin); the
-ranker stops asking for a pair that is not ``OPEN`` and reports as ties the pairs that
-are not ``ORDERED``. :class:`EquivalenceMargin` is the rule with a tie margin.
+A :class:`PairRule` carries what the rankers' one judgement
+(:class:`~lm_eval_adaptive.engine.ranking.pairs.metric_judgement.MetricScaleJudgement`) applies on the
+full-task metric's scale: its confidence γ (``confidence``), its tie margin (``margin``) and whether the
+whole ranking is held at γ (``family``). :class:`OrderConfidence` is the plain rule, :class:`EquivalenceMargin`
+the rule with a tie margin, and :class:`FamilyWise` (``--family-wise``) the wrapper that controls the whole
+ranking instead of each pair: the chance that *any* order the ranking reports is wrong stays under 1 − γ
+(Holm's step-down over every pair of the ranking). :func:`pair_rule_for` builds the rule of a command's
+settings; the ranker refuses a rule of another kind (nothing would apply it).
 
-:class:`FamilyWise` (``--family-wise``) controls the whole ranking instead of each pair: the
-chance that *any* order the ranking reports is wrong stays under 1 − γ (Holm's step-down over
-every pair of the ranking). It judges the pairs of one call jointly (``family = True``), so the
-ranker gives it every pair of the current ranking (:func:`ranking_status`,
-:func:`adjacent_status`), also when it needs only the adjacent ones.
+Each rule also decides pairs of two independent estimates θ̂ ± SE on the ability scale (``judge``, a
+:class:`PairStatus` per pair: ``OPEN``, ``ORDERED`` or ``EQUIVALENT``; :func:`ranking_status`,
+:func:`adjacent_status` for a ranking's pairs): METHOD.md §4's rule, the pair settled when
+P(θ_a > θ_b) = Φ((θ̂_a − θ̂_b)/√(SE_a² + SE_b²)) lies outside [(1−γ)/2, 1 − (1−γ)/2]. No ranking judges with
+these since issue 29; ``OrderConfidence.probability``/``ordered`` give the θ view of two runs in
+``compare`` (``harness/comparison.py``).
 
 The rules that end a single-model test are in :mod:`lm_eval_adaptive.engine.cat.stopping`.
 """
@@ -53,22 +54,12 @@ class PairRule(Protocol):
         """A :class:`PairStatus` code per pair (an int array)."""
         ...
 
-    def futile(self, theta: float, se: float, theta_partner: float, se_partner: float) -> bool:
-        """True when items for this model alone cannot settle its pair with the partner.
-
-        The ranker asks it only when the partner cannot be given items now (e.g. the caller
-        cannot pay for them); a rule that cannot tell returns False.
-        """
-        ...
-
 
 class OrderConfidence:
     """METHOD.md §4: a pair is settled when P(θ_a > θ_b) is outside [(1−γ)/2, 1 − (1−γ)/2].
 
     P(θ_a > θ_b) = Φ((θ̂_a − θ̂_b)/√(SE_a² + SE_b²)) under independent normal posteriors
-    (0.5 when both SEs are 0). :meth:`futile`: even if the model's θ̂ moved z·SE away from
-    the partner's and its SE went to 0, the partner's own SE alone (z·SE_p) keeps the
-    pair open (z = Φ⁻¹(1 − (1−γ)/2)).
+    (0.5 when both SEs are 0).
     """
 
     name = "order-confidence"
@@ -116,9 +107,6 @@ class OrderConfidence:
             p = float(ndtr(x))
             return p > self.upper or p < 1 - self.upper
         return x >= bounds[1] or x <= bounds[0]
-
-    def futile(self, theta, se, theta_partner, se_partner) -> bool:
-        return bool(abs(theta - theta_partner) + self.z * se < self.z * se_partner)
 
     def __repr__(self) -> str:
         return f"OrderConfidence({self.confidence!r})"
@@ -242,11 +230,6 @@ class EquivalenceMargin:
         return np.where(status == int(PairStatus.ORDERED), status,
                         np.where(equivalent, int(PairStatus.EQUIVALENT), int(PairStatus.OPEN)))
 
-    def futile(self, theta, se, theta_partner, se_partner) -> bool:
-        # items for this model cannot make the pair equivalent when the partner's part alone is too wide
-        partner = float(self.z * self.slope(theta_partner)[0] * se_partner)
-        return self.order.futile(theta, se, theta_partner, se_partner) and partner >= self.margin
-
     def __repr__(self) -> str:
         return f"EquivalenceMargin(margin={self.margin!r}, confidence={self.confidence!r})"
 
@@ -293,8 +276,7 @@ class FamilyWise:
     each look, and the backtest measures it over whole adaptive runs (docs/honesty.md).
     ``base``'s equivalence test (an :class:`EquivalenceMargin`) still settles a pair that Holm
     does not order as ``EQUIVALENT``, pair by pair: the family-wise level covers the reported
-    orders, not the ties. :meth:`futile` is ``base``'s (its per-pair threshold is the loosest
-    Holm can use, so a pair it calls futile is futile here too).
+    orders, not the ties.
     """
 
     name = "family-wise-holm"
@@ -327,9 +309,6 @@ class FamilyWise:
             eq = self.base.equivalent(theta_a, se_a, theta_b, se_b)
             status = np.where(~ordered & eq, int(PairStatus.EQUIVALENT), status)
         return status
-
-    def futile(self, theta, se, theta_partner, se_partner) -> bool:
-        return self.base.futile(theta, se, theta_partner, se_partner)
 
     def __repr__(self) -> str:
         return f"FamilyWise({self.base!r})"
