@@ -134,15 +134,42 @@ def compare(name: str, ref, config: BacktestConfig) -> dict:
             "ours_seconds": round(t_ours, 1), "ref_seconds": round(t_ref, 1)}
 
 
+def pooled(rows: list) -> dict:
+    """Mean over tables of both sides' τ and items per set."""
+    return {k: float(np.mean([r[k] for r in rows])) for k in ("ours_tau", "ref_tau", "ours_items", "ref_items")}
+
+
+def pool_lines(rows: list) -> list[str]:
+    """The pooled lines: every table, then each group of tables (tuning half, report half, REALSumm) present."""
+    out = []
+    groups = [("all", rows)] + [(g, [r for r in rows if r["table"] in names])
+                                for g, names in (("tuning", TUNING), ("report", REPORT), ("realsumm", REALSUMM))]
+    for g, rs in groups:
+        if not rs or (g != "all" and len(rs) == len(rows)):
+            continue
+        p = pooled(rs)
+        out.append(f"{'POOLED ' + g + f' ({len(rs)} tables)':33} {p['ours_tau']:9.3f} {p['ref_tau']:8.3f} "
+                   f"{p['ours_items']:10.1f} {p['ref_items']:9.1f}   ours - reference tau "
+                   f"{p['ours_tau'] - p['ref_tau']:+.3f}, items ours / reference {p['ours_items'] / p['ref_items']:.2f}x")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reference", required=True, type=Path, help="a checkout of trismik/continuous-cat")
+    ap.add_argument("--reference", type=Path, default=None, help="a checkout of trismik/continuous-cat")
     ap.add_argument("--half", choices=("tuning", "report", "realsumm", "all"), default="all")
     ap.add_argument("--tables", nargs="+", default=None, help="only these tables")
     ap.add_argument("--seeds", type=int, default=1)
     ap.add_argument("--design", choices=DESIGNS, default=BacktestConfig.design, help="our ranker's item design")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--show", type=Path, default=None, help="print the pooled lines of a saved --json run and stop")
     a = ap.parse_args(argv)
+    if a.show is not None:
+        print("\n".join(pool_lines(json.loads(a.show.read_text())["tables"])))
+        return 0
+    if a.reference is None:
+        print("error: --reference PATH is required (a checkout of trismik/continuous-cat)", file=sys.stderr)
+        return 2
     if not (a.reference / "src" / "continuous_cat" / "ranker.py").is_file():
         print(f"error: --reference {a.reference}: no src/continuous_cat/ranker.py there "
               "(a checkout of trismik/continuous-cat)", file=sys.stderr)
@@ -158,11 +185,8 @@ def main(argv=None) -> int:
         rows.append(r)
         print(f"{name:28} {r['sets']:4d} {r['ours_tau']:9.3f} {r['ref_tau']:8.3f} {r['ours_items']:10.1f} "
               f"{r['ref_items']:9.1f}", flush=True)
-    pool = {k: float(np.mean([r[k] for r in rows])) for k in ("ours_tau", "ref_tau", "ours_items", "ref_items")}
-    print(f"{'POOLED (mean of tables)':28} {'':4} {pool['ours_tau']:9.3f} {pool['ref_tau']:8.3f} "
-          f"{pool['ours_items']:10.1f} {pool['ref_items']:9.1f}")
-    print(f"ours - reference tau: {pool['ours_tau'] - pool['ref_tau']:+.3f}; items ours / reference: "
-          f"{pool['ours_items'] / pool['ref_items']:.2f}x")
+    pool = pooled(rows)
+    print("\n".join(pool_lines(rows)))
     if a.json:
         Path(a.json).write_text(json.dumps({"settings": {"seeds": a.seeds, "design": a.design,
                                                          "reference": "trismik/continuous-cat"},
