@@ -9,8 +9,8 @@ order's next item, so the design-based correction of the full-task mean keeps it
 * ``"paired"``: the item most informative about the *difference* of the model and its open partners,
   given to both. A document both models of a pair answer enters their difference exactly, and its own
   difficulty (and its misfit to the bank) cancels from it (METHOD.md §7-8, paired comparison). For a pair
-  (m, p) at θ̂_m, θ̂_p, one item i given to both adds h_i = I_m(i)·I_p(i)/(I_m(i) + I_p(i)) to the
-  information of θ_m − θ_p (Var(θ̂_m − θ̂_p) = 1/ΣI_m + 1/ΣI_p, one item on each side). An item the partner
+  (m, p) at θ̂_m, θ̂_p, the two answers to one item i carry h_i = I_m(i)·I_p(i)/(I_m(i) + I_p(i)) about
+  θ_m − θ_p (the inverse of the difference's variance, 1/I_m(i) + 1/I_p(i)). An item the partner
   has already answered in an adaptive slot buys that h_i with this one item; a new item buys it only once
   the partner answers it too, two items: h_i/2 per item. The design gives the model's adaptive slot the
   item of most difference information per item, summed over its open partners:
