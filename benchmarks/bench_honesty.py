@@ -40,6 +40,7 @@ from lm_eval_adaptive.data.wmt24 import WMT24_METRICS, WMT24_PAIRS  # noqa: E402
 from lm_eval_adaptive.data.wmt25 import WMT25_METRICS  # noqa: E402
 from lm_eval_adaptive.data.tables import load_any_table  # noqa: E402
 from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig  # noqa: E402
+from lm_eval_adaptive.engine.ranking.paired_design import DESIGNS  # noqa: E402
 from lm_eval_adaptive.engine.evaluation.backtest import pooled  # noqa: E402
 from lm_eval_adaptive.sweep import run_backtests  # noqa: E402
 
@@ -117,6 +118,8 @@ def main(argv=None) -> int:
     ap.add_argument("--holdout-size", type=int, default=None, help="models ranked per fold (default: the backtest's 4)")
     ap.add_argument("--target-items", type=int, default=None,
                     help="budget: this many items per model at the mean item cost (default: the backtest's 20)")
+    ap.add_argument("--design", choices=DESIGNS, default=BacktestConfig.design,
+                    help="the ranker's item design (engine/ranking/paired_design.py)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--jobs", type=int, default=None, help="processes (default: the CPUs this process may use)")
     ap.add_argument("--ray", default=None, metavar="ADDRESS", help="run on a Ray cluster instead (auto, local, HOST:PORT)")
@@ -127,7 +130,7 @@ def main(argv=None) -> int:
                             tie_margin_share=a.tie_margin_share,
                             full_run_share=a.full_run_share, budget_share=a.budget_share,
                             settle_floor_items=a.floor_items, pair_share=a.pair_share,
-                            random_share=a.random_share,
+                            random_share=a.random_share, design=a.design,
                             settle_seeds=a.settle_seeds, settle_runs=a.settle_runs,
                             **({} if a.optimism is None else {"optimism": a.optimism}),
                             **({} if a.holdout_size is None else {"holdout_size": a.holdout_size}),
@@ -140,7 +143,7 @@ def main(argv=None) -> int:
                         "optimism": config.optimism, "settle_floor_items": config.settle_floor_items,
                         "pair_share": config.pair_share, "random_share": config.random_share,
                         "settle_seeds": config.settle_seeds,
-                        "settle_runs": config.settle_runs}}
+                        "settle_runs": config.settle_runs, "design": config.design}}
     t0 = time.perf_counter()
     for half, names in halves.items():
         results = run_backtests([load_any_table(n) for n in names], config=config, jobs=a.jobs,

@@ -151,6 +151,8 @@ def backtest_signature(config: BacktestConfig, prices) -> str:
     for key in ("response_model", "guessing"):  # named only when set (older signatures stay as they were)
         if c[key] is None:
             del c[key]
+    if c["design"] == "individual":  # likewise: named only when paired
+        del c["design"]
     return format_signature({k: c[k] for k in sorted(c)} | {"prices": list(prices)} | versions())
 
 

@@ -1,11 +1,12 @@
 """What a backtest is told: :class:`BacktestConfig`, its settings (folds, hold-out size, seeds, budget,
-the ranker's confidence and tie margin, the judgement's stopping policy, the settle checks)."""
+the ranker's confidence and tie margin, the judgement's stopping policy, the item design, the settle checks)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from lm_eval_adaptive.engine.irt.calibration import DEFAULT_METHOD, DEFAULT_SCALING
 from lm_eval_adaptive.engine.cat.selection import DEFAULT_RANDOM_SHARE
+from lm_eval_adaptive.engine.ranking.paired_design import DEFAULT_DESIGN, DESIGNS
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import (
     DEFAULT_BUDGET_SHARE,
     DEFAULT_FLOOR_ITEMS,
@@ -50,6 +51,7 @@ class BacktestConfig:
     random_share: float = DEFAULT_RANDOM_SHARE  # the selector's share of items drawn from one shared random order
     settle_seeds: int = 1  # seeds per fold whose unresolved pairs are run on to settle (0: none)
     settle_runs: int = 1  # continuations per pair: the run's own, then fresh permutations (the median is reported)
+    design: str = DEFAULT_DESIGN  # the ranker's item design: "individual" or "paired" (engine/ranking/paired_design.py)
 
     def folds_that_fit(self, n_models: int) -> int:
         """Complete hold-out sets that fit, ``n_models // holdout_size`` as the paper's code (at most
@@ -68,3 +70,5 @@ class BacktestConfig:
             raise InputError(f"--confidence must be in (0.5, 1), got {self.confidence}")
         if self.min_items < 1 or self.target_items < 1:
             raise InputError("--min-items and --target-items must be at least 1")
+        if self.design not in DESIGNS:
+            raise InputError(f"the design is one of {', '.join(DESIGNS)}, got {self.design!r}")

@@ -51,7 +51,7 @@ def fold_ground_truth(raw_h: np.ndarray, hold: list, config: BacktestConfig, f: 
 
 def fold_ranker(bank, hold: list, config: BacktestConfig, f: int, seed: int, **kwargs) -> AdaptiveRanker:
     """The adaptive ranker of seed ``seed`` in fold ``f``: ``config``'s settings (its judgement's
-    stopping policy), the default selector with the bank's selection information, seeded by (partition
+    stopping policy, its item design), the default selector with the bank's selection information, seeded by (partition
     seed, fold, seed); ``kwargs`` (item costs, budget, exclude, pair rule) go to :class:`AdaptiveRanker`."""
     seed_ = [config.partition_seed, f, seed]
     selector = default_selector(bank.b, top_k=config.top_k, seed=seed_, information=bank.selection_information) \
@@ -60,7 +60,7 @@ def fold_ranker(bank, hold: list, config: BacktestConfig, f: int, seed: int, **k
                             information=bank.selection_information)
     return AdaptiveRanker(bank, hold, confidence=config.confidence, n_init=config.min_items,
                           n_max=config.max_items, top_k=config.top_k, seed=seed, selector=selector,
-                          judgement=judgement_for(config), **kwargs)
+                          judgement=judgement_for(config), design=config.design, **kwargs)
 
 
 def judgement_for(config: BacktestConfig):

@@ -46,6 +46,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from lm_eval_adaptive.engine.ranking.allocation import adaptive_choice, stop_reason, warm_up_choice
+from lm_eval_adaptive.engine.ranking.paired_design import DEFAULT_DESIGN, check_design, paired_choice
 from lm_eval_adaptive.engine.irt.bank import ItemBank
 from lm_eval_adaptive.engine.cat.examinee import Examinee
 from lm_eval_adaptive.engine.irt.checks import check_cost, check_score
@@ -142,7 +143,8 @@ class AdaptiveRanker(RankerState, RankerReplay):
                  pair_rule: PairRule | None = None,
                  exclude: Mapping[str, np.ndarray] | None = None, reserve_mean_cost: bool = True,
                  max_in_flight: int = 1,
-                 judgement: Callable[..., PairJudgement] | None = None):
+                 judgement: Callable[..., PairJudgement] | None = None, design: str = DEFAULT_DESIGN):
+        self._design = check_design(design)
         self._bank = bank
         self._item_ids = bank.item_ids
         costs = self._init_core(models, bank.n_items, item_costs=item_costs, relative_costs=relative_costs,
@@ -175,6 +177,7 @@ class AdaptiveRanker(RankerState, RankerReplay):
                 "max_in_flight": self._max_in_flight, "selector": component_name(self._selector),
                 "estimator": "+".join(sorted(est)), "pair_rule": component_name(rule),
                 "tie_margin": getattr(rule, "margin", None),
+                **({} if self._design == "individual" else {"design": self._design}),
                 **_judgement_signature(self._judge), **versions()}
 
     # ------------------------------------------------------------------ reading
@@ -208,9 +211,12 @@ class AdaptiveRanker(RankerState, RankerReplay):
 
     # -------------------------------------------------------------------- internals
     def _peek(self, m: str, needs=None) -> int:
-        """The model's next item (cached until its examinee changes); ``needs`` (the open pairs that make
-        it a candidate) does not change a single bank's choice."""
+        """The model's next item (cached until its examinee changes); ``needs`` (its open pairs) changes only
+        a paired design's choice (cached until it or a partner changes)."""
         e = self._examinees[m]
+        if needs and self._design == "paired" and (item := paired_choice(
+                self._examinees, self.active if self._failed else self._models, m, needs, self._next)) is not None:
+            return item
         cached = self._next[m]
         version = e.version
         if cached is None or cached[0] != version:
