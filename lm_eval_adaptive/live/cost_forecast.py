@@ -66,7 +66,6 @@ from lm_eval_adaptive.live.session import (
     JUDGE_PROMPT_ALLOWANCE,
     LiveSettings,
     Setup,
-    check_settings,
     expected_item_costs,
     rank_ranker,
 )
@@ -464,10 +463,10 @@ def _live_settings(a: LiveSettings) -> dict:
 
 
 def forecast_rank(a: LiveSettings) -> CostForecast:
-    """``rank --dry-run``: the run set up as :func:`~lm_eval_adaptive.cli.rank.cmd_rank` sets it up, then forecast."""
+    """``rank --dry-run``: the run set up as :func:`~lm_eval_adaptive.cli.rank.cmd_rank` sets it up, then forecast
+    (``a``: the settings the command line checked and resolved)."""
     if a.resume:
         raise InputError("--dry-run forecasts a new run; it does not go with --resume")
-    check_settings(a)
     setup = Setup(a, a.bank)
     names = [s.name for s in setup.specs]
     cost, upper, full = _live_arrays(setup, names)
