@@ -10,10 +10,10 @@ range, the metadata) with the module that called it. Three cases:
 * ``live``: ``rank`` of two systems against the replay endpoint under a small cap, then
 * ``resume``: ``rank --resume`` of that run with a new ``--budget-usd`` (the journal's settings and a cap change).
 
-Printed per case: the modules that read the settings (the count is the issue's "modules it passes
-through"), the path (the modules in the order they first read, consecutive repeats merged), its climbs (a
+Printed per case: the modules that read the settings, the path (the modules in the order they first read, consecutive repeats merged), its climbs (a
 step to a higher layer: cli > live > harness/replay/sweep > engine > data) and returns (a step back to a
-module already on the path), the modules that mutate the settings, the resolver calls, and the functions below
+module already on the path); the same with the modules of the resolvers called on the way (the modules the
+settings' values pass through, the issue's measure), the modules that mutate the settings, the resolver calls, and the functions below
 ``cli/`` that re-resolve a setting (a resolver called inside a function holding the settings that is not one of
 the resolution functions the command line calls, :data:`RESOLUTION`).
 
@@ -70,6 +70,7 @@ class Trace:
         self.reads: list[tuple[str, str]] = []  # (module, field), in order
         self.writes: list[tuple[str, str]] = []
         self.resolutions: list[tuple[str, str, str | None]] = []  # (function, caller module, consumer or None)
+        self.flow: list[str] = []  # the modules the settings' values pass through: readers and resolvers, in order
 
     def summary(self) -> dict:
         readers = list(dict.fromkeys(m for m, _ in self.reads))
@@ -77,18 +78,27 @@ class Trace:
         for m, _ in self.reads:
             if not path or path[-1] != m:
                 path.append(m)
-        climbs = sum(layer(b) > layer(a) for a, b in zip(path, path[1:]))
-        returns = sum(b in path[:k + 1] for k, b in enumerate(path[1:]))
+        climbs, returns = _climbs_returns(path)
+        flow = [m for k, m in enumerate(self.flow) if k == 0 or self.flow[k - 1] != m]
+        flow_climbs, flow_returns = _climbs_returns(flow)
         writers = sorted({m for m, _ in self.writes})
         below = sorted({f"{f} in {c}" for f, _, c in self.resolutions if c})
         counts = {}
         for f, _, _ in self.resolutions:
             counts[f] = counts.get(f, 0) + 1
         return {"modules": len(readers), "readers": readers, "path_steps": len(path) - 1, "climbs": climbs,
-                "returns": returns, "mutated_in": writers,
+                "returns": returns, "flow_modules": list(dict.fromkeys(flow)), "flow_steps": len(flow) - 1,
+                "flow_climbs": flow_climbs, "flow_returns": flow_returns, "mutated_in": writers,
                 "mutations": sorted({f"{m}: {k}" for m, k in self.writes}),
                 "resolutions_below_cli": below,
                 "resolution_calls": counts}
+
+
+def _climbs_returns(path: list[str]) -> tuple[int, int]:
+    """(steps to a higher layer, steps back to a module already on the path) of a path of modules."""
+    climbs = sum(layer(b) > layer(a) for a, b in zip(path, path[1:]))
+    returns = sum(b in path[:k + 1] for k, b in enumerate(path[1:]))
+    return climbs, returns
 
 
 def _caller(depth: int = 2) -> tuple[str, object]:
@@ -128,6 +138,7 @@ def traced(trace: Trace):
             mod, code = _caller()
             if mod.startswith(PKG):
                 trace.reads.append((mod, name))
+                trace.flow.append(mod)
         return old_get(self, name)
 
     def set_(self, name, value):
@@ -150,6 +161,7 @@ def traced(trace: Trace):
         @functools.wraps(fn)
         def wrapper(*a, __fn=fn, __name=fname, **k):
             trace.resolutions.append((__name, _caller()[0], _consumer(cls)))
+            trace.flow.append(__fn.__module__)
             return __fn(*a, **k)
 
         for m in list(sys.modules.values()):  # every module that imported it by name
@@ -206,7 +218,9 @@ def main() -> None:
     for name, s in res.items():
         short = [m.removeprefix(PKG + ".") for m in s["readers"]]
         print(f"{name}: the settings are read in {s['modules']} modules ({', '.join(short)}); path of "
-              f"{s['path_steps']} steps, {s['climbs']} climbs back up, {s['returns']} returns; mutated in "
+              f"{s['path_steps']} steps, {s['climbs']} climbs back up, {s['returns']} returns; with the resolvers, "
+              f"they pass through {len(s['flow_modules'])} modules ({s['flow_steps']} steps, {s['flow_climbs']} "
+              f"climbs, {s['flow_returns']} returns); mutated in "
               f"{len(s['mutated_in'])} module(s) {s['mutations']}; re-resolved below cli: "
               f"{s['resolutions_below_cli'] or 'none'}; resolver calls {s['resolution_calls']}")
     if args.json:

@@ -50,7 +50,7 @@ def cmd_refresh(args) -> int:
     # there is refused) before the first refresh; each leaderboard, its bank and prices are checked as its
     # refresh starts
     runs = [resumed_settings(settings, REFRESH_KEYS, command="refresh") for settings in refresh_settings(args)]
-    opened = [open_run(settings, REFRESH_KEYS, command="refresh", required=False) for settings in runs]
+    opened = [open_run(settings, required=False) for settings in runs]
     status = []
     for k, (settings, (out_dir, journal, resumed)) in enumerate(zip(runs, opened)):
         try:

@@ -361,7 +361,9 @@ def _simulated_runs(first, scores, models, cost, upper, cap) -> list:
         forks = sys.platform.startswith("linux") and "fork" in mp.get_all_start_methods()
         if workers > 1 and len(scores) >= 8 and forks:
             with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
-                return list(pool.map(_one_run, range(len(scores)), chunksize=max(1, len(scores) // (4 * workers))))
+                # one run per task: runs differ in length, and a chunk of them left to one worker at the end
+                # would keep the others idle (the results come back in order either way)
+                return list(pool.map(_one_run, range(len(scores)), chunksize=1))
         return [_one_run(d) for d in range(len(scores))]
     finally:
         _JOB = None

@@ -470,7 +470,7 @@ def resumed_settings(settings: LiveSettings, keys=RUN_KEYS, *, command: str = "r
     return replace(settings, **{**taken, "budget_usd": budget, "cap_change": cap_change})
 
 
-def open_run(settings: LiveSettings, keys=RUN_KEYS, *, command: str = "rank", required: bool = True):
+def open_run(settings: LiveSettings, *, required: bool = True):
     """(output dir, journal or None, resumed?) of settings the command line resolved (a resume's by
     :func:`resumed_settings`, which read and checked its journal). A resumed run's journal is opened under
     the folder's writer lock; a new run's folder is checked, not created (:func:`start_run` creates it
