@@ -21,6 +21,10 @@ What is reached here, and why:
   ``timeout`` are constructor arguments of the harness's API models (``TemplateAPI``), so
   they are set through ``create_from_arg_obj``; the float timeout is then set on the
   public ``timeout`` attribute (the constructor rounds it down to whole seconds).
+* **A dry run's litellm model** (:func:`build_lm` ``calls=False``): ``LiteLLMChatCompletion.__init__``
+  imports litellm (seconds); a model that only builds prompts is built over a stand-in module that refuses calls.
+* **Prompt templates** (:func:`compile_templates_once`): ``lm_eval.utils.env.from_string`` is memoised per
+  template text (``apply_template`` compiles the task's Jinja template again for every document).
 * **litellm calls** (``LiteLLMChatCompletion``): its ``model_call``/``amodel_call`` pass
   the payload to ``litellm.completion``/``acompletion`` without the model's ``timeout``;
   both methods are wrapped on the instance to add ``timeout`` (and ``max_retries=0``, so
