@@ -280,8 +280,6 @@ class AdaptiveRanker(RankerState, RankerReplay):
             return None
         ex = self._examinees
         flight = self._flight_counts() if self._pending else {}
-        if len(flight) >= len(active) and all(flight.get(m, 0) >= self._max_in_flight for m in active):
-            return None  # every model's calls are in flight (the choice below would pass over each): wait
         # 1. warm-up, round robin: fewest items first (a model with no unseen item left is done)
         if self._warm_up:
             n_warm = min(self._n_init, self._n_max)
