@@ -127,9 +127,9 @@ def test_a_killed_bank_free_rank_resumes_to_the_same_result(server, task_dir, cl
     # banked run, before anything is asked
     import dataclasses
 
-    from lm_eval_adaptive.live import bank_free_session
+    from lm_eval_adaptive.live import session
 
-    real = bank_free_session.live_prices
+    real = session.live_prices  # the settings are priced once, by the command line (session.resolved_settings)
 
     def doubled(a, specs):
         prices, policy = real(a, specs)
@@ -139,11 +139,11 @@ def test_a_killed_bank_free_rank_resumes_to_the_same_result(server, task_dir, cl
         return [x for x in (out / "journal.jsonl").read_text().splitlines() if x.strip()]
 
     journal_before = records()
-    bank_free_session.live_prices = doubled
+    session.live_prices = doubled
     try:
         assert main(["rank", "--resume", str(out), "--no-progress"]) == 2
     finally:
-        bank_free_session.live_prices = real
+        session.live_prices = real
     assert records() == journal_before
     assert main(["rank", "--resume", str(out), "--no-progress"]) == 0
     r, ref = read(out), read(clean_rank)

@@ -61,7 +61,7 @@ import pytest
 from lm_eval_adaptive.cli.main import main
 from lm_eval_adaptive.live.cost_forecast import FORECAST_FILE, simulated_live_run
 from lm_eval_adaptive.live.journal import Journal
-from lm_eval_adaptive.live.session import LiveSettings, Setup, rank_ranker
+from lm_eval_adaptive.live.session import LiveSettings, Setup, rank_ranker, resolved_settings
 
 pytestmark = pytest.mark.slow
 
@@ -169,7 +169,7 @@ def test_the_forecasts_driver_reproduces_the_real_run_from_its_recorded_scores(r
 
     _, real, out, _ = rank_case
     run = json.loads((out / "run.json").read_text())["settings"]
-    a = LiveSettings.from_mapping(run)
+    a = resolved_settings(LiveSettings.from_mapping(run))
     setup = Setup(a, a.bank)
     bank = setup.bank
     recorded = {(s["model"], s["item_id"]): s for s in Journal.open(out, writable=False).scores()}

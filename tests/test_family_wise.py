@@ -11,6 +11,8 @@ signature from ``rank``, ``demo`` and ``backtest``.
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from types import SimpleNamespace
 
@@ -184,7 +186,9 @@ def test_rank_flag_reaches_the_ranker_signature():
     res = rank_ranker(joint, a).result()
     assert {k: r.signature["pair_rule"] for k, r in res.results.items()} == {"x": "family-wise-holm",
                                                                              "y": "family-wise-holm"}
-    a.family_wise = False
+    with pytest.raises(dataclasses.FrozenInstanceError):  # resolved once by the command line, never changed
+        a.family_wise = False
+    a = dataclasses.replace(a, family_wise=False)
     assert rank_ranker(setup, a).signature()["pair_rule"] == "order-confidence"
     refresh = build_parser().parse_args(["refresh", "--leaderboard", "x.json", "--add", "litellm:model=a",
                                          "--family-wise"])

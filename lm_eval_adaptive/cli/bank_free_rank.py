@@ -36,7 +36,6 @@ from lm_eval_adaptive.live.session import (
     LiveSettings,
     check_live_settings,
     cheapest_call_check,
-    live_prices,
     refuse_existing_run,
     start_run,
 )
@@ -45,7 +44,8 @@ __all__ = ["check_bank_free_settings", "bank_free_setup", "start_bank_free", "ru
 
 
 def check_bank_free_settings(a: LiveSettings) -> None:
-    """The checks of a bank-free ``rank`` before any task is loaded (the banked run's, less the bank's)."""
+    """The checks of a bank-free ``rank`` before any task is loaded (the banked run's, less the bank's); the
+    command line then prices the settings (:func:`~lm_eval_adaptive.live.session.resolved_settings`)."""
     if not a.models or len(a.models) < 2:
         raise InputError("--models needs at least 2 model specs")
     if not a.tasks or "," in a.tasks:
@@ -57,7 +57,6 @@ def check_bank_free_settings(a: LiveSettings) -> None:
     parse_score_range(a.score_range)
     if a.output and not a.resume:
         refuse_existing_run(a.output)
-    live_prices(a)
 
 
 def bank_free_setup(a: LiveSettings, resumed: bool):

@@ -37,7 +37,7 @@ from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.cli.live_output import print_leaderboard
 from lm_eval_adaptive.cli.refresh import refresh
 from lm_eval_adaptive.live.leaderboard import REFRESH_KEYS, create_leaderboard, history_beside, load_leaderboard
-from lm_eval_adaptive.live.session import LiveSettings, open_run
+from lm_eval_adaptive.live.session import LiveSettings, open_run, resumed_settings
 from lm_eval_adaptive.writer_lock import board_lock
 
 __all__ = ["add_leaderboard_parsers", "cmd_leaderboard", "cmd_refresh", "cmd_render", "refresh_settings"]
@@ -46,10 +46,11 @@ __all__ = ["add_leaderboard_parsers", "cmd_leaderboard", "cmd_refresh", "cmd_ren
 def cmd_refresh(args) -> int:
     notes = report_console(stderr=True)  # plan, progress, notes
     out = report_console()  # the new leaderboard
-    runs = refresh_settings(args)
-    # every run folder is checked (a journal there is refused) before the first refresh; each
-    # leaderboard, its bank and prices are checked as its refresh starts
-    opened = [open_run(settings, REFRESH_KEYS, command="refresh", required=False) for settings in runs]
+    # a resume's settings from its journal (resolved once, here); every run folder is checked (a journal
+    # there is refused) before the first refresh; each leaderboard, its bank and prices are checked as its
+    # refresh starts
+    runs = [resumed_settings(settings, REFRESH_KEYS, command="refresh") for settings in refresh_settings(args)]
+    opened = [open_run(settings, required=False) for settings in runs]
     status = []
     for k, (settings, (out_dir, journal, resumed)) in enumerate(zip(runs, opened)):
         try:
@@ -99,13 +100,14 @@ def refresh_settings(args) -> list[LiveSettings]:
                                 batch_size=args.batch_size)
     boards = list(args.leaderboard or [])
     values["leaderboard"] = boards[0] if boards else None
-    base = LiveSettings.from_mapping(values)
+    given = None
     if args.resume:
-        base.given = resume_given(args, values, REFRESH_KEYS)
+        given = resume_given(args, values, REFRESH_KEYS)
         if explicit_add(args):
-            base.given["add"] = values["add"]
-        if "leaderboard" in base.given:
-            base.given["leaderboard"] = boards
+            given["add"] = values["add"]
+        if "leaderboard" in given:
+            given["leaderboard"] = boards
+    base = LiveSettings.from_mapping(values, given=given)
     tasks = task_list(args.tasks)
     if args.resume or (len(boards) <= 1 and not tasks):
         return [base]  # one leaderboard (refresh checks it), or a run folder to resume

@@ -26,7 +26,6 @@ from lm_eval_adaptive.cli.arguments import (
 )
 from lm_eval_adaptive.cli.compare import add_compare_parser
 from lm_eval_adaptive.cli.demo import run_demo
-from lm_eval_adaptive.cli.history import backtest_history
 from lm_eval_adaptive.cli.leaderboard import add_leaderboard_parsers
 from lm_eval_adaptive.cli.multi_metric import backtest_joint, metric_table_specs
 from lm_eval_adaptive.cli.progress import BacktestProgress, table_progress
@@ -144,6 +143,8 @@ def cmd_backtest(args) -> int:
     tables = [load_any_table(t, allow_outliers=args.allow_outliers) for t in args.table]
     console = report_console()
     if args.history_models is not None:  # the history curve (issue 31): N = 0 is the bank-free ranker
+        from lm_eval_adaptive.cli.history import backtest_history  # noqa: PLC0415 - scipy.stats: not at start-up
+
         return backtest_history(tables, args.history_models, config, prices_for=lambda ms: _prices_for(args, ms),
                                 console=console, json_path=args.json, plot=args.plot)
     # progress on stderr: a bar on a terminal, a line per fold otherwise, nothing with --no-progress

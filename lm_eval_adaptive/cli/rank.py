@@ -49,7 +49,6 @@ from lm_eval_adaptive.cli.harness_options import (
     task_folder,
     task_list,
 )
-from lm_eval_adaptive.cli import bank_free_rank
 from lm_eval_adaptive.cli.live_start import start_live_run
 from lm_eval_adaptive.cli.report import note_on_stderr, plot_ranking, print_inseparable, report_console
 from lm_eval_adaptive.data.price_map import priced_by_default
@@ -75,11 +74,12 @@ from lm_eval_adaptive.live.session import (
     check_before_loading,
     check_settings,
     cheapest_call_check,
-    live_prices,
     open_run,
     rank_ranker,
     refuse_existing_run,
+    resumed_settings,
     start_run,
+    resolved_settings,
 )
 from lm_eval_adaptive.cli.terminal import styled
 from lm_eval_adaptive.cli.live_output import (
@@ -237,7 +237,7 @@ def cmd_rank(args) -> int:
         # before any run folder is created or any call is made
         settings, several = rank_settings(args)
         if settings[0].dry_run:  # expected items and dollars per task; no call made, nothing written but the forecast
-            prices, _ = live_prices(settings[0])
+            prices = settings[0].prices
             note_default_prices(notes, priced_by_default(prices), prices)
             for a in settings:
                 fc = forecast_rank(a)
@@ -271,20 +271,22 @@ def cmd_rank(args) -> int:
 
 
 def rank_settings(args) -> tuple[list[LiveSettings], bool]:
-    """(one :class:`LiveSettings` per task to rank, or per task folder to resume; several tasks?)"""
+    """(one :class:`LiveSettings` per task to rank, or per task folder to resume; several tasks?): the run's
+    settings resolved once, here at the edge (defaults, the models parsed and priced, each task's bank(s), a
+    resume's settings from its journal and its cap change), frozen; the layers below only read them."""
     values = dict(vars(args))
     values["models"] = model_specs(args.models, args.model, args.model_args, device=args.device,
                                    batch_size=args.batch_size)
     values["tasks"] = values["bank"] = None
-    base = LiveSettings.from_mapping(values)
-    if args.resume:
-        base.given = resume_given(args, values, RUN_KEYS)
+    if args.resume:  # each run folder's settings from its journal, checked against those given, then priced
+        base = LiveSettings.from_mapping(values, given=resume_given(args, values, RUN_KEYS))
         d = Path(args.resume)
         folders = [] if (d / RUN_FILE).is_file() or not d.is_dir() else \
             sorted(x for x in d.iterdir() if (x / RUN_FILE).is_file())
-        if not folders:  # one task's run folder (open_run refuses anything else)
-            return [base], False
-        return [replace(base, resume=str(x)) for x in folders], True
+        if not folders:  # one task's run folder (resumed_settings refuses anything else)
+            return [resolved_settings(resumed_settings(base))], False
+        return [resolved_settings(resumed_settings(replace(base, resume=str(x)))) for x in folders], True
+    base = LiveSettings.from_mapping(values)
     tasks = task_list(args.tasks)
     if not tasks:
         raise InputError("--tasks: name the harness task(s) to rank on")
@@ -312,13 +314,23 @@ def rank_settings(args) -> tuple[list[LiveSettings], bool]:
         raise InputError("--output DIR is needed (each task's journal, settings and results go to DIR/TASK)")
     else:
         runs = [replace(base, tasks=t, bank=banks[t], output=str(task_folder(args.output, t))) for t in tasks]
+    resolved = []
     for a in runs:  # settings, banks, the task's metric, prices and run folders: before any task is loaded
         if a.bank is None:  # no bank for the task: the bank-free ranker (docs/cold-start.md)
-            bank_free_rank.check_bank_free_settings(a)
+            _bank_free().check_bank_free_settings(a)
+            resolved.append(resolved_settings(a))
             continue
         check_settings(a)
-        check_before_loading(a)
-    return runs, len(tasks) > 1
+        resolved.append(check_before_loading(a))  # checked and priced
+    return resolved, len(tasks) > 1
+
+
+def _bank_free():
+    """:mod:`.bank_free_rank`, imported only when a task has no bank (the bank-free ranker imports scipy.stats,
+    which takes about a second to import: not at every ``rank``'s start)."""
+    from lm_eval_adaptive.cli import bank_free_rank  # noqa: PLC0415
+
+    return bank_free_rank
 
 
 def resume_given(args, values: dict, keys) -> dict:
@@ -346,7 +358,7 @@ def prepare_rank(a: LiveSettings, *, skip_finished: bool = False) -> RankRun:
             journal.close()
             return RankRun(a, out_dir, resumed=True, finished=finished)
         if a.bank is None:  # no bank: the bank-free ranker (cli/bank_free_rank.py)
-            setup, ranker = bank_free_rank.bank_free_setup(a, resumed)
+            setup, ranker = _bank_free().bank_free_setup(a, resumed)
             changes = check_resumed_prices(journal, setup, stated=a.new_prices, where=out_dir / JOURNAL_NAME) \
                 if journal is not None else None
             return RankRun(a, out_dir, journal, resumed, setup, ranker, price_changes=changes)
@@ -380,7 +392,7 @@ def start_rank(r: RankRun):
     """Create the run folder, its run.json and its journal."""
     a, setup = r.settings, r.setup
     if a.bank is None:
-        return bank_free_rank.start_bank_free(r)
+        return _bank_free().start_bank_free(r)
     settings = {k: getattr(a, k) for k in RUN_KEYS}
     settings["bank"] = [bank_reference(b) for b in a.bank] if isinstance(a.bank, list) else bank_reference(a.bank)
     settings["include_path"] = str(Path(a.include_path).resolve()) if a.include_path else None
@@ -396,7 +408,7 @@ def run_rank(r: RankRun, notes, out) -> int:
     """Rank one task live, write its results and print its report; the exit status."""
     a, setup, out_dir = r.settings, r.setup, r.out_dir
     if a.bank is None:
-        return bank_free_rank.run_bank_free(r, notes, out, print_report, exit_status)
+        return _bank_free().run_bank_free(r, notes, out, print_report, exit_status)
     live = start_live_run(r, notes, lost_in_flight="not requested again")
     announce(notes, setup, a)
     with LiveProgress(notes, live, setup, enabled=not a.no_progress) as prog:

@@ -8,6 +8,7 @@ live driver, resume) and prints its plan, progress and result.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -52,8 +53,8 @@ from lm_eval_adaptive.live.session import (
     check_model_names,
     cheapest_call_check,
     journal_cap_change,
-    live_prices,
     start_run,
+    resolved_settings,
 )
 
 __all__ = ["refresh"]
@@ -81,7 +82,7 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
         raise InputError("--budget-usd: a refresh needs a positive dollar cap")
     check_live_settings(settings)
     check_model_names([parse_model_spec(s) for s in settings.add], "--add")
-    live_prices(settings)  # every new model without a price in one error, before the history is read
+    settings = resolved_settings(settings)  # every new model without a price in one error, before the history is read
     if joint and settings.metric:
         raise InputError(f"--metric {settings.metric}: the {len(boards)} leaderboards say their metrics")
     if joint and settings.dry_run:
@@ -97,11 +98,11 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
                              path=str(p))
     banks = [board_bank(lb, table, anchors) for lb, table in zip(boards, tables)]
     lb, path, bank = boards[0], paths[0], banks[0]
-    # the settings Setup and LiveRun read, from the leaderboard(s) and the command line
-    settings.models, settings.tasks, settings.bank = settings.add, lb["task"], None
-    settings.metric = None if joint else settings.metric or lb["metric"]
-    settings.item_field = settings.item_field or lb.get("item_field")
-    settings.confidence = settings.confidence or float(lb.get("confidence", 0.95))
+    # the settings Setup and LiveRun read, resolved here from the leaderboard(s) and the command line
+    settings = replace(settings, models=settings.add, tasks=lb["task"], bank=None,
+                       metric=None if joint else settings.metric or lb["metric"],
+                       item_field=settings.item_field or lb.get("item_field"),
+                       confidence=settings.confidence or float(lb.get("confidence", 0.95)))
     entries = {e["model"] for b in boards for e in b["entries"]}
     setup = Setup(settings, banks if joint else bank, anchors=sorted(entries))
     new = [s.name for s in setup.specs]

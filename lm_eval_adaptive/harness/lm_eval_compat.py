@@ -21,6 +21,10 @@ What is reached here, and why:
   ``timeout`` are constructor arguments of the harness's API models (``TemplateAPI``), so
   they are set through ``create_from_arg_obj``; the float timeout is then set on the
   public ``timeout`` attribute (the constructor rounds it down to whole seconds).
+* **A dry run's litellm model** (:func:`build_lm` ``calls=False``): ``LiteLLMChatCompletion.__init__``
+  imports litellm (seconds); a model that only builds prompts is built over a stand-in module that refuses calls.
+* **Prompt templates** (:func:`compile_templates_once`): ``lm_eval.utils.env.from_string`` is memoised per
+  template text (``apply_template`` compiles the task's Jinja template again for every document).
 * **litellm calls** (``LiteLLMChatCompletion``): its ``model_call``/``amodel_call`` pass
   the payload to ``litellm.completion``/``acompletion`` without the model's ``timeout``;
   both methods are wrapped on the instance to add ``timeout`` (and ``max_retries=0``, so
@@ -65,8 +69,11 @@ What is reached here, and why:
 from __future__ import annotations
 
 import copy
+import functools
 import math
+import sys
 import threading
+import types
 from contextlib import contextmanager
 from itertools import islice
 
@@ -74,7 +81,7 @@ __all__ = ["SUPPORTED_LM_EVAL", "TESTED_LM_EVAL", "add_harness_run_parser", "ind
            "build_lm", "capture_usage", "before_requests", "billable_usage",
            "usage_sink", "use_full_run_requests", "fresh_instance", "task_filters", "default_max_gen_toks",
            "is_api_model", "prompt_text", "harness_bars_off", "results_file", "redacted_output_files",
-           "without_env_info", "capture_answers", "fill_cache", "results_folder"]
+           "without_env_info", "capture_answers", "fill_cache", "results_folder", "compile_templates_once"]
 
 SUPPORTED_LM_EVAL = ">=0.4.9,<0.5"
 TESTED_LM_EVAL = ("0.4.13",)
@@ -126,8 +133,13 @@ def is_api_model(factory) -> bool:
 
 
 def build_lm(model_type: str, model_args, *, extra: dict | None = None, timeout: float | None = None,
-             own_retries: bool = False, one_call_at_a_time: bool = False):
+             own_retries: bool = False, one_call_at_a_time: bool = False, calls: bool = True):
     """The harness LM ``model_type`` built from ``model_args`` (a ``k=v,...`` string or a dict).
+
+    ``calls=False``: an LM that only builds prompts (a dry run): the harness's ``litellm`` model is then
+    built without importing litellm (seconds), over a stand-in module that refuses any call
+    (:func:`_no_litellm`); its prompts, chat template and token limits are the real class's (it adds
+    only the calls).
 
     For the harness's API models: ``timeout`` seconds per HTTP call (also passed to litellm),
     ``own_retries`` switches the harness's and litellm's retries off (the caller retries and
@@ -152,7 +164,8 @@ def build_lm(model_type: str, model_args, *, extra: dict | None = None, timeout:
             args["max_retries"] = 1
         if one_call_at_a_time:
             args["num_concurrent"] = 1
-    lm = factory.create_from_arg_obj(args, extra or {})
+    with _no_litellm(not calls and factory.__module__ == "lm_eval.models.litellm_llms"):
+        lm = factory.create_from_arg_obj(args, extra or {})
     if api and timeout is not None:
         lm.timeout = float(timeout)
     if api and type(lm).__name__.startswith("LiteLLM"):
@@ -165,6 +178,52 @@ def build_lm(model_type: str, model_args, *, extra: dict | None = None, timeout:
             _add_litellm_kwargs(lm, add)
     capture_usage(lm)
     return lm
+
+
+@contextmanager
+def _no_litellm(active: bool):
+    """While active (and litellm not imported yet), ``import litellm`` gives a stand-in module whose every
+    attribute read raises: the harness's litellm model, built inside, keeps it and can make no call."""
+    if not active or "litellm" in sys.modules:
+        yield
+        return
+    stand_in = types.ModuleType("litellm")
+
+    def refuse(name):
+        raise RuntimeError(f"litellm.{name}: this model only builds prompts (a dry run); it makes no call")
+
+    stand_in.__getattr__ = refuse
+    sys.modules["litellm"] = stand_in
+    try:
+        yield
+    finally:
+        if sys.modules.get("litellm") is stand_in:
+            del sys.modules["litellm"]
+
+
+def compile_templates_once(size: int = 1024) -> None:
+    """lm-eval compiles a task's Jinja template anew for every document it formats
+    (``lm_eval.utils.apply_template``: ``env.from_string`` per call); each template text is compiled once
+    instead, for every task of the process (the same text gives the same template, which renders the same
+    prompt). A call with ``globals`` or a ``template_class`` is passed through."""
+    from lm_eval import utils
+
+    env = utils.env
+    if getattr(env.from_string, "compiled_once", False):
+        return
+    compile_ = env.from_string
+
+    @functools.lru_cache(maxsize=size)
+    def compiled(source: str):
+        return compile_(source)
+
+    def from_string(source, globals=None, template_class=None):
+        if globals is None and template_class is None and isinstance(source, str):
+            return compiled(source)
+        return compile_(source, globals, template_class)
+
+    from_string.compiled_once = True
+    env.from_string = from_string
 
 
 def _add_litellm_kwargs(lm, add: dict) -> None:

@@ -248,6 +248,7 @@ class HarnessTask:
 
     def load(self):
         """A fresh task object configured as ``simple_evaluate`` configures it."""
+        compat.compile_templates_once()  # its prompts are built per document: each template compiled once
         with declared_judges() as found:
             loaded = self.task_manager.load([self.task])["tasks"]
         self.judges += [m for m in found if m not in self.judges]
@@ -270,10 +271,10 @@ class HarnessTask:
         return name, t
 
 
-def build_lm(spec: ModelSpec, *, timeout: float | None = None):
+def build_lm(spec: ModelSpec, *, timeout: float | None = None, calls: bool = True):
     """The harness LM of ``spec`` (its registry and argument parsing), set up for item-at-a-time use:
     one call at a time, no retries but the live runner's, ``timeout`` seconds per call
-    (:func:`resolve_timeout`)."""
+    (:func:`resolve_timeout`); ``calls=False``: one that only builds prompts (a dry run)."""
     from lm_eval.api.registry import get_model
 
     try:
@@ -281,7 +282,8 @@ def build_lm(spec: ModelSpec, *, timeout: float | None = None):
     except (ValueError, KeyError) as e:
         raise InputError(f"model spec {spec.type}:{spec.args}: unknown harness model type {spec.type!r} ({e})")
     return compat.build_lm(spec.type, spec.args, extra={"batch_size": 1, "max_batch_size": None, "device": None},
-                           timeout=resolve_timeout(timeout, spec.args), own_retries=True, one_call_at_a_time=True)
+                           timeout=resolve_timeout(timeout, spec.args), own_retries=True, one_call_at_a_time=True,
+                           calls=calls)
 
 
 class ScoringFailed(RuntimeError):
@@ -324,11 +326,11 @@ class HarnessItemScorer:
     """
 
     def __init__(self, spec: ModelSpec, task: HarnessTask, binding: BankBinding, *, lm=None,
-                 timeout: float | None = None, loaded=None, metrics=None):
+                 timeout: float | None = None, loaded=None, metrics=None, calls: bool = True):
         self.spec = spec
         self.name = spec.name
         self.timeout = resolve_timeout(timeout, spec.args)
-        self.lm = lm if lm is not None else build_lm(spec, timeout=self.timeout)
+        self.lm = lm if lm is not None else build_lm(spec, timeout=self.timeout, calls=calls)
         self.task_name, self.task = loaded if loaded is not None else task.load()
         self.binding = binding
         self.metric = binding.metric

@@ -30,13 +30,12 @@ from lm_eval_adaptive.harness.bank_free_run import (
 )
 from lm_eval_adaptive.harness.binding import DOC_ID
 from lm_eval_adaptive.harness.judge_pricing import JudgePricing
-from lm_eval_adaptive.harness.scorer import HarnessItemScorer, HarnessTask, parse_metadata, parse_model_spec
+from lm_eval_adaptive.harness.scorer import HarnessItemScorer, HarnessTask
 from lm_eval_adaptive.live.ledger import BudgetLedger
 from lm_eval_adaptive.live.session import (
     CHARS_PER_TOKEN,
     LiveSettings,
     PricedSession,
-    live_prices,
     quiet_libraries,
 )
 from lm_eval_adaptive.redaction import redact as redact_all
@@ -53,18 +52,17 @@ class BankFreeSetup(PricedSession):
     bank_ids = BANK_FREE
 
     def __init__(self, a: LiveSettings):
+        if not a.priced:
+            raise TypeError("the settings were not resolved: the command line prices them once (resolved_settings)")
         os.environ.setdefault("TQDM_DISABLE", "1")
         quiet_libraries()
-        self.specs = [parse_model_spec(s) for s in a.models]
+        self.specs = list(a.specs)
         names = [s.name for s in self.specs]
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            raise InputError(f"--models: the name(s) {dup} appear twice; name them NAME=TYPE:ARGS")
-        self.prices, policy = live_prices(a, self.specs)
+        self.prices, policy = dict(a.prices), a.price_policy
         self.task = HarnessTask(a.tasks, include_path=a.include_path, num_fewshot=a.num_fewshot,
                                 gen_kwargs=a.gen_kwargs, apply_chat_template=a.apply_chat_template,
                                 fewshot_as_multiturn=a.fewshot_as_multiturn,
-                                system_instruction=a.system_instruction, metadata=parse_metadata(a.metadata))
+                                system_instruction=a.system_instruction, metadata=a.task_metadata)
         loaded = self.task.load()
         self.metric = task_metric(loaded[0], loaded[1], a.metric)
         self.score_range = score_range_for(self.metric, a.score_range)

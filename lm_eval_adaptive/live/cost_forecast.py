@@ -66,7 +66,6 @@ from lm_eval_adaptive.live.session import (
     JUDGE_PROMPT_ALLOWANCE,
     LiveSettings,
     Setup,
-    check_settings,
     expected_item_costs,
     rank_ranker,
 )
@@ -362,7 +361,9 @@ def _simulated_runs(first, scores, models, cost, upper, cap) -> list:
         forks = sys.platform.startswith("linux") and "fork" in mp.get_all_start_methods()
         if workers > 1 and len(scores) >= 8 and forks:
             with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("fork")) as pool:
-                return list(pool.map(_one_run, range(len(scores)), chunksize=max(1, len(scores) // (4 * workers))))
+                # one run per task: runs differ in length, and a chunk of them left to one worker at the end
+                # would keep the others idle (the results come back in order either way)
+                return list(pool.map(_one_run, range(len(scores)), chunksize=1))
         return [_one_run(d) for d in range(len(scores))]
     finally:
         _JOB = None
@@ -464,10 +465,10 @@ def _live_settings(a: LiveSettings) -> dict:
 
 
 def forecast_rank(a: LiveSettings) -> CostForecast:
-    """``rank --dry-run``: the run set up as :func:`~lm_eval_adaptive.cli.rank.cmd_rank` sets it up, then forecast."""
+    """``rank --dry-run``: the run set up as :func:`~lm_eval_adaptive.cli.rank.cmd_rank` sets it up, then forecast
+    (``a``: the settings the command line checked and resolved)."""
     if a.resume:
         raise InputError("--dry-run forecasts a new run; it does not go with --resume")
-    check_settings(a)
     setup = Setup(a, a.bank)
     names = [s.name for s in setup.specs]
     cost, upper, full = _live_arrays(setup, names)

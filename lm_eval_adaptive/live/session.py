@@ -20,7 +20,7 @@ import logging
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +50,7 @@ from lm_eval_adaptive.live.ledger import BudgetLedger
 from lm_eval_adaptive.redaction import redact_text
 from lm_eval_adaptive.writer_lock import run_folder_lock
 
-__all__ = ["PricedSession", "LiveSettings", "Setup", "rank_ranker", "check_model_names", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
+__all__ = ["PricedSession", "LiveSettings", "resolved_settings", "resumed_settings", "Setup", "rank_ranker", "check_model_names", "RUN_FILE", "RANKING_FILE", "PLOT_FILE", "RUN_KEYS", "check_settings", "quiet_libraries",
            "live_prices", "check_before_loading", "refuse_existing_run",
            "open_run", "start_run", "journal_cap_change", "cap_text", "cheapest_call_check",
            "JUDGE_PROMPT_ALLOWANCE", "JUDGE_OUTPUT_ALLOWANCE",
@@ -91,11 +91,14 @@ def expected_item_costs(price, bank, prompt_chars) -> np.ndarray:
     return price.item_costs(inp, bank.output_tokens)
 
 
-@dataclass
+@dataclass(frozen=True)
 class LiveSettings:
-    """The settings of one live run (``rank`` or ``refresh``), field for field as their command
-    lines spell them; built by the command line (:meth:`from_mapping`), read by the session, the
-    driver and the report, and stored in ``run.json`` for ``--resume``."""
+    """The settings of one live run (``rank`` or ``refresh``), resolved once by the command line and never
+    changed after: field for field as their command lines spell them (:meth:`from_mapping`), a resume's
+    taken from its journal (:func:`resumed_settings`), the models parsed and priced (:func:`resolved_settings`).
+    Read by the session, the forecast, the driver's caller and the report; stored in ``run.json`` for
+    ``--resume`` (:data:`RUN_KEYS`). Frozen: a value derived later is a new object
+    (:func:`dataclasses.replace`), made by the command line only."""
 
     models: list | None = None
     tasks: str | None = None
@@ -134,12 +137,45 @@ class LiveSettings:
     given: dict | None = None  # resume: the settings the command line gave, compared with the journal's
     cap_change: tuple | None = None  # resume: (old cap, new cap) stated with --budget-usd
     new_prices: bool = False  # resume: go on at the prices resolved now when they differ from the journal's
+    # resolved by resolved_settings (not in run.json): the models parsed, each one's price, the run's price
+    # policy, the task metadata parsed
+    specs: tuple | None = None
+    prices: Mapping | None = None
+    price_policy: PricePolicy | None = None
+    task_metadata: dict | None = None
 
     @classmethod
-    def from_mapping(cls, values: Mapping) -> LiveSettings:
-        """The settings among ``values`` (e.g. ``vars()`` of parsed arguments); other keys are ignored."""
+    def from_mapping(cls, values: Mapping, **resolved) -> LiveSettings:
+        """The settings among ``values`` (e.g. ``vars()`` of parsed arguments; other keys are ignored), and
+        ``resolved`` (e.g. ``given``)."""
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in values.items() if k in names})
+        return cls(**{**{k: v for k, v in values.items() if k in names}, **resolved})
+
+    @property
+    def priced(self) -> bool:
+        """Whether the models were parsed and priced (:func:`resolved_settings`)."""
+        return self.prices is not None
+
+
+def resolved_settings(a: LiveSettings) -> LiveSettings:
+    """``a`` with its models (``models``, else a refresh's ``add``) parsed and priced and its task metadata
+    parsed, once, by the command line: a new object whose ``specs``, ``prices``, ``price_policy`` and
+    ``task_metadata`` the layers below read (:func:`live_prices`: every model without a price named in one
+    error). A model name given twice is refused first."""
+    specs = tuple(parse_model_spec(s) for s in (a.models if a.models is not None else a.add or []))
+    names = [s.name for s in specs]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise InputError(f"{'--models' if a.models is not None else '--add'}: the name(s) {dup} appear twice; "
+                         "name them NAME=TYPE:ARGS")
+    prices, policy = live_prices(a, specs)
+    return replace(a, specs=specs, prices=prices, price_policy=policy, task_metadata=parse_metadata(a.metadata))
+
+
+def _priced(a: LiveSettings) -> LiveSettings:
+    if not a.priced:
+        raise TypeError("the settings were not resolved: the command line prices them once (resolved_settings)")
+    return a
 
 
 def check_settings(a: LiveSettings, *, need_models: int = 2) -> None:
@@ -210,12 +246,12 @@ def refuse_existing_run(folder) -> None:
         raise InputError(f"a run already exists in {d}; continue it with --resume {d} or choose another --output")
 
 
-def check_before_loading(a: LiveSettings) -> None:
+def check_before_loading(a: LiveSettings) -> LiveSettings:
     """Every check of a new ``rank`` run that needs no harness task loaded, in order, each failing at once:
     the banks (a file or a shipped name, close matches offered; the task's metric read from its YAML
     under ``--include_path``; the bank's task and metric), the prices (every unpriced model in one
-    error), the run folder. (``refresh`` checks its prices with :func:`live_prices` as it starts, before
-    it reads the leaderboard's history.)"""
+    error), the run folder; the settings priced (:func:`resolved_settings`), as the command line hands them down.
+    (``refresh`` prices its new models as it starts, before it reads the leaderboard's history.)"""
     new_folder = a.output and not a.resume
     if new_folder:
         refuse_existing_run(a.output)
@@ -223,9 +259,10 @@ def check_before_loading(a: LiveSettings) -> None:
     if a.bank:
         check_banks({a.tasks: a.bank if isinstance(a.bank, list) else [a.bank]}, metric=a.metric,
                     include_path=a.include_path)
-    live_prices(a)
+    a = resolved_settings(a)
     if new_folder:
         check_output_folder(Path(a.output), "--output")
+    return a
 
 
 class PricedSession:
@@ -272,19 +309,17 @@ class Setup(PricedSession):
 
     def __init__(self, a: LiveSettings, bank, *, anchors=None):
 
+        a = _priced(a)
         os.environ.setdefault("TQDM_DISABLE", "1")  # the harness's per-call progress bars
-        quiet_libraries()
-        self.specs = [parse_model_spec(s) for s in a.models]
+        quiet_libraries(calls=not a.dry_run)
+        self.specs = list(a.specs)
         check_model_names(self.specs, "--models" if a.add is None else "--add")
         names = [s.name for s in self.specs]
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            raise InputError(f"--models: the name(s) {dup} appear twice; name them NAME=TYPE:ARGS")
         clash = sorted(set(names) & set(anchors or ()))
         if clash:
             raise InputError(f"model(s) {clash} are already on the leaderboard")
-        self.prices, policy = live_prices(a, self.specs)
-        metadata = parse_metadata(a.metadata)
+        self.prices, policy = dict(a.prices), a.price_policy
+        metadata = a.task_metadata
         self.task = HarnessTask(a.tasks, include_path=a.include_path, num_fewshot=a.num_fewshot,
                                 gen_kwargs=a.gen_kwargs, apply_chat_template=a.apply_chat_template,
                                 fewshot_as_multiturn=a.fewshot_as_multiturn,
@@ -310,7 +345,8 @@ class Setup(PricedSession):
         self.scorers = {}
         for s in self.specs:
             self.scorers[s.name] = HarnessItemScorer(s, self.task, self.binding, timeout=timeout, loaded=loaded,
-                                                     metrics=self.metrics if self.joint else None)
+                                                     metrics=self.metrics if self.joint else None,
+                                                     calls=not a.dry_run)
             loaded = None  # the first scorer takes the task object the bank was bound on
         self.task_name, self.metric, self.n_docs = self.binding.task, self.binding.metric, self.binding.n_docs
         #: how the report names the metric(s)
@@ -361,11 +397,15 @@ def rank_ranker(setup: Setup, a: LiveSettings) -> AdaptiveRanker:
                           judgement=judgement)
 
 
-def quiet_libraries() -> None:
+def quiet_libraries(*, calls: bool = True) -> None:
+    """The harness's, litellm's and the HTTP libraries' loggers quiet; with ``calls`` (a run that calls models)
+    litellm's debug banner off too, which imports litellm (seconds: a dry run, which calls nothing, skips it)."""
     for name in ("lm_eval", "LiteLLM", "litellm", "httpx", "urllib3"):
         lg = logging.getLogger(name)
         if lg.level < logging.ERROR:
             lg.setLevel(logging.CRITICAL)
+    if not calls:
+        return
     try:
         import litellm
 
@@ -376,56 +416,69 @@ def quiet_libraries() -> None:
 
 
 
-def open_run(settings: LiveSettings, keys=RUN_KEYS, *, command: str = "rank", required: bool = True):
-    """(output dir, journal or None, resumed?); with --resume the settings come from the journal's header.
+def resumed_settings(settings: LiveSettings, keys=RUN_KEYS, *, command: str = "rank") -> LiveSettings:
+    """The settings of the run ``settings.resume`` continues, resolved once by the command line: its journal's
+    (a new object; ``settings`` itself is left as it is), the cap stated with ``--budget-usd`` decided. Settings
+    with no ``resume`` come back as they are.
 
     A resumed run is exact or refused: a setting the command line gave (``settings.given``) that
     differs from the journal's, or a ``run.json`` edited since the run started, is refused with one
     error naming each difference. The cap alone may change, and only when stated: ``--budget-usd``
-    on resume sets ``settings.cap_change`` (old, new), journaled when the run goes on; a cap under
+    on resume sets ``cap_change`` (old, new), journaled when the run goes on; a cap under
     what the run already spent is refused. Nothing is written here.
     """
-
     if settings.resume and settings.dry_run:
         raise InputError("--dry-run forecasts a new run; it does not go with --resume")
+    if not settings.resume:
+        return settings
+    d = Path(settings.resume)
+    run_file = d / RUN_FILE
+    if not run_file.is_file():
+        raise InputError("no run to resume here (run.json is missing)", path=str(d))
+    try:
+        saved_run = json.loads(run_file.read_text())
+        saved = saved_run["settings"]
+        if not isinstance(saved, dict):
+            raise TypeError("settings is not an object")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise InputError(f"unreadable run settings ({e})", path=str(run_file)) from None
+    if saved_run.get("command", "rank") != command:
+        raise InputError(f"this is a {saved_run.get('command')!r} run; resume it with that command",
+                         path=str(run_file))
+    if not (d / JOURNAL_NAME).is_file():
+        raise InputError("no journal to resume (journal.jsonl is missing)", path=str(d))
+    with Journal.open(d, writable=False) as peek:  # read and checked; nothing written yet
+        recorded, cap, spent = _journaled_settings(peek, saved, keys, run_file)
+    given = redact(dict(settings.given or {}), env_secrets())
+    diffs = [f"{k}: journal {_shown(recorded.get(k))} vs given {_shown(v)}"
+             for k, v in sorted(given.items()) if k in keys and k != "budget_usd"
+             and not _same_setting(k, recorded.get(k), v, recorded)]
+    if diffs:
+        raise InputError("the resumed run differs from its journal: " + "; ".join(diffs) +
+                         " (a resumed run keeps its settings; only --budget-usd may change its cap)",
+                         path=str(d))
+    names = {f.name for f in fields(LiveSettings)}
+    taken = {k: recorded[k] for k in keys if k in recorded and k in names}
+    cap_change = None
+    budget = cap
+    if "budget_usd" in given and given["budget_usd"] != cap:
+        new = given["budget_usd"]
+        if new is not None and new < spent:
+            raise InputError(f"--budget-usd {new:g}: the run already spent ${spent:.6g} (its cap was "
+                             f"{cap_text(cap)}); a cap under the spend is refused", path=str(d))
+        cap_change, budget = (cap, new), new
+    return replace(settings, **{**taken, "budget_usd": budget, "cap_change": cap_change})
+
+
+def open_run(settings: LiveSettings, *, required: bool = True):
+    """(output dir, journal or None, resumed?) of settings the command line resolved (a resume's by
+    :func:`resumed_settings`, which read and checked its journal). A resumed run's journal is opened under
+    the folder's writer lock; a new run's folder is checked, not created (:func:`start_run` creates it
+    once every setting has been checked). Nothing is written here."""
     if settings.resume:
+        if settings.dry_run:
+            raise InputError("--dry-run forecasts a new run; it does not go with --resume")
         d = Path(settings.resume)
-        run_file = d / RUN_FILE
-        if not run_file.is_file():
-            raise InputError("no run to resume here (run.json is missing)", path=str(d))
-        try:
-            saved_run = json.loads(run_file.read_text())
-            saved = saved_run["settings"]
-            if not isinstance(saved, dict):
-                raise TypeError("settings is not an object")
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            raise InputError(f"unreadable run settings ({e})", path=str(run_file)) from None
-        if saved_run.get("command", "rank") != command:
-            raise InputError(f"this is a {saved_run.get('command')!r} run; resume it with that command",
-                             path=str(run_file))
-        if not (d / JOURNAL_NAME).is_file():
-            raise InputError("no journal to resume (journal.jsonl is missing)", path=str(d))
-        with Journal.open(d, writable=False) as peek:  # read and checked; nothing written yet
-            recorded, cap, spent = _journaled_settings(peek, saved, keys, run_file)
-        given = redact(dict(settings.given or {}), env_secrets())
-        diffs = [f"{k}: journal {_shown(recorded.get(k))} vs given {_shown(v)}"
-                 for k, v in sorted(given.items()) if k in keys and k != "budget_usd"
-                 and not _same_setting(k, recorded.get(k), v, recorded)]
-        if diffs:
-            raise InputError("the resumed run differs from its journal: " + "; ".join(diffs) +
-                             " (a resumed run keeps its settings; only --budget-usd may change its cap)",
-                             path=str(d))
-        for k in keys:
-            if k in recorded:
-                setattr(settings, k, recorded[k])
-        settings.budget_usd = cap
-        if "budget_usd" in given and given["budget_usd"] != cap:
-            new = given["budget_usd"]
-            if new is not None and new < spent:
-                raise InputError(f"--budget-usd {new:g}: the run already spent ${spent:.6g} (its cap was "
-                                 f"{cap_text(cap)}); a cap under the spend is refused", path=str(d))
-            settings.cap_change = (cap, new)
-            settings.budget_usd = new
         lock = run_folder_lock(d).acquire()  # one writer: refused while another process writes the folder
         try:
             return d, Journal.open(d, secrets=env_secrets()).hold(lock), True
