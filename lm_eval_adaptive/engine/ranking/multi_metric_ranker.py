@@ -49,6 +49,7 @@ from lm_eval_adaptive.engine.cat.estimation import EstimatorFactory
 from lm_eval_adaptive.engine.ranking.pairs.rules import OrderConfidence, PairRule
 from lm_eval_adaptive.engine.ranking.pairs.judgement import PairJudgement
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker, default_judgement
+from lm_eval_adaptive.engine.ranking.paired_design import DEFAULT_DESIGN
 from lm_eval_adaptive.engine.ranking.ranker_state import Request
 from lm_eval_adaptive.engine.cat.selection import DEFAULT_RANDOM_SHARE, ITEM_WEIGHTINGS, JointInformationSelector
 
@@ -134,6 +135,7 @@ class MultiMetricRanker(AdaptiveRanker):
         if not banks:
             raise ValueError("a multi-metric run needs at least one metric bank")
         self._metrics = [str(k) for k in banks]
+        self._design = DEFAULT_DESIGN  # a joint run draws for each model alone (no paired design yet)
         self._banks = {str(k): b for k, b in banks.items()}
         ids = joint_item_ids(self._banks)
         if not ids:
