@@ -313,7 +313,7 @@ def rank_settings(args) -> tuple[list[LiveSettings], bool]:
     else:
         runs = [replace(base, tasks=t, bank=banks[t], output=str(task_folder(args.output, t))) for t in tasks]
     for a in runs:  # settings, banks, the task's metric, prices and run folders: before any task is loaded
-        if a.bank is None:  # no bank for the task: the bank-free ranker (docs/cold-start.md)
+        if bank_free_rank.is_bank_free(a):  # no bank, or one too small: the bank-free ranker (docs/cold-start.md)
             bank_free_rank.check_bank_free_settings(a)
             continue
         check_settings(a)
@@ -345,7 +345,7 @@ def prepare_rank(a: LiveSettings, *, skip_finished: bool = False) -> RankRun:
         if finished is not None:
             journal.close()
             return RankRun(a, out_dir, resumed=True, finished=finished)
-        if a.bank is None:  # no bank: the bank-free ranker (cli/bank_free_rank.py)
+        if bank_free_rank.is_bank_free(a):  # no bank, or one too small: the bank-free ranker (cli/bank_free_rank.py)
             setup, ranker = bank_free_rank.bank_free_setup(a, resumed)
             changes = check_resumed_prices(journal, setup, stated=a.new_prices, where=out_dir / JOURNAL_NAME) \
                 if journal is not None else None
@@ -379,7 +379,7 @@ def finished_report(out_dir: Path) -> dict | None:
 def start_rank(r: RankRun):
     """Create the run folder, its run.json and its journal."""
     a, setup = r.settings, r.setup
-    if a.bank is None:
+    if bank_free_rank.is_bank_free(a):
         return bank_free_rank.start_bank_free(r)
     settings = {k: getattr(a, k) for k in RUN_KEYS}
     settings["bank"] = [bank_reference(b) for b in a.bank] if isinstance(a.bank, list) else bank_reference(a.bank)
@@ -395,7 +395,7 @@ def start_rank(r: RankRun):
 def run_rank(r: RankRun, notes, out) -> int:
     """Rank one task live, write its results and print its report; the exit status."""
     a, setup, out_dir = r.settings, r.setup, r.out_dir
-    if a.bank is None:
+    if bank_free_rank.is_bank_free(a):
         return bank_free_rank.run_bank_free(r, notes, out, print_report, exit_status)
     live = start_live_run(r, notes, lost_in_flight="not requested again")
     announce(notes, setup, a)

@@ -101,6 +101,7 @@ class TaskProgress:
     spent: float
     budget: float | None
     stopped_because: str | None = None
+    mode: str | None = None  # "bank-free": no θ̂, no SE; the mean and its interval (harness/bank_free_run.py)
 
 
 class RunDisplay(Protocol):
