@@ -10,7 +10,13 @@ import pytest
 from lm_eval_adaptive.data.prices import uniform_prices
 from lm_eval_adaptive.data.tables import load_any_table
 from lm_eval_adaptive.engine.anytime.history_backtest import history_backtest
-from lm_eval_adaptive.engine.anytime.small_bank import MIN_BANK_MODELS, bank_use, calibrate_line, calibration_models
+from lm_eval_adaptive.engine.anytime.small_bank import (
+    MIN_BANK_MODELS,
+    MIN_BANK_MODELS_ESTIMATE,
+    bank_use,
+    calibrate_line,
+    calibration_models,
+)
 from lm_eval_adaptive.engine.cat.full_task import full_task_estimate
 from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
 from lm_eval_adaptive.engine.evaluation.self_check import calibrate_checked
@@ -23,9 +29,12 @@ def test_the_rule_says_which_banks_are_used_and_why():
     assert not small.use_bank
     assert f"bank from {MIN_BANK_MODELS - 1} models" in small.reason and f"at least {MIN_BANK_MODELS}" in small.reason
     assert bank_use(MIN_BANK_MODELS).use_bank and bank_use(None).use_bank  # unknown: used as given
-    assert calibrate_line(MIN_BANK_MODELS) is None
+    assert not bank_use(MIN_BANK_MODELS, what="estimating").use_bank  # run --adaptive needs more
+    assert bank_use(MIN_BANK_MODELS_ESTIMATE, what="estimating").use_bank
+    assert calibrate_line(MIN_BANK_MODELS_ESTIMATE) is None
     line = calibrate_line(2)
     assert "bank-free" in line and "\n" not in line
+    assert "used by rank, not by run --adaptive" in calibrate_line(MIN_BANK_MODELS)
 
 
 def test_the_history_curve_falls_back_below_the_threshold():
@@ -54,7 +63,8 @@ def test_a_zero_one_bank_from_eight_models_stays_honest():
     models = list(table.models)
     pick = np.random.default_rng(0).choice(len(models), 8 + 40, replace=False)
     bank = calibrate_checked(table.select_models([models[i] for i in pick[:8]]))
-    assert calibration_models(bank) == 8 and bank_use(8).use_bank  # 8 ≥ the threshold: the bank is used
+    # rank uses a bank from 8 models; run --adaptive runs bank-free unless --use-small-bank (this estimator)
+    assert calibration_models(bank) == 8 and bank_use(8).use_bank and not bank_use(8, what="estimating").use_bank
     matrix = table.mean_matrix()
     cols = {str(i): j for j, i in enumerate(table.items)}
     idx = np.array([cols[str(i)] for i in bank.item_ids])

@@ -120,6 +120,9 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--score-range", dest="adaptive_score_range", metavar="LO,HI", default=None,
                    help="a task with no bank: the lowest and highest score of one document (default: the metric's "
                         "own, known for bleu, chrf, rouge_l, acc, exact_match ...; docs/cold-start.md)")
+    g.add_argument("--use-small-bank", dest="adaptive_use_small_bank", action="store_true",
+                   help="use a bank calibrated from fewer than 20 models instead of running bank-free (its "
+                        "intervals missed the full-task mean too often on the dev tables: docs/cold-start.md)")
     g.add_argument("--dry-run", dest="adaptive_dry_run", action="store_true",
                    help="build no model and call nothing: forecast the items and dollars per task (typical and "
                         "worst case) beside a full run's cost, from the bank's token counts and the price")

@@ -71,6 +71,7 @@ class AdaptiveRunConfig:
     seed: int | None = 0
     ci_width: float | None = None
     score_range: str | None = None  # a task with no bank: LO,HI of one document's score (harness/bank_free_run.py)
+    use_small_bank: bool = False  # use a bank from fewer models than engine/anytime/small_bank.py asks (not bank-free)
 
 
 def _stop_rules(config: AdaptiveRunConfig) -> dict:
