@@ -1,12 +1,14 @@
 """Cold start on the dev tables (issue 31): the history curve, tuning half and report half apart.
 
     python benchmarks/bench_cold_start.py --half tuning|report [--history 0[,2,5,all]] [--seeds 3]
-        [--tables NAME ...] [--json out.json]
+        [--tables NAME ...] [--json out.json] [--no-fallback]
 
 The halves are benchmarks/bench_honesty.py's; uniform prices, 5 folds of 4 hold-out models, the
 backtest's budget (20 items per model). Per N (0: the bank-free ranker; N > 0 a bank from N of the
 other models; all: the usual backtest) and per table: τ, random τ and shared-random τ at the same spend,
-items, confident-pair accuracy, full-task coverage; pooled per half.
+items, confident-pair accuracy, full-task coverage; pooled per half. A bank from fewer models than
+engine/anytime/small_bank.py's MIN_BANK_MODELS is not used (the runs fall back to the bank-free ranker, as
+rank does live); --no-fallback ranks with it regardless (the curve before the fallback).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ def main() -> None:
     ap.add_argument("--tables", nargs="*", default=None)
     ap.add_argument("--json", default=None)
     ap.add_argument("--allocation", default="settle", choices=("settle", "uncertainty"))
+    ap.add_argument("--no-fallback", action="store_true", help="rank with a bank from too few models regardless")
     a = ap.parse_args()
     names = a.tables or (TUNING if a.half == "tuning" else REPORT)
     history = parse_history(a.history)
@@ -45,7 +48,7 @@ def main() -> None:
     for name in names:
         t = load_any_table(name)
         r = history_backtest(t, config=config, history=history, prices=uniform_prices(t.models),
-                            allocation=a.allocation)
+                            allocation=a.allocation, fallback=not a.no_fallback)
         r["table"] = name
         for c in r["curve"].values():
             c.pop("runs_detail", None)
@@ -58,9 +61,9 @@ def main() -> None:
     for n, c in pooled.items():
         print(f"{'pooled ' + a.half:<28}{n:>5}{c['tau']:>8.3f}{c['random_tau']:>8.3f}{c['shared_random_tau']:>8.3f}"
               f"{c['items']:>8.1f}{c['confident_accuracy']:>10.3f}{c['confident_pairs']:>7d}{c['coverage']:>10.3f}")
-        print(f"  lowest table's confident accuracy: {c['lowest_table_confident_accuracy']}")
+        print(f"  lowest table's confident accuracy: {c['lowest_table_confident_accuracy']}; runs by mode: {c['modes']}")
     if a.json:
-        Path(a.json).write_text(json.dumps({"half": a.half, "allocation": a.allocation, "seeds": a.seeds, "history": [str(h) for h in history],
+        Path(a.json).write_text(json.dumps({"half": a.half, "allocation": a.allocation, "fallback": not a.no_fallback, "seeds": a.seeds, "history": [str(h) for h in history],
                                             "tables": results, "pooled": pooled}, indent=1))
 
 

@@ -174,7 +174,7 @@ def test_run_adaptive_with_no_bank_stops_at_the_interval_width(server, task_dir,
     full = truth("chrf")["TranssionMT"]
     assert block["mode"] == "bank-free" and block["stopped_because"] == "ci_width"
     assert est["lower"] <= full <= est["upper"], (est, full)
-    assert (est["upper"] - est["lower"]) / 2 <= 0.06  # --ci-width is the half-width, as for a banked run
+    assert est["upper"] - est["lower"] <= 0.06  # --ci-width W: the interval is at most W wide (upper − lower)
     assert block["items"] < 0.5 * block["task_docs"]
     # the harness table's Value ± Stderr: the estimate, and the interval's half-width / 1.96
     row = res["results"][TASK]
@@ -266,3 +266,41 @@ def test_calibrate_reads_a_bank_free_rank_and_run_as_history(server, task_dir, c
 
     with pytest.raises(InputError, match="scored metric 'bleu', not 'chrf'"):
         journal_columns(clean_rank, task=TASK, metric="chrf")
+
+
+def test_a_bank_from_too_few_models_is_not_used_and_the_runs_say_why(server, task_dir, clean_rank, tmp_path, capsys):
+    """Issue 31 item 3: a bank from the 4 models of one rank is below the threshold
+    (engine/anytime/small_bank.py): calibrate says what it can do, and rank and run --adaptive given it run
+    bank-free, saying so and why, with intervals that hold the full-run means."""
+    from lm_eval_adaptive.engine.anytime.small_bank import MIN_BANK_MODELS, MIN_BANK_MODELS_ESTIMATE
+
+    assert len(SYSTEMS) < MIN_BANK_MODELS
+    bank = tmp_path / "bank4.json"
+    capsys.readouterr()
+    assert main(["calibrate", "--samples", str(clean_rank), "--task", TASK, "--metric", "bleu", "--out", str(bank),
+                 "--no-self-check"]) == 0
+    said = capsys.readouterr().out
+    assert f"note: a bank from {len(SYSTEMS)} models is not used" in " ".join(said.split())
+    why = f"bank from {len(SYSTEMS)} models, too few to use (a bank needs at least {MIN_BANK_MODELS} calibration models)"
+    why_run = why.replace(f"at least {MIN_BANK_MODELS} ", f"at least {MIN_BANK_MODELS_ESTIMATE} ")
+    out = tmp_path / "rank"
+    assert main(["rank", "--models", *[f"{s}=litellm:model=openai/{s}" for s in ("CycleL", "TranssionMT")], "--tasks",
+                 TASK, "--include_path", str(task_dir), "--apply_chat_template", "--bank", str(bank), "--max-items",
+                 "12", "--budget-usd", "1", "--price", "default=1,3", "--output", str(out), "--backoff", "0.05",
+                 "--no-progress"]) == 0
+    r = read(out)
+    assert r["mode"] == "bank-free" and r["mode_note"].startswith(why + ": ranking without it")
+    assert r["metric"] == "bleu"  # the bank's metric, no --metric given
+    full = truth("bleu")
+    for e in r["ranking"]:
+        est = e["metric_estimate"]
+        assert 0.0 <= est["lower"] <= full[e["model"]] <= est["upper"] <= 1.0
+    logs = tmp_path / "run"
+    capsys.readouterr()
+    assert main(["run", "--model", "litellm", "--model_args", "model=openai/TranssionMT", "--tasks", TASK,
+                 "--include_path", str(task_dir), "--apply_chat_template", "--adaptive", "--bank", str(bank),
+                 "--max-items", "8", "--price", "1,3", "--output_path", str(logs), "--no-progress"]) == 0
+    assert f"mode: {why_run}: estimating without it" in " ".join(capsys.readouterr().out.split())
+    (results,) = list(logs.rglob("results_*.json"))
+    block = json.loads(results.read_text())["adaptive"][TASK]
+    assert block["mode"] == "bank-free" and block["items"] == 8 and block["metric"] == "bleu"

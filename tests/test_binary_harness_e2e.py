@@ -36,7 +36,8 @@ def _run(model_dir: Path, out: Path, *extra: str) -> dict:
             "--batch_size", "16", "--tasks", "tiny_mc", "--include_path", str(TASK_DIR), "--log_samples",
             "--output_path", str(out), *extra]
     if "--adaptive" in extra:
-        args += ["--price", "0,0"]  # a local model: no API price (unpriced models are refused)
+        args += ["--price", "0,0", "--use-small-bank"]  # a local model: no API price (unpriced models are refused);
+        # the bank of CALIBRATION_MODELS models, below run --adaptive's threshold: the banked path is what is checked
     assert main(args) == 0
     (res,) = glob.glob(str(out / "*" / "results_*.json"))
     return json.loads(Path(res).read_text())

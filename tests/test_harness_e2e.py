@@ -61,6 +61,7 @@ def _adaptive_flow(server, tmp, task, calibration, held_out, metrics, n_docs, ex
                      "--out", str(bank)]) == 0
         server.reset_stats()
         adaptive = _run(held_out, task, tmp / f"adaptive_{metric}", "--adaptive", "--bank", str(bank),
+                        "--use-small-bank",  # a bank from the few calibration systems: the banked path is checked
                         "--se-target", "0.1", "--min-items", "30", "--max-items", str(n_docs // 10),
                         *extra, *adaptive_extra)
         stats = server.stats()

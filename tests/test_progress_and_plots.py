@@ -131,6 +131,22 @@ def test_adaptive_run_progress_lines_on_a_pipe():
     assert "θ̂ +2.00 ± 0.05; bleu ≈ 0.3000 [0.2000, 0.4000]; $0.2000 of $1; stopped: max_items" in lines[-1]
 
 
+def test_a_bank_free_run_shows_the_mean_and_documents_answered_not_theta():
+    """A task with no bank (issue 31): no θ̂ ± SE and no count to --max-items as if a bank ran; the mean with its
+    interval (and width) and the documents answered of the task's."""
+    buf = io.StringIO()
+    with AdaptiveRunProgress(Console(file=buf, width=300)) as display:
+        for n, stop in ((0, None), (5, None), (67, "ci_width")):
+            display.update(TaskProgress(task="t", metric="chrf", items=n, max_items=500, task_docs=997,
+                                        theta=float("nan"), se=float("nan"), estimate=0.61, lower=0.58, upper=0.64,
+                                        spent=0.001 * n, budget=None, stopped_because=stop, mode="bank-free"))
+    lines = buf.getvalue().splitlines()
+    assert lines[-1].startswith("t: 67 of 997 documents answered (random order, bank-free); chrf = 0.6100 "
+                                "[0.5800, 0.6400] (width 0.0600")
+    assert lines[-1].endswith("stopped: ci_width")
+    assert not any("θ̂" in x or "/500" in x for x in lines)
+
+
 def test_the_plot_of_a_run_goes_beside_its_results():
     f = Path("out/openai__GPT-4/results_2025-01-01T00-00-00.json")
     assert plot_beside(f) == Path("out/openai__GPT-4/adaptive_2025-01-01T00-00-00.png")

@@ -1,6 +1,7 @@
 """``rank`` on a task with no item bank: the bank-free ranker, live (issue 31; docs/cold-start.md).
 
-:mod:`.rank` hands a task here when it has no bank (none given, none shipped for it): the run is checked,
+:mod:`.rank` hands a task here when it has no bank (none given, none shipped for it), or one calibrated from
+too few models to be used (:mod:`~lm_eval_adaptive.engine.anytime.small_bank`): the run is checked,
 journaled, resumed, capped and reported as a banked run is, through the same live driver
 (:class:`~lm_eval_adaptive.live.driver.LiveRun`); its session is
 :class:`~lm_eval_adaptive.live.bank_free_session.BankFreeSetup`. The report says which mode ran and why,
@@ -17,13 +18,13 @@ from lm_eval_adaptive.cli.live_output import LiveProgress, note_default_prices
 from lm_eval_adaptive.cli.report import plot_ranking
 from lm_eval_adaptive.cli.terminal import styled
 from lm_eval_adaptive.errors import InputError
+from lm_eval_adaptive.harness.bank_source import bank_reference
 from lm_eval_adaptive.harness.binding import DOC_ID
 from lm_eval_adaptive.live.bank_free_session import (
     BANK_FREE,
     BankFreeSetup,
     bank_free_ranker,
     build_bank_free_report,
-    mode_line,
     parse_score_range,
 )
 from lm_eval_adaptive.cli.live_start import start_live_run
@@ -51,7 +52,8 @@ def check_bank_free_settings(a: LiveSettings) -> None:
     if not a.tasks or "," in a.tasks:
         raise InputError(f"--tasks {a.tasks!r}: rank runs on one task at a time")
     if a.dry_run:
-        raise InputError(f"--dry-run: task {a.tasks!r} has no item bank, so there are no token counts to forecast "
+        why = "has no item bank" if a.bank is None else "runs without its bank (too few calibration models)"
+        raise InputError(f"--dry-run: task {a.tasks!r} {why}, so there are no token counts to forecast "
                          "from; run with a small --budget-usd instead (the cap holds)")
     check_live_settings(a)
     parse_score_range(a.score_range)
@@ -74,14 +76,14 @@ def start_bank_free(r):
     """Create the run folder, its run.json and its journal (``bank``: none; the mode in the header)."""
     a, setup = r.settings, r.setup
     settings = {k: getattr(a, k) for k in RUN_KEYS}
-    settings["bank"] = None
+    settings["bank"] = bank_reference(a.bank) if isinstance(a.bank, str) else None  # a bank too small to use
     settings["metric"] = setup.metric
     settings["include_path"] = str(Path(a.include_path).resolve()) if a.include_path else None
     settings["item_field"] = DOC_ID
     return start_run(r.out_dir, "rank", settings, {"command": "rank", "bank_id": BANK_FREE, "mode": BANK_FREE,
                                                    "models": [s.name for s in setup.specs],
                                                    "task": setup.task_name, "budget_usd": a.budget_usd,
-                                                   "score_range": list(setup.score_range),
+                                                   "score_range": list(setup.score_range), "mode_note": setup.mode_note,
                                                    "prices": price_records(setup)}, BANK_FREE)
 
 
@@ -108,7 +110,7 @@ def run_bank_free(r, notes, out, print_report, exit_status) -> int:
 
 def announce(console, setup: BankFreeSetup, a: LiveSettings) -> None:
     """The plan on stderr: the mode and why first, then the models and their prices."""
-    console.print(styled("mode", "bold yellow", ": " + mode_line(setup.task_name, setup.metric, setup.score_range)))
+    console.print(styled("mode", "bold yellow", ": " + setup.mode_note))
     console.print(styled("lm-eval-adaptive rank", "bold", f": {len(setup.specs)} models on {setup.task_name} "
                   f"({setup.n_docs} documents, in one random order, seed {a.seed}); γ = {a.confidence}"
                   + (" for the whole ranking" if a.family_wise else " per pair") + ", cap "

@@ -2,7 +2,8 @@
 :mod:`lm_eval_adaptive.engine.anytime.history_backtest`).
 
 For each table and each N, the backtest's hold-out sets ranked with a bank from N of the other models
-(0: no bank, the bank-free ranker; ``all``: every other model, the usual backtest): Kendall τ against
+(0: no bank, the bank-free ranker; ``all``: every other model, the usual backtest; a bank from too few
+models is not used, as in ``rank``: those runs are the bank-free ranker's): Kendall τ against
 random sampling and shared random documents at the same spend, items, confident-pair accuracy and the
 coverage of each model's full-task interval.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from lm_eval_adaptive.atomic import write_json
 from lm_eval_adaptive.engine.anytime.history_backtest import history_backtest, parse_history, pooled_history
+from lm_eval_adaptive.engine.anytime.small_bank import MIN_BANK_MODELS
 from lm_eval_adaptive.errors import InputError
 
 __all__ = ["backtest_history"]
@@ -32,6 +34,11 @@ def backtest_history(tables, history_text: str, config, *, prices_for, console, 
                           f"{c['shared_random_tau']:>8.3f}{c['items']:>8.1f}{c['confident_accuracy']:>10.3f}"
                           f"{c['confident']:>7d}{c['coverage']:>10.3f}")
     pooled = pooled_history(results)
+    for n, c in pooled.items():  # which mode ran, and why
+        fell = (c.get("modes") or {}).get("bank-free", 0)
+        if n != "0" and fell:
+            console.print(f"N = {n}: {fell} of {sum(c['modes'].values())} runs bank-free: a bank from fewer than "
+                          f"{MIN_BANK_MODELS} models is not used (rank and run --adaptive fall back alike)")
     if len(results) > 1:
         for n, c in pooled.items():
             console.print(f"{'pooled':<28}{n:>5}{c['tau']:>8.3f}{c['random_tau']:>8.3f}{c['shared_random_tau']:>8.3f}"

@@ -54,6 +54,7 @@ from lm_eval_adaptive.engine.irt.calibration import (
     DEFAULT_SCALING,
     RESPONSE_MODELS,
 )
+from lm_eval_adaptive.engine.anytime.small_bank import calibrate_line, calibration_models
 from lm_eval_adaptive.engine.irt.binary_calibration import is_binary_table
 from lm_eval_adaptive.engine.evaluation.self_check import calibrate_checked
 from lm_eval_adaptive.errors import InputError, check_text
@@ -98,6 +99,9 @@ def cmd_calibrate(args) -> int:
     bank.save(args.out)
 
     print_calibration(report_console(), bank, args.out)
+    few = calibrate_line(calibration_models(bank))  # a bank from too few models: what it can do (one line)
+    if few:
+        report_console().print(f"note: {few}", highlight=False)
     return 0
 
 

@@ -111,7 +111,8 @@ class BacktestProgress:
 class AdaptiveRunProgress:
     """The display of ``run --adaptive`` (a :class:`~lm_eval_adaptive.harness.task_loop.RunDisplay`): per task,
     documents so far of the most the test may give, θ̂ ± SE, the estimated full-task metric with
-    its 95% interval and the spend; then, with ``plot`` (a file, or a callable of the results file
+    its 95% interval and the spend (a task with no bank: documents answered of the task's, and the mean with
+    its anytime-valid interval; no θ̂); then, with ``plot`` (a file, or a callable of the results file
     giving one), the plot of θ̂ and its interval as documents accrued (:func:`~.report.plot_adaptive_run`)."""
 
     def __init__(self, console, *, enabled: bool = True, plot=None):
@@ -151,6 +152,9 @@ class AdaptiveRunProgress:
         stop = f"; stopped: {p.stopped_because}" if p.stopped_because else ""
         if not p.items:
             return f"no document yet; ${p.spent:.4f}{budget}{stop}"
+        if p.mode == "bank-free":  # no bank: no θ̂, no SE; the mean of the documents in random order
+            return (f"{p.metric} = {p.estimate:.4f} [{p.lower:.4f}, {p.upper:.4f}] (width {p.upper - p.lower:.4f}, "
+                    f"valid whenever it stops); ${p.spent:.4f}{budget}{stop}")
         return (f"θ̂ {p.theta:+.2f} ± {p.se:.2f}; {p.metric} ≈ {p.estimate:.4f} [{p.lower:.4f}, {p.upper:.4f}]; "
                 f"${p.spent:.4f}{budget}{stop}")
 
@@ -158,9 +162,10 @@ class AdaptiveRunProgress:
         if self.live:
             if self._progress is None:
                 self._start()
+            limit = p.task_docs if p.mode == "bank-free" else p.max_items  # bank-free: documents of the task
             if p.task not in self._tasks:
-                self._tasks[p.task] = self._progress.add_task(shown(p.task), total=p.max_items, state="")
-            total = p.items if p.stopped_because else p.max_items
+                self._tasks[p.task] = self._progress.add_task(shown(p.task), total=limit, state="")
+            total = p.items if p.stopped_because else limit
             self._progress.update(self._tasks[p.task], completed=p.items, total=total, state=shown(self.state(p)))
         elif self.lines:  # the start, each tenth of the maximum length, the stop
             step = max(1, math.ceil(p.max_items / 10))
@@ -169,8 +174,15 @@ class AdaptiveRunProgress:
                 return
             if p.stopped_because or last is None or p.items // step > last // step:
                 self._said[p.task] = -1 if p.stopped_because else p.items
-                self.console.print(f"{p.task}: {p.items}/{p.max_items} documents; {self.state(p)}",
+                self.console.print(f"{p.task}: {self.count(p)}; {self.state(p)}",
                                    highlight=False, soft_wrap=True)  # one step, one line
+
+    @staticmethod
+    def count(p: TaskProgress) -> str:
+        """Documents so far: of the most the test may give, or with no bank the documents answered of the task's."""
+        if p.mode == "bank-free":
+            return f"{p.items} of {p.task_docs} documents answered (random order, bank-free)"
+        return f"{p.items}/{p.max_items} documents"
 
     def done(self, results: dict, results_file) -> None:
         self._stop()

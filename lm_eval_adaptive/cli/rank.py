@@ -59,7 +59,7 @@ from lm_eval_adaptive.engine.cat.person_fit import misfit_note
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import DEFAULT_FULL_RUN_SHARE
 from lm_eval_adaptive.errors import InputError
-from lm_eval_adaptive.harness.bank_source import bank_reference, parse_banks
+from lm_eval_adaptive.harness.bank_source import bank_reference, parse_banks, small_bank
 from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S
 from lm_eval_adaptive.live.cost_forecast import forecast_rank, write_forecast
 from lm_eval_adaptive.live.journal import JOURNAL_NAME
@@ -316,13 +316,19 @@ def rank_settings(args) -> tuple[list[LiveSettings], bool]:
         runs = [replace(base, tasks=t, bank=banks[t], output=str(task_folder(args.output, t))) for t in tasks]
     resolved = []
     for a in runs:  # settings, banks, the task's metric, prices and run folders: before any task is loaded
-        if a.bank is None:  # no bank for the task: the bank-free ranker (docs/cold-start.md)
+        if runs_bank_free(a):  # no bank, or one too small: the bank-free ranker (docs/cold-start.md)
             _bank_free().check_bank_free_settings(a)
             resolved.append(resolved_settings(a))
             continue
         check_settings(a)
         resolved.append(check_before_loading(a))  # checked and priced
     return resolved, len(tasks) > 1
+
+
+def runs_bank_free(a: LiveSettings) -> bool:
+    """Whether ``rank`` runs ``a`` bank-free: no bank, or one bank calibrated from too few models to be used
+    (docs/cold-start.md, *A small history*)."""
+    return a.bank is None or small_bank(a.bank, what="ranking") is not None
 
 
 def _bank_free():
@@ -357,7 +363,7 @@ def prepare_rank(a: LiveSettings, *, skip_finished: bool = False) -> RankRun:
         if finished is not None:
             journal.close()
             return RankRun(a, out_dir, resumed=True, finished=finished)
-        if a.bank is None:  # no bank: the bank-free ranker (cli/bank_free_rank.py)
+        if runs_bank_free(a):  # no bank, or one too small: the bank-free ranker (cli/bank_free_rank.py)
             setup, ranker = _bank_free().bank_free_setup(a, resumed)
             changes = check_resumed_prices(journal, setup, stated=a.new_prices, where=out_dir / JOURNAL_NAME) \
                 if journal is not None else None
@@ -391,7 +397,7 @@ def finished_report(out_dir: Path) -> dict | None:
 def start_rank(r: RankRun):
     """Create the run folder, its run.json and its journal."""
     a, setup = r.settings, r.setup
-    if a.bank is None:
+    if runs_bank_free(a):
         return _bank_free().start_bank_free(r)
     settings = {k: getattr(a, k) for k in RUN_KEYS}
     settings["bank"] = [bank_reference(b) for b in a.bank] if isinstance(a.bank, list) else bank_reference(a.bank)
@@ -407,7 +413,7 @@ def start_rank(r: RankRun):
 def run_rank(r: RankRun, notes, out) -> int:
     """Rank one task live, write its results and print its report; the exit status."""
     a, setup, out_dir = r.settings, r.setup, r.out_dir
-    if a.bank is None:
+    if runs_bank_free(a):
         return _bank_free().run_bank_free(r, notes, out, print_report, exit_status)
     live = start_live_run(r, notes, lost_in_flight="not requested again")
     announce(notes, setup, a)

@@ -95,7 +95,9 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
                    help="stop when the ability SE falls to this (default 0.2)")
     g.add_argument("--ci-width", dest="adaptive_ci_width", metavar="W", type=positive_float, default=None,
                    help="stop instead when the estimated full-task metric's 95%% interval has a half-width of at "
-                        "most W, in the metric's units (0.02: ±2 points of accuracy); replaces --se-target")
+                        "most W, in the metric's units (0.02: ±2 points of accuracy); replaces --se-target. "
+                        "On a task with no bank (or one too small to use): when the interval is at most W wide "
+                        "(upper - lower)")
     g.add_argument("--min-items", dest="adaptive_min_items", metavar="N", type=positive_int, default=30,
                    help="minimum documents per task before the SE (or --ci-width) rule may stop (default 30)")
     g.add_argument("--max-items", dest="adaptive_max_items", metavar="N", type=positive_int, default=500,
@@ -118,6 +120,9 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--score-range", dest="adaptive_score_range", metavar="LO,HI", default=None,
                    help="a task with no bank: the lowest and highest score of one document (default: the metric's "
                         "own, known for bleu, chrf, rouge_l, acc, exact_match ...; docs/cold-start.md)")
+    g.add_argument("--use-small-bank", dest="adaptive_use_small_bank", action="store_true",
+                   help="use a bank calibrated from fewer than 20 models instead of running bank-free (its "
+                        "intervals missed the full-task mean too often on the dev tables: docs/cold-start.md)")
     g.add_argument("--dry-run", dest="adaptive_dry_run", action="store_true",
                    help="build no model and call nothing: forecast the items and dollars per task (typical and "
                         "worst case) beside a full run's cost, from the bank's token counts and the price")

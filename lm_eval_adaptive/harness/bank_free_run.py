@@ -5,8 +5,8 @@
 * the task's documents as the items (:class:`DocBinding`: item id = harness doc id);
 * ``run --adaptive`` of one task with no bank (:func:`bank_free_task`): the documents in one seeded random
   order, scored by the harness as the banked loop scores them, until the anytime-valid interval of the
-  full-task mean (:class:`~lm_eval_adaptive.engine.anytime.bank_free_test.BankFreeTest`) has a half-width of at
-  most ``--ci-width``, ``--max-items`` documents, ``--budget-usd`` or the last document: the honest
+  full-task mean (:class:`~lm_eval_adaptive.engine.anytime.bank_free_test.BankFreeTest`) is at most
+  ``--ci-width`` wide (upper − lower; a banked run reads the flag as a half-width), ``--max-items`` documents, ``--budget-usd`` or the last document: the honest
   replacement of the harness's ``--limit`` (which takes the first N documents). Its ``adaptive`` block
   (:func:`bank_free_block`) says mode ``bank-free``, the estimate and its interval, and why it stopped.
 """
@@ -72,12 +72,14 @@ def score_range_for(metric: str, given=None) -> tuple[float, float]:
                      "--score-range LO,HI (the lowest and highest score one document can get)")
 
 
-def mode_line(task: str, metric: str, score_range, *, one_model: bool = False) -> str:
-    """What a bank-free run says of its mode, and why (``one_model``: ``run --adaptive``'s wording)."""
+def mode_line(task: str, metric: str, score_range, *, one_model: bool = False, why: str | None = None) -> str:
+    """What a bank-free run says of its mode, and why (``one_model``: ``run --adaptive``'s wording; ``why``: a
+    bank given but too small to use, :func:`~lm_eval_adaptive.engine.anytime.small_bank.bank_use`'s reason)."""
     lo, hi = score_range
     who = "the model answers documents in random order" if one_model else \
         "every model answers the same random documents"
-    return (f"no item bank for {task}: {who}; intervals hold "
+    head = f"{why} — " if why else f"no item bank for {task}: "
+    return (f"{head}{who}; intervals hold "
             f"whenever the run stops (bank-free, metric {metric} in [{lo:g}, {hi:g}])")
 
 
@@ -91,6 +93,7 @@ class DocBinding:
     score_range: tuple = (0.0, 1.0)
     item_field: str = DOC_ID
     bank: None = None
+    why: str | None = None  # a bank given but too small to use: why the run goes without it (engine/anytime/small_bank.py)
 
     @property
     def doc_of(self) -> dict[str, int]:
@@ -118,10 +121,11 @@ def task_metric(task: str, task_obj, metric: str | None) -> str:
                      f"(the task gives {', '.join(have) or 'none it names'})")
 
 
-def bank_free_binding(task: str, task_obj, metric: str | None, score_range=None) -> DocBinding:
-    """The documents of ``task_obj`` bound as a bank-free run's items, its metric and range settled."""
+def bank_free_binding(task: str, task_obj, metric: str | None, score_range=None, *, why: str | None = None) -> DocBinding:
+    """The documents of ``task_obj`` bound as a bank-free run's items, its metric and range settled (``why``:
+    the bank given is too small to use, said in the mode line)."""
     m = task_metric(task, task_obj, metric)
-    return DocBinding(task, m, len(list(task_obj.eval_docs)), score_range_for(m, score_range))
+    return DocBinding(task, m, len(list(task_obj.eval_docs)), score_range_for(m, score_range), why=why)
 
 
 @dataclass
@@ -146,20 +150,21 @@ class BankFreeOutcome:
 def _progress(test: BankFreeTest, b: DocBinding, max_items) -> TaskProgress:
     r = test.result()
     lo, hi = r.lower, r.upper
-    return TaskProgress(task=b.task, metric=b.metric, items=r.n_items, max_items=max_items, task_docs=b.n_docs,
-                        theta=r.estimate, se=(hi - lo) / 2, estimate=r.estimate, lower=lo, upper=hi,
-                        spent=test.spent, budget=test.budget, stopped_because=test.stopped_because)
+    return TaskProgress(task=b.task, metric=b.metric, items=r.n_items, max_items=min(max_items or b.n_docs, b.n_docs),
+                        task_docs=b.n_docs, theta=float("nan"), se=float("nan"), estimate=r.estimate, lower=lo,
+                        upper=hi, spent=test.spent, budget=test.budget, stopped_because=test.stopped_because,
+                        mode=BANK_FREE)
 
 
 def bank_free_task(tname, task_obj, binding: DocBinding, price, judges, config, evaluate, timeout: float,
                    display=None, billing=None, journal: BatchJournal | None = None) -> BankFreeOutcome:
     """``run --adaptive`` of one task with no bank (module docstring): ``config.ci_width`` is the interval's
-    half-width to stop at (as the banked run reads it), ``config.max_items`` and ``config.budget_usd`` cap it;
+    full width (upper − lower) to stop at, ``config.max_items`` and ``config.budget_usd`` cap it;
     the cap holds through ``billing`` (each attempt's worst case reserved before it is sent). Every batch is
     journaled before the test is told (``journal``; a resume replays it: the seeded random order picks the
     same documents again), as in the banked run."""
     n = binding.n_docs
-    width = None if config.ci_width is None else 2.0 * float(config.ci_width)
+    width = None if config.ci_width is None else float(config.ci_width)  # upper − lower (the issue's "at most W wide")
     test = BankFreeTest([str(i) for i in range(n)], score_range=binding.score_range, ci_width=width,
                         max_items=config.max_items, budget=config.budget_usd, item_costs=np.zeros(n),
                         seed=config.seed or 0)
@@ -203,7 +208,8 @@ def bank_free_block(o: BankFreeOutcome, config) -> dict:
     r = o.test.result()
     b = o.binding
     return {
-        "mode": BANK_FREE, "mode_note": mode_line(o.task, b.metric, b.score_range, one_model=True), "metric": b.metric,
+        "mode": BANK_FREE, "mode_note": mode_line(o.task, b.metric, b.score_range, one_model=True, why=b.why),
+        "metric": b.metric,
         "score_range": list(b.score_range), "items": r.n_items, "task_docs": b.n_docs,
         "pct_of_task": 100.0 * r.n_items / max(b.n_docs, 1),
         "metric_estimate": {"estimate": r.estimate, "lower": r.lower, "upper": r.upper, "level": 0.95,

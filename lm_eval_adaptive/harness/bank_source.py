@@ -31,11 +31,12 @@ from lm_eval_adaptive.data.shipped_banks import (
     shipped_for_task,
     shipped_names,
 )
+from lm_eval_adaptive.engine.anytime.small_bank import bank_use, calibration_models
 from lm_eval_adaptive.engine.irt.bank import ItemBank
 from lm_eval_adaptive.errors import BankError, InputError
 from lm_eval_adaptive.harness.task_files import yaml_task_metrics
 
-__all__ = ["parse_banks", "load_bank", "bank_reference", "unknown_bank", "check_task_metric"]
+__all__ = ["parse_banks", "load_bank", "small_bank", "bank_reference", "unknown_bank", "check_task_metric"]
 
 
 def unknown_bank(spec: str) -> str:
@@ -155,6 +156,18 @@ def load_bank(spec) -> ItemBank:
     if path.name.endswith(".gz"):
         return ItemBank.from_dict(read_bank_json(path), source=str(path))
     return ItemBank.load(path)
+
+
+def small_bank(specs, *, what: str = "estimating"):
+    """(:class:`~lm_eval_adaptive.engine.anytime.small_bank.BankUse`, the bank's metric) when ``specs`` is one
+    bank calibrated from too few models to be used (docs/cold-start.md, *A small history*), else None
+    (several banks, one per metric, are used as given)."""
+    specs = specs if isinstance(specs, (list, tuple)) else [specs]
+    if len(specs) != 1 or specs[0] is None:
+        return None
+    bank = load_bank(specs[0])
+    use = bank_use(calibration_models(bank), what=what)
+    return None if use.use_bank else (use, bank.metric)
 
 
 def bank_reference(spec) -> str:

@@ -68,7 +68,7 @@ from lm_eval_adaptive.harness.bank_free_run import (
     bank_free_block,
     bank_free_task,
 )
-from lm_eval_adaptive.harness.bank_source import bank_reference, parse_banks
+from lm_eval_adaptive.harness.bank_source import bank_reference, parse_banks, small_bank
 from lm_eval_adaptive.harness.batch_journal import BatchJournal, RunJournal
 from lm_eval_adaptive.harness.billing import RetryPolicy, may_have_been_billed
 from lm_eval_adaptive.harness.binding import BankBinding, bind_bank, check_metric_bindings
@@ -230,6 +230,16 @@ def plan_adaptive_run(hargs: HarnessArgs, config: AdaptiveRunConfig, *, note=Non
             refs[tname] = [None]
             judges.declare(declared)
             continue
+        small = None if config.use_small_bank else small_bank(specs)
+        if small is not None:  # a bank from too few models: the bank-free run, and why
+            use, metric = small[0], config.metric or small[1]
+            bound.append((tname, task_obj, bank_free_binding(tname, task_obj, metric, config.score_range,
+                                                             why=use.reason)))
+            refs[tname] = [None]
+            judges.declare(declared)
+            if note is not None:
+                note(f"{tname}: {use.reason} (bank-free)")
+            continue
         if len(specs) > 1 and config.metric:
             raise InputError(f"task {task_name!r} is given {len(specs)} banks (one per metric): each bank says its "
                              "metric; --metric is for a single bank")
@@ -369,7 +379,8 @@ def journal_settings(plan: AdaptivePlan, config: AdaptiveRunConfig) -> dict:
     setting but how long a call may take (the banks and prices as resolved, however the command spells
     them)."""
     cfg = plan.cfg
-    adaptive = {k: v for k, v in vars(config).items() if k not in ("timeout", "dry_run", "bank", "price")}
+    adaptive = {k: v for k, v in vars(config).items()
+                if k not in ("timeout", "dry_run", "bank", "price", "use_small_bank")}  # banks: by mode below
     banks = {t: [b.bank.bank_id if b.bank is not None else "bank-free" for b in plan.metric_bindings.get(t, [binding])]
              for t, _, binding in plan.bound}
     return {"model": str(cfg.model), "model_args": redact_text(str(cfg.model_args)),

@@ -71,6 +71,7 @@ class AdaptiveRunConfig:
     seed: int | None = 0
     ci_width: float | None = None
     score_range: str | None = None  # a task with no bank: LO,HI of one document's score (harness/bank_free_run.py)
+    use_small_bank: bool = False  # use a bank from fewer models than engine/anytime/small_bank.py asks (not bank-free)
 
 
 def _stop_rules(config: AdaptiveRunConfig) -> dict:
@@ -101,6 +102,7 @@ class TaskProgress:
     spent: float
     budget: float | None
     stopped_because: str | None = None
+    mode: str | None = None  # "bank-free": no θ̂, no SE; the mean and its interval (harness/bank_free_run.py)
 
 
 class RunDisplay(Protocol):

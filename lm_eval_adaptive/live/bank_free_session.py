@@ -1,6 +1,7 @@
 """A live run on a task with no item bank (issue 31; docs/cold-start.md): ``rank`` with the bank-free ranker.
 
-When a task has no bank (none given, none shipped for it), ``rank`` does not refuse: every model answers
+When a task has no bank (none given, none shipped for it), or one calibrated from too few models to be used
+(:mod:`~lm_eval_adaptive.engine.anytime.small_bank`), ``rank`` does not refuse: every model answers
 the task's documents in one shared, seeded random order and every interval and pair decision is a
 confidence sequence, valid whenever the run stops
 (:class:`~lm_eval_adaptive.engine.anytime.driven_ranker.DrivenBankFreeRanker`). This module is that run's
@@ -28,6 +29,7 @@ from lm_eval_adaptive.harness.bank_free_run import (
     score_range_for,
     task_metric,
 )
+from lm_eval_adaptive.harness.bank_source import small_bank
 from lm_eval_adaptive.harness.binding import DOC_ID
 from lm_eval_adaptive.harness.judge_pricing import JudgePricing
 from lm_eval_adaptive.harness.scorer import HarnessItemScorer, HarnessTask
@@ -64,8 +66,11 @@ class BankFreeSetup(PricedSession):
                                 fewshot_as_multiturn=a.fewshot_as_multiturn,
                                 system_instruction=a.system_instruction, metadata=a.task_metadata)
         loaded = self.task.load()
-        self.metric = task_metric(loaded[0], loaded[1], a.metric)
+        small = small_bank(a.bank, what="ranking") if a.bank is not None else None  # a bank too small to use
+        self.why = small[0].reason if small else None
+        self.metric = task_metric(loaded[0], loaded[1], a.metric or (small[1] if small else None))
         self.score_range = score_range_for(self.metric, a.score_range)
+        self.mode_note = mode_line(loaded[0], self.metric, self.score_range, why=self.why)
         n_docs = len(list(loaded[1].eval_docs))
         self.binding = DocBinding(loaded[0], self.metric, n_docs, self.score_range)
         self.task_name, self.n_docs = loaded[0], n_docs
@@ -148,8 +153,7 @@ def build_bank_free_report(live, setup: BankFreeSetup, a: LiveSettings, *, comma
     ranked = len(d["ranking"]) >= 2
     stopped = "interrupted" if live.interrupted else (d["stopped_because"] if ranked else "failed")
     d.update({
-        "command": command, "mode": BANK_FREE, "mode_note": mode_line(setup.task_name, setup.metric,
-                                                                      setup.score_range),
+        "command": command, "mode": BANK_FREE, "mode_note": setup.mode_note,
         "score_range": list(setup.score_range), "task": setup.task_name, "metric": setup.metric,
         "task_docs": setup.n_docs, "bank_id": None, "rows": rows, "ranked": ranked, "stopped_because": stopped,
         "total_cost_usd": snap["spent"], "budget_usd": a.budget_usd,

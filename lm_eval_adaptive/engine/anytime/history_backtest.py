@@ -9,7 +9,10 @@ and seed, with the backtest's budget (``target_items`` items per model at the me
   as the table shows it), seeded by (partition seed, fold, seed);
 * N > 0 (or ``"all"``: every other model, the usual backtest): the banked ranker of
   :func:`~lm_eval_adaptive.engine.evaluation.backtest.backtest_fold` on the table cut to the hold-out set and N of
-  the other models drawn at random (seeded by partition seed, fold and N), with the backtest's settings.
+  the other models drawn at random (seeded by partition seed, fold and N), with the backtest's settings;
+  when that bank would come from fewer than :data:`~lm_eval_adaptive.engine.anytime.small_bank.MIN_BANK_MODELS`
+  models, the runs fall back to the bank-free ranker (the N = 0 runs, as ``rank`` falls back live) unless
+  ``fallback=False`` (the banked ranker on the small bank regardless: the curve before the fallback).
 
 Each run's figures: Kendall τ against the full-task ranking, random sampling at the fold's mean spend
 (the backtest's ``random``), ``shared_random`` (every hold-out model answering the same random documents
@@ -28,6 +31,7 @@ import numpy as np
 
 from lm_eval_adaptive.data.prices import Price
 from lm_eval_adaptive.engine.anytime.bank_free_ranker import BankFreeRanker
+from lm_eval_adaptive.engine.anytime.small_bank import bank_use
 from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
 from lm_eval_adaptive.engine.evaluation.backtest import BacktestPlan, backtest_fold, plan_backtest
 from lm_eval_adaptive.engine.evaluation.backtest_figures import confident_counts, kendall_tau
@@ -117,15 +121,21 @@ def _baselines(runs: list, hold, raw_h, costs, truth, f: int, perms=None) -> Non
         r["shared_random_items"] = sr["items"]
 
 
-def banked_fold(table, plan: BacktestPlan, f: int, n_history) -> list[dict]:
+def banked_fold(table, plan: BacktestPlan, f: int, n_history, *, fallback: bool = True,
+                score_range: tuple[float, float] | None = None, allocation: str = "settle") -> list[dict]:
     """Fold ``f`` ranked by the banked ranker with a bank from ``n_history`` of the other models
-    (``"all"``: every one), through :func:`~lm_eval_adaptive.engine.evaluation.backtest.backtest_fold`."""
+    (``"all"``: every one), through :func:`~lm_eval_adaptive.engine.evaluation.backtest.backtest_fold`;
+    with ``fallback``, by the bank-free ranker (:func:`cold_start_fold`, ``score_range``) when the bank's
+    models are too few to be used (:func:`~lm_eval_adaptive.engine.anytime.small_bank.bank_use`)."""
     hold = list(plan.sets[f])
     others = [m for m in plan.models if m not in hold]
     if n_history != "all" and n_history < len(others):
         pick = np.random.default_rng([plan.config.partition_seed, f, int(n_history)]).choice(
             len(others), int(n_history), replace=False)
         others = [others[i] for i in sorted(pick)]
+    if fallback and not bank_use(len(others)).use_bank:
+        runs = cold_start_fold(table, plan, f, score_range=score_range, allocation=allocation)
+        return [r | {"calibration_models": len(others), "mode": "bank-free"} for r in runs]
     sub = table.select_models(hold + others)
     sub_plan = BacktestPlan(config=plan.config, models=tuple(str(m) for m in sub.models),
                             price={m: plan.price[m] for m in hold + others}, sets=plan.sets)
@@ -138,28 +148,31 @@ def banked_fold(table, plan: BacktestPlan, f: int, n_history) -> list[dict]:
     truth, _ = _truth(raw_h, hold)
     runs = [{"fold": f, "seed": r.seed, "tau": r.adaptive_tau, "items": r.adaptive_items, "cost": r.adaptive_cost,
              "confident": tuple(r.confident), "covered": list(r.covered), "stopped_because": r.stopped_because,
-             "calibration_models": len(others)} for r in outcome.runs]
+             "calibration_models": len(others), "mode": "banked"} for r in outcome.runs]
     _baselines(runs, hold, raw_h, costs, truth, f)
     return runs
 
 
 def history_backtest(table, *, config: BacktestConfig = BacktestConfig(), history: Sequence = (0,),
-                     prices: Mapping[str, Price] | None = None, progress=None, allocation: str = "settle") -> dict:
+                     prices: Mapping[str, Price] | None = None, progress=None, allocation: str = "settle",
+                     fallback: bool = True) -> dict:
     """The history curve of one table: for each N of ``history``, every fold × seed run and its summary
-    (:func:`summarise`). ``progress(done, total)`` after each fold."""
+    (:func:`summarise`). ``progress(done, total)`` after each fold. ``fallback``: a bank from too few models
+    is not used (:func:`banked_fold`); False: the banked ranker on it regardless."""
     t0 = time.perf_counter()
     plan = plan_backtest(table, replace(config, settle_seeds=0), prices)
     raw_all = table.mean_matrix()
     score_range = (float(np.nanmin(raw_all)), float(np.nanmax(raw_all)))
     out = {"table": str(getattr(table, "metric", None) or getattr(table, "source", "table")),
            "n_items": int(table.n_items), "n_models": len(plan.models), "score_range": list(score_range),
-           "folds": plan.n_folds, "seeds": config.seeds, "allocation": allocation, "curve": {}}
+           "folds": plan.n_folds, "seeds": config.seeds, "allocation": allocation, "fallback": fallback, "curve": {}}
     total, done = plan.n_folds * len(history), 0
     for n in history:
         runs = []
         for f in range(plan.n_folds):
             runs += (cold_start_fold(table, plan, f, score_range=score_range, allocation=allocation) if n == 0
-                     else banked_fold(table, plan, f, n))
+                     else banked_fold(table, plan, f, n, fallback=fallback, score_range=score_range,
+                                      allocation=allocation))
             done += 1
             if progress:
                 progress(done, total)
@@ -174,14 +187,17 @@ def summarise(runs: list) -> dict:
     conf = sum(r["confident"][1] for r in runs)
     cov = [c for r in runs for c in r["covered"]]
     stops: dict = {}
+    modes: dict = {}
     for r in runs:
         stops[r["stopped_because"]] = stops.get(r["stopped_because"], 0) + 1
+        mode = r.get("mode", "bank-free")
+        modes[mode] = modes.get(mode, 0) + 1
     return {"runs": len(runs), "tau": _mean(r["tau"] for r in runs), "random_tau": _mean(r["random_tau"] for r in runs),
             "shared_random_tau": _mean(r["shared_random_tau"] for r in runs),
             "items": _mean(r["items"] for r in runs), "cost": _mean(r["cost"] for r in runs),
             "confident_right": right, "confident": conf, "confident_accuracy": right / conf if conf else float("nan"),
             "covered": int(sum(cov)), "models": len(cov), "coverage": float(np.mean(cov)) if cov else float("nan"),
-            "stopped_because": stops}
+            "stopped_because": stops, "modes": modes}
 
 
 def pooled_history(results: Sequence[dict]) -> dict:
@@ -201,7 +217,16 @@ def pooled_history(results: Sequence[dict]) -> dict:
                   "items": _mean(x["items"] for x in rows),
                   "confident_accuracy": right / conf if conf else float("nan"), "confident_pairs": conf,
                   "lowest_table_confident_accuracy": min(per_table, key=lambda t: t[1]) if per_table else None,
+                  "modes": _summed(x.get("modes", {}) for x in rows),
                   "coverage": sum(x["covered"] for x in rows) / max(1, sum(x["models"] for x in rows))}
+    return out
+
+
+def _summed(dicts) -> dict:
+    out: dict = {}
+    for d in dicts:
+        for k, v in d.items():
+            out[k] = out.get(k, 0) + v
     return out
 
 

@@ -1,0 +1,81 @@
+"""When a bank from few models is used, and when the runs fall back to the bank-free estimate (issue 31,
+item 3; docs/cold-start.md, *A small history: the fallback*).
+
+The rule, stated before the figures it was checked on: a bank calibrated from fewer than
+:data:`MIN_BANK_MODELS` models is **not used by** ``rank`` (the bank-free ranker runs), and one from fewer
+than :data:`MIN_BANK_MODELS_ESTIMATE` models **not by** ``run --adaptive`` (the bank-free test runs); each
+says so and why. Both thresholds were chosen on the **tuning half only**:
+
+* ``rank`` (``benchmarks/bench_cold_start.py --half tuning --history 0,2,5,10,all``): the smallest measured
+  N (of 2, 5, 10) such that the banked ranker with a bank from N models, and from every larger measured N
+  (all included), keeps pooled τ within 0.01 of the bank-free ranker's or above it, full-task coverage
+  ≥ 0.93 and confident-pair accuracy ≥ 0.97. N = 2 fails (τ 0.722 against 0.780 bank-free); N = 5 (0.803,
+  coverage 0.943), 10 (0.775) and all (0.801) pass: 5.
+* ``run --adaptive`` (``benchmarks/bench_small_bank_run.py --half tuning``): the smallest measured N (of 2,
+  5, 8, 12, 16, 20) such that the banked estimate with a bank from N models, and from every larger measured
+  N (all included), holds the held-out models' full-task means in ≥ 93% of them (pooled) with a narrower
+  interval than the bank-free test's at the same number of documents. N = 2: 0.20; 5: 0.87; 8: 0.935 but
+  wider; 12: 0.887; 16: 0.923; 20: 0.958 and narrower (0.11 against 0.20 of the range); all: 0.961: 20.
+
+A bank that does not record how many models it was calibrated from (``diagnostics.n_models``) is used as
+given: the rule cannot be applied to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["MIN_BANK_MODELS", "MIN_BANK_MODELS_ESTIMATE", "min_bank_models", "BankUse", "calibration_models",
+           "bank_use", "calibrate_line"]
+
+#: The fewest calibration models a bank needs before ``rank`` uses it (module docstring).
+MIN_BANK_MODELS = 5
+#: The fewest calibration models a bank needs before ``run --adaptive`` uses it (module docstring).
+MIN_BANK_MODELS_ESTIMATE = 20
+
+
+def min_bank_models(what: str = "ranking") -> int:
+    """The threshold of the run doing ``what``: "ranking" (``rank``) or "estimating" (``run --adaptive``)."""
+    return MIN_BANK_MODELS_ESTIMATE if what == "estimating" else MIN_BANK_MODELS
+
+
+@dataclass(frozen=True)
+class BankUse:
+    """Whether a bank is used, from how many models it was calibrated, and the sentence saying why."""
+
+    use_bank: bool
+    n_models: int | None
+    reason: str
+
+
+def calibration_models(bank) -> int | None:
+    """How many models ``bank`` was calibrated from (its diagnostics' ``n_models``), None when not recorded."""
+    n = (getattr(bank, "diagnostics", None) or {}).get("n_models")
+    try:
+        return None if n is None else int(n)
+    except (TypeError, ValueError):
+        return None
+
+
+def bank_use(n_models: int | None, *, what: str = "ranking") -> BankUse:
+    """The rule of the module docstring for a bank from ``n_models`` models in a run doing ``what`` ("ranking":
+    ``rank``; "estimating": ``run --adaptive``), which also names the run's work in the reason."""
+    need = min_bank_models(what)
+    if n_models is None or n_models >= need:
+        return BankUse(True, n_models, "")
+    return BankUse(False, n_models, f"bank from {n_models} model{'s' if n_models != 1 else ''}, too few to use (a bank "
+                                    f"needs at least {need} calibration models): {what} without it")
+
+
+def calibrate_line(n_models: int | None) -> str | None:
+    """What ``calibrate`` says of a bank from ``n_models`` models: one line when a run will not use it."""
+    if n_models is None or n_models >= MIN_BANK_MODELS_ESTIMATE:
+        return None
+    few = f"a bank from {n_models} model{'s' if n_models != 1 else ''}"
+    if n_models < MIN_BANK_MODELS:
+        return (f"{few} is not used: rank and run --adaptive run without it (bank-free, intervals valid whenever "
+                f"the run stops); rank uses a bank from {MIN_BANK_MODELS} models, run --adaptive from "
+                f"{MIN_BANK_MODELS_ESTIMATE} (measured on the dev tables: docs/cold-start.md)")
+    return (f"{few} is used by rank, not by run --adaptive (bank-free there: its estimate from a bank of fewer than "
+            f"{MIN_BANK_MODELS_ESTIMATE} models missed the full-task mean too often on the dev tables; "
+            "docs/cold-start.md)")
