@@ -94,10 +94,9 @@ def add_run_parser(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--se-target", dest="adaptive_se_target", metavar="SE", type=nonnegative_float, default=0.2,
                    help="stop when the ability SE falls to this (default 0.2)")
     g.add_argument("--ci-width", dest="adaptive_ci_width", metavar="W", type=positive_float, default=None,
-                   help="stop instead when the estimated full-task metric's 95%% interval has a half-width of at "
-                        "most W, in the metric's units (0.02: ±2 points of accuracy); replaces --se-target. "
-                        "On a task with no bank (or one too small to use): when the interval is at most W wide "
-                        "(upper - lower)")
+                   help="stop instead when the estimated full-task metric's 95%% interval is at most W wide "
+                        "(upper - lower), in the metric's units (0.04: ±2 points of accuracy); replaces "
+                        "--se-target. The same meaning with a bank and without one")
     g.add_argument("--min-items", dest="adaptive_min_items", metavar="N", type=positive_int, default=30,
                    help="minimum documents per task before the SE (or --ci-width) rule may stop (default 30)")
     g.add_argument("--max-items", dest="adaptive_max_items", metavar="N", type=positive_int, default=500,

@@ -6,7 +6,7 @@
 * ``run --adaptive`` of one task with no bank (:func:`bank_free_task`): the documents in one seeded random
   order, scored by the harness as the banked loop scores them, until the anytime-valid interval of the
   full-task mean (:class:`~lm_eval_adaptive.engine.anytime.bank_free_test.BankFreeTest`) is at most
-  ``--ci-width`` wide (upper − lower; a banked run reads the flag as a half-width), ``--max-items`` documents, ``--budget-usd`` or the last document: the honest
+  ``--ci-width`` wide (upper − lower, as in a banked run), ``--max-items`` documents, ``--budget-usd`` or the last document: the honest
   replacement of the harness's ``--limit`` (which takes the first N documents). Its ``adaptive`` block
   (:func:`bank_free_block`) says mode ``bank-free``, the estimate and its interval, and why it stopped.
 """

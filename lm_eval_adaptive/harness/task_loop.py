@@ -46,7 +46,7 @@ class AdaptiveRunConfig:
 
     ``bank``: ``[TASK=]PATH`` per task (several for one task: a bank per metric, one joint test);
     ``se_target``, ``min_items``, ``max_items``: the
-    stopping rules (``ci_width``: stop on the full-task estimate's 95% half-width in the metric's
+    stopping rules (``ci_width``: stop on the full-task estimate's 95% interval width (upper − lower) in the metric's
     units instead of the SE target, :class:`~lm_eval_adaptive.engine.cat.stopping.CIWidth`);
     ``budget_usd``: a cap checked with the bank's token estimates;
     ``price``: ``MODEL=IN,OUT`` (or a bare ``IN,OUT`` for the model run); ``batch_size``:
@@ -76,10 +76,11 @@ class AdaptiveRunConfig:
 
 def _stop_rules(config: AdaptiveRunConfig) -> dict:
     """The SE target, or with ``ci_width`` the :class:`~lm_eval_adaptive.engine.cat.stopping.CIWidth` rule in its
-    place (after ``min_items``), as keyword arguments of a test."""
+    place (after ``min_items``), as keyword arguments of a test. ``ci_width`` is the interval's full width
+    (upper − lower), as on a task with no bank; the rule is told its half."""
     if config.ci_width is None:
         return {"se_target": config.se_target}
-    return {"se_target": None, "rules": (CIWidth(config.ci_width, config.min_items),)}
+    return {"se_target": None, "rules": (CIWidth(config.ci_width / 2, config.min_items),)}
 
 
 @dataclass(frozen=True)

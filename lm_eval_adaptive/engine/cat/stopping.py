@@ -206,7 +206,7 @@ class CIWidth(Rule):
         """The half-width of ``examinee``'s full-task interval now (the widest of its metrics' for a model
         under several metrics; inf before its first score)."""
         parts = getattr(examinee, "parts", None)
-        if parts is not None:
+        if parts is not None and any(p is not examinee for p in parts.values()):  # one metric: its own part
             return max((self.half(p) for p in parts.values()), default=math.inf)
         if examinee.n == 0:
             return math.inf
