@@ -433,10 +433,9 @@ def test_the_pairs_own_cost_rule_ignores_what_its_models_have_cost_and_stays_wit
     """Live runs with a cap (live/stopping_policy.py): a pair is bought when settling it, alone, is at most
     ``pair_cost_share`` of a full run of its two models, however much one of them has cost already."""
     p = SettlePolicy(0.1, pair_cost_share=0.1)
-    assert p.pair_limit(200.0, 60.0, None) == pytest.approx(20.0)  # past any share of the pair: still 10% more
-    assert p.pair_limit(200.0, 60.0, 5.0) == pytest.approx(5.0)  # the cap left bounds it
-    both = SettlePolicy(0.1, pair_share=0.25, pair_cost_share=0.1)
-    assert both.pair_limit(200.0, 10.0, None) == pytest.approx(40.0)  # whichever rule allows more
+    assert p.pair_cost_limit(200.0, None) == pytest.approx(20.0)  # however much the pair's models have cost
+    assert p.pair_cost_limit(200.0, 5.0) == pytest.approx(5.0)  # the cap left bounds it
+    assert p.pair_limit(200.0, 0.0, None) < 0 and SettlePolicy(0.1).pair_cost_limit(200.0, 100.0) < 0  # not on
     assert "pair_cost=0.1" in p.name and "pair_cost=" not in SettlePolicy(0.1).name
     with pytest.raises(ValueError):
         SettlePolicy(0.1, pair_cost_share=-1)

@@ -270,7 +270,12 @@ class MetricScaleJudgement:
         # two models have cost, is small beside a full run of the two
         pair_full = self._full[i] + self._full[j] if dollars else float(pi.n_total + pj.n_total)
         lim = self.policy.pair_limit(pair_full, self._spent(i) + self._spent(j), remaining)
-        return not self._settles_within(lim, pi, pj, unit_i, unit_j, d, v, 0.0, level)
+        if self._settles_within(lim, pi, pj, unit_i, unit_j, d, v, 0.0, level):
+            return False
+        # the pair's own cost (live runs with a cap): settling it alone, at the share's optimism, is small beside a
+        # full run of the two and fits the budget left, whatever they have cost
+        lim = self.policy.pair_cost_limit(pair_full, remaining)
+        return not self._settles_within(lim, pi, pj, unit_i, unit_j, d, v, slack, level)
 
     def _share_to_buy(self, i: int, j: int, items) -> float | None:
         """The run's spend with ``items`` more of each model of the pair (i, j), as a share of a full run (at
