@@ -27,8 +27,7 @@ two. A cheap pair is not left open while the budget allows it; a near tie that o
 could settle still stays ``unresolved`` with its cost.
 
 **The pair's own cost** (``pair_cost_share``; off by default, on in live runs with a dollar cap:
-live/stopping_policy.py) buys a pair whose cost to settle, alone, judged as the share is (at a gap ``optimism`` SEs more favourable), is
-at most ``pair_cost_share`` of a full run of its two models and fits the budget left, whatever the two have cost so
+live/stopping_policy.py) buys a pair whose cost to settle at its current gap, alone, is at most ``pair_cost_share`` of a full run of its two models and fits the budget left, whatever the two have cost so
 far: in a live run one expensive model can spend past any share of its full run on the pairs that settled,
 and a pair of it that now costs a few items is still cheap beside a full run of the two.
 
