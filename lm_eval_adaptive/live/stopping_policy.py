@@ -5,13 +5,14 @@ A live run judges its pairs with the engine's default
 run, at least 15 items per model on a small task), changed by two things the user states:
 
 * ``--settle-share S``: the policy's share of a full run;
-* ``--budget-usd``: a dollar cap is what the user will spend. With a cap the policy's **pair rule** is on
-  (issue 32: spend where it settles): a pair whose cost to settle at its current gap fits the cap left and, with
-  what its two models have cost, is at most :data:`LIVE_PAIR_COST_SHARE` of a full run of the two is bought, though the
-  run's share would give it up. A near tie that only (most of) a full run could settle stays ``unresolved`` with
-  its cost. Without a cap no pair is bought past the share (the cost is not bounded by anything the user said).
+* ``--budget-usd``: a dollar cap is what the user will spend. With a cap the policy's **pair's own cost rule**
+  (``SettlePolicy.pair_cost_share``; issue 32: spend where it settles) is on: a pair whose cost to settle at its
+  current gap, alone, fits the cap left and is at most :data:`LIVE_PAIR_COST_SHARE` of a full run of its two
+  models is bought, though the run's share would give it up, whatever the two have cost so far. A near tie that
+  only (most of) a full run could settle stays ``unresolved`` with its cost. Without a cap no pair is bought past
+  the share (the cost is not bounded by anything the user said).
 
-The backtest keeps the policy's measured defaults (pair rule off; docs/metric-scale.md, *Spending where it
+The backtest keeps the policy's measured defaults (pair rules off; docs/metric-scale.md, *Spending where it
 settles*): a backtest's budget is the protocol's, not a user's statement of what to spend. The live share was
 chosen on the live near tie of four WMT24 systems (benchmarks/bench_near_tie.py): with a cap above a full run that
 case must still cost at most 10% of a full run (docs/live.md, *Spending the cap where it settles*).
