@@ -12,7 +12,10 @@ so the benchmark and this test measure the same thing). Criteria, all on one run
    beyond 10% of a full run), not by chance of a person-fit flag;
 3. the near-tie pair not ordered, and stated as unresolved with its items and dollars to settle;
 4. every ordered pair ordered as the full data orders it (and there is at least one);
-5. no pair claimed impossible to settle ("inseparable").
+5. no pair claimed impossible to settle ("inseparable");
+6. (issue 32) the cap turns on the live pair rule (a pair whose own cost to settle is at most 10% of a full run of
+   its two models is bought) and the spend still stays within 10% of a full run; every model gets at least
+   15 items (``--min-items``' default); every pair left open is named with its items and dollars to settle.
 """
 
 from __future__ import annotations
@@ -97,3 +100,14 @@ def test_every_confident_pair_is_right(measured):
     conf = verdict["confident_pairs"]
     assert conf, "no pair was settled"
     assert verdict["confident_all_right"], [c for c in conf if not c["right"]]
+
+
+def test_with_the_cap_the_live_pair_rule_is_on_and_every_model_gets_15_items(measured):
+    result, verdict = measured
+    report = result["report"]
+    assert "pair_cost=0.1" in report["signature"]["settle_policy"]  # what the cap turned on, in the run's signature
+    assert report["settings"]["min_items"] == 15
+    assert all(e["items"] >= 15 for e in report["ranking"]), report["ranking"]
+    assert verdict["spend_ok"]  # the pair rule bought no near tie: still within 10% of a full run
+    for p in verdict["unresolved"]:
+        assert p["items_to_settle"] > 0 and p["cost_to_settle_usd"] > 0

@@ -429,6 +429,18 @@ def test_the_pair_rule_limit_is_a_share_of_the_pairs_full_run_within_the_budget_
         SettlePolicy(0.1, pair_share=0)
 
 
+def test_the_pairs_own_cost_rule_ignores_what_its_models_have_cost_and_stays_within_the_budget_left():
+    """Live runs with a cap (live/stopping_policy.py): a pair is bought when settling it, alone, is at most
+    ``pair_cost_share`` of a full run of its two models, however much one of them has cost already."""
+    p = SettlePolicy(0.1, pair_cost_share=0.1)
+    assert p.pair_cost_limit(200.0, None) == pytest.approx(20.0)  # however much the pair's models have cost
+    assert p.pair_cost_limit(200.0, 5.0) == pytest.approx(5.0)  # the cap left bounds it
+    assert p.pair_limit(200.0, 0.0, None) < 0 and SettlePolicy(0.1).pair_cost_limit(200.0, 100.0) < 0  # not on
+    assert "pair_cost=0.1" in p.name and "pair_cost=" not in SettlePolicy(0.1).name
+    with pytest.raises(ValueError):
+        SettlePolicy(0.1, pair_cost_share=-1)
+
+
 @pytest.mark.parametrize("seed", [4, 5])
 def test_the_pair_rule_buys_pairs_the_runs_share_gives_up_and_leaves_them_open_only_beyond_it(seed):
     """Issue 32 item 1: on a 100-item task four models a clear step apart are given up at 15% of a full run (the

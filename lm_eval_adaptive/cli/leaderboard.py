@@ -38,6 +38,7 @@ from lm_eval_adaptive.cli.live_output import print_leaderboard
 from lm_eval_adaptive.cli.refresh import refresh
 from lm_eval_adaptive.live.leaderboard import REFRESH_KEYS, create_leaderboard, history_beside, load_leaderboard
 from lm_eval_adaptive.live.session import LiveSettings, open_run, resumed_settings
+from lm_eval_adaptive.live.stopping_policy import LIVE_MIN_ITEMS
 from lm_eval_adaptive.writer_lock import board_lock
 
 __all__ = ["add_leaderboard_parsers", "cmd_leaderboard", "cmd_refresh", "cmd_render", "refresh_settings"]
@@ -215,7 +216,8 @@ def add_leaderboard_parsers(sub) -> None:
     r.add_argument("--budget-usd", type=positive_float, default=None, metavar="USD",
                    help="hard cap on the refresh's spend (of each leaderboard's, with several)")
     r.add_argument("--confidence", type=confidence_level, default=None, help="γ (default: the leaderboard's)")
-    r.add_argument("--min-items", type=positive_int, default=10)
+    r.add_argument("--min-items", type=positive_int, default=LIVE_MIN_ITEMS,
+                   help=f"items every new model answers before the run may stop (default {LIVE_MIN_ITEMS})")
     r.add_argument("--max-items", type=positive_int, default=None)
     r.add_argument("--output", "--output_path", dest="output", default=None, metavar="DIR",
                    help="keep the run's settings and journal here (then --resume DIR continues a crashed run); "

@@ -64,6 +64,7 @@ from lm_eval_adaptive.harness.scorer import DEFAULT_TIMEOUT_S
 from lm_eval_adaptive.live.cost_forecast import forecast_rank, write_forecast
 from lm_eval_adaptive.live.journal import JOURNAL_NAME
 from lm_eval_adaptive.live.run_report import build_report
+from lm_eval_adaptive.live.stopping_policy import LIVE_MIN_ITEMS
 from lm_eval_adaptive.live.session import (
     PLOT_FILE,
     RANKING_FILE,
@@ -190,7 +191,8 @@ def add_rank_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--budget-usd", type=positive_float, default=None, metavar="USD",
                    help="hard cap on total spend (reserved before each call, settled with real usage); "
                         "with several tasks, the cap of each task's ranking")
-    p.add_argument("--min-items", type=positive_int, default=10, help="warm-up items per model (default 10)")
+    p.add_argument("--min-items", type=positive_int, default=LIVE_MIN_ITEMS,
+                   help=f"items every model answers before the run may stop (default {LIVE_MIN_ITEMS})")
     p.add_argument("--max-items", type=positive_int, default=None, help="maximum items per model")
     p.add_argument("--output", "--output_path", dest="output", metavar="DIR",
                    help="folder for run.json, journal.jsonl, ranking.json/png (DIR/TASK with several tasks)")

@@ -46,6 +46,7 @@ from lm_eval_adaptive.live.leaderboard import (
     joint_anchor_examinees,
     load_leaderboard,
 )
+from lm_eval_adaptive.live.stopping_policy import live_judgement
 from lm_eval_adaptive.live.session import (
     LiveSettings,
     Setup,
@@ -117,7 +118,8 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
     def new_ranker():
         common = dict(item_costs=item_costs, relative_costs=rel, confidence=settings.confidence,
                       n_init=settings.min_items, n_max=settings.max_items, budget=settings.budget_usd,
-                      seed=settings.seed, max_in_flight=settings.concurrency)
+                      seed=settings.seed, max_in_flight=settings.concurrency,
+                      judgement=live_judgement(settings.settle_share, settings.budget_usd))
         if joint:
             ranker = MultiMetricRanker(setup.banks, models, **common, pair_rules={
                 k: pair_rule_for(b, settings.confidence, settings.tie_margin, settings.family_wise)

@@ -14,7 +14,6 @@ scale. The run folder is created only once every setting has been checked.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import math
@@ -33,8 +32,7 @@ from lm_eval_adaptive.display import SHOWN_LOG_FILTER
 from lm_eval_adaptive.engine.irt.bank import joint_item_ids
 from lm_eval_adaptive.engine.ranking.multi_metric_ranker import MultiMetricRanker
 from lm_eval_adaptive.engine.ranking.pairs.rules import pair_rule_for
-from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker, default_judgement
-from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy
+from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
 from lm_eval_adaptive.errors import InputError, check_text
 from lm_eval_adaptive.harness.binding import bind_banks, check_banks
 from lm_eval_adaptive.harness.judge_pricing import JudgePricing
@@ -47,6 +45,7 @@ from lm_eval_adaptive.harness.scorer import (
 )
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, Journal, env_secrets, redact
 from lm_eval_adaptive.live.ledger import BudgetLedger
+from lm_eval_adaptive.live.stopping_policy import LIVE_MIN_ITEMS, live_judgement
 from lm_eval_adaptive.redaction import redact_text
 from lm_eval_adaptive.writer_lock import run_folder_lock
 
@@ -105,7 +104,7 @@ class LiveSettings:
     bank: str | list | None = None  # a list: one bank per metric of the task (one generation, every metric)
     confidence: float | None = 0.95
     budget_usd: float | None = None
-    min_items: int = 10
+    min_items: int = LIVE_MIN_ITEMS
     max_items: int | None = None
     concurrency: int = 1
     price: list | None = None
@@ -381,9 +380,7 @@ def rank_ranker(setup: Setup, a: LiveSettings) -> AdaptiveRanker:
     """A fresh ranker for a ``rank`` run: the setup's models and bank-estimated item costs, the settings' rules
     (a :class:`MultiMetricRanker` with a bank per metric, each metric under the same rules)."""
     bank = setup.bank
-    judgement = None  # the default policy
-    if a.settle_share is not None:
-        judgement = functools.partial(default_judgement, policy=SettlePolicy(full_run_share=a.settle_share))
+    judgement = live_judgement(a.settle_share, a.budget_usd)  # the default policy, with what the user said
     if setup.joint:
         return MultiMetricRanker(setup.banks, [s.name for s in setup.specs], item_costs=setup.bank_costs,
                                  confidence=a.confidence, n_init=a.min_items, n_max=a.max_items, budget=a.budget_usd,

@@ -270,6 +270,12 @@ class MetricScaleJudgement:
         # two models have cost, is small beside a full run of the two
         pair_full = self._full[i] + self._full[j] if dollars else float(pi.n_total + pj.n_total)
         lim = self.policy.pair_limit(pair_full, self._spent(i) + self._spent(j), remaining)
+        if self._settles_within(lim, pi, pj, unit_i, unit_j, d, v, 0.0, level):
+            return False
+        # the pair's own cost (live runs with a cap): settling it alone at its current gap is small beside a full run
+        # of the two and fits the budget left, whatever they have cost (judged at the share's optimism, the live near
+        # tie of four WMT24 systems cost up to 23% of a full run: docs/live.md)
+        lim = self.policy.pair_cost_limit(pair_full, remaining)
         return not self._settles_within(lim, pi, pj, unit_i, unit_j, d, v, 0.0, level)
 
     def _share_to_buy(self, i: int, j: int, items) -> float | None:

@@ -26,6 +26,11 @@ such bound) and, added to what its two models have cost, is at most ``pair_share
 two. A cheap pair is not left open while the budget allows it; a near tie that only (most of) a full run
 could settle still stays ``unresolved`` with its cost.
 
+**The pair's own cost** (``pair_cost_share``; off by default, on in live runs with a dollar cap:
+live/stopping_policy.py) buys a pair whose cost to settle at its current gap, alone, is at most ``pair_cost_share`` of a full run of its two models and fits the budget left, whatever the two have cost so
+far: in a live run one expensive model can spend past any share of its full run on the pairs that settled,
+and a pair of it that now costs a few items is still cheap beside a full run of the two.
+
 ``floor_items`` raises the share on a small table; it is not a minimum: a run whose every open pair
 looks beyond the share (at its gap ``optimism`` SEs more favourable) stops on cost, which can be before
 ``floor_items`` items per model (the warm-up, ``n_init``, is the minimum).
@@ -41,7 +46,7 @@ import math
 from dataclasses import dataclass
 
 __all__ = ["SettlePolicy", "DEFAULT_FULL_RUN_SHARE", "DEFAULT_BUDGET_SHARE", "DEFAULT_OPTIMISM",
-           "DEFAULT_FLOOR_ITEMS", "DEFAULT_PAIR_SHARE", "most_items"]
+           "DEFAULT_FLOOR_ITEMS", "DEFAULT_PAIR_SHARE", "DEFAULT_PAIR_COST_SHARE", "most_items"]
 
 #: Settling a pair may take the run's spend (so far + its cost to settle) to at most this share of a full run.
 DEFAULT_FULL_RUN_SHARE = 0.1
@@ -57,6 +62,10 @@ DEFAULT_FLOOR_ITEMS = 15
 #: (0/1, 100 items) every share tried (0.25, 0.5) ordered a pair wrongly (confident accuracy 0.969 < 0.97);
 #: the rule and the figures are in docs/metric-scale.md (*Spending where it settles*).
 DEFAULT_PAIR_SHARE = None
+#: A pair is bought whatever the run and its two models have spent when settling it, alone, costs at most this
+#: share of a full run of the two and fits the budget left (None: no such rule). Off by default (the backtest's
+#: policy is the measured one); live runs with a dollar cap turn it on (live/stopping_policy.py).
+DEFAULT_PAIR_COST_SHARE = None
 
 
 @dataclass(frozen=True)
@@ -68,11 +77,12 @@ class SettlePolicy:
     optimism: float = DEFAULT_OPTIMISM
     floor_items: float | None = DEFAULT_FLOOR_ITEMS
     pair_share: float | None = DEFAULT_PAIR_SHARE
+    pair_cost_share: float | None = DEFAULT_PAIR_COST_SHARE
 
     def __post_init__(self):
         if not (isinstance(self.optimism, (int, float)) and math.isfinite(self.optimism) and self.optimism >= 0):
             raise ValueError(f"optimism must be a number >= 0, got {self.optimism!r}")
-        for name in ("full_run_share", "budget_share", "pair_share"):
+        for name in ("full_run_share", "budget_share", "pair_share", "pair_cost_share"):
             v = getattr(self, name)
             if v is not None and not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
                 raise ValueError(f"{name} must be a positive number or None, got {v!r}")
@@ -86,6 +96,8 @@ class SettlePolicy:
             return "off" if v is None else f"{v:g}"
         floor = "" if not self.floor_items else f",floor_items={self.floor_items:g}"
         pair = "" if self.pair_share is None else f",pair={self.pair_share:g}"
+        if self.pair_cost_share is not None:
+            pair += f",pair_cost={self.pair_cost_share:g}"
         return (f"settle-cost(full_run={f(self.full_run_share)}{floor},budget={f(self.budget_share)},"
                 f"optimism={self.optimism:g}{pair})")
 
@@ -96,6 +108,15 @@ class SettlePolicy:
         if self.pair_share is None or pair_full_run <= 0:
             return -1.0
         lim = self.pair_share * pair_full_run - pair_spent
+        return lim if remaining is None else min(lim, remaining)
+
+    def pair_cost_limit(self, pair_full_run: float, remaining: float | None) -> float:
+        """The most the pair's own cost rule lets one pair's settling cost: ``pair_cost_share`` of a full run of
+        its two models (``pair_full_run``), whatever they have cost, at most the budget left (``remaining``; None:
+        no budget); -1: no such rule."""
+        if self.pair_cost_share is None or pair_full_run <= 0:
+            return -1.0
+        lim = self.pair_cost_share * pair_full_run
         return lim if remaining is None else min(lim, remaining)
 
     def share(self, full_run_items: float | None = None) -> float | None:

@@ -1,0 +1,47 @@
+"""The stopping policy of a live ranking (``rank``, ``refresh``): the engine's default, with what the user said.
+
+A live run judges its pairs with the engine's default
+:class:`~lm_eval_adaptive.engine.ranking.pairs.settle_policy.SettlePolicy` (a run buys no pair past 10% of a full
+run, at least 15 items per model on a small task), changed by two things the user states:
+
+* ``--settle-share S``: the policy's share of a full run;
+* ``--budget-usd``: a dollar cap is what the user will spend. With a cap the policy's **pair's own cost rule**
+  (``SettlePolicy.pair_cost_share``; issue 32: spend where it settles) is on: a pair whose cost to settle at its
+  current gap, alone, fits the cap left and is at most :data:`LIVE_PAIR_COST_SHARE` of a full run of its two
+  models is bought, though the run's share would give it up, whatever the two have cost so far. A near tie that
+  only (most of) a full run could settle stays ``unresolved`` with its cost. Without a cap no pair is bought past
+  the share (the cost is not bounded by anything the user said).
+
+The backtest keeps the policy's measured defaults (pair rules off; docs/metric-scale.md, *Spending where it
+settles*): a backtest's budget is the protocol's, not a user's statement of what to spend. The live share was
+chosen on the live near tie of four WMT24 systems (benchmarks/bench_near_tie.py): with a cap above a full run that
+case must still cost at most 10% of a full run (docs/live.md, *Spending the cap where it settles*).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from lm_eval_adaptive.engine.ranking.pairs.settle_policy import DEFAULT_FULL_RUN_SHARE, SettlePolicy
+from lm_eval_adaptive.engine.ranking.ranker import default_judgement
+
+__all__ = ["LIVE_PAIR_COST_SHARE", "LIVE_MIN_ITEMS", "live_policy", "live_judgement"]
+
+#: With a dollar cap, a pair is bought when settling it, with what its two models have cost, is at most this
+#: share of a full run of the two (and fits the cap left).
+LIVE_PAIR_COST_SHARE = 0.1
+#: The warm-up items every model of a live run gets by default (``--min-items``): the 15 per model README states.
+LIVE_MIN_ITEMS = 15
+
+
+def live_policy(settle_share: float | None, budget_usd: float | None) -> SettlePolicy:
+    """The stopping policy of a live run with ``--settle-share`` ``settle_share`` (None: the default share) and
+    ``--budget-usd`` ``budget_usd`` (None: no cap, no pair rule)."""
+    return SettlePolicy(full_run_share=DEFAULT_FULL_RUN_SHARE if settle_share is None else settle_share,
+                        pair_cost_share=None if budget_usd is None else LIVE_PAIR_COST_SHARE)
+
+
+def live_judgement(settle_share: float | None, budget_usd: float | None) -> Callable:
+    """The rankers' ``judgement`` factory for a live run: :func:`default_judgement` under :func:`live_policy`."""
+    return functools.partial(default_judgement, policy=live_policy(settle_share, budget_usd))

@@ -1,0 +1,84 @@
+"""Issue 32 item 1, live: a run with a dollar cap spends it where a pair settles; 15 items per model by default.
+
+Four WMT24 en-de systems (GPT-4, Aya23, Claude-3.5, Llama3-70B) ranked through the real harness, the real litellm
+client and real HTTP against the replay endpoint, on the shipped bank ``wmt24_en-de.bleu`` (benchmarks/
+bench_settle_live.py's ``rank`` case). With no cap the policy is the backtest's (no pair is bought past 10% of a
+full run); with a $1 cap a pair whose own cost to settle fits the cap left and is at most 10% of a full run of
+its two models is bought too (live/stopping_policy.py). The near tie under a cap above a full run is
+tests/test_near_tie_live.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from lm_eval_adaptive.cli.main import main
+from lm_eval_adaptive.live.stopping_policy import LIVE_MIN_ITEMS, LIVE_PAIR_COST_SHARE
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[1]
+SYSTEMS = ["GPT-4", "Aya23", "Claude-3.5", "Llama3-70B"]
+CAP = 1.0
+
+
+def rank(out: Path, cap: float | None) -> dict:
+    assert main(["rank", "--models", *[f"{s}=litellm:model=openai/{s}" for s in SYSTEMS], "--tasks", "wmt24_en-de",
+                 "--bank", "wmt24_en-de.bleu", "--item-field", "id", "--include_path", str(REPO / "task_configs"),
+                 "--apply_chat_template", "--no-progress", "--backoff", "0.05", "--price", "default=1,3",
+                 "--output", str(out), *([] if cap is None else ["--budget-usd", str(cap)])]) == 0
+    return json.loads((out / "ranking.json").read_text())
+
+
+def settled(report: dict) -> set:
+    return {frozenset((p["a"], p["b"])) for p in report["pairs"] if p["outcome"] != "unresolved"}
+
+
+@pytest.fixture(scope="module")
+def runs(replay_server, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("settle_live")
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown):
+        capped = rank(tmp / "cap", CAP)
+    return rank(tmp / "no_cap", None), capped, re.sub(r"\s+", " ", shown.getvalue())
+
+
+def test_a_cap_buys_pairs_the_share_gave_up_and_spends_closer_to_it(runs):
+    share_only, capped, _ = runs
+    # without a cap the run's share alone decides; it gives pairs up whose settling is cheap beside a full run
+    assert share_only["stopped_because"] == "cost_to_settle"
+    full = {e["model"]: e["full_run_cost_usd"] for e in share_only["ranking"]}
+    cheap = [p for p in share_only["pairs"] if p["outcome"] == "unresolved" and p["cost_to_settle_usd"]
+             < LIVE_PAIR_COST_SHARE * (full[p["a"]] + full[p["b"]])]
+    assert cheap, share_only["pairs"]
+    assert "pair_cost=" not in share_only["signature"]["settle_policy"]
+    assert f"pair_cost={LIVE_PAIR_COST_SHARE:g}" in capped["signature"]["settle_policy"]
+    # with a cap the run buys them: more pairs settled, more of the cap spent, never past it
+    assert capped["total_cost_usd"] <= CAP
+    assert capped["total_cost_usd"] > share_only["total_cost_usd"]
+    assert len(settled(capped)) > len(settled(share_only))
+    assert any(frozenset((p["a"], p["b"])) in settled(capped) for p in cheap)
+
+
+def test_every_model_gets_15_items_by_default(runs):
+    for report in runs[:2]:
+        assert report["settings"]["min_items"] == LIVE_MIN_ITEMS == 15
+        assert all(e["items"] >= 15 for e in report["ranking"]), report["ranking"]
+
+
+def test_a_stop_on_cost_names_each_open_pair_with_its_cost(runs):
+    _, report, text = runs
+    # what the terminal says: each pair left open, by name, with its items and dollars to settle
+    left = [p for p in report["pairs"] if p["outcome"] == "unresolved"]
+    for p in left:
+        a, b = re.escape(p["a"]), re.escape(p["b"])  # named in the order of the ranking shown
+        assert re.search(rf"({a} vs {b}|{b} vs {a}) \(about {p['items_to_settle']} more items, "
+                         rf"\${p['cost_to_settle_usd']:.4f}", text), (p, text)
+    if left:
+        assert "--settle-share" in text  # the flag that buys them
