@@ -34,10 +34,12 @@ interval excludes 0, ``equivalent`` when it lies inside ±δ, else ``unresolved`
 (``family``) at (1 − γ)/P each for P pairs (Bonferroni: every claim at once). Two models whose populations
 differ are compared on the items both have (the difference of their means over those).
 
-What the guarantee needs: scores inside the stated range ``[lo, hi]`` (refused otherwise), a population fixed
-independently of the order (a model's exclusions; one made mid-run restarts its sequences over the new
-population, replaying the prefix, which assumes the exclusion did not depend on the order), and one score
-told per model before its next random pick is made (the ranker's default, one request in flight per model).
+What the guarantee needs: scores inside the stated range ``[lo, hi]`` (refused otherwise), a permutation drawn
+independently of the scores (the selector's, seeded), and a population fixed independently of the order (a
+model's exclusions; one made mid-run restarts its sequences over the new population, replaying the prefix, which
+assumes the exclusion did not depend on the order). The control variate reads only the prefix already taken
+(its items and scores), so it is predictable however the ranker allocates, selects or keeps calls in flight.
+One bank only (the single-metric ranker's selector); the multi-metric ranker's joint selector is not covered.
 """
 
 from __future__ import annotations
