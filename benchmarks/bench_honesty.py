@@ -16,7 +16,7 @@ fold the stated cost to settle against the measured one (run on until settled).
         [--full-run-share S|off] [--budget-share R|off] [--optimism K]
         [--floor-items N|off] [--pair-share S|off] [--random-share S]
         [--tie-margin DELTA | --tie-margin-share SHARE] [--settle-seeds N] [--settle-runs N]
-        [--family-wise] [--holdout-size K] [--target-items N] [--tables NAME ...]
+        [--family-wise] [--intervals fixed|anytime|anytime-plain] [--holdout-size K] [--target-items N] [--tables NAME ...]
         [--jobs N | --ray ADDRESS]
 
 Uniform prices (the paper-comparison setting); 5 folds of 4 hold-out models. Every table × fold
@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lm_eval_adaptive.data.wmt24 import WMT24_METRICS, WMT24_PAIRS  # noqa: E402
 from lm_eval_adaptive.data.wmt25 import WMT25_METRICS  # noqa: E402
 from lm_eval_adaptive.data.tables import load_any_table  # noqa: E402
-from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.backtest_config import INTERVALS, BacktestConfig  # noqa: E402
 from lm_eval_adaptive.engine.ranking.paired_design import DESIGNS  # noqa: E402
 from lm_eval_adaptive.engine.evaluation.backtest import pooled  # noqa: E402
 from lm_eval_adaptive.sweep import run_backtests  # noqa: E402
@@ -120,6 +120,9 @@ def main(argv=None) -> int:
                     help="budget: this many items per model at the mean item cost (default: the backtest's 20)")
     ap.add_argument("--design", choices=DESIGNS, default=BacktestConfig.design,
                     help="the ranker's item design (engine/ranking/paired_design.py)")
+    ap.add_argument("--intervals", choices=INTERVALS, default="fixed",
+                    help="the banked ranker's intervals: today's fixed-time ones, or anytime-valid with the bank "
+                         "as control variate (anytime) or without (anytime-plain; engine/anytime/banked_intervals.py)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--jobs", type=int, default=None, help="processes (default: the CPUs this process may use)")
     ap.add_argument("--ray", default=None, metavar="ADDRESS", help="run on a Ray cluster instead (auto, local, HOST:PORT)")
@@ -131,7 +134,7 @@ def main(argv=None) -> int:
                             full_run_share=a.full_run_share, budget_share=a.budget_share,
                             settle_floor_items=a.floor_items, pair_share=a.pair_share,
                             random_share=a.random_share, design=a.design,
-                            settle_seeds=a.settle_seeds, settle_runs=a.settle_runs,
+                            settle_seeds=a.settle_seeds, settle_runs=a.settle_runs, intervals=a.intervals,
                             **({} if a.optimism is None else {"optimism": a.optimism}),
                             **({} if a.holdout_size is None else {"holdout_size": a.holdout_size}),
                             **({} if a.target_items is None else {"target_items": a.target_items}))
@@ -143,7 +146,7 @@ def main(argv=None) -> int:
                         "optimism": config.optimism, "settle_floor_items": config.settle_floor_items,
                         "pair_share": config.pair_share, "random_share": config.random_share,
                         "settle_seeds": config.settle_seeds,
-                        "settle_runs": config.settle_runs, "design": config.design}}
+                        "settle_runs": config.settle_runs, "design": config.design, "intervals": config.intervals}}
     t0 = time.perf_counter()
     for half, names in halves.items():
         results = run_backtests([load_any_table(n) for n in names], config=config, jobs=a.jobs,

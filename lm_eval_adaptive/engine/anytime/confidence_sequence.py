@@ -90,8 +90,20 @@ class WorBettingCS:
         self._hi01 = np.ones(self.shape)
 
     # ------------------------------------------------------------------ updates
-    def update(self, x, mask=None) -> None:
-        """Take one score per run (``x``: metric units, in [lo, hi]); with ``mask``, only where true."""
+    def update(self, x, mask=None, *, shift=None, spread=None) -> None:
+        """Take one score per run (``x``: metric units, in [lo, hi]); with ``mask``, only where true.
+
+        ``shift`` (metric units): a **control variate** (a prediction-powered bet). With the drawn
+        document's prediction ŷ and the mean ĉ of the predictions over the documents not yet drawn
+        (before this one), ``shift`` = ŷ − ĉ; the capital processes then bet on z = x − shift, whose
+        conditional mean given the past is x's own, μ_t(m), whatever the predictions are (the document is
+        drawn uniformly from those left, so E[ŷ] = ĉ): the martingales at the true mean, and so the
+        guarantee, stay as they are, and predictions that track x make z vary less and the bets grow
+        faster. The predictions must be fixed before the draw (predictable). ``spread`` = (a, b), metric
+        units: how far the shift can reach on either side, max ŷ − ĉ and ĉ − min ŷ over the documents
+        not yet drawn, so that z ∈ [lo − a, hi + b] and the bets are truncated to keep the capital
+        positive there (½/(μ + a) and ½/(1 + b − μ) in units of the range). The interval's logical
+        bounds and the exact end at t = N are x's, unchanged."""
         x = np.broadcast_to(np.asarray(x, dtype=float), self.shape)
         take = np.ones(self.shape, dtype=bool) if mask is None else np.broadcast_to(np.asarray(mask, bool), self.shape)
         if not np.any(take):
@@ -102,15 +114,23 @@ class WorBettingCS:
         if np.any(self.t[take] >= self.n):
             raise ValueError(f"every one of the {self.n} documents was already taken")
         x01 = np.clip((x - self.lo) / (self.hi - self.lo), 0.0, 1.0)
+        width = self.hi - self.lo
+        if shift is None:
+            z01, below, above = x01, 0.0, 0.0
+        else:
+            z01 = x01 - np.broadcast_to(np.asarray(shift, dtype=float), self.shape) / width
+            a, b = (0.0, 0.0) if spread is None else spread
+            below = np.maximum(np.broadcast_to(np.asarray(a, dtype=float), self.shape), 0.0)[..., None] / width
+            above = np.maximum(np.broadcast_to(np.asarray(b, dtype=float), self.shape), 0.0)[..., None] / width
         t = self.t.astype(float)  # documents before this one
         i = t + 1.0
         with np.errstate(divide="ignore", invalid="ignore"):
             mu = (self.n * self.m - self.s[..., None]) / (self.n - t)[..., None]  # (..., grid)
             sigma2 = self._var_sum / (t + self._fake)  # σ̂² of the documents before (predictable)
             base = np.sqrt(1.0 / (sigma2 * i * np.log1p(i)))
-            lam_up = np.minimum((math.sqrt(self._c_up) * base)[..., None], TRUNCATION / mu)
-            lam_down = np.minimum((math.sqrt(self._c_down) * base)[..., None], TRUNCATION / (1.0 - mu))
-            dx = x01[..., None] - mu
+            lam_up = np.minimum((math.sqrt(self._c_up) * base)[..., None], TRUNCATION / (mu + below))
+            lam_down = np.minimum((math.sqrt(self._c_down) * base)[..., None], TRUNCATION / (1.0 + above - mu))
+            dx = z01[..., None] - mu
             step_up = np.log1p(lam_up * dx)
             step_down = np.log1p(-lam_down * dx)
         # a candidate whose next conditional mean leaves [0, 1] is impossible (its steps may be NaN there)
@@ -121,9 +141,9 @@ class WorBettingCS:
         self.log_up = np.where(tk, self.log_up + step_up, self.log_up)
         self.log_down = np.where(tk, self.log_down + step_down, self.log_down)
         s_new = self.s + x01
-        mean_sum = self._mean_sum + x01
-        mu_hat = mean_sum / (i + self._fake)  # includes x (confseq's lambda_predmix_eb)
-        self._var_sum = np.where(take, self._var_sum + (x01 - mu_hat) ** 2, self._var_sum)
+        mean_sum = self._mean_sum + z01
+        mu_hat = mean_sum / (i + self._fake)  # includes x (confseq's lambda_predmix_eb); z's with a control variate
+        self._var_sum = np.where(take, self._var_sum + (z01 - mu_hat) ** 2, self._var_sum)
         self._mean_sum = np.where(take, mean_sum, self._mean_sum)
         self.s = np.where(take, s_new, self.s)
         self._raw_sum = np.where(take, self._raw_sum + x, self._raw_sum)

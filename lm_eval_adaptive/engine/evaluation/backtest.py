@@ -153,6 +153,8 @@ def backtest_signature(config: BacktestConfig, prices) -> str:
             del c[key]
     if c["design"] == "individual":  # likewise: named only when paired
         del c["design"]
+    if c["intervals"] == "fixed":  # named only when not today's (older signatures stay as they were)
+        del c["intervals"]
     return format_signature({k: c[k] for k in sorted(c)} | {"prices": list(prices)} | versions())
 
 
@@ -211,7 +213,7 @@ def self_check_backtest(table, config: BacktestConfig) -> BacktestResult | None:
     # policy): the misses it measures are those of the runs the bank will serve
     inner = replace(config, holdout_size=min(config.holdout_size, n - 2), seeds=config.self_check_seeds,
                     bootstrap=200, partition_seed=BacktestConfig.partition_seed, self_check=False, family_wise=False,
-                    settle_seeds=0, tie_margin_share=None)
+                    settle_seeds=0, tie_margin_share=None, intervals="fixed")
     return backtest(table, config=inner)
 
 
@@ -374,7 +376,7 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
     fold_runs = []
     for seed in range(config.seeds):
         ranker = fold_ranker(bank, hold, config, f, seed, item_costs=bank_costs, budget=budget, exclude=missing,
-                             pair_rule=pair_rule)
+                             pair_rule=pair_rule, score_range=(float(np.nanmin(raw_all)), float(np.nanmax(raw_all))))
         selector = ranker.selector
         res = drive(ranker, scaled_score, raw=lambda m, i: float(raw_bank[row[m], i]))
         honesty = honesty_record(ranker, res, bank, raw_bank, row, truth_mean, se_all, bank_mean)

@@ -17,7 +17,10 @@ from lm_eval_adaptive.engine.ranking.pairs.settle_policy import (
 from lm_eval_adaptive.errors import InputError
 
 
-__all__ = ["BacktestConfig"]
+__all__ = ["BacktestConfig", "INTERVALS"]
+
+#: The banked ranker's intervals (:attr:`BacktestConfig.intervals`).
+INTERVALS = ("fixed", "anytime", "anytime-plain")
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,9 @@ class BacktestConfig:
     settle_seeds: int = 1  # seeds per fold whose unresolved pairs are run on to settle (0: none)
     settle_runs: int = 1  # continuations per pair: the run's own, then fresh permutations (the median is reported)
     design: str = DEFAULT_DESIGN  # the ranker's item design: "individual" or "paired" (engine/ranking/paired_design.py)
+    # "fixed": today's metric-scale intervals; "anytime": anytime-valid with the bank as control variate,
+    # "anytime-plain": without it (engine/anytime/banked_intervals.py)
+    intervals: str = "fixed"
 
     def folds_that_fit(self, n_models: int) -> int:
         """Complete hold-out sets that fit, ``n_models // holdout_size`` as the paper's code (at most
@@ -72,3 +78,5 @@ class BacktestConfig:
             raise InputError("--min-items and --target-items must be at least 1")
         if self.design not in DESIGNS:
             raise InputError(f"the design is one of {', '.join(DESIGNS)}, got {self.design!r}")
+        if self.intervals not in INTERVALS:
+            raise InputError(f"the intervals are one of {', '.join(INTERVALS)}, got {self.intervals!r}")

@@ -13,6 +13,7 @@ import numpy as np
 from lm_eval_adaptive.data.prices import Price
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
 from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import MetricScaleJudgement
+from lm_eval_adaptive.engine.anytime.banked_intervals import BankedAnytimeIntervals
 from lm_eval_adaptive.engine.cat.selection import DEFAULT_RANDOM_SHARE, RandomShareSelector, default_selector
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy
 
@@ -49,10 +50,13 @@ def fold_ground_truth(raw_h: np.ndarray, hold: list, config: BacktestConfig, f: 
                         rng=np.random.default_rng([config.partition_seed, f]))
 
 
-def fold_ranker(bank, hold: list, config: BacktestConfig, f: int, seed: int, **kwargs) -> AdaptiveRanker:
+def fold_ranker(bank, hold: list, config: BacktestConfig, f: int, seed: int, *, score_range=None,
+                **kwargs) -> AdaptiveRanker:
     """The adaptive ranker of seed ``seed`` in fold ``f``: ``config``'s settings (its judgement's
-    stopping policy, its item design), the default selector with the bank's selection information, seeded by (partition
-    seed, fold, seed); ``kwargs`` (item costs, budget, exclude, pair rule) go to :class:`AdaptiveRanker`."""
+    stopping policy and intervals, its item design), the default selector with the bank's selection information,
+    seeded by (partition seed, fold, seed); ``kwargs`` (item costs, budget, exclude, pair rule) go to
+    :class:`AdaptiveRanker`; ``score_range``: the bounds of the raw scores, which anytime-valid intervals need
+    (``config.intervals``)."""
     seed_ = [config.partition_seed, f, seed]
     selector = default_selector(bank.b, top_k=config.top_k, seed=seed_, information=bank.selection_information) \
         if config.random_share == DEFAULT_RANDOM_SHARE else \
@@ -60,14 +64,20 @@ def fold_ranker(bank, hold: list, config: BacktestConfig, f: int, seed: int, **k
                             information=bank.selection_information)
     return AdaptiveRanker(bank, hold, confidence=config.confidence, n_init=config.min_items,
                           n_max=config.max_items, top_k=config.top_k, seed=seed, selector=selector,
-                          judgement=judgement_for(config), design=config.design, **kwargs)
+                          judgement=judgement_for(config, score_range), design=config.design, **kwargs)
 
 
-def judgement_for(config: BacktestConfig):
+def judgement_for(config: BacktestConfig, score_range=None):
     """The ranker's judgement factory for ``config``: the one judgement, the full-task metric's scale
-    (:class:`MetricScaleJudgement`), with ``config``'s stopping policy."""
+    (:class:`MetricScaleJudgement`), with ``config``'s stopping policy and intervals (anytime-valid ones need
+    ``score_range``, the bounds every raw score lies in)."""
     policy = SettlePolicy(config.full_run_share, config.budget_share, config.optimism, config.settle_floor_items,
                           config.pair_share)
+    if config.intervals != "fixed":
+        if score_range is None:
+            raise ValueError("anytime-valid intervals need the score range")
+        return functools.partial(MetricScaleJudgement, policy=policy, intervals=BankedAnytimeIntervals.factory(
+            score_range, control_variate=config.intervals == "anytime"))
     return functools.partial(MetricScaleJudgement, policy=policy)
 
 

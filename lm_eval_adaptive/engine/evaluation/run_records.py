@@ -42,7 +42,11 @@ def honesty_record(ranker, res, bank, raw_bank, row, truth_mean, se_all, bank_me
         part = model_part(bank, e.raw, e.random_mask, e.theta, population=e.population, se_theta=e.se)
         half = 0.0 if part.var == 0 else t_quantile(part.df, 0.975) * float(np.sqrt(part.var))
         tol = 1e-9 * max(1.0, abs(bank_mean[m]))  # a full run's zero-width interval: float rounding only
-        covered_metric.append(bool(part.estimate - half - tol <= bank_mean[m] <= part.estimate + half + tol))
+        anytime = (res.estimates or {}).get(m, {})
+        if anytime.get("anytime_valid"):  # the run's anytime-valid interval (engine/anytime/banked_intervals.py)
+            covered_metric.append(bool(anytime["lower"] - tol <= bank_mean[m] <= anytime["upper"] + tol))
+        else:
+            covered_metric.append(bool(part.estimate - half - tol <= bank_mean[m] <= part.estimate + half + tol))
         floored.append(floored_stop(part)[0])
         est = full_task_estimate(bank, items, raw, theta, se, misfit=e.misfit)
         covered_theta.append(bool(est["lower"] <= truth_mean[m] <= est["upper"]))

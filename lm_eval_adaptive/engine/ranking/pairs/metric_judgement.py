@@ -27,8 +27,9 @@ variance shrinks with k more items (:func:`~lm_eval_adaptive.engine.ranking.pair
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Mapping, NamedTuple, Sequence
+from typing import Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 from scipy.special import stdtr
@@ -51,7 +52,7 @@ from lm_eval_adaptive.engine.ranking.pairs.judgement import OpenPairs, PairRepor
 from lm_eval_adaptive.engine.cat.selection import DEFAULT_RANDOM_SHARE
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy, most_items
 
-__all__ = ["MetricScaleJudgement", "ranking_order"]
+__all__ = ["MetricScaleJudgement", "ranking_order", "selector_permutation", "anytime_outcomes"]
 
 
 class _RunCost(NamedTuple):
@@ -74,13 +75,19 @@ class MetricScaleJudgement:
     family-wise setting (``family``) it applies on the metric scale; ``metric``: whose pairs these are (None
     for a single bank); ``policy``: the
     :class:`~lm_eval_adaptive.engine.ranking.pairs.settle_policy.SettlePolicy`; ``random_share``: the share of the
-    models' further items the selector draws at random (the cost to settle's projection).
+    models' further items the selector draws at random (the cost to settle's projection); ``intervals``: None
+    (today's fixed-time intervals) or a factory of an anytime-valid interval part, called with (examinees,
+    names, bank, the selector's random permutation, γ, family-wise) — e.g.
+    ``engine/anytime/banked_intervals.py`` ``BankedAnytimeIntervals.factory(score_range)`` — whose intervals
+    then decide every pair and are each model's reported interval (the estimates and the allocation stay
+    the metric scale's; docs/cold-start.md, *What each mode guarantees*).
     """
 
     name = "metric-scale"
 
     def __init__(self, examinees: Mapping[str, object], rule, metric: str | None = None, *,
-                 policy: SettlePolicy | None = None, random_share: float | None = None):
+                 policy: SettlePolicy | None = None, random_share: float | None = None,
+                 intervals: Callable | None = None):
         self._examinees = examinees
         self.rule = rule
         self.metric = metric
@@ -115,11 +122,14 @@ class MetricScaleJudgement:
         self._full = [0.0] * K
         self._pop_size = [-1] * K
         self._dollars = [getattr(examinees[m], "item_costs", None) is not None for m in names]
+        self._intervals = None if intervals is None else intervals(
+            examinees, names, bank, selector_permutation(first.selector, bank.n_items), self.confidence, self.family)
 
     # ----------------------------------------------------------------- state
     def signature(self) -> dict:
         """What this judgement adds to a run's signature."""
-        return {"judgement": self.name, "settle_policy": self.policy.name}
+        extra = {} if self._intervals is None else self._intervals.signature()
+        return {"judgement": self.name, "settle_policy": self.policy.name, **extra}
 
     def _refresh(self, k: int) -> None:
         """Recompute model k's part and its row of pair variances (a score or an exclusion came in)."""
@@ -151,6 +161,8 @@ class MetricScaleJudgement:
         self._V[k, :] = row
         self._V[:, k] = row
         self._changes[k] = e.changes
+        if self._intervals is not None:
+            self._intervals.refresh(k)
 
     def _current(self, models: Sequence[str]) -> list[int]:
         """The examinee indices of ``models``, every changed one recomputed."""
@@ -189,6 +201,9 @@ class MetricScaleJudgement:
         s = math.sqrt(v)
         apart = math.sqrt(self._parts[i].var + self._parts[j].var)
         out = (d >= 0, decide(d, s, df, self.confidence, self.margin, apart), abs(d), s, df)
+        if self._intervals is not None:  # the anytime-valid interval decides; the estimates order the rest
+            outcome, above = self._intervals.pair_outcome(i, j, self.margin)
+            out = (d >= 0 if above is None else above, outcome) + out[2:]
         self._decided[(i, j)] = (ci, cj, out)
         return out
 
@@ -196,7 +211,7 @@ class MetricScaleJudgement:
         """{(pos_a, pos_b): outcome} of every pair of positions in ``idx`` (a: the higher estimate)."""
         n = len(idx)
         out = {}
-        if not self.family:
+        if not self.family or self._intervals is not None:  # anytime: Bonferroni inside the interval part
             for u in range(n):
                 iu = idx[u]
                 for w in range(u + 1, n):
@@ -371,6 +386,8 @@ class MetricScaleJudgement:
         costs = np.array([self._unit[k] if self._dollars[k] else 0.0 for k in idx])
         j = judge_pairs(sc, confidence=self.confidence, tie_margin=self.margin, item_costs=costs,
                         random_share=self.random_share, family_wise=self.family)
+        if self._intervals is not None:
+            j = anytime_outcomes(j, self._intervals, idx, self.margin)
         K = len(models)
         order = ranking_order(sc.point.tolist(), [(int(a), int(b)) for a, b, o in zip(j.a, j.b, j.outcome)
                                                   if o == ORDERED])
@@ -410,7 +427,39 @@ class MetricScaleJudgement:
             adjacent_confidence=[float(P[i, i + 1]) for i in range(K - 1)],
             tie_groups=equivalence_groups(ranking, equivalent), inseparable=[], open_pairs=still_open,
             pairs=records, rank_range={models[u]: [int(best[u]), int(worst[u])] for u in range(K)},
-            estimates={e.name: e.to_dict() | {"method": e.method} for e in entries}, judgement=self.name)
+            estimates={e.name: e.to_dict() | {"method": e.method} | self._anytime_entry(idx[u], e)
+                       for u, e in enumerate(entries)}, judgement=self.name)
+
+    def _anytime_entry(self, k: int, entry) -> dict:
+        """What the anytime-valid interval part changes in model k's estimate record (nothing without it)."""
+        if self._intervals is None:
+            return {}
+        lo, hi = self._intervals.model_interval(k)
+        return {"lower": lo, "upper": hi, "estimate": min(max(entry.estimate, lo), hi), "anytime_valid": True,
+                "interval_items": self._intervals.model_prefix(k)}
+
+
+def selector_permutation(selector, n_items: int) -> np.ndarray:
+    """The bank items in the order of ``selector``'s shared random permutation (what its random slots walk);
+    ValueError for a selector without one."""
+    pos = getattr(selector, "perm_pos", None)
+    if pos is None or getattr(selector, "order", None) is None or len(pos) != n_items:
+        raise ValueError("anytime-valid intervals need a selector with one random permutation of the bank "
+                         "(RandomShareSelector)")
+    return np.asarray(selector.order)[np.asarray(pos)]
+
+
+def anytime_outcomes(j, intervals, idx: Sequence[int], margin: float):
+    """``j`` (a :class:`~lm_eval_adaptive.engine.ranking.pairs.outcomes.PairOutcomes` over positions ``idx``) with
+    every pair's outcome taken from the anytime-valid ``intervals`` (an ordered pair's ``a`` the one above)."""
+    a, b = j.a.copy(), j.b.copy()
+    outcome, diff, p = j.outcome.copy(), j.difference.copy(), j.p_order.copy()
+    for n, (u, w) in enumerate(zip(j.a.tolist(), j.b.tolist())):
+        o, above = intervals.pair_outcome(idx[u], idx[w], margin)
+        outcome[n] = o
+        if above is False:  # the interval orders the pair against the estimates: a is the one above
+            a[n], b[n], diff[n], p[n] = w, u, -diff[n], 1.0 - p[n]
+    return dataclasses.replace(j, a=a, b=b, outcome=outcome, difference=diff, p_order=p)
 
 
 def ranking_order(points: Sequence[float], ordered) -> list[int]:
