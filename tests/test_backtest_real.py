@@ -125,6 +125,19 @@ def test_backtest_reports_the_metric_scale_figures_of_issue_21(wmt_bleu):
     assert 0 <= r.theta_full_task_coverage <= 1 and r.full_task_coverage == r.metric_full_task_coverage
 
 
+def test_backtest_with_no_continuation_measures_no_cost_to_settle(wmt_bleu):
+    """settle_runs 0 (bench_binary_honesty.py --settle-runs 0) runs the backtest with no settle checks, as
+    settle_seeds 0 does, where it raised IndexError at the first unresolved pair; below 0 is refused."""
+    cfg = dict(seeds=1, folds=2, tie_margin_share=0.5, truth_margin_share=0.1)
+    with_runs = backtest(wmt_bleu, config=BacktestConfig(settle_runs=1, **cfg))
+    assert with_runs.settle["pairs"] > 0  # unresolved pairs are there to run on
+    none = backtest(wmt_bleu, config=BacktestConfig(settle_runs=0, **cfg))
+    assert none.settle == {"pairs": 0} and none.settle_records == []
+    assert none.adaptive.tau == with_runs.adaptive.tau and none.adaptive.items == with_runs.adaptive.items
+    with pytest.raises(InputError, match="--settle-runs must be at least 0"):
+        backtest(wmt_bleu, config=BacktestConfig(settle_runs=-1, **cfg))
+
+
 def test_backtest_on_a_small_table_runs_the_hold_out_sets_that_fit(wmt_bleu):
     small = wmt_bleu.select_models(list(wmt_bleu.models)[:12])  # 12 // 4 complete sets, as the paper's code
     r = backtest(small, config=BacktestConfig(seeds=1))

@@ -53,7 +53,7 @@ class BacktestConfig:
     pair_share: float | None = DEFAULT_PAIR_SHARE  # the policy's pair rule: a share of a full run of the pair
     random_share: float = DEFAULT_RANDOM_SHARE  # the selector's share of items drawn from one shared random order
     settle_seeds: int = 1  # seeds per fold whose unresolved pairs are run on to settle (0: none)
-    settle_runs: int = 1  # continuations per pair: the run's own, then fresh permutations (the median is reported)
+    settle_runs: int = 1  # continuations per pair: the run's own, then fresh ones (the median is reported; 0: none)
     design: str = DEFAULT_DESIGN  # the ranker's item design: "individual" or "paired" (engine/ranking/paired_design.py)
     # "fixed": today's metric-scale intervals; "anytime": anytime-valid with the bank as control variate,
     # "anytime-plain": without it (engine/anytime/banked_intervals.py)
@@ -76,6 +76,9 @@ class BacktestConfig:
             raise InputError(f"--confidence must be in (0.5, 1), got {self.confidence}")
         if self.min_items < 1 or self.target_items < 1:
             raise InputError("--min-items and --target-items must be at least 1")
+        if self.settle_seeds < 0 or self.settle_runs < 0:
+            raise InputError(f"--settle-seeds and --settle-runs must be at least 0, got {self.settle_seeds} "
+                             f"and {self.settle_runs}")
         if self.design not in DESIGNS:
             raise InputError(f"the design is one of {', '.join(DESIGNS)}, got {self.design!r}")
         if self.intervals not in INTERVALS:

@@ -83,8 +83,11 @@ def pair_claims(res, truth_mean: dict, margin: float, delta: float) -> dict:
 def settle_check_records(ranker, res, score_of, config: BacktestConfig, margin: float, seed_base, bank_mean) -> list:
     """For each unresolved pair of ``res``: its stated items to settle, what the same projection states at
     the pair's true gap (``bank_mean``: an oracle that knows the gap), and the items it took run on
-    (``config.settle_runs`` continuations: the run's own, then fresh permutations)."""
+    (``config.settle_runs`` continuations: the run's own, then fresh permutations). No continuation
+    (``settle_runs`` 0) measures nothing: no record, as with ``settle_seeds`` 0."""
     out = []
+    if config.settle_runs < 1:
+        return out
     ex = ranker.examinees
     judge = ranker.judgements[0]
     scale = judge.scale(ranker.active) if hasattr(judge, "scale") else None
