@@ -216,8 +216,9 @@ def add_leaderboard_parsers(sub) -> None:
     r.add_argument("--budget-usd", type=positive_float, default=None, metavar="USD",
                    help="hard cap on the refresh's spend (of each leaderboard's, with several)")
     r.add_argument("--confidence", type=confidence_level, default=None, help="γ (default: the leaderboard's)")
-    r.add_argument("--min-items", type=positive_int, default=LIVE_MIN_ITEMS,
-                   help=f"items every new model answers before the run may stop (default {LIVE_MIN_ITEMS})")
+    r.add_argument("--min-items", type=positive_int, default=None,
+                   help=f"items every new model answers before the run may stop (default {LIVE_MIN_ITEMS}, "
+                        "or --max-items when that is fewer)")
     r.add_argument("--max-items", type=positive_int, default=None)
     r.add_argument("--output", "--output_path", dest="output", default=None, metavar="DIR",
                    help="keep the run's settings and journal here (then --resume DIR continues a crashed run); "

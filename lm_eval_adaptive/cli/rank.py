@@ -191,8 +191,9 @@ def add_rank_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--budget-usd", type=positive_float, default=None, metavar="USD",
                    help="hard cap on total spend (reserved before each call, settled with real usage); "
                         "with several tasks, the cap of each task's ranking")
-    p.add_argument("--min-items", type=positive_int, default=LIVE_MIN_ITEMS,
-                   help=f"items every model answers before the run may stop (default {LIVE_MIN_ITEMS})")
+    p.add_argument("--min-items", type=positive_int, default=None,
+                   help=f"items every model answers before the run may stop (default {LIVE_MIN_ITEMS}, "
+                        "or --max-items when that is fewer)")
     p.add_argument("--max-items", type=positive_int, default=None, help="maximum items per model")
     p.add_argument("--output", "--output_path", dest="output", metavar="DIR",
                    help="folder for run.json, journal.jsonl, ranking.json/png (DIR/TASK with several tasks)")

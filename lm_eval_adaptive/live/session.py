@@ -148,7 +148,11 @@ class LiveSettings:
         """The settings among ``values`` (e.g. ``vars()`` of parsed arguments; other keys are ignored), and
         ``resolved`` (e.g. ``given``)."""
         names = {f.name for f in fields(cls)}
-        return cls(**{**{k: v for k, v in values.items() if k in names}, **resolved})
+        kw = {**{k: v for k, v in values.items() if k in names}, **resolved}
+        if "min_items" in kw and kw["min_items"] is None:  # not given: the default warm-up, at most --max-items
+            most = kw.get("max_items")
+            kw["min_items"] = LIVE_MIN_ITEMS if most is None else min(LIVE_MIN_ITEMS, most)
+        return cls(**kw)
 
     @property
     def priced(self) -> bool:
