@@ -196,9 +196,11 @@ def test_the_forecasts_driver_reproduces_the_real_run_from_its_recorded_scores(r
         or {sim["stopped_because"], real["stopped_because"]} == {"budget", "cost_to_settle"}
     # calls in flight complete in another order than the simulation's, and which pairs are still
     # open (the stopping policy) depends on every model's state when a model is asked: a few items move
-    # (CI on a loaded machine: 21 against 24 for one model, 190 against 201 in all)
+    # (CI on a loaded machine: 21 against 24 for one model, 190 against 201 in all). Since a cap buys the cheap
+    # open pairs (live/stopping_policy.py) the path branches more: on a loaded machine 77 against 109 items for
+    # one model, 389 against 386 in all. The forecast is of the run's total; per model, within a third
     for m in RANK_SYSTEMS:
-        assert abs(sim["items"][m] - items[m]) <= max(3, 0.15 * items[m]), (sim["items"], items)
+        assert abs(sim["items"][m] - items[m]) <= max(3, 0.35 * items[m]), (sim["items"], items)
     assert sum(sim["items"].values()) == pytest.approx(sum(items.values()), rel=0.1)
     assert sum(sim["usd"].values()) == pytest.approx(real["total_cost_usd"], rel=0.1)
 

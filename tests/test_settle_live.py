@@ -59,9 +59,10 @@ def test_a_cap_buys_pairs_the_share_gave_up_and_spends_closer_to_it(runs):
     assert cheap, share_only["pairs"]
     assert "pair_cost=" not in share_only["signature"]["settle_policy"]
     assert f"pair_cost={LIVE_PAIR_COST_SHARE:g}" in capped["signature"]["settle_policy"]
-    # with a cap the run buys them: more pairs settled, more of the cap spent, never past it
+    # with a cap the run buys them: more pairs settled, never past the cap. (Not "more spent": the calls of
+    # the four models are in flight together, and on a loaded machine their order of completion moves the
+    # path; one such run settled more pairs for less, $0.5718 against $0.5920.)
     assert capped["total_cost_usd"] <= CAP
-    assert capped["total_cost_usd"] > share_only["total_cost_usd"]
     assert len(settled(capped)) > len(settled(share_only))
     assert any(frozenset((p["a"], p["b"])) in settled(capped) for p in cheap)
 
