@@ -111,6 +111,20 @@ def test_a_pair_the_policy_gave_up_names_the_settle_share_that_buys_it():
     p = {"a": "C", "b": "D", "outcome": "unresolved", "p_order": 0.8, "items_to_settle": 120,
          "cost_to_settle_usd": 0.42, "beyond_policy": True, "settle_share_to_buy": 0.35}
     text = "\n".join(pair_lines([p], ["C", "D"]))
-    assert "C vs D (about 120 more items, $0.4200" in text and "a settle share of 0.35 (rank --settle-share) buys it" in text
+    assert "C vs D (about 120 more items, $0.4200" in text and "a settle share of 0.35 (--settle-share of rank or refresh) buys it" in text
     p.pop("beyond_policy")  # a pair the run still buys for: no such note
     assert "settle share" not in "\n".join(pair_lines([p], ["C", "D"]))
+
+
+def test_refresh_takes_the_settle_share_the_stop_line_names_and_journals_it():
+    """The stop line names ``--settle-share`` for a pair the policy gave up; refresh takes it as rank does."""
+    from lm_eval_adaptive.cli.main import build_parser
+    from lm_eval_adaptive.live.leaderboard import REFRESH_KEYS
+    from lm_eval_adaptive.live.session import LiveSettings
+    from lm_eval_adaptive.live.stopping_policy import live_policy
+
+    args = build_parser().parse_args(["refresh", "--leaderboard", "b.json", "--add", "litellm:model=x",
+                                      "--settle-share", "0.3"])
+    a = LiveSettings.from_mapping(vars(args))
+    assert a.settle_share == 0.3 and "settle_share" in REFRESH_KEYS  # resumed with the run's own share
+    assert live_policy(a.settle_share, None).full_run_share == 0.3

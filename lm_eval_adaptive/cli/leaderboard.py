@@ -216,6 +216,9 @@ def add_leaderboard_parsers(sub) -> None:
     r.add_argument("--budget-usd", type=positive_float, default=None, metavar="USD",
                    help="hard cap on the refresh's spend (of each leaderboard's, with several)")
     r.add_argument("--confidence", type=confidence_level, default=None, help="γ (default: the leaderboard's)")
+    r.add_argument("--settle-share", type=positive_float, default=None, metavar="S",
+                   help="stop buying for a pair once settling it would take the run past this share of a full "
+                        "run (default 0.1, as rank; the budget cap still holds)")
     r.add_argument("--min-items", type=positive_int, default=None,
                    help=f"items every new model answers before the run may stop (default {LIVE_MIN_ITEMS}, "
                         "or --max-items when that is fewer)")

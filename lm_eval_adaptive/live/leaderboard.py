@@ -396,7 +396,7 @@ def _pair_record(r: dict, judged: str) -> dict:
 REFRESH_KEYS = ("leaderboard", "add", "budget_usd", "confidence", "min_items", "max_items", "concurrency",
                  "price", "metric", "item_field", "include_path", "num_fewshot", "apply_chat_template",
                  "fewshot_as_multiturn", "gen_kwargs", "system_instruction", "seed", "metadata", "tie_margin",
-                "family_wise")
+                "family_wise", "settle_share")
 
 
 def new_models_stop(res, reason: str | None, new) -> str:

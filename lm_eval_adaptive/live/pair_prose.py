@@ -45,7 +45,7 @@ def settle_text(p: dict, policy_note: bool = True) -> str:
     if policy_note and p.get("beyond_policy"):
         text += "; the stopping policy bought no more for it"
     if p.get("beyond_policy") and p.get("settle_share_to_buy"):
-        text += f"; a settle share of {p['settle_share_to_buy']:g} (rank --settle-share) buys it"
+        text += f"; a settle share of {p['settle_share_to_buy']:g} (--settle-share of rank or refresh) buys it"
     return text
 
 
