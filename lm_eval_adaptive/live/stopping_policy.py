@@ -28,8 +28,8 @@ from lm_eval_adaptive.engine.ranking.ranker import default_judgement
 
 __all__ = ["LIVE_PAIR_COST_SHARE", "LIVE_MIN_ITEMS", "live_policy", "live_judgement"]
 
-#: With a dollar cap, a pair is bought when settling it, with what its two models have cost, is at most this
-#: share of a full run of the two (and fits the cap left).
+#: With a dollar cap, a pair is bought when settling it (its own cost to settle, whatever its two models have
+#: cost so far) is at most this share of a full run of the two and fits the cap left.
 LIVE_PAIR_COST_SHARE = 0.1
 #: The warm-up items every model of a live run gets by default (``--min-items``): the 15 per model README states.
 LIVE_MIN_ITEMS = 15
