@@ -304,3 +304,48 @@ def test_a_bank_from_too_few_models_is_not_used_and_the_runs_say_why(server, tas
     (results,) = list(logs.rglob("results_*.json"))
     block = json.loads(results.read_text())["adaptive"][TASK]
     assert block["mode"] == "bank-free" and block["items"] == 8 and block["metric"] == "bleu"
+
+
+def test_a_killed_rank_that_fell_back_resumes_bank_free(server, task_dir, clean_rank, tmp_path):
+    """Issue 31: a ``rank`` given a bank too small to use runs bank-free; killed (``kill -9``) mid-run and
+    resumed, it stays bank-free with the same reason (the resumed run does not start using the bank), asks
+    no document twice, and ends with the uninterrupted run's estimates."""
+    bank = tmp_path / "bank4.json"
+    assert main(["calibrate", "--samples", str(clean_rank), "--task", TASK, "--metric", "bleu", "--out", str(bank),
+                 "--no-self-check"]) == 0
+
+    def args(out):
+        return ["rank", "--models", *[f"{s}=litellm:model=openai/{s}" for s in ("CycleL", "TranssionMT")],
+                "--tasks", TASK, "--include_path", str(task_dir), "--apply_chat_template", "--bank", str(bank),
+                "--max-items", "12", "--budget-usd", "1", "--price", "default=1,3", "--output", str(out),
+                "--backoff", "0.05", "--no-progress"]
+
+    whole = tmp_path / "whole"
+    assert main(args(whole)) == 0
+    out = tmp_path / "killed"
+    server.latency = 0.05
+    try:
+        proc = _subprocess(args(out))
+        path, t0 = out / "journal.jsonl", time.monotonic()
+        while not (path.exists() and path.read_bytes().count(b'"type":"score"') >= 8):
+            assert proc.poll() is None, proc.stdout.read().decode()[-2000:]
+            assert time.monotonic() - t0 < 300, "no progress"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        server.latency = 0.0
+    assert not (out / "ranking.json").exists()
+    assert main(["rank", "--resume", str(out), "--no-progress"]) == 0
+    r, ref = read(out), read(whole)
+    assert r["mode"] == ref["mode"] == "bank-free"
+    assert r["mode_note"] == ref["mode_note"] and "too few to use" in r["mode_note"]
+    j = [json.loads(x) for x in (out / "journal.jsonl").read_text().splitlines() if x.strip()]
+    scored = Counter((x["model"], x["item_id"]) for x in j if x.get("type") == "score")
+    assert max(scored.values()) == 1  # nothing scored twice
+    got = {e["model"]: e["metric_estimate"] for e in r["ranking"]}
+    want = {e["model"]: e["metric_estimate"] for e in ref["ranking"]}
+    assert got.keys() == want.keys()
+    for m in got:
+        assert got[m]["estimate"] == pytest.approx(want[m]["estimate"], abs=1e-12)
+        assert (got[m]["lower"], got[m]["upper"]) == pytest.approx((want[m]["lower"], want[m]["upper"]), abs=1e-12)
