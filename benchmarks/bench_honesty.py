@@ -123,6 +123,8 @@ def main(argv=None) -> int:
     ap.add_argument("--intervals", choices=INTERVALS, default="fixed",
                     help="the banked ranker's intervals: today's fixed-time ones, or anytime-valid with the bank "
                          "as control variate (anytime) or without (anytime-plain; engine/anytime/banked_intervals.py)")
+    ap.add_argument("--order", choices=("prediction", "point"), default="prediction",
+                    help="what the final report orders the pairs it leaves unordered by (point: before stop 31)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--jobs", type=int, default=None, help="processes (default: the CPUs this process may use)")
     ap.add_argument("--ray", default=None, metavar="ADDRESS", help="run on a Ray cluster instead (auto, local, HOST:PORT)")
@@ -134,7 +136,7 @@ def main(argv=None) -> int:
                             full_run_share=a.full_run_share, budget_share=a.budget_share,
                             settle_floor_items=a.floor_items, pair_share=a.pair_share,
                             random_share=a.random_share, design=a.design,
-                            settle_seeds=a.settle_seeds, settle_runs=a.settle_runs, intervals=a.intervals,
+                            settle_seeds=a.settle_seeds, settle_runs=a.settle_runs, intervals=a.intervals, order=a.order,
                             **({} if a.optimism is None else {"optimism": a.optimism}),
                             **({} if a.holdout_size is None else {"holdout_size": a.holdout_size}),
                             **({} if a.target_items is None else {"target_items": a.target_items}))
@@ -146,7 +148,8 @@ def main(argv=None) -> int:
                         "optimism": config.optimism, "settle_floor_items": config.settle_floor_items,
                         "pair_share": config.pair_share, "random_share": config.random_share,
                         "settle_seeds": config.settle_seeds,
-                        "settle_runs": config.settle_runs, "design": config.design, "intervals": config.intervals}}
+                        "settle_runs": config.settle_runs, "design": config.design, "intervals": config.intervals,
+                        "order": config.order}}
     t0 = time.perf_counter()
     for half, names in halves.items():
         results = run_backtests([load_any_table(n) for n in names], config=config, jobs=a.jobs,

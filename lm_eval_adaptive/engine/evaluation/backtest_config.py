@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from lm_eval_adaptive.engine.irt.calibration import DEFAULT_METHOD, DEFAULT_SCALING
 from lm_eval_adaptive.engine.cat.selection import DEFAULT_RANDOM_SHARE
 from lm_eval_adaptive.engine.ranking.paired_design import DEFAULT_DESIGN, DESIGNS
+from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import DEFAULT_ORDER, ORDERS
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import (
     DEFAULT_BUDGET_SHARE,
     DEFAULT_FLOOR_ITEMS,
@@ -58,6 +59,9 @@ class BacktestConfig:
     # "fixed": today's metric-scale intervals; "anytime": anytime-valid with the bank as control variate,
     # "anytime-plain": without it (engine/anytime/banked_intervals.py)
     intervals: str = "fixed"
+    # what the final report orders the pairs it leaves unordered by: "prediction" or "point"
+    # (engine/ranking/pairs/metric_judgement.py DEFAULT_ORDER)
+    order: str = DEFAULT_ORDER
 
     def folds_that_fit(self, n_models: int) -> int:
         """Complete hold-out sets that fit, ``n_models // holdout_size`` as the paper's code (at most
@@ -81,5 +85,7 @@ class BacktestConfig:
                              f"and {self.settle_runs}")
         if self.design not in DESIGNS:
             raise InputError(f"the design is one of {', '.join(DESIGNS)}, got {self.design!r}")
+        if self.order not in ORDERS:
+            raise InputError(f"the order is one of {', '.join(ORDERS)}, got {self.order!r}")
         if self.intervals not in INTERVALS:
             raise InputError(f"the intervals are one of {', '.join(INTERVALS)}, got {self.intervals!r}")

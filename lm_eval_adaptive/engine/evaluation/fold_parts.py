@@ -69,16 +69,17 @@ def fold_ranker(bank, hold: list, config: BacktestConfig, f: int, seed: int, *, 
 
 def judgement_for(config: BacktestConfig, score_range=None):
     """The ranker's judgement factory for ``config``: the one judgement, the full-task metric's scale
-    (:class:`MetricScaleJudgement`), with ``config``'s stopping policy and intervals (anytime-valid ones need
+    (:class:`MetricScaleJudgement`), with ``config``'s stopping policy, final order and intervals (anytime-valid ones need
     ``score_range``, the bounds every raw score lies in)."""
     policy = SettlePolicy(config.full_run_share, config.budget_share, config.optimism, config.settle_floor_items,
                           config.pair_share)
     if config.intervals != "fixed":
         if score_range is None:
             raise ValueError("anytime-valid intervals need the score range")
-        return functools.partial(MetricScaleJudgement, policy=policy, intervals=BankedAnytimeIntervals.factory(
-            score_range, control_variate=config.intervals == "anytime"))
-    return functools.partial(MetricScaleJudgement, policy=policy)
+        return functools.partial(MetricScaleJudgement, policy=policy, order=config.order,
+                                 intervals=BankedAnytimeIntervals.factory(
+                                     score_range, control_variate=config.intervals == "anytime"))
+    return functools.partial(MetricScaleJudgement, policy=policy, order=config.order)
 
 
 def table_range(raw_all: np.ndarray) -> float:
