@@ -12,8 +12,8 @@ model's full-task mean (METHOD.md §7-8; docs/metric-scale.md):
   ``equivalent`` within the pair rule's tie margin δ (two one-sided tests), else ``unresolved`` with its
   items and dollars to settle (capped at the rest of a full run of both). No pair is ever "inseparable":
   more items always narrow a pair, and a full run settles it;
-* the models are ordered by their estimates, except in the final report, whose order of the pairs left unordered
-  (``unresolved`` or ``equivalent``) follows :data:`DEFAULT_ORDER` (below); the pairs the allocation buys items for are the
+* the models are ordered, within the order the ``ordered`` pairs fix, by :data:`DEFAULT_ORDER` (below: the response
+  model's prediction of the full-task mean, not the estimate of record); the pairs the allocation buys items for are the
   unresolved ones whose cost to settle the :class:`~lm_eval_adaptive.engine.ranking.pairs.settle_policy.SettlePolicy`
   allows; the others are reported with that cost, marked as beyond the policy.
 
@@ -63,7 +63,8 @@ __all__ = ["MetricScaleJudgement", "ranking_order", "selector_permutation", "any
 #: correction). Chosen on the tuning half by a rule written before the report half was read (docs/results.md,
 #: *The order of the pairs left open*): the key with the higher pooled τ, adopted if ≥ 0.01 above ``"point"``;
 #: on the same runs (1 seed) τ 0.772 → 0.800. The estimates, intervals and pair decisions are unchanged: only
-#: the order within ties and unresolved pairs follows the prediction.
+#: the order within ties and unresolved pairs follows the prediction (in the report and in the open pairs a
+#: run reads, which name the one ranked above first).
 ORDERS = ("prediction", "point")
 DEFAULT_ORDER = "prediction"
 
@@ -346,7 +347,8 @@ class MetricScaleJudgement:
         idx = self._current(models)
         self._run = self._run_cost(idx)
         outcomes = self._outcomes(idx)
-        order = ranking_order([self._parts[k].point for k in idx], [p for p, o in outcomes.items() if o == ORDERED])
+        order = ranking_order([self._order_key(self._parts[k]) for k in idx],
+                              [p for p, o in outcomes.items() if o == ORDERED])
         unresolved = [p for p, o in outcomes.items() if o == UNRESOLVED]
         level = settle_level(self.confidence, sum(o != ORDERED for o in outcomes.values()), self.family)
         pairs, stopped = [], 0
@@ -390,6 +392,11 @@ class MetricScaleJudgement:
 
         return OpenPairs(order, pairs, worth, futile, self.metric, stopped)
 
+    def _order_key(self, part) -> float:
+        """What a model is ordered by among the pairs left unordered (``order``; a full run's prediction is its
+        exact mean)."""
+        return part.prediction if self.order == "prediction" else part.point
+
     # ----------------------------------------------------------------- report
     def scale(self, models: Sequence[str]) -> MetricScale:
         """The :class:`~lm_eval_adaptive.engine.ranking.pairs.metric_scale.MetricScale` of ``models`` now."""
@@ -407,10 +414,8 @@ class MetricScaleJudgement:
         if self._intervals is not None:
             j = anytime_outcomes(j, self._intervals, idx, self.margin)
         K = len(models)
-        key = sc.prediction if self.order == "prediction" else sc.point
-        key = np.where(sc.exact, sc.point, key)  # a full run: its exact mean
-        order = ranking_order(key.tolist(), [(int(a), int(b)) for a, b, o in zip(j.a, j.b, j.outcome)
-                                             if o == ORDERED])
+        order = ranking_order([self._order_key(p) for p in sc.parts],
+                              [(int(a), int(b)) for a, b, o in zip(j.a, j.b, j.outcome) if o == ORDERED])
         ranking = [models[u] for u in order]
         pos = {u: r for r, u in enumerate(order)}
         P = np.full((K, K), 0.5)
