@@ -21,12 +21,14 @@ case must still cost at most 10% of a full run (docs/live.md, *Spending the cap 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Iterable
 
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import DEFAULT_FULL_RUN_SHARE, SettlePolicy
 from lm_eval_adaptive.engine.ranking.ranker import default_judgement
 
-__all__ = ["LIVE_PAIR_COST_SHARE", "LIVE_MIN_ITEMS", "live_policy", "live_judgement"]
+__all__ = ["LIVE_PAIR_COST_SHARE", "LIVE_MIN_ITEMS", "live_policy", "live_judgement", "mark_cap_to_buy",
+           "largest_reservation"]
 
 #: With a dollar cap, a pair is bought when settling it (its own cost to settle, whatever its two models have
 #: cost so far) is at most this share of a full run of the two and fits the cap left.
@@ -45,3 +47,31 @@ def live_policy(settle_share: float | None, budget_usd: float | None) -> SettleP
 def live_judgement(settle_share: float | None, budget_usd: float | None) -> Callable:
     """The rankers' ``judgement`` factory for a live run: :func:`default_judgement` under :func:`live_policy`."""
     return functools.partial(default_judgement, policy=live_policy(settle_share, budget_usd))
+
+
+def largest_reservation(setup) -> Callable[[str], float]:
+    """model → the most one call of it reserves (its dearest item's upper estimate; 0 for a model the session does
+    not call, such as a leaderboard's anchor), computed once per model."""
+    @functools.lru_cache(maxsize=None)
+    def of(model: str) -> float:
+        if model not in setup.scorers:
+            return 0.0
+        return max((setup.upper_cost(model, str(i)) for i in setup.item_ids), default=0.0)
+    return of
+
+
+def mark_cap_to_buy(pairs: Iterable[dict], *, spent: float, cap: float | None,
+                    reservation: Callable[[str], float]) -> None:
+    """Add ``budget_usd_to_buy`` to each unresolved pair record (``a``, ``b``, ``cost_to_settle_usd``) the cap left
+    cannot buy: the cap (``--budget-usd``) that would, what the run has ``spent`` plus the pair's stated cost to settle
+    plus the largest ``reservation`` of one call of its models (the last call must fit its upper estimate), rounded
+    up to the cent. Nothing without a cap, or for a pair that costs nothing."""
+    if cap is None:
+        return
+    for p in pairs:
+        c = p.get("cost_to_settle_usd")
+        if p.get("outcome") != "unresolved" or not isinstance(c, (int, float)) or not math.isfinite(c) or c <= 0:
+            continue
+        need = spent + c + max(reservation(p["a"]), reservation(p["b"]))
+        if need > cap:
+            p["budget_usd_to_buy"] = math.ceil(need * 100 - 1e-9) / 100

@@ -102,21 +102,16 @@ class SettlePolicy:
                 f"optimism={self.optimism:g}{pair})")
 
     def pair_limit(self, pair_full_run: float, pair_spent: float, remaining: float | None) -> float:
-        """The most the pair rule lets one pair's settling still cost: ``pair_share`` of a full run of its two
-        models (``pair_full_run``) less what they have cost (``pair_spent``), at most the budget left
-        (``remaining``; None: no budget); negative: nothing (no pair rule: -1)."""
-        if self.pair_share is None or pair_full_run <= 0:
+        """The most the pair rules let one pair's settling still cost, whichever allows more: ``pair_share`` of a
+        full run of its two models (``pair_full_run``) less what they have cost (``pair_spent``), and
+        ``pair_cost_share`` of that full run whatever they have cost; at most the budget left (``remaining``;
+        None: no budget). Negative: nothing (no pair rule on: -1)."""
+        rules = [] if pair_full_run <= 0 else \
+            ([] if self.pair_share is None else [self.pair_share * pair_full_run - pair_spent]) + \
+            ([] if self.pair_cost_share is None else [self.pair_cost_share * pair_full_run])
+        if not rules:
             return -1.0
-        lim = self.pair_share * pair_full_run - pair_spent
-        return lim if remaining is None else min(lim, remaining)
-
-    def pair_cost_limit(self, pair_full_run: float, remaining: float | None) -> float:
-        """The most the pair's own cost rule lets one pair's settling cost: ``pair_cost_share`` of a full run of
-        its two models (``pair_full_run``), whatever they have cost, at most the budget left (``remaining``; None:
-        no budget); -1: no such rule."""
-        if self.pair_cost_share is None or pair_full_run <= 0:
-            return -1.0
-        lim = self.pair_cost_share * pair_full_run
+        lim = max(rules)
         return lim if remaining is None else min(lim, remaining)
 
     def share(self, full_run_items: float | None = None) -> float | None:
