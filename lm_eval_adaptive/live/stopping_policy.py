@@ -6,11 +6,18 @@ run, at least 15 items per model on a small task), changed by two things the use
 
 * ``--settle-share S``: the policy's share of a full run;
 * ``--budget-usd``: a dollar cap is what the user will spend. With a cap the policy's **pair's own cost rule**
-  (``SettlePolicy.pair_cost_share``; issue 32: spend where it settles) is on: a pair whose cost to settle at its
-  current gap, alone, fits the cap left and is at most :data:`LIVE_PAIR_COST_SHARE` of a full run of its two
-  models is bought, though the run's share would give it up, whatever the two have cost so far. A near tie that
-  only (most of) a full run could settle stays ``unresolved`` with its cost. Without a cap no pair is bought past
-  the share (the cost is not bounded by anything the user said).
+  (``SettlePolicy.pair_cost_share``; issue 32: spend where it settles) is on: a pair whose cost to settle, alone,
+  fits the cap left and is at most :data:`LIVE_PAIR_COST_SHARE` of a full run of its two models is bought, though
+  the run's share would give it up, whatever the two have cost so far. The cost is judged at the pair's current
+  gap after every score and, where the run would otherwise stop on cost, by the figure the report states (the
+  median of simulated continuations; ``MetricScaleJudgement``): a pair is never left open at a stated cost that
+  fits. A near tie that only (most of) a full run could settle stays ``unresolved`` with its cost. Without a cap no
+  pair is bought past the share (the cost is not bounded by anything the user said).
+
+A stop on cost or on the cap names each pair left open with its cost to settle and the flag that would buy it:
+``--settle-share S`` where the run's share gave it up (the engine's ``settle_share_to_buy``), ``--budget-usd USD``
+where the cap left is short (:func:`mark_cap_to_buy`: what was spent, plus its cost, plus one call's largest
+reservation, so the last call fits).
 
 The backtest keeps the policy's measured defaults (pair rules off; docs/metric-scale.md, *Spending where it
 settles*): a backtest's budget is the protocol's, not a user's statement of what to spend. The live share was

@@ -18,7 +18,9 @@ model's full-task mean (METHOD.md §7-8; docs/metric-scale.md):
 
 It is incremental: a score changes one model, so only that model's part (one vectorised pass over the
 bank: its predictions move with θ̂) and its row of pair variances are recomputed, when the ranker next
-asks (:meth:`open_pairs`); the costs to settle (a bisection per pair) are computed for a result only.
+asks (:meth:`open_pairs`); the stated costs to settle (simulated continuations of every open pair) are computed
+for a result, and, with the live pair rule on (``SettlePolicy.pair_cost_share``), where the run would otherwise stop
+on cost (a pair whose stated cost fits the rule is bought); kept until a model changes.
 The allocation's figure for a model (:meth:`OpenPairs.worth <lm_eval_adaptive.engine.ranking.pairs.judgement.OpenPairs>`)
 is the share of its open pairs' variance one more of its items removes, Σ_p w_mp·(f_m(k) − f_m(k + 1)),
 w_mp = Var_m/(Var_m + Var_p) the model's part of the pair's variance and f_m the shape in which its own

@@ -27,9 +27,13 @@ two. A cheap pair is not left open while the budget allows it; a near tie that o
 could settle still stays ``unresolved`` with its cost.
 
 **The pair's own cost** (``pair_cost_share``; off by default, on in live runs with a dollar cap:
-live/stopping_policy.py) buys a pair whose cost to settle at its current gap, alone, is at most ``pair_cost_share`` of a full run of its two models and fits the budget left, whatever the two have cost so
-far: in a live run one expensive model can spend past any share of its full run on the pairs that settled,
-and a pair of it that now costs a few items is still cheap beside a full run of the two.
+live/stopping_policy.py) buys a pair whose cost to settle at its current gap, alone, is at most ``pair_cost_share``
+of a full run of its two models and fits the budget left, whatever the two have cost so far: in a live run one
+expensive model can spend past any share of its full run on the pairs that settled, and a pair of it that now costs
+a few items is still cheap beside a full run of the two. With it on, the judgement also buys, where the run would
+otherwise stop on cost, a pair whose *stated* cost to settle (the report's median of simulated continuations) fits
+the same limit: the decision is never stricter than the figure printed. The two pair rules share one limit,
+:meth:`SettlePolicy.pair_limit` (whichever allows more).
 
 ``floor_items`` raises the share on a small table; it is not a minimum: a run whose every open pair
 looks beyond the share (at its gap ``optimism`` SEs more favourable) stops on cost, which can be before
