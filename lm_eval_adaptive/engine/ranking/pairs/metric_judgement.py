@@ -308,18 +308,22 @@ class MetricScaleJudgement:
         return lim >= 0 and (usd if self._run.dollars else float(items)) <= lim
 
     def _judged(self, models: Sequence[str], idx: list[int]):
-        """(the scale, :func:`judge_pairs` with the costs to settle the report states) of ``models`` now, kept until
-        one of them changes: the simulation is costly, so it is made for a report or a stop on cost only."""
+        """:meth:`_judge_now`, kept until a model changes: a stop on cost's copy (the simulation is costly, and a run
+        waiting on its calls in flight asks again and again). A report computes its own, with the same figures (the
+        simulation is seeded)."""
         key = (tuple(models), tuple(self._changes[k] for k in idx))
-        if self._judged_at is not None and self._judged_at[0] == key:
-            return self._judged_at[1]
+        if self._judged_at is None or self._judged_at[0] != key:
+            self._judged_at = (key, self._judge_now(models, idx))
+        return self._judged_at[1]
+
+    def _judge_now(self, models: Sequence[str], idx: list[int]):
+        """(the scale, :func:`judge_pairs` with the costs to settle the report states) of ``models`` now."""
         sc = self.scale(models)
         costs = np.array([self._unit[k] if self._dollars[k] else 0.0 for k in idx])
         j = judge_pairs(sc, confidence=self.confidence, tie_margin=self.margin, item_costs=costs,
                         random_share=self.random_share, family_wise=self.family)
         if self._intervals is not None:
             j = anytime_outcomes(j, self._intervals, idx, self.margin)
-        self._judged_at = (key, (sc, j))
         return sc, j
 
     def _share_to_buy(self, i: int, j: int, items) -> float | None:
@@ -400,7 +404,7 @@ class MetricScaleJudgement:
     def report(self, models: Sequence[str], remaining: float | None = None) -> PairReport:
         idx = self._current(models)
         self._run = self._run_cost(idx)
-        sc, j = self._judged(models, idx)
+        sc, j = self._judge_now(models, idx)
         K = len(models)
         order = ranking_order(sc.point.tolist(), [(int(a), int(b)) for a, b, o in zip(j.a, j.b, j.outcome)
                                                   if o == ORDERED])
