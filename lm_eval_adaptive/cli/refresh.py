@@ -33,6 +33,7 @@ from lm_eval_adaptive.harness.scorer import parse_model_spec
 from lm_eval_adaptive.live.cost_forecast import forecast_refresh, write_forecast
 from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, env_secrets
+from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.live.pair_prose import answer_paragraph, left_open_text
 from lm_eval_adaptive.live.run_prices import check_resumed_prices, journal_price_change, price_records
 from lm_eval_adaptive.live.leaderboard import (
@@ -216,7 +217,7 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
             mark_cap_to_buy(mine, spent=setup.ledger.spent, cap=settings.budget_usd,
                             reservation=largest_reservation(setup))
             text = left_open_text(mine, [e["model"] for e in board["entries"]])
-            left.append(f"on {metric}, {text}" if joint and text else text)
+            left.append(f"on {shown(metric)}, {text}" if joint and text else text)
     stopped = stops[0] if len(set(stops)) == 1 else ", ".join(f"{k}: {x}" for k, x in zip(per, stops))
     report.print(f"stopped because: {stopped} (the new models: {', '.join(placed)}); spent "
                  f"${setup.ledger.spent:.4f} of a ${settings.budget_usd:g} cap; {', '.join(map(str, paths))} updated"
