@@ -48,7 +48,8 @@ def summary(report: dict, cap: float | None) -> dict:
             "items": {e["model"]: e["items"] for e in report["ranking"]},
             "settled": sum(p["outcome"] != "unresolved" for p in pairs), "pairs": len(pairs),
             "open": [{k: p.get(k) for k in ("a", "b", "items_to_settle", "cost_to_settle_usd", "beyond_policy",
-                                            "settle_share_to_buy")} for p in pairs if p["outcome"] == "unresolved"]}
+                                            "settle_share_to_buy", "budget_usd_to_buy")}
+                     for p in pairs if p["outcome"] == "unresolved"]}
 
 
 def run_rank(tmp: Path, systems, cap: float | None, prices) -> dict:
@@ -96,7 +97,8 @@ def main(argv=None) -> int:
                 results[case] = run_rank(sub, FREE_SYSTEMS, None, [x for s in FREE_SYSTEMS for x in
                                                                    ("--price", f"{s}=0,0")])
     for case, r in results.items():
-        cap = "no cap" if r.get("cap_usd") is None else f"cap ${r['cap_usd']:g}"
+        cap = "no cap" if r.get("cap_usd") is None else \
+            f"cap ${r['cap_usd']:g}, ${r['cap_usd'] - r['spent_usd']:.4f} left"
         print(f"== {case}: spent ${r['spent_usd']:.4f} ({cap}); stopped: {r['stopped_because']}; "
               f"items per model: {', '.join(f'{m} {n}' for m, n in r['items'].items())}")
         if "pairs" in r:

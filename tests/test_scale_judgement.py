@@ -431,11 +431,15 @@ def test_the_pair_rule_limit_is_a_share_of_the_pairs_full_run_within_the_budget_
 
 def test_the_pairs_own_cost_rule_ignores_what_its_models_have_cost_and_stays_within_the_budget_left():
     """Live runs with a cap (live/stopping_policy.py): a pair is bought when settling it, alone, is at most
-    ``pair_cost_share`` of a full run of its two models, however much one of them has cost already."""
+    ``pair_cost_share`` of a full run of its two models, however much one of them has cost already. One limit for
+    both pair rules: whichever allows more."""
     p = SettlePolicy(0.1, pair_cost_share=0.1)
-    assert p.pair_cost_limit(200.0, None) == pytest.approx(20.0)  # however much the pair's models have cost
-    assert p.pair_cost_limit(200.0, 5.0) == pytest.approx(5.0)  # the cap left bounds it
-    assert p.pair_limit(200.0, 0.0, None) < 0 and SettlePolicy(0.1).pair_cost_limit(200.0, 100.0) < 0  # not on
+    assert p.pair_limit(200.0, 150.0, None) == pytest.approx(20.0)  # however much the pair's models have cost
+    assert p.pair_limit(200.0, 150.0, 5.0) == pytest.approx(5.0)  # the cap left bounds it
+    assert SettlePolicy(0.1).pair_limit(200.0, 0.0, 100.0) < 0  # not on
+    both = SettlePolicy(0.1, pair_share=0.25, pair_cost_share=0.1)
+    assert both.pair_limit(200.0, 10.0, None) == pytest.approx(40.0)  # the pair share's 50 - 10 allows more
+    assert both.pair_limit(200.0, 45.0, None) == pytest.approx(20.0)  # the pair's own cost rule allows more
     assert "pair_cost=0.1" in p.name and "pair_cost=" not in SettlePolicy(0.1).name
     with pytest.raises(ValueError):
         SettlePolicy(0.1, pair_cost_share=-1)
@@ -516,3 +520,29 @@ def test_the_final_order_follows_the_chosen_key_within_the_ordered_pairs(bank, o
     assert disagreed > 0  # the keys disagreed in some run, so the order checked is the key's own
     # the run's signature names a non-default order (reproducibility), and says nothing of the default
     assert r.signature().get("order") == (None if order == DEFAULT_ORDER else order)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_with_the_live_pair_rule_no_pair_is_left_open_whose_stated_cost_fits_the_cap_left(seed):
+    """Issue 32 (live, with a cap): the decision and the printed cost agree. A run of four models, one ten times as
+    dear, under a cap of a quarter of a full run, leaves no pair open whose stated cost to settle (the report's
+    figure) fits the cap left and 10% of a full run of its two models: such a pair is bought at the stop on cost.
+    (Before, the rule judged the cost at the current gap only, and both seeds left one such pair open.) A pair the
+    cap left is short of states no --settle-share: a larger share would not buy it."""
+    small = make_sim_bank(n_items=300, seed=3)
+    th = {"a": 0.0, "b": 0.15, "c": 0.3, "d": 0.45}
+    ys = world(small, thetas=th, seed=seed)
+    costs = {m: np.full(small.n_items, 0.01 if m == "b" else 0.001) for m in th}
+    budget = 0.25 * sum(c.sum() for c in costs.values())
+    res = AdaptiveRanker(small, list(th), item_costs=costs, budget=budget, n_init=15, seed=0,
+                         judgement=functools.partial(MetricScaleJudgement, policy=SettlePolicy(
+                             0.1, floor_items=15, pair_cost_share=0.1))).run(lambda m, i: float(ys[m][i]))
+    assert res.total_cost <= budget + 1e-12
+    left = budget - res.total_cost
+    for p in res.pairs:
+        if p["outcome"] != UNRESOLVED:
+            continue
+        share = 0.1 * (costs[p["a"]].sum() + costs[p["b"]].sum())
+        assert p["cost_to_settle_usd"] > min(left, share), (p, left, share)
+        if p["cost_to_settle_usd"] <= share:  # the cap left is what is short
+            assert "settle_share_to_buy" not in p, p

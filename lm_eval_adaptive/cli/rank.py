@@ -53,7 +53,8 @@ from lm_eval_adaptive.cli.live_start import start_live_run
 from lm_eval_adaptive.cli.report import note_on_stderr, plot_ranking, print_inseparable, report_console
 from lm_eval_adaptive.data.price_map import priced_by_default
 from lm_eval_adaptive.live.run_prices import check_resumed_prices, price_records
-from lm_eval_adaptive.live.pair_prose import answer_paragraph, cost_sentence, pair_lines, rank_range_text, rank_theta_note
+from lm_eval_adaptive.live.pair_prose import (answer_paragraph, cost_sentence, pair_lines, rank_range_text, rank_theta_note,
+                                              stop_note)
 from lm_eval_adaptive.display import shown
 from lm_eval_adaptive.engine.cat.person_fit import misfit_note
 from lm_eval_adaptive.engine.ranking.ranker import AdaptiveRanker
@@ -589,4 +590,5 @@ def print_spend(console, report: dict) -> None:
     console.print(f"stopped because: {report['stopped_because']}; {bought}; spent ${spent:.4f}"
                   + judge + (f" of a ${cap:g} cap" if cap is not None else "")
                   + (f"; a full run would cost ${full:.4f} ({100 * spent / full:.1f}% of it)" if full > 0 else "")
-                  + f"; retries: {report['calls']['retries']}")
+                  + f"; retries: {report['calls']['retries']}" + stop_note(report))
+

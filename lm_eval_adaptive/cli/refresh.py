@@ -33,7 +33,8 @@ from lm_eval_adaptive.harness.scorer import parse_model_spec
 from lm_eval_adaptive.live.cost_forecast import forecast_refresh, write_forecast
 from lm_eval_adaptive.live.driver import LiveRun, RetryPolicy
 from lm_eval_adaptive.live.journal import JOURNAL_NAME, env_secrets
-from lm_eval_adaptive.live.pair_prose import answer_paragraph
+from lm_eval_adaptive.display import shown
+from lm_eval_adaptive.live.pair_prose import answer_paragraph, left_open_text
 from lm_eval_adaptive.live.run_prices import check_resumed_prices, journal_price_change, price_records
 from lm_eval_adaptive.live.leaderboard import (
     REFRESH_KEYS,
@@ -46,7 +47,7 @@ from lm_eval_adaptive.live.leaderboard import (
     joint_anchor_examinees,
     load_leaderboard,
 )
-from lm_eval_adaptive.live.stopping_policy import live_judgement
+from lm_eval_adaptive.live.stopping_policy import largest_reservation, live_judgement, mark_cap_to_buy
 from lm_eval_adaptive.live.session import (
     LiveSettings,
     Setup,
@@ -195,7 +196,7 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
                      f"{', '.join(map(str, paths))} {'were' if joint else 'was'} not changed"
                      + (f"; the journal is in {out_dir}" if out_dir is not None else "")))
         return 1
-    stops = []
+    stops, left = [], []
     for metric, res in per.items():
         board, bpath, _ = by_metric[metric] if joint else (lb, path, tables[0])
         examinees = ranker.metric_examinees(metric) if joint else ranker.examinees
@@ -211,9 +212,16 @@ def refresh(settings: LiveSettings, console, out_dir, journal, resumed, *, repor
             if note:
                 report.print(styled("misfit", "yellow", f": {m}: {note}"))
         stops.append(stop)
+        if stop in ("cost_to_settle", "budget"):  # each pair of the new models left open, its cost, what buys it
+            mine = [dict(p) for p in res.pairs or [] if set(placed) & {p["a"], p["b"]}]
+            mark_cap_to_buy(mine, spent=setup.ledger.spent, cap=settings.budget_usd,
+                            reservation=largest_reservation(setup))
+            text = left_open_text(mine, [e["model"] for e in board["entries"]])
+            left.append(f"on {shown(metric)}, {text}" if joint and text else text)
     stopped = stops[0] if len(set(stops)) == 1 else ", ".join(f"{k}: {x}" for k, x in zip(per, stops))
     report.print(f"stopped because: {stopped} (the new models: {', '.join(placed)}); spent "
-                 f"${setup.ledger.spent:.4f} of a ${settings.budget_usd:g} cap; {', '.join(map(str, paths))} updated")
+                 f"${setup.ledger.spent:.4f} of a ${settings.budget_usd:g} cap; {', '.join(map(str, paths))} updated"
+                 + "".join(f"; {t}" for t in left if t))
     if failed:  # placed the others; a model that failed every call is dropped: exit 3
         for m, why in failed.items():
             report.print(styled("dropped", "red", f": {m} after {live.failed_calls[m]} failed call(s), not placed: "

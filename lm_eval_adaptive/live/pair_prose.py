@@ -13,7 +13,7 @@ import math
 from lm_eval_adaptive.display import shown
 
 __all__ = ["rank_range_text", "pair_counts", "pair_lines", "settle_text", "answer_paragraph", "cost_sentence",
-           "rank_theta_note"]
+           "rank_theta_note", "buy_text", "left_open_text", "stop_note"]
 
 
 def rank_range_text(rng) -> str:
@@ -46,7 +46,48 @@ def settle_text(p: dict, policy_note: bool = True) -> str:
         text += "; the stopping policy bought no more for it"
     if p.get("beyond_policy") and p.get("settle_share_to_buy"):
         text += f"; a settle share of {p['settle_share_to_buy']:g} (--settle-share of rank or refresh) buys it"
+    if p.get("budget_usd_to_buy"):
+        text += f"; a cap of about ${p['budget_usd_to_buy']:g} (--budget-usd) buys it"
     return text
+
+
+def buy_text(p: dict) -> str:
+    """The flags that would buy an open pair, as a command line states them (``--settle-share S``, where the
+    stopping policy's share gave it up; ``--budget-usd USD``, where the cap left is short); empty: none known."""
+    flags = []
+    if p.get("beyond_policy") and p.get("settle_share_to_buy"):
+        flags.append(f"--settle-share {p['settle_share_to_buy']:g}")
+    if p.get("budget_usd_to_buy"):
+        flags.append(f"--budget-usd {p['budget_usd_to_buy']:g}")
+    return " with ".join(flags)
+
+
+def left_open_text(pairs, ranking=()) -> str:
+    """What a stop line says of the pairs left open: each by name (in the order of ``ranking``), with its cost to
+    settle and the flags that would buy it (:func:`buy_text`); empty when none is open."""
+    rank = {m: k for k, m in enumerate(ranking)}
+    open_ = [p for p in pairs or [] if p.get("outcome") == "unresolved"]
+    if not open_:
+        return ""
+    parts = []
+    for p in sorted(open_, key=lambda p: sorted((rank.get(p["a"], len(rank)), rank.get(p["b"], len(rank))))):
+        a, b = sorted((p["a"], p["b"]), key=lambda m: rank.get(m, len(rank)))
+        n, c = p.get("items_to_settle"), p.get("cost_to_settle_usd")
+        known = isinstance(c, (int, float)) and math.isfinite(c) and isinstance(n, (int, float))
+        cost = (f"${c:.4f}, about {int(n)} items" if c > 0 else f"about {int(n)} items") if known else "cost unknown"
+        flags = buy_text(p)
+        parts.append(f"{shown(a)} vs {shown(b)} ({cost}" + (f"; {flags} buys it" if flags else "") + ")")
+    return "left open: " + "; ".join(parts)
+
+
+def stop_note(report: dict) -> str:
+    """What a ``rank`` report's stop line adds after a stop on cost (the policy's or the cap's): each pair left open
+    with its cost and the flag that buys it, per metric with a bank per metric ("; left open: ..."; else empty)."""
+    if report.get("stopped_because") not in ("cost_to_settle", "budget"):
+        return ""
+    blocks = report["rankings"].items() if "rankings" in report else [(None, report)]
+    texts = [(k, left_open_text(b.get("pairs"), [e["model"] for e in b["ranking"]])) for k, b in blocks]
+    return "".join(f"; {'' if k is None else f'on {shown(k)}, '}{t}" for k, t in texts if t)
 
 
 def pair_lines(pairs, ranking, tie_margin=None) -> list[str]:

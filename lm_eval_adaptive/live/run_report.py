@@ -8,6 +8,7 @@ from __future__ import annotations
 from lm_eval_adaptive.engine.cat.estimation import Z95
 from lm_eval_adaptive.engine.cat.full_task import full_task_estimate
 from lm_eval_adaptive.live.session import LiveSettings
+from lm_eval_adaptive.live.stopping_policy import largest_reservation, mark_cap_to_buy
 from lm_eval_adaptive.redaction import redact as redact_all
 
 __all__ = ["model_rows", "build_report"]
@@ -114,4 +115,7 @@ def build_report(live, setup, a: LiveSettings, *, command: str) -> dict:
         for k, block in d["rankings"].items():
             block.update({"task": setup.task_name, "stopped_because": stopped, "ranked": block["ranked"],
                           "budget_usd": a.budget_usd, "total_cost_usd": snap["spent"]})
+    reservation = largest_reservation(setup)  # the cap that buys each pair the cap left is short of (issue 32)
+    for block in d["rankings"].values() if setup.joint else (d,):
+        mark_cap_to_buy(block.get("pairs") or [], spent=snap["spent"], cap=a.budget_usd, reservation=reservation)
     return redact_all(d, by_key=False)  # model names are keys here: only secrets by value and shape

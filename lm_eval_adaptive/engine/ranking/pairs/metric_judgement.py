@@ -19,7 +19,9 @@ model's full-task mean (METHOD.md §7-8; docs/metric-scale.md):
 
 It is incremental: a score changes one model, so only that model's part (one vectorised pass over the
 bank: its predictions move with θ̂) and its row of pair variances are recomputed, when the ranker next
-asks (:meth:`open_pairs`); the costs to settle (a bisection per pair) are computed for a result only.
+asks (:meth:`open_pairs`); the stated costs to settle (simulated continuations of every open pair) are computed
+for a result, and, with the live pair rule on (``SettlePolicy.pair_cost_share``), where the run would otherwise stop
+on cost (a pair whose stated cost fits the rule is bought); kept until a model changes.
 The allocation's figure for a model (:meth:`OpenPairs.worth <lm_eval_adaptive.engine.ranking.pairs.judgement.OpenPairs>`)
 is the share of its open pairs' variance one more of its items removes, Σ_p w_mp·(f_m(k) − f_m(k + 1)),
 w_mp = Var_m/(Var_m + Var_p) the model's part of the pair's variance and f_m the shape in which its own
@@ -134,6 +136,7 @@ class MetricScaleJudgement:
         self._decided: dict = {}  # (i, j) -> (changes of i, of j, decision): see _decision
         self._stopped: dict = {}  # (i, j) -> (what the policy's answer depends on, the answer)
         self._run = _RunCost(0.0, 0.0, False, 0.0)  # see _run_cost
+        self._judged_at = None  # (what it depends on, (scale, judge_pairs)): see _judged
         # per model, in cost units (dollars with item costs, else items): mean cost of an unseen item, of a
         # full run, and the cost so far (the full run's and the cost so far count 0 for an exact model)
         self._unit = [1.0] * K
@@ -294,23 +297,53 @@ class MetricScaleJudgement:
             unit_i = unit_j = 1.0
             remaining = None
         d, v, _ = self._pair(i, j)
-        slack = self.policy.optimism * math.sqrt(v)
+
+        def within(lim: float, slack: float) -> bool:
+            return _settles_within(lim, pi, pj, unit_i, unit_j, d, v, slack, level, self.margin, self.random_share)
+
         # the run's share, judged with a gap `optimism` SEs wider (to be ordered) or narrower (to be equivalent)
         # than the estimate: an early, noisy gap does not end a pair
-        if self._settles_within(self.policy.limit(spent, full, remaining, items), pi, pj, unit_i, unit_j, d, v,
-                                slack, level):
+        if within(self.policy.limit(spent, full, remaining, items), self.policy.optimism * math.sqrt(v)):
             return False
-        # the pair rule (issue 32): its cost to settle at the current gap fits the budget left and, with what its
-        # two models have cost, is small beside a full run of the two
-        pair_full = self._full[i] + self._full[j] if dollars else float(pi.n_total + pj.n_total)
-        lim = self.policy.pair_limit(pair_full, self._spent(i) + self._spent(j), remaining)
-        if self._settles_within(lim, pi, pj, unit_i, unit_j, d, v, 0.0, level):
+        # the pair rules (issue 32): its cost to settle at the current gap fits the budget left and is small beside a
+        # full run of its two models (with what they have cost, or alone in live runs with a cap)
+        return not within(self._pair_limit(i, j, remaining), 0.0)
+
+    def _pair_limit(self, i: int, j: int, remaining: float | None) -> float:
+        """The policy's pair rules' limit for examinees i and j (:meth:`SettlePolicy.pair_limit`), in the run's
+        cost units (items without prices: no budget)."""
+        pi, pj = self._parts[i], self._parts[j]
+        dollars = self._run.dollars
+        full = self._full[i] + self._full[j] if dollars else float(pi.n_total + pj.n_total)
+        return self.policy.pair_limit(full, self._spent(i) + self._spent(j), remaining if dollars else None)
+
+    def _bought_as_stated(self, i: int, j: int, items: int, usd: float, remaining: float | None) -> bool:
+        """The live pair rule bought the unresolved pair of examinees i and j at its stated cost to settle (``items``,
+        ``usd``: the report's figures, the median of simulated continuations): it fits the pair rules' limit (the
+        budget left, a share of a full run of the two). Only with ``pair_cost_share`` on (live runs with a cap)."""
+        if self.policy.pair_cost_share is None or items <= 0:
             return False
-        # the pair's own cost (live runs with a cap): settling it alone at its current gap is small beside a full run
-        # of the two and fits the budget left, whatever they have cost (judged at the share's optimism, the live near
-        # tie of four WMT24 systems cost up to 23% of a full run: docs/live.md)
-        lim = self.policy.pair_cost_limit(pair_full, remaining)
-        return not self._settles_within(lim, pi, pj, unit_i, unit_j, d, v, 0.0, level)
+        lim = self._pair_limit(i, j, remaining)
+        return lim >= 0 and (usd if self._run.dollars else float(items)) <= lim
+
+    def _judged(self, models: Sequence[str], idx: list[int]):
+        """:meth:`_judge_now`, kept until a model changes: a stop on cost's copy (the simulation is costly, and a run
+        waiting on its calls in flight asks again and again). A report computes its own, with the same figures (the
+        simulation is seeded)."""
+        key = (tuple(models), tuple(self._changes[k] for k in idx))
+        if self._judged_at is None or self._judged_at[0] != key:
+            self._judged_at = (key, self._judge_now(models, idx))
+        return self._judged_at[1]
+
+    def _judge_now(self, models: Sequence[str], idx: list[int]):
+        """(the scale, :func:`judge_pairs` with the costs to settle the report states) of ``models`` now."""
+        sc = self.scale(models)
+        costs = np.array([self._unit[k] if self._dollars[k] else 0.0 for k in idx])
+        j = judge_pairs(sc, confidence=self.confidence, tie_margin=self.margin, item_costs=costs,
+                        random_share=self.random_share, family_wise=self.family)
+        if self._intervals is not None:
+            j = anytime_outcomes(j, self._intervals, idx, self.margin)
+        return sc, j
 
     def _share_to_buy(self, i: int, j: int, items) -> float | None:
         """The run's spend with ``items`` more of each model of the pair (i, j), as a share of a full run (at
@@ -323,24 +356,6 @@ class MetricScaleJudgement:
                    for k, p in ((i, pi), (j, pj)))
         return round(min(1.0, (spent + more) / full), 3)
 
-    def _settles_within(self, lim: float, pi, pj, unit_i: float, unit_j: float, d: float, v: float, slack: float,
-                        level: float) -> bool:
-        """The pair settles within ``lim`` more (dollars or items) at its gap |d|, or at one ``slack`` wider
-        (to be ordered) or narrower (to be equivalent)."""
-        most = most_items(lim, pi.n_unseen, unit_i if pi.n_unseen else 0.0, pj.n_unseen, unit_j if pj.n_unseen else 0.0)
-        if most >= max(pi.n_unseen, pj.n_unseen):
-            return True  # it may run to a full run of both, which settles it
-        if most < 0:
-            return False  # past the limit already: no gap, however favourable, buys more
-        vsum = pi.var + pj.var
-        share_i = pi.var / vsum if vsum > 0 else 0.5
-        for gap in ((abs(d) + slack, max(abs(d) - slack, 0.0)) if slack > 0 else (abs(d),)):
-            if settles_after(max(most, 0.0), gap, v, share_i, pi.n_unseen, pi.n_random, pi.method == "design",
-                             pj.n_unseen, pj.n_random, pj.method == "design", level, self.margin, self.random_share,
-                             vsum):
-                return True
-        return False
-
     def open_pairs(self, models: Sequence[str], remaining: float | None = None) -> OpenPairs:
         """The order of ``models`` by their estimates and the unresolved pairs the policy still buys items
         for (``remaining``: the budget left in USD, None without a budget)."""
@@ -351,12 +366,19 @@ class MetricScaleJudgement:
                               [p for p, o in outcomes.items() if o == ORDERED])
         unresolved = [p for p, o in outcomes.items() if o == UNRESOLVED]
         level = settle_level(self.confidence, sum(o != ORDERED for o in outcomes.values()), self.family)
-        pairs, stopped = [], 0
+        pairs, beyond = [], []
         for a, b in unresolved:
-            if self._beyond_policy(idx[a], idx[b], remaining, level):
-                stopped += 1
-            else:
-                pairs.append((a, b))
+            (beyond if self._beyond_policy(idx[a], idx[b], remaining, level) else pairs).append((a, b))
+        if beyond and not pairs and self.policy.pair_cost_share is not None:
+            # the run would stop on cost: a pair whose stated cost to settle (the report's) fits the pair rule and the
+            # cap left is bought (issue 32); the simulation behind it is made here only
+            j = self._judged(models, idx)[1]
+            stated = {frozenset(ab): (int(n), float(c)) for *ab, n, c in zip(j.a.tolist(), j.b.tolist(),
+                                                                            j.items_to_settle, j.cost_to_settle)}
+            pairs = [(a, b) for a, b in beyond
+                     if self._bought_as_stated(idx[a], idx[b], *stated.get(frozenset((a, b)), (0, 0.0)), remaining)]
+            beyond = [p for p in beyond if p not in pairs]
+        stopped = len(beyond)
         place = {u: r for r, u in enumerate(order)}
         pairs = [(a, b) if place[a] < place[b] else (b, a) for a, b in pairs]  # the one ranked above first
         pairs.sort(key=lambda p: (place[p[0]], place[p[1]]))
@@ -407,12 +429,7 @@ class MetricScaleJudgement:
     def report(self, models: Sequence[str], remaining: float | None = None) -> PairReport:
         idx = self._current(models)
         self._run = self._run_cost(idx)
-        sc = self.scale(models)
-        costs = np.array([self._unit[k] if self._dollars[k] else 0.0 for k in idx])
-        j = judge_pairs(sc, confidence=self.confidence, tie_margin=self.margin, item_costs=costs,
-                        random_share=self.random_share, family_wise=self.family)
-        if self._intervals is not None:
-            j = anytime_outcomes(j, self._intervals, idx, self.margin)
+        sc, j = self._judge_now(models, idx)
         K = len(models)
         order = ranking_order([self._order_key(p) for p in sc.parts],
                               [(int(a), int(b)) for a, b, o in zip(j.a, j.b, j.outcome) if o == ORDERED])
@@ -426,9 +443,13 @@ class MetricScaleJudgement:
             p = rec["p_order"]
             P[pos[a], pos[b]] = p
             P[pos[b], pos[a]] = 1 - p
-            beyond = rec["outcome"] == UNRESOLVED and self._beyond_policy(idx[a], idx[b], remaining, level)
+            beyond = rec["outcome"] == UNRESOLVED and self._beyond_policy(idx[a], idx[b], remaining, level) and \
+                not self._bought_as_stated(idx[a], idx[b], rec["items_to_settle"], rec["cost_to_settle_usd"], remaining)
             rec["beyond_policy"] = bool(beyond)
-            if beyond:  # the share of a full run a run must be allowed (rank --settle-share) to buy it
+            if beyond and not self._bought_as_stated(idx[a], idx[b], rec["items_to_settle"], rec["cost_to_settle_usd"],
+                                                     None):
+                # the share of a full run a run must be allowed (rank --settle-share) to buy it; none where the pair
+                # rule would buy it but for the cap left (a larger cap buys it: --budget-usd)
                 rec["settle_share_to_buy"] = self._share_to_buy(idx[a], idx[b], rec.get("items_to_settle"))
             records.append(rec)
             pair = (models[a], models[b]) if pos[a] < pos[b] else (models[b], models[a])
@@ -462,6 +483,24 @@ class MetricScaleJudgement:
         lo, hi = self._intervals.model_interval(k)
         return {"lower": lo, "upper": hi, "estimate": min(max(entry.estimate, lo), hi), "anytime_valid": True,
                 "interval_items": self._intervals.model_prefix(k)}
+
+
+def _settles_within(lim: float, pi, pj, unit_i: float, unit_j: float, d: float, v: float, slack: float,
+                    level: float, margin: float, random_share: float) -> bool:
+    """The pair of model parts ``pi`` and ``pj`` settles within ``lim`` more (dollars or items) at its gap |d|, or at
+    one ``slack`` wider (to be ordered) or narrower (to be equivalent)."""
+    most = most_items(lim, pi.n_unseen, unit_i if pi.n_unseen else 0.0, pj.n_unseen, unit_j if pj.n_unseen else 0.0)
+    if most >= max(pi.n_unseen, pj.n_unseen):
+        return True  # it may run to a full run of both, which settles it
+    if most < 0:
+        return False  # past the limit already: no gap, however favourable, buys more
+    vsum = pi.var + pj.var
+    share_i = pi.var / vsum if vsum > 0 else 0.5
+    for gap in ((abs(d) + slack, max(abs(d) - slack, 0.0)) if slack > 0 else (abs(d),)):
+        if settles_after(max(most, 0.0), gap, v, share_i, pi.n_unseen, pi.n_random, pi.method == "design",
+                         pj.n_unseen, pj.n_random, pj.method == "design", level, margin, random_share, vsum):
+            return True
+    return False
 
 
 def selector_permutation(selector, n_items: int) -> np.ndarray:

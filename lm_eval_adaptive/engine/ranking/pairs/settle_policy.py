@@ -27,9 +27,13 @@ two. A cheap pair is not left open while the budget allows it; a near tie that o
 could settle still stays ``unresolved`` with its cost.
 
 **The pair's own cost** (``pair_cost_share``; off by default, on in live runs with a dollar cap:
-live/stopping_policy.py) buys a pair whose cost to settle at its current gap, alone, is at most ``pair_cost_share`` of a full run of its two models and fits the budget left, whatever the two have cost so
-far: in a live run one expensive model can spend past any share of its full run on the pairs that settled,
-and a pair of it that now costs a few items is still cheap beside a full run of the two.
+live/stopping_policy.py) buys a pair whose cost to settle at its current gap, alone, is at most ``pair_cost_share``
+of a full run of its two models and fits the budget left, whatever the two have cost so far: in a live run one
+expensive model can spend past any share of its full run on the pairs that settled, and a pair of it that now costs
+a few items is still cheap beside a full run of the two. With it on, the judgement also buys, where the run would
+otherwise stop on cost, a pair whose *stated* cost to settle (the report's median of simulated continuations) fits
+the same limit: the decision is never stricter than the figure printed. The two pair rules share one limit,
+:meth:`SettlePolicy.pair_limit` (whichever allows more).
 
 ``floor_items`` raises the share on a small table; it is not a minimum: a run whose every open pair
 looks beyond the share (at its gap ``optimism`` SEs more favourable) stops on cost, which can be before
@@ -102,21 +106,16 @@ class SettlePolicy:
                 f"optimism={self.optimism:g}{pair})")
 
     def pair_limit(self, pair_full_run: float, pair_spent: float, remaining: float | None) -> float:
-        """The most the pair rule lets one pair's settling still cost: ``pair_share`` of a full run of its two
-        models (``pair_full_run``) less what they have cost (``pair_spent``), at most the budget left
-        (``remaining``; None: no budget); negative: nothing (no pair rule: -1)."""
-        if self.pair_share is None or pair_full_run <= 0:
+        """The most the pair rules let one pair's settling still cost, whichever allows more: ``pair_share`` of a
+        full run of its two models (``pair_full_run``) less what they have cost (``pair_spent``), and
+        ``pair_cost_share`` of that full run whatever they have cost; at most the budget left (``remaining``;
+        None: no budget). Negative: nothing (no pair rule on: -1)."""
+        rules = [] if pair_full_run <= 0 else \
+            ([] if self.pair_share is None else [self.pair_share * pair_full_run - pair_spent]) + \
+            ([] if self.pair_cost_share is None else [self.pair_cost_share * pair_full_run])
+        if not rules:
             return -1.0
-        lim = self.pair_share * pair_full_run - pair_spent
-        return lim if remaining is None else min(lim, remaining)
-
-    def pair_cost_limit(self, pair_full_run: float, remaining: float | None) -> float:
-        """The most the pair's own cost rule lets one pair's settling cost: ``pair_cost_share`` of a full run of
-        its two models (``pair_full_run``), whatever they have cost, at most the budget left (``remaining``; None:
-        no budget); -1: no such rule."""
-        if self.pair_cost_share is None or pair_full_run <= 0:
-            return -1.0
-        lim = self.pair_cost_share * pair_full_run
+        lim = max(rules)
         return lim if remaining is None else min(lim, remaining)
 
     def share(self, full_run_items: float | None = None) -> float | None:
