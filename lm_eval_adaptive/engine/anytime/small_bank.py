@@ -19,6 +19,23 @@ says so and why. Both thresholds were chosen on the **tuning half only**:
 
 A bank that does not record how many models it was calibrated from (``diagnostics.n_models``) is used as
 given: the rule cannot be applied to it.
+
+**The bank's own history decides too** (``rank`` only; issue 31 item 3, "fall back to the bank-free estimate
+where the bank adds nothing"). ``calibrate``'s self-check (:mod:`~lm_eval_adaptive.engine.evaluation.self_check`,
+a leave-models-out backtest on the bank's own history) ranks each held-out set adaptively and, at the same
+spend, by ``shared_random`` (every held-out model answering the same random documents, ranked by its mean: the
+bank-free ranker's design). It records both pooled τ (``mean_tau``, ``shared_random_tau``) and the runs they
+rest on (``tau_runs``). ``rank`` uses a bank only if its self-check's adaptive τ ≥ shared-random τ − m
+(:data:`BANK_USE_MARGIN`); else it runs bank-free and says why. A bank whose self-check lacks these figures
+(older banks, or none: too few models) is used as today (the model count alone decides).
+
+The rule for choosing m, **stated before any run with it**: m is chosen on the **tuning half only**
+(``benchmarks/bench_honesty.py --half tuning --seeds 1 --settle-seeds 0 --jobs 1 --bank-use-margin M``: in each
+fold the backtest applies the rule to that fold's bank, whose self-check runs on the fold's calibration models)
+from {never fall back, 0.10, 0.05, 0.0}: the candidate with the highest pooled τ whose pooled confident-pair
+accuracy ≥ 0.97 and full-task coverage ≥ 0.93; ties → the one that falls back least (never, then 0.10, 0.05,
+0.0). The chosen m is then reported on the report half and REALSumm without retuning. Not yet measured: until
+it is, :data:`BANK_USE_MARGIN` is None (never fall back).
 """
 
 from __future__ import annotations
