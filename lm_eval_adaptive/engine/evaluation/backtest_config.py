@@ -58,6 +58,9 @@ class BacktestConfig:
     # "fixed": today's metric-scale intervals; "anytime": anytime-valid with the bank as control variate,
     # "anytime-plain": without it (engine/anytime/banked_intervals.py)
     intervals: str = "fixed"
+    # the bank-use rule (engine/anytime/small_bank.py): a fold whose bank's self-check τ is below its shared-random
+    # τ by more than this (or whose bank comes from too few models) is ranked bank-free; None: never fall back
+    bank_use_margin: float | None = None
 
     def folds_that_fit(self, n_models: int) -> int:
         """Complete hold-out sets that fit, ``n_models // holdout_size`` as the paper's code (at most
