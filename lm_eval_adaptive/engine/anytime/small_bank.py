@@ -129,3 +129,17 @@ def self_check_line(bank, margin=_MODULE_MARGIN) -> str | None:
     return (f"self-check τ {taus[0]:.3f} against {taus[1]:.3f} for shared random documents at the same spend "
             f"({taus[2]} runs): rank {'will use this bank' if used else 'will not use this bank (bank-free)'} "
             f"({rule}; docs/cold-start.md)")
+
+
+def calibrate_line(n_models: int | None) -> str | None:
+    """What ``calibrate`` says of a bank from ``n_models`` models: one line when a run will not use it."""
+    if n_models is None or n_models >= MIN_BANK_MODELS_ESTIMATE:
+        return None
+    few = f"a bank from {n_models} model{'s' if n_models != 1 else ''}"
+    if n_models < MIN_BANK_MODELS:
+        return (f"{few} is not used: rank and run --adaptive run without it (bank-free, intervals valid whenever "
+                f"the run stops); rank uses a bank from {MIN_BANK_MODELS} models, run --adaptive from "
+                f"{MIN_BANK_MODELS_ESTIMATE} (measured on the dev tables: docs/cold-start.md)")
+    return (f"{few} is used by rank, not by run --adaptive (bank-free there: its estimate from a bank of fewer than "
+            f"{MIN_BANK_MODELS_ESTIMATE} models missed the full-task mean too often on the dev tables; "
+            "docs/cold-start.md)")
