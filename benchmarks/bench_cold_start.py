@@ -8,7 +8,8 @@ backtest's budget (20 items per model). Per N (0: the bank-free ranker; N > 0 a 
 other models; all: the usual backtest) and per table: τ, random τ and shared-random τ at the same spend,
 items, confident-pair accuracy, full-task coverage; pooled per half. A bank from fewer models than
 engine/anytime/small_bank.py's MIN_BANK_MODELS is not used (the runs fall back to the bank-free ranker, as
-rank does live); --no-fallback ranks with it regardless (the curve before the fallback).
+rank does live); --no-fallback ranks with it regardless (the curve before the fallback). --bank-use-margin M
+applies the self-check rule too (a bank whose self-check τ is below its shared-random τ − M is not used).
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ and seed, with the backtest's budget (``target_items`` items per model at the me
   the other models drawn at random (seeded by partition seed, fold and N), with the backtest's settings;
   when that bank would come from fewer than :data:`~lm_eval_adaptive.engine.anytime.small_bank.MIN_BANK_MODELS`
   models, the runs fall back to the bank-free ranker (the N = 0 runs, as ``rank`` falls back live) unless
-  ``fallback=False`` (the banked ranker on the small bank regardless: the curve before the fallback).
+  ``fallback=False`` (the banked ranker on the small bank regardless: the curve before the fallback). With
+  ``config.bank_use_margin`` set, a fold whose bank's self-check ranks below shared random by more than that is
+  ranked bank-free inside ``backtest_fold`` (mode ``"bank-free (self-check)"``; engine/anytime/small_bank.py).
 
 Each run's figures: Kendall τ against the full-task ranking, random sampling at the fold's mean spend
 (the backtest's ``random``), ``shared_random`` (every hold-out model answering the same random documents
