@@ -132,7 +132,7 @@ def self_check_line(bank, margin=_MODULE_MARGIN) -> str | None:
         return None
     margin = BANK_USE_MARGIN if margin is _MODULE_MARGIN else margin
     used = bank_use_of(bank, margin=margin).use_bank
-    rule = "no margin set" if margin is None else f"it needs τ ≥ shared random − {margin:g}"
+    rule = "the rule on it is off" if margin is None else f"it needs τ ≥ shared random − {margin:g}"
     return (f"self-check τ {taus[0]:.3f} against {taus[1]:.3f} for shared random documents at the same spend "
             f"({taus[2]} runs): rank {'will use this bank' if used else 'will not use this bank (bank-free)'} "
             f"({rule}; docs/cold-start.md)")
