@@ -1,14 +1,15 @@
 """Cold start on the dev tables (issue 31): the history curve, tuning half and report half apart.
 
     python benchmarks/bench_cold_start.py --half tuning|report [--history 0[,2,5,all]] [--seeds 3]
-        [--tables NAME ...] [--json out.json] [--no-fallback]
+        [--tables NAME ...] [--json out.json] [--no-fallback] [--bank-use-margin M]
 
 The halves are benchmarks/bench_honesty.py's; uniform prices, 5 folds of 4 hold-out models, the
 backtest's budget (20 items per model). Per N (0: the bank-free ranker; N > 0 a bank from N of the
 other models; all: the usual backtest) and per table: τ, random τ and shared-random τ at the same spend,
 items, confident-pair accuracy, full-task coverage; pooled per half. A bank from fewer models than
 engine/anytime/small_bank.py's MIN_BANK_MODELS is not used (the runs fall back to the bank-free ranker, as
-rank does live); --no-fallback ranks with it regardless (the curve before the fallback).
+rank does live); --no-fallback ranks with it regardless (the curve before the fallback). --bank-use-margin M
+applies the self-check rule too (a bank whose self-check τ is below its shared-random τ − M is not used).
 """
 
 from __future__ import annotations
@@ -39,10 +40,13 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     ap.add_argument("--allocation", default="settle", choices=("settle", "uncertainty"))
     ap.add_argument("--no-fallback", action="store_true", help="rank with a bank from too few models regardless")
+    ap.add_argument("--bank-use-margin", type=float, default=None,
+                    help="the bank-use rule's m (engine/anytime/small_bank.py): a bank whose self-check τ is below "
+                         "its shared-random τ − m is not used (default: never fall back on the self-check)")
     a = ap.parse_args()
     names = a.tables or (TUNING if a.half == "tuning" else REPORT)
     history = parse_history(a.history)
-    config = BacktestConfig(seeds=a.seeds)
+    config = BacktestConfig(seeds=a.seeds, bank_use_margin=a.bank_use_margin)
     results = []
     print(f"{'table':<28}{'N':>5}{'tau':>8}{'random':>8}{'shared':>8}{'items':>8}{'conf acc':>10}{'pairs':>7}{'coverage':>10}")
     for name in names:
@@ -63,7 +67,7 @@ def main() -> None:
               f"{c['items']:>8.1f}{c['confident_accuracy']:>10.3f}{c['confident_pairs']:>7d}{c['coverage']:>10.3f}")
         print(f"  lowest table's confident accuracy: {c['lowest_table_confident_accuracy']}; runs by mode: {c['modes']}")
     if a.json:
-        Path(a.json).write_text(json.dumps({"half": a.half, "allocation": a.allocation, "fallback": not a.no_fallback, "seeds": a.seeds, "history": [str(h) for h in history],
+        Path(a.json).write_text(json.dumps({"half": a.half, "allocation": a.allocation, "fallback": not a.no_fallback, "bank_use_margin": a.bank_use_margin, "seeds": a.seeds, "history": [str(h) for h in history],
                                             "tables": results, "pooled": pooled}, indent=1))
 
 

@@ -16,7 +16,7 @@ fold the stated cost to settle against the measured one (run on until settled).
         [--full-run-share S|off] [--budget-share R|off] [--optimism K]
         [--floor-items N|off] [--pair-share S|off] [--random-share S]
         [--tie-margin DELTA | --tie-margin-share SHARE] [--settle-seeds N] [--settle-runs N]
-        [--family-wise] [--intervals fixed|anytime|anytime-plain] [--holdout-size K] [--target-items N] [--tables NAME ...]
+        [--family-wise] [--intervals fixed|anytime|anytime-plain] [--bank-use-margin M|off] [--holdout-size K] [--target-items N] [--tables NAME ...]
         [--jobs N | --ray ADDRESS]
 
 Uniform prices (the paper-comparison setting); 5 folds of 4 hold-out models. Every table × fold
@@ -76,6 +76,9 @@ def show(rows, title):
         if "within_range" in st:
             print(f"  stated 80% range (median hi/lo {st['median_range_ratio']:.1f}): holds "
                   f"{st['within_range']:.2f} of the continuations")
+    if rows[-1].get("folds_fallen_back"):
+        print(f"folds whose bank the bank-use rule rejected (ranked bank-free): {rows[-1]['folds_fallen_back']} of "
+              f"{rows[-1]['folds']}")
     worst = min((x for x in rows[:-1] if x["confident_pairs"]), key=lambda x: x["confident_accuracy"], default=None)
     if worst is not None:
         print(f"lowest confident-order accuracy of a table: {worst['confident_accuracy']:.3f} ({worst['table']})")
@@ -125,6 +128,9 @@ def main(argv=None) -> int:
                          "as control variate (anytime) or without (anytime-plain; engine/anytime/banked_intervals.py)")
     ap.add_argument("--order", choices=("prediction", "point"), default="prediction",
                     help="what the final report orders the pairs it leaves unordered by (point: before stop 31)")
+    ap.add_argument("--bank-use-margin", type=_share_or_off, default=None,
+                    help="the bank-use rule's m (engine/anytime/small_bank.py): a fold whose bank's self-check τ is "
+                         "below its shared-random τ − m is ranked bank-free (default off: never fall back)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--jobs", type=int, default=None, help="processes (default: the CPUs this process may use)")
     ap.add_argument("--ray", default=None, metavar="ADDRESS", help="run on a Ray cluster instead (auto, local, HOST:PORT)")
@@ -137,6 +143,7 @@ def main(argv=None) -> int:
                             settle_floor_items=a.floor_items, pair_share=a.pair_share,
                             random_share=a.random_share, design=a.design,
                             settle_seeds=a.settle_seeds, settle_runs=a.settle_runs, intervals=a.intervals, order=a.order,
+                            bank_use_margin=a.bank_use_margin,
                             **({} if a.optimism is None else {"optimism": a.optimism}),
                             **({} if a.holdout_size is None else {"holdout_size": a.holdout_size}),
                             **({} if a.target_items is None else {"target_items": a.target_items}))
@@ -149,7 +156,7 @@ def main(argv=None) -> int:
                         "pair_share": config.pair_share, "random_share": config.random_share,
                         "settle_seeds": config.settle_seeds,
                         "settle_runs": config.settle_runs, "design": config.design, "intervals": config.intervals,
-                        "order": config.order}}
+                        "order": config.order, "bank_use_margin": config.bank_use_margin}}
     t0 = time.perf_counter()
     for half, names in halves.items():
         results = run_backtests([load_any_table(n) for n in names], config=config, jobs=a.jobs,

@@ -349,3 +349,33 @@ def test_a_killed_rank_that_fell_back_resumes_bank_free(server, task_dir, clean_
     for m in got:
         assert got[m]["estimate"] == pytest.approx(want[m]["estimate"], abs=1e-12)
         assert (got[m]["lower"], got[m]["upper"]) == pytest.approx((want[m]["lower"], want[m]["upper"]), abs=1e-12)
+
+
+def test_a_bank_whose_self_check_ranks_below_shared_random_is_not_used_by_rank(server, task_dir, tmp_path,
+                                                                               monkeypatch):
+    """Issue 31 item 3 (the bank's own history decides): a bank from 26 models (the shipped WMT24 en-de BLEU
+    bank) whose self-check, as written here, ranked its held-out models well below shared random documents
+    (τ 0.30 against 0.70): ``rank`` given it runs bank-free and its mode line names the reason."""
+    from lm_eval_adaptive.engine.anytime import small_bank
+    from lm_eval_adaptive.harness.bank_source import load_bank
+
+    if small_bank.BANK_USE_MARGIN is None:  # the rule's m as shipped; a margin for the rule to apply at all
+        monkeypatch.setattr(small_bank, "BANK_USE_MARGIN", 0.10)
+    bank = load_bank("wmt24_en-de.bleu")
+    assert small_bank.bank_use_of(bank).use_bank  # as shipped (no shared-random figure): used
+    bank.diagnostics["self_check"] |= {"mean_tau": 0.30, "shared_random_tau": 0.70, "tau_runs": 40}
+    path = tmp_path / "bank.json"
+    bank.save(path)
+    out = tmp_path / "rank"
+    assert main(["rank", "--models", *[f"{s}=litellm:model=openai/{s}" for s in ("CycleL", "TranssionMT")], "--tasks",
+                 TASK, "--include_path", str(task_dir), "--apply_chat_template", "--bank", str(path), "--max-items",
+                 "12", "--budget-usd", "1", "--price", "default=1,3", "--output", str(out), "--backoff", "0.05",
+                 "--no-progress"]) == 0
+    r = read(out)
+    assert r["mode"] == "bank-free"
+    assert r["mode_note"].startswith("the bank's self-check ranked its held-out models worse than shared random "
+                                     "documents (τ 0.300 against 0.700 over 40 runs")
+    assert "ranking without it" in r["mode_note"] and r["metric"] == "bleu"
+    full = truth("bleu")
+    for e in r["ranking"]:
+        assert 0.0 <= e["metric_estimate"]["lower"] <= full[e["model"]] <= e["metric_estimate"]["upper"] <= 1.0

@@ -46,6 +46,11 @@ def test_calibrate_writes_a_loadable_bank(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "noise k" in text and "discrimination" in text
     assert str(bank.n_items) in text
+    # one line: the self-check's τ against shared random documents, and whether rank will use the bank
+    check = bank.diagnostics["self_check"]
+    said = [x for x in text.splitlines() if x.startswith("note: self-check τ")]
+    assert len(said) == 1 and f"{check['mean_tau']:.3f} against {check['shared_random_tau']:.3f}" in said[0]
+    assert "rank will use this bank" in said[0] or "rank will not use this bank" in said[0]
 
 
 def _assert_input_error(capsys, rc, name, out_path, *also):

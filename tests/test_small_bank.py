@@ -4,6 +4,8 @@ before a full run (no collapse after all-right answers), holding the held-out mo
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -14,8 +16,11 @@ from lm_eval_adaptive.engine.anytime.small_bank import (
     MIN_BANK_MODELS,
     MIN_BANK_MODELS_ESTIMATE,
     bank_use,
+    bank_use_of,
     calibrate_line,
     calibration_models,
+    self_check_line,
+    self_check_taus,
 )
 from lm_eval_adaptive.engine.cat.full_task import full_task_estimate
 from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
@@ -100,3 +105,75 @@ def test_a_zero_one_bank_from_eight_models_stays_honest():
     for low, high in ((est["lower"], est["upper"]), (float(lo[0]), float(hi[0]))):
         assert 0.0 <= low and high <= 1.0
         assert high - low > 1e-6, (low, high)  # not collapsed to a point (the issue: [0.9974, 1.0026])
+
+
+# ------------------------------------------------ the bank's own self-check decides (issue 31 item 3, issue 32)
+BELOW = {"mean_tau": 0.40, "shared_random_tau": 0.60, "tau_runs": 10}  # banked 0.20 below shared random
+
+
+def test_the_self_check_rule_rejects_a_bank_below_shared_random_by_more_than_m():
+    use = bank_use(12, self_check=BELOW, margin=0.10)
+    assert not use.use_bank
+    assert "self-check" in use.reason and "0.400 against 0.600 over 10 runs" in use.reason
+    assert use.reason.endswith("ranking without it")
+    assert bank_use(12, self_check=BELOW, margin=0.25).use_bank  # within m: used
+    assert bank_use(12, self_check={**BELOW, "mean_tau": 0.60}, margin=0.0).use_bank  # equal: used
+    assert bank_use(12, self_check=BELOW, margin=None).use_bank  # None: never fall back
+    # the model count still decides first; run --adaptive's rule is the count alone
+    assert "too few" in bank_use(MIN_BANK_MODELS - 1, self_check=BELOW, margin=0.10).reason
+    assert bank_use(MIN_BANK_MODELS_ESTIMATE, what="estimating", self_check=BELOW, margin=0.10).use_bank
+
+
+def test_an_old_bank_without_the_figures_is_used_as_today():
+    """A shipped bank whose self-check was written before it recorded the shared-random τ: the rule has nothing
+    to compare, the model count alone decides (as before), and calibrate would say nothing of it."""
+    from lm_eval_adaptive.harness.bank_source import load_bank
+
+    bank = load_bank("wmt24_en-de.bleu")
+    check = bank.diagnostics["self_check"]
+    assert "mean_tau" in check and "shared_random_tau" not in check
+    assert self_check_taus(check) is None
+    for m in (0.10, 0.0, -1.0):
+        assert bank_use_of(bank, margin=m).use_bank
+    assert self_check_line(bank, margin=0.0) is None
+    bank.diagnostics["self_check"] = {**check, **BELOW}  # the same bank with the figures: rejected, and said
+    assert not bank_use_of(bank, margin=0.10).use_bank
+    line = self_check_line(bank, margin=0.10)
+    assert "0.400 against 0.600" in line and "will not use this bank" in line and "\n" not in line
+    assert "will use this bank" in self_check_line(bank, margin=0.25)
+
+
+def test_calibrate_records_the_self_check_against_shared_random():
+    t = load_any_table("wmt24/en-zh/chrf")
+    bank = calibrate_checked(t)
+    check = bank.diagnostics["self_check"]
+    taus = self_check_taus(check)
+    assert taus is not None and -1 <= taus[0] <= 1 and -1 <= taus[1] <= 1
+    assert taus[2] == check["folds"] * check["seeds"] > 0
+
+
+def test_the_backtest_falls_back_where_the_rule_rejects_the_bank():
+    """m = −1 (banked τ must beat shared random by 1: never) rejects every fold's bank: each is ranked by the
+    bank-free ranker (the history curve's N = 0 runs, same seeds: same items, dollars, pairs and coverage);
+    m = 2 rejects none (the runs of the backtest without the rule). The self-check inside each fold's bank
+    does not apply the rule to itself."""
+    from lm_eval_adaptive.engine.evaluation.backtest import backtest, self_check_backtest
+
+    t = load_any_table("wmt24/en-zh/chrf")
+    prices = uniform_prices(t.models)
+    config = BacktestConfig(seeds=1, settle_seeds=0, folds=2)
+    never = backtest(t, config=config, prices=prices)
+    kept = backtest(t, config=replace(config, bank_use_margin=2.0), prices=prices)
+    fell = backtest(t, config=replace(config, bank_use_margin=-1.0), prices=prices)
+    assert never.folds_fallen_back == kept.folds_fallen_back == 0 and fell.folds_fallen_back == fell.folds_run == 2
+    assert [f["adaptive_tau"] for f in kept.folds] == [f["adaptive_tau"] for f in never.folds]
+    assert all(not f["bank_used"] and "self-check" in f["bank_use_reason"] for f in fell.folds)
+    assert all(f["self_check_taus"]["tau_runs"] > 0 for f in fell.folds)
+    n0 = history_backtest(t, config=config, history=[0], prices=prices)["curve"]["0"]["runs_detail"]
+    assert fell.adaptive.items == pytest.approx(np.mean([r["items"] for r in n0]))
+    assert fell.counts["confident"] == sum(r["confident"][1] for r in n0)
+    assert fell.counts["covered"] == sum(sum(r["covered"]) for r in n0)
+    assert set(fell.stopped_because) <= {"settled", "budget", "max_items", "exhausted"}
+    assert fell.fixed.items > 0  # fixed-length CAT still runs on the bank
+    inner = self_check_backtest(t.select_models(list(t.models)[:10]), replace(config, bank_use_margin=-1.0))
+    assert inner.folds_fallen_back == 0

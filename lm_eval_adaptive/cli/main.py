@@ -54,7 +54,7 @@ from lm_eval_adaptive.engine.irt.calibration import (
     DEFAULT_SCALING,
     RESPONSE_MODELS,
 )
-from lm_eval_adaptive.engine.anytime.small_bank import calibrate_line, calibration_models
+from lm_eval_adaptive.engine.anytime.small_bank import calibrate_line, calibration_models, self_check_line
 from lm_eval_adaptive.engine.irt.binary_calibration import is_binary_table
 from lm_eval_adaptive.engine.evaluation.self_check import calibrate_checked
 from lm_eval_adaptive.errors import InputError, check_text
@@ -102,6 +102,9 @@ def cmd_calibrate(args) -> int:
     few = calibrate_line(calibration_models(bank))  # a bank from too few models: what it can do (one line)
     if few:
         report_console().print(f"note: {few}", highlight=False)
+    against = self_check_line(bank)  # the self-check against shared random (one line)
+    if against:
+        report_console().print(f"note: {against}", highlight=False)
     return 0
 
 

@@ -31,7 +31,7 @@ from lm_eval_adaptive.data.shipped_banks import (
     shipped_for_task,
     shipped_names,
 )
-from lm_eval_adaptive.engine.anytime.small_bank import bank_use, calibration_models
+from lm_eval_adaptive.engine.anytime.small_bank import bank_use_of
 from lm_eval_adaptive.engine.irt.bank import ItemBank
 from lm_eval_adaptive.errors import BankError, InputError
 from lm_eval_adaptive.harness.task_files import yaml_task_metrics
@@ -160,13 +160,14 @@ def load_bank(spec) -> ItemBank:
 
 def small_bank(specs, *, what: str = "estimating"):
     """(:class:`~lm_eval_adaptive.engine.anytime.small_bank.BankUse`, the bank's metric) when ``specs`` is one
-    bank calibrated from too few models to be used (docs/cold-start.md, *A small history*), else None
+    bank the bank-use rule rejects (calibrated from too few models, or for ``rank`` a self-check that ranked below
+    shared random documents: docs/cold-start.md, *A small history*), else None
     (several banks, one per metric, are used as given)."""
     specs = specs if isinstance(specs, (list, tuple)) else [specs]
     if len(specs) != 1 or specs[0] is None:
         return None
     bank = load_bank(specs[0])
-    use = bank_use(calibration_models(bank), what=what)
+    use = bank_use_of(bank, what=what)
     return None if use.use_bank else (use, bank.metric)
 
 

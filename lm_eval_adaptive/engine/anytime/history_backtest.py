@@ -12,7 +12,9 @@ and seed, with the backtest's budget (``target_items`` items per model at the me
   the other models drawn at random (seeded by partition seed, fold and N), with the backtest's settings;
   when that bank would come from fewer than :data:`~lm_eval_adaptive.engine.anytime.small_bank.MIN_BANK_MODELS`
   models, the runs fall back to the bank-free ranker (the N = 0 runs, as ``rank`` falls back live) unless
-  ``fallback=False`` (the banked ranker on the small bank regardless: the curve before the fallback).
+  ``fallback=False`` (the banked ranker on the small bank regardless: the curve before the fallback). With
+  ``config.bank_use_margin`` set, a fold whose bank's self-check ranks below shared random by more than that is
+  ranked bank-free inside ``backtest_fold`` (mode ``"bank-free (self-check)"``; engine/anytime/small_bank.py).
 
 Each run's figures: Kendall τ against the full-task ranking, random sampling at the fold's mean spend
 (the backtest's ``random``), ``shared_random`` (every hold-out model answering the same random documents
@@ -30,7 +32,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from lm_eval_adaptive.data.prices import Price
-from lm_eval_adaptive.engine.anytime.bank_free_ranker import BankFreeRanker
+from lm_eval_adaptive.engine.anytime.bank_free_fold import bank_free_rankings, covered_models
 from lm_eval_adaptive.engine.anytime.small_bank import bank_use
 from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
 from lm_eval_adaptive.engine.evaluation.backtest import BacktestPlan, backtest_fold, plan_backtest
@@ -80,25 +82,16 @@ def cold_start_fold(table, plan: BacktestPlan, f: int, *, score_range: tuple[flo
     costs = {m: plan.price[m].item_costs(in_tok, out_tok) for m in hold}
     budget = float(np.mean([np.mean(costs[m]) for m in hold])) * len(hold) * config.target_items
     truth, truth_mean = _truth(raw_h, hold)
-    row = {m: j for j, m in enumerate(hold)}
-    missing = {m: np.flatnonzero(np.isnan(raw_h[j])) for j, m in enumerate(hold)}
     margin = config.tie_margin if config.tie_margin_share is None else config.tie_margin_share * table_range(raw_all)
     runs, perms = [], []
-    for seed in range(config.seeds):
-        ranker = BankFreeRanker(hold, [str(i) for i in table.items], score_range=score_range, item_costs=costs,
-                                confidence=config.confidence, tie_margin=margin or 0.0,
-                                family_wise=config.family_wise, budget=budget, n_max=config.max_items,
-                                exclude=missing, seed=[config.partition_seed, f, seed], allocation=allocation)
-        while (req := ranker.ask()) is not None:
-            ranker.tell(req, float(raw_h[row[req.model], req.item]))
-        res = ranker.result(settle_costs=False)
+    for seed, (ranker, res) in enumerate(bank_free_rankings(hold, table.items, raw_h, costs, config, f,
+                                                            score_range=score_range, budget=budget, margin=margin,
+                                                            allocation=allocation)):
         perms.append(ranker.permutation)
         ties = {frozenset(p) for p in res.ties}
         right, confident = confident_counts(res.ranking, truth, ties)
-        covered = [bool(res.estimates[m]["lower"] - 1e-9 <= truth_mean[m] <= res.estimates[m]["upper"] + 1e-9)
-                   for m in res.ranking]
         runs.append({"fold": f, "seed": seed, "tau": kendall_tau(res.ranking, truth), "items": res.total_items,
-                     "cost": res.total_cost, "confident": (right, confident), "covered": covered,
+                     "cost": res.total_cost, "confident": (right, confident), "covered": covered_models(res, truth_mean),
                      "stopped_because": res.stopped_because})
     _baselines(runs, hold, raw_h, costs, truth, f, perms)
     return runs
@@ -146,9 +139,10 @@ def banked_fold(table, plan: BacktestPlan, f: int, n_history, *, fallback: bool 
     in_tok, out_tok, _ = table_item_tokens(table)
     costs = {m: plan.price[m].item_costs(in_tok, out_tok) for m in hold}
     truth, _ = _truth(raw_h, hold)
+    mode = "banked" if outcome.summary.get("bank_used", True) else "bank-free (self-check)"
     runs = [{"fold": f, "seed": r.seed, "tau": r.adaptive_tau, "items": r.adaptive_items, "cost": r.adaptive_cost,
              "confident": tuple(r.confident), "covered": list(r.covered), "stopped_because": r.stopped_because,
-             "calibration_models": len(others), "mode": "banked"} for r in outcome.runs]
+             "calibration_models": len(others), "mode": mode} for r in outcome.runs]
     _baselines(runs, hold, raw_h, costs, truth, f)
     return runs
 

@@ -33,6 +33,8 @@ from typing import Mapping
 import numpy as np
 
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE, Price
+from lm_eval_adaptive.engine.anytime.bank_free_fold import fallback_runs
+from lm_eval_adaptive.engine.anytime.small_bank import bank_use_of
 from lm_eval_adaptive.engine.evaluation.baselines import fixed_length_cat, random_sampling, shared_random
 from lm_eval_adaptive.engine.irt.calibration import calibrate, resolve_response_model
 from lm_eval_adaptive.engine.cat.estimation import Z95
@@ -47,6 +49,7 @@ from lm_eval_adaptive.engine.evaluation.backtest_figures import (
     kendall_tau,
     tie_metrics,
 )
+from lm_eval_adaptive.engine.evaluation.fold_run import FoldRun
 from lm_eval_adaptive.engine.evaluation.fold_parts import (
     fold_bank_costs,
     fold_ground_truth,
@@ -60,8 +63,9 @@ from lm_eval_adaptive.engine.evaluation.run_records import (
 )
 
 __all__ = ["BacktestResult", "MethodSummary", "TieSummary", "backtest", "backtest_signature",
-           "BacktestPlan", "FoldOutcome", "plan_backtest", "plan_for_models", "backtest_fold", "assemble_backtest",
+           "BacktestPlan", "FoldOutcome", "FoldRun", "plan_backtest", "plan_for_models", "backtest_fold", "assemble_backtest",
            "fold_bank", "pooled", "settle_summary", "self_check_backtest", "self_check_correction",
+           "self_check_outcome", "self_check_taus",
            "SELF_CHECK_MIN_MODELS"]
 
 
@@ -130,6 +134,7 @@ class BacktestResult:
     settle_records: list = field(default_factory=list, repr=False)  # per unresolved pair run on (for pooling)
     confident_pairs: list = field(default_factory=list, repr=False)  # per pair reported ordered (confident_pair_records)
     shared_random: MethodSummary | None = None  # every model on the same random documents, at the adaptive spend
+    folds_fallen_back: int = 0  # folds whose bank the bank-use rule rejected (ranked bank-free; bank_use_margin)
 
     def method(self, name: str) -> MethodSummary:
         """The summary of ``adaptive``, ``random``, ``shared_random`` or ``fixed``."""
@@ -155,46 +160,9 @@ def backtest_signature(config: BacktestConfig, prices) -> str:
         del c["design"]
     if c["intervals"] == "fixed":  # named only when not today's (older signatures stay as they were)
         del c["intervals"]
+    if c["bank_use_margin"] is None:  # likewise: named only when the bank-use rule applies
+        del c["bank_use_margin"]
     return format_signature({k: c[k] for k in sorted(c)} | {"prices": list(prices)} | versions())
-
-
-@dataclass
-class _Run:
-    fold: int
-    seed: int
-    adaptive_tau: float
-    adaptive_items: int
-    adaptive_cost: float
-    adaptive_ties: int
-    stopped_because: str
-    fixed_tau: float
-    fixed_items: int
-    fixed_cost: float
-    random_tau: float = float("nan")
-    random_items: int = 0
-    random_cost: float = 0.0
-    shared_random_tau: float = float("nan")
-    shared_random_items: int = 0
-    shared_random_cost: float = 0.0
-    confident_accuracy: float | None = None
-    truth_ties: int = 0
-    tie_precision: float = 0.0
-    tie_recall: float = 0.0
-    tie_f1: float = 0.0
-    cost_share: float = float("nan")
-    confident: tuple = (0, 0)  # (right, all) pairs reported as ordered
-    tie_counts: tuple = (0, 0, 0)  # predicted ties: (true positives, false positives, false negatives)
-    covered: list = field(default_factory=list)  # per hold-out model: full-task interval holds the truth
-    z: list = field(default_factory=list)  # per model with SE_stop > SE_all: the SE-calibration z
-    records: list = field(default_factory=list)  # per model: what the self-check needs (see honesty_record)
-    misfit: list = field(default_factory=list)  # per model: flagged by the person-fit statistic
-    covered_theta: list = field(default_factory=list)  # per model: the θ-scale full-task interval holds the truth
-    covered_metric: list = field(default_factory=list)  # per model: the metric-scale interval holds the truth
-    equivalent: tuple = (0, 0)  # (within the margin, all) pairs reported equivalent
-    tied: tuple = (0, 0)  # (reported ordered, all) truly tied pairs
-    settle: list = field(default_factory=list)  # per unresolved pair run on: stated and measured items
-    confident_pairs: list = field(default_factory=list)  # per pair reported ordered: see confident_pair_records
-    floored: list = field(default_factory=list)  # per model: its residual variance was raised to the floor
 
 
 #: Fewest models a self-check can run on: a hold-out pair and two to calibrate on.
@@ -213,24 +181,38 @@ def self_check_backtest(table, config: BacktestConfig) -> BacktestResult | None:
     # policy): the misses it measures are those of the runs the bank will serve
     inner = replace(config, holdout_size=min(config.holdout_size, n - 2), seeds=config.self_check_seeds,
                     bootstrap=200, partition_seed=BacktestConfig.partition_seed, self_check=False, family_wise=False,
-                    settle_seeds=0, tie_margin_share=None, intervals="fixed")
+                    settle_seeds=0, tie_margin_share=None, intervals="fixed",
+                    bank_use_margin=None)
     return backtest(table, config=inner)
 
 
 def self_check_correction(table, config: BacktestConfig) -> dict:
-    """The model-error correction a bank calibrated on ``table`` gets from its self-check
+    """The model-error correction a bank calibrated on ``table`` gets from its self-check; {} when the table has
+    too few models to hold some out (:func:`self_check_outcome`)."""
+    return self_check_outcome(table, config)[0]
+
+
+def self_check_outcome(table, config: BacktestConfig) -> tuple[dict, dict | None]:
+    """(the model-error correction, the τ figures) a bank calibrated on ``table`` gets from its self-check
     (:func:`self_check_backtest`, and for a 2PL/3PL bank the single-model leg of
-    :func:`~lm_eval_adaptive.engine.evaluation.model_error.single_model_check`); {} when the table has too few
-    models to hold some out."""
+    :func:`~lm_eval_adaptive.engine.evaluation.model_error.single_model_check`); ({}, None) when the table has
+    too few models to hold some out. The τ figures: :func:`self_check_taus`."""
     r = self_check_backtest(table, config)
     if r is None:
-        return {}
+        return {}, None
     records = list(r.records)
     if resolve_response_model(table, config.response_model) != "continuous":
         records += single_model_check(table, lambda history: calibrate(
             history, scaling=config.scaling, method=config.method, likelihood=config.likelihood,
             metric=getattr(table, "metric", None), response_model=config.response_model, guessing=config.guessing))
-    return correction_from_records(records)
+    return correction_from_records(records), self_check_taus(r)
+
+
+def self_check_taus(r: "BacktestResult") -> dict:
+    """What the bank-use rule reads (engine/anytime/small_bank.py) of a self-check backtest ``r``: its pooled
+    adaptive τ (``mean_tau``), the τ of shared random documents at the same spend on the same held-out sets
+    (``shared_random_tau``) and the (set, seed) runs they rest on (``tau_runs``)."""
+    return {"mean_tau": r.adaptive.tau, "shared_random_tau": r.method("shared_random").tau, "tau_runs": r.runs}
 
 
 def _summary(vals) -> tuple[float, float]:
@@ -327,7 +309,10 @@ def fold_bank(table, config: BacktestConfig, calib):
                      response_model=config.response_model, guessing=config.guessing)
     if config.self_check:  # the self-check checks the bank as built (a 2PL/3PL bank's kind, chosen once)
         inner = replace(config, response_model=bank.model.kind) if bank.model.per_item else config
-        bank.set_model_error(self_check_correction(history, inner))
+        correction, taus = self_check_outcome(history, inner)
+        bank.set_model_error(correction)
+        if taus is not None:  # what the bank-use rule reads, as from a bank `calibrate` wrote
+            bank.diagnostics["self_check"] = taus
     return bank
 
 
@@ -373,11 +358,21 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
     def score_of(m, i):
         return float(scaled[row[m], i]), float(raw_bank[row[m], i])
 
-    fold_runs = []
+    score_range = (float(np.nanmin(raw_all)), float(np.nanmax(raw_all)))
+    use = None if config.bank_use_margin is None else bank_use_of(bank, margin=config.bank_use_margin)
+    fallen = use is not None and not use.use_bank  # the rule rejects the bank: ranked bank-free, as `rank` would
+    fold_runs = fallback_runs(hold, table.items, raw_h, all_costs, config, f, gt=gt, score_range=score_range,
+                              budget=budget, margin=margin, delta=delta) if fallen else []
     for seed in range(config.seeds):
         ranker = fold_ranker(bank, hold, config, f, seed, item_costs=bank_costs, budget=budget, exclude=missing,
-                             pair_rule=pair_rule, score_range=(float(np.nanmin(raw_all)), float(np.nanmax(raw_all))))
+                             pair_rule=pair_rule, score_range=score_range)
         selector = ranker.selector
+        if fallen:  # fixed-length CAT still runs on the bank, as many items per model as the busiest one had
+            fx = fixed_length_cat(bank, hold, fold_runs[seed].busiest_items, scaled_score, item_costs=bank_costs,
+                                  rng=np.random.default_rng(seed), selector=selector, exclude=missing)
+            fold_runs[seed].fixed_tau = kendall_tau(fx.ranking, truth)
+            fold_runs[seed].fixed_items, fold_runs[seed].fixed_cost = fx.total_items, fx.total_cost
+            continue
         res = drive(ranker, scaled_score, raw=lambda m, i: float(raw_bank[row[m], i]))
         honesty = honesty_record(ranker, res, bank, raw_bank, row, truth_mean, se_all, bank_mean)
         honesty["covered"] = honesty["covered_metric"]
@@ -393,7 +388,7 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
         n_fixed = max(res.items.values())
         fx = fixed_length_cat(bank, hold, n_fixed, scaled_score, item_costs=bank_costs,
                               rng=np.random.default_rng(seed), selector=selector, exclude=missing)
-        fold_runs.append(_Run(
+        fold_runs.append(FoldRun(
             fold=f, seed=seed, adaptive_tau=kendall_tau(res.ranking, truth),
             adaptive_items=res.total_items, adaptive_cost=res.total_cost,
             adaptive_ties=len(pred_ties), stopped_because=res.stopped_because,
@@ -429,7 +424,9 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
                "adaptive_tau": _summary(r.adaptive_tau for r in fold_runs)[0],
                "random_tau": _summary(r.random_tau for r in fold_runs)[0],
                "shared_random_tau": _summary(r.shared_random_tau for r in fold_runs)[0],
-               "fixed_tau": _summary(r.fixed_tau for r in fold_runs)[0]}
+               "fixed_tau": _summary(r.fixed_tau for r in fold_runs)[0],
+               "bank_used": not fallen, "bank_use_reason": use.reason if fallen else None,
+               "self_check_taus": bank.diagnostics.get("self_check")}
     return FoldOutcome(fold=f, runs=fold_runs, summary=summary, seconds=time.perf_counter() - t0)
 
 
@@ -440,7 +437,7 @@ def assemble_backtest(table, plan: BacktestPlan, outcomes, *, seconds: float) ->
         raise ValueError(f"need one outcome of each of the {plan.n_folds} folds, "
                          f"got folds {[o.fold for o in outcomes]}")
     config = plan.config
-    runs: list[_Run] = [r for o in outcomes for r in o.runs]
+    runs: list[FoldRun] = [r for o in outcomes for r in o.runs]
     folds = [o.summary for o in outcomes]
     price = plan.price
     N = table.n_items
@@ -488,7 +485,7 @@ def assemble_backtest(table, plan: BacktestPlan, outcomes, *, seconds: float) ->
         person_misfit_flags={"share": _share(x for r in runs for x in r.misfit),
                              "n": int(sum(len(r.misfit) for r in runs))},
         cost_share_of_full_run=_summary(r.cost_share for r in runs)[0],
-        folds_run=plan.n_folds,
+        folds_run=plan.n_folds, folds_fallen_back=sum(not f.get("bank_used", True) for f in folds),
         any_wrong_share=_share(r.confident[0] < r.confident[1] for r in runs),
         records=[x for r in runs for x in r.records],
         counts={"confident_right": sum(r.confident[0] for r in runs), "confident": sum(r.confident[1] for r in runs),
@@ -573,7 +570,8 @@ def pooled(results) -> dict:
              ("covered_theta", "covered_metric", "equivalent_right", "equivalent", "tied_ordered", "tied",
               "floored", "floored_covered")}
     settle = settle_summary([x for r in results for x in r.settle_records])
-    return {"tables": len(results),
+    return {"tables": len(results), "folds": sum(r.folds_run for r in results),
+            "folds_fallen_back": sum(r.folds_fallen_back for r in results),
             "adaptive_tau": float(np.mean([r.adaptive.tau for r in results])),
             "random_tau": float(np.mean([r.random.tau for r in results])),
             "shared_random_tau": float(np.mean([r.method("shared_random").tau for r in results])),

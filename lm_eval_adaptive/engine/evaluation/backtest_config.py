@@ -62,6 +62,9 @@ class BacktestConfig:
     # what the final report orders the pairs it leaves unordered by: "prediction" or "point"
     # (engine/ranking/pairs/metric_judgement.py DEFAULT_ORDER)
     order: str = DEFAULT_ORDER
+    # the bank-use rule (engine/anytime/small_bank.py): a fold whose bank's self-check τ is below its shared-random
+    # τ by more than this (or whose bank comes from too few models) is ranked bank-free; None: never fall back
+    bank_use_margin: float | None = None
 
     def folds_that_fit(self, n_models: int) -> int:
         """Complete hold-out sets that fit, ``n_models // holdout_size`` as the paper's code (at most

@@ -30,7 +30,7 @@ import numpy as np
 
 from lm_eval_adaptive.engine.evaluation.backtest import SELF_CHECK_MIN_MODELS as MIN_MODELS
 from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
-from lm_eval_adaptive.engine.evaluation.backtest import self_check_backtest
+from lm_eval_adaptive.engine.evaluation.backtest import self_check_backtest, self_check_taus
 from lm_eval_adaptive.engine.irt.bank import ItemBank
 from lm_eval_adaptive.engine.irt.calibration import (
     DEFAULT_METHOD,
@@ -66,6 +66,11 @@ class SelfCheck:
     #: share of them whose full-task interval held before the correction (None: no such leg)
     single_model_tests: int = 0
     single_model_coverage: float | None = None
+    #: the τ of shared random documents (every held-out model answering the same random documents, ranked by its
+    #: mean) at the adaptive runs' spend on the same held-out sets, and the (set, seed) runs both τ rest on: what
+    #: the bank-use rule compares (engine/anytime/small_bank.py)
+    shared_random_tau: float | None = None
+    tau_runs: int = 0
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -91,6 +96,7 @@ def self_check(table, *, scaling: str, method: str, likelihood: str = "quasi", c
     if r is None:
         return None
     h = r.settings["holdout_size"]
+    taus = self_check_taus(r)
     acc = r.confident_accuracy
     records = list(r.records)
     single = []
@@ -107,7 +113,8 @@ def self_check(table, *, scaling: str, method: str, likelihood: str = "quasi", c
                      share_abs_z_over_1_96=r.se_calibration.get("share_abs_z_over_1_96", float("nan")),
                      confident_accuracy=None if acc != acc else acc, mean_tau=r.adaptive.tau,
                      correction=correction, corrected_coverage=cover, corrected_share_abs_z_over_1_96=zshare,
-                     single_model_tests=len(single), single_model_coverage=single_cover)
+                     single_model_tests=len(single), single_model_coverage=single_cover,
+                     shared_random_tau=taus["shared_random_tau"], tau_runs=taus["tau_runs"])
 
 def calibrate_checked(table, *, scaling: str = DEFAULT_SCALING, method: str = DEFAULT_METHOD,
                       likelihood: str = "quasi", check: bool = True, **calibrate_kwargs) -> ItemBank:
