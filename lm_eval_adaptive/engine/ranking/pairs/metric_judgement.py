@@ -405,7 +405,7 @@ class MetricScaleJudgement:
         def futile(j: int, p: int) -> bool:
             """Items for model j alone cannot settle its pair with p (p's own part of the variance stays)."""
             d, v, df = self._pair(idx[j], idx[p])
-            pj, pp = parts[j], parts[p]
+            pp = parts[p]
             rest = v * (1 - weight(j, p))
             if rest <= 0:
                 return False
@@ -415,8 +415,7 @@ class MetricScaleJudgement:
         return OpenPairs(order, pairs, worth, futile, self.metric, stopped)
 
     def _order_key(self, part) -> float:
-        """What a model is ordered by among the pairs left unordered (``order``; a full run's prediction is its
-        exact mean)."""
+        """What a model is ordered by among the pairs left unordered (``order``; a full run's is its exact mean)."""
         return part.prediction if self.order == "prediction" else part.point
 
     # ----------------------------------------------------------------- report
