@@ -41,7 +41,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--tables", nargs="*", default=None)
     ap.add_argument("--json", default=None)
-    ap.add_argument("--allocation", default="settle", choices=ALLOCATIONS)
+    ap.add_argument("--allocation", default="steer", choices=ALLOCATIONS)
     ap.add_argument("--target-items", type=int, default=20, help="the budget: items per model (the backtest's 20)")
     ap.add_argument("--no-fallback", action="store_true", help="rank with a bank from too few models regardless")
     a = ap.parse_args()
