@@ -252,7 +252,7 @@ class BankFreeRanker:
         for a, b in open_pairs:
             fa, fb = self._front(a), self._front(b)
             w = pair_weight(self._allocation, np.asarray(self._pair_d[(a, b)], dtype=float),
-                            int(self._pair_order[(a, b)].size))
+                            int(self._pair_order[(a, b)].size), self.pair_interval(a, b))
             worth[a] = worth.get(a, 0.0) + w * (1.0 if fa < fb else 0.5 if fa == fb else 0.0)
             worth[b] = worth.get(b, 0.0) + w * (1.0 if fb < fa else 0.5 if fa == fb else 0.0)
         flight = self._flight()

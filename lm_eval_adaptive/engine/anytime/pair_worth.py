@@ -9,7 +9,10 @@ the model whose open pairs it helps most. How an open pair is weighed is the all
 * ``steer``: the chance that the paired mean puts the pair in the wrong order, by Student's t on the
   paired differences so far (df = n − 1, with the finite-population correction), doubled so that a
   pair at t = 0 weighs 1, and 1 until the pair has :data:`STEER_WARMUP` common documents (a t-statistic
-  from fewer is noise). Pairs far apart weigh little, close ones fully.
+  from fewer is noise). Pairs far apart weigh little, close ones fully;
+* ``steer-settle``: ``steer``, but 1 for a pair about to be ordered: its confidence sequence, were its
+  half-width to shrink as 1/√n, would exclude 0 by the time its common documents double (a clear pair is
+  then claimed, not left open because its order is no longer in doubt).
 
 These weights only **steer** who answers next. They are not anytime-valid and decide nothing: every
 ``ordered``/``equivalent`` decision and every interval stays the confidence sequences'. Steering cannot
@@ -26,10 +29,10 @@ import numpy as np
 from scipy.special import stdtr
 from scipy.stats import norm
 
-__all__ = ["ALLOCATIONS", "STEER_WARMUP", "pair_weight", "p_order"]
+__all__ = ["ALLOCATIONS", "STEER_WARMUP", "pair_weight", "p_order", "about_to_settle"]
 
 #: How a pair's worth is weighed (module docstring).
-ALLOCATIONS = ("settle", "uncertainty", "steer")
+ALLOCATIONS = ("settle", "uncertainty", "steer", "steer-settle")
 #: Common documents a pair needs before ``steer`` weighs it by its t-statistic (weight 1 until then).
 STEER_WARMUP = 5
 #: The least weight of an open pair (it never drops out of the allocation for good).
@@ -65,16 +68,27 @@ def p_order(d: np.ndarray, pop: int) -> float:
     return float(norm.cdf(t))
 
 
-def pair_weight(allocation: str, d: np.ndarray, pop: int) -> float:
+def about_to_settle(d: np.ndarray, interval: tuple[float, float] | None) -> bool:
+    """Would the pair's confidence sequence (``interval`` now, over the differences ``d``) exclude 0 by
+    the time its documents double, were its half-width to shrink as 1/√n? (A steering signal only.)"""
+    if interval is None or d.size < STEER_WARMUP:
+        return False
+    mean = abs(float(d.mean()))
+    half = (float(interval[1]) - float(interval[0])) / 2.0
+    return mean > 0.0 and half * half / (mean * mean) <= 2.0
+
+
+def pair_weight(allocation: str, d: np.ndarray, pop: int, interval: tuple[float, float] | None = None) -> float:
     """The weight of an open pair with paired differences ``d`` so far (``pop`` common documents in
-    all) under ``allocation`` (module docstring); in [:data:`FLOOR`, 1]."""
+    all; ``interval``: its confidence sequence now, for ``steer-settle``) under ``allocation`` (module
+    docstring); in [:data:`FLOOR`, 1]."""
     if allocation == "settle":
         return 1.0
     if allocation == "uncertainty":
         p = p_order(d, pop)
         return max(2.0 * min(p, 1.0 - p), FLOOR)
-    if allocation == "steer":
-        if d.size < STEER_WARMUP:
+    if allocation in ("steer", "steer-settle"):
+        if d.size < STEER_WARMUP or (allocation == "steer-settle" and about_to_settle(d, interval)):
             return 1.0
         t = _paired_t(d, pop)
         if t is None:
