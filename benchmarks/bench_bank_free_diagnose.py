@@ -171,7 +171,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--half", choices=("tuning", "report"), required=True)
     ap.add_argument("--seeds", type=int, default=2)
-    ap.add_argument("--allocation", default="steer", choices=ALLOCATIONS)
+    ap.add_argument("--allocation", default="steer-settle", choices=ALLOCATIONS)
     ap.add_argument("--tables", nargs="*", default=None)
     ap.add_argument("--json", default=None)
     a = ap.parse_args()

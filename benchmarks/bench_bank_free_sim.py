@@ -79,7 +79,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=1000)
     ap.add_argument("--docs", type=int, default=100)
-    ap.add_argument("--allocation", default="steer", choices=ALLOCATIONS)
+    ap.add_argument("--allocation", default="steer-settle", choices=ALLOCATIONS)
     a = ap.parse_args()
     print(f"allocation {a.allocation}, {a.runs} runs, {a.docs} documents, 3 models, gamma 0.95 (bounds 0.05)")
     for gap in (0.0, 0.02):

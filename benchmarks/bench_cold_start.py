@@ -1,7 +1,7 @@
 """Cold start on the dev tables (issue 31): the history curve, tuning half and report half apart.
 
     python benchmarks/bench_cold_start.py --half tuning|report [--history 0[,2,5,all]] [--seeds 3]
-        [--tables NAME ...] [--json out.json] [--no-fallback] [--allocation settle|uncertainty|steer]
+        [--tables NAME ...] [--json out.json] [--no-fallback] [--allocation settle|uncertainty|steer|steer-settle]
         [--target-items 20]
 
 The halves are benchmarks/bench_honesty.py's; uniform prices, 5 folds of 4 hold-out models, the
@@ -41,7 +41,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--tables", nargs="*", default=None)
     ap.add_argument("--json", default=None)
-    ap.add_argument("--allocation", default="steer", choices=ALLOCATIONS)
+    ap.add_argument("--allocation", default="steer-settle", choices=ALLOCATIONS)
     ap.add_argument("--target-items", type=int, default=20, help="the budget: items per model (the backtest's 20)")
     ap.add_argument("--no-fallback", action="store_true", help="rank with a bank from too few models regardless")
     a = ap.parse_args()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lm_eval_adaptive.engine.anytime.bank_free_ranker import BankFreeRanker
-from lm_eval_adaptive.engine.anytime.pair_decisions import ORDERED
+from lm_eval_adaptive.engine.anytime.pair_decisions import ORDERED, UNRESOLVED
 from lm_eval_adaptive.engine.anytime.pair_worth import STEER_WARMUP, pair_weight, p_order
 from lm_eval_adaptive.engine.evaluation.simulation import drive
 
@@ -27,6 +27,9 @@ def test_pair_weights():
     assert pair_weight("steer", few, 200) > pair_weight("uncertainty", few, 200)
     p = p_order(far, 200)
     assert p > 0.999 and pair_weight("uncertainty", far, 200) == pytest.approx(max(2 * (1 - p), 1e-6))
+    # steer-settle: a clear pair whose interval would exclude 0 by the time its documents double keeps weight 1
+    assert pair_weight("steer-settle", far, 200, interval=(0.1, 0.5)) == 1.0
+    assert pair_weight("steer-settle", far, 200, interval=(-0.3, 0.9)) == pair_weight("steer", far, 200)
     with pytest.raises(ValueError, match="allocation"):
         pair_weight("greedy", far, 200)
 
@@ -64,3 +67,18 @@ def test_steer_gives_the_open_close_pair_the_documents():
         if p["outcome"] == ORDERED:
             i, j = "abc".index(p["a"]), "abc".index(p["b"])
             assert (p["lower"] > 0) == (means[i] > means[j])
+
+
+def test_steer_settle_orders_a_clear_pair_that_steer_leaves_open():
+    rng = np.random.default_rng(4)
+    n = 300
+    base = 0.6 + 0.3 * rng.beta(2, 2, n)
+    # a and b 0.02 apart; c 0.6 below with little spread: a few more documents order c's pairs
+    y = np.clip(np.stack([base + rng.normal(0, 0.08, n), base - 0.02 + rng.normal(0, 0.08, n),
+                          base - 0.6 + rng.normal(0, 0.02, n)]), 0, 1)
+    _, steer = _run("steer", y, budget=120.0)
+    _, both = _run("steer-settle", y, budget=120.0)
+    c_pairs = lambda res: [p["outcome"] for p in res.pairs if "c" in (p["a"], p["b"])]  # noqa: E731
+    assert c_pairs(steer) == [UNRESOLVED, UNRESOLVED]  # c starved once its order was no longer in doubt
+    assert c_pairs(both) == [ORDERED, ORDERED]
+    assert both.items["a"] > both.items["c"] and both.items["b"] > both.items["c"]

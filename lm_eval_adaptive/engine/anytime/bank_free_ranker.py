@@ -93,7 +93,7 @@ class BankFreeRanker:
                  tie_margin: float = 0.0, family_wise: bool = False, budget: float | None = None,
                  n_max: int | None = None, exclude: Mapping[str, Sequence[int]] | None = None, seed=0,
                  max_in_flight: int = 1, grid: int = DEFAULT_GRID, settle_paths: int = SETTLE_PATHS,
-                 allocation: str = "steer"):
+                 allocation: str = "steer-settle"):
         models = [str(m) for m in models]
         if allocation not in ALLOCATIONS:
             raise ValueError(f"allocation must be one of {ALLOCATIONS}, got {allocation!r}")
