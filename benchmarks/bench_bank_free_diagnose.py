@@ -148,10 +148,9 @@ def diagnose_table(name: str, seeds: int, allocation: str) -> list[dict]:
             settled = sum(p["outcome"] != UNRESOLVED for p in res.pairs)
             n_items = [res.items[m] for m in hold]
             # plain means over the documents every model of the set answered
-            common = np.ones(raw_h.shape[1], dtype=bool)
-            for m in hold:
-                common &= ~np.isnan(rk._scores[m])
-            cm = {m: float(np.mean(rk._scores[m][common])) if common.any() else -np.inf for m in hold}
+            told = {m: dict(res.item_log[m]) for m in hold}  # document id -> score
+            common = set.intersection(*(set(t) for t in told.values()))
+            cm = {m: float(np.mean([told[m][i] for i in common])) if common else -np.inf for m in hold}
             mean_order = sorted(hold, key=lambda m: -cm[m])
             perm = rk.permutation
             sr = shared_random(hold, raw_h, costs, res.total_cost, np.random.default_rng([seed, f, 11]), perm=perm)
