@@ -1,7 +1,12 @@
 """Cold start on the dev tables (issue 31): the history curve, tuning half and report half apart.
 
     python benchmarks/bench_cold_start.py --half tuning|report [--history 0[,2,5,all]] [--seeds 3]
+<<<<<<< HEAD
         [--tables NAME ...] [--json out.json] [--no-fallback] [--bank-use-margin M]
+=======
+        [--tables NAME ...] [--json out.json] [--no-fallback] [--allocation settle|uncertainty|steer|steer-settle]
+        [--target-items 20]
+>>>>>>> bankfree
 
 The halves are benchmarks/bench_honesty.py's; uniform prices, 5 folds of 4 hold-out models, the
 backtest's budget (20 items per model). Per N (0: the bank-free ranker; N > 0 a bank from N of the
@@ -24,9 +29,12 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import numpy as np  # noqa: E402
+
 from bench_honesty import REPORT, TUNING  # noqa: E402
 from lm_eval_adaptive.data.prices import uniform_prices  # noqa: E402
 from lm_eval_adaptive.data.tables import load_any_table  # noqa: E402
+from lm_eval_adaptive.engine.anytime.pair_worth import ALLOCATIONS  # noqa: E402
 from lm_eval_adaptive.engine.anytime.history_backtest import history_backtest, parse_history, pooled_history  # noqa: E402
 from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig  # noqa: E402
 
@@ -38,7 +46,8 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--tables", nargs="*", default=None)
     ap.add_argument("--json", default=None)
-    ap.add_argument("--allocation", default="settle", choices=("settle", "uncertainty"))
+    ap.add_argument("--allocation", default="steer-settle", choices=ALLOCATIONS)
+    ap.add_argument("--target-items", type=int, default=20, help="the budget: items per model (the backtest's 20)")
     ap.add_argument("--no-fallback", action="store_true", help="rank with a bank from too few models regardless")
     ap.add_argument("--bank-use-margin", type=float, default=None,
                     help="the bank-use rule's m (engine/anytime/small_bank.py): a bank whose self-check τ is below "
@@ -46,7 +55,11 @@ def main() -> None:
     a = ap.parse_args()
     names = a.tables or (TUNING if a.half == "tuning" else REPORT)
     history = parse_history(a.history)
+<<<<<<< HEAD
     config = BacktestConfig(seeds=a.seeds, bank_use_margin=a.bank_use_margin)
+=======
+    config = BacktestConfig(seeds=a.seeds, target_items=a.target_items)
+>>>>>>> bankfree
     results = []
     print(f"{'table':<28}{'N':>5}{'tau':>8}{'random':>8}{'shared':>8}{'items':>8}{'conf acc':>10}{'pairs':>7}{'coverage':>10}")
     for name in names:
@@ -66,8 +79,15 @@ def main() -> None:
         print(f"{'pooled ' + a.half:<28}{n:>5}{c['tau']:>8.3f}{c['random_tau']:>8.3f}{c['shared_random_tau']:>8.3f}"
               f"{c['items']:>8.1f}{c['confident_accuracy']:>10.3f}{c['confident_pairs']:>7d}{c['coverage']:>10.3f}")
         print(f"  lowest table's confident accuracy: {c['lowest_table_confident_accuracy']}; runs by mode: {c['modes']}")
+        gaps = [r["curve"][n]["tau"] - r["curve"][n]["shared_random_tau"] for r in results if n in r["curve"]]
+        se = float(np.std(gaps, ddof=1) / np.sqrt(len(gaps))) if len(gaps) > 1 else float("nan")
+        print(f"  tau - shared random: {float(np.mean(gaps)):+.4f} (standard error over the tables {se:.4f})")
     if a.json:
+<<<<<<< HEAD
         Path(a.json).write_text(json.dumps({"half": a.half, "allocation": a.allocation, "fallback": not a.no_fallback, "bank_use_margin": a.bank_use_margin, "seeds": a.seeds, "history": [str(h) for h in history],
+=======
+        Path(a.json).write_text(json.dumps({"half": a.half, "allocation": a.allocation, "fallback": not a.no_fallback, "seeds": a.seeds, "target_items": a.target_items, "history": [str(h) for h in history],
+>>>>>>> bankfree
                                             "tables": results, "pooled": pooled}, indent=1))
 
 

@@ -21,7 +21,9 @@ Design (docs/cold-start.md):
    document left, its cost within the budget), the one with the largest worth per unit of its relative
    cost, worth = Σ over its unresolved pairs of 1 when it is behind its partner in the shared order, ½
    when level (either could go first: the cheaper one does) and 0 when ahead (its answer waits for the
-   partner's and settles nothing yet). The engine's allocation rule
+   partner's and settles nothing yet), each pair's term times its weight under ``allocation``
+   (:mod:`~lm_eval_adaptive.engine.anytime.pair_worth`: 1 for every open pair by default; ``steer``:
+   its chance of being in the wrong order now, a signal that steers and decides nothing). The engine's allocation rule
    (:mod:`~lm_eval_adaptive.engine.ranking.allocation`) weighs the same way: what an item does for the model's
    open pairs, per dollar.
 4. **Stop** when every pair is settled (``settled``), the next item would overrun the budget
@@ -40,9 +42,9 @@ from types import MappingProxyType
 from typing import Callable, Mapping, Sequence
 
 import numpy as np
-from scipy.stats import norm
 
 from lm_eval_adaptive.engine.anytime.confidence_sequence import DEFAULT_GRID, WorBettingCS
+from lm_eval_adaptive.engine.anytime.pair_worth import ALLOCATIONS, p_order, pair_weight
 from lm_eval_adaptive.engine.ranking.pairs.outcomes import equivalence_groups
 from lm_eval_adaptive.engine.anytime.pair_decisions import (
     EQUIVALENT,
@@ -59,10 +61,6 @@ from lm_eval_adaptive.engine.ranking.ranker_state import Request
 from lm_eval_adaptive.engine.signature import versions
 
 __all__ = ["BankFreeRanker", "BANK_FREE_STOP_REASONS", "ALLOCATIONS", "ranking_from_pairs"]
-
-#: How a pair's worth is weighed (see :class:`BankFreeRanker`): ``settle`` every unresolved pair alike;
-#: ``uncertainty`` each by 2·min(P, 1 − P), P its normal-approximation P(a > b): close pairs first.
-ALLOCATIONS = ("settle", "uncertainty")
 
 #: Why a bank-free run ended.
 BANK_FREE_STOP_REASONS = ("settled", "budget", "max_items", "exhausted", "failed")
@@ -95,7 +93,7 @@ class BankFreeRanker:
                  tie_margin: float = 0.0, family_wise: bool = False, budget: float | None = None,
                  n_max: int | None = None, exclude: Mapping[str, Sequence[int]] | None = None, seed=0,
                  max_in_flight: int = 1, grid: int = DEFAULT_GRID, settle_paths: int = SETTLE_PATHS,
-                 allocation: str = "settle"):
+                 allocation: str = "steer-settle"):
         models = [str(m) for m in models]
         if allocation not in ALLOCATIONS:
             raise ValueError(f"allocation must be one of {ALLOCATIONS}, got {allocation!r}")
@@ -253,10 +251,8 @@ class BankFreeRanker:
         worth: dict[str, float] = {}
         for a, b in open_pairs:
             fa, fb = self._front(a), self._front(b)
-            w = 1.0
-            if self._allocation == "uncertainty":
-                p_ab = _p_order(np.asarray(self._pair_d[(a, b)], dtype=float), int(self._pair_order[(a, b)].size))
-                w = max(2.0 * min(p_ab, 1.0 - p_ab), 1e-6)
+            w = pair_weight(self._allocation, np.asarray(self._pair_d[(a, b)], dtype=float),
+                            int(self._pair_order[(a, b)].size), self.pair_interval(a, b))
             worth[a] = worth.get(a, 0.0) + w * (1.0 if fa < fb else 0.5 if fa == fb else 0.0)
             worth[b] = worth.get(b, 0.0) + w * (1.0 if fb < fa else 0.5 if fa == fb else 0.0)
         flight = self._flight()
@@ -437,7 +433,7 @@ class BankFreeRanker:
         n_common, pop = int(d.size), int(self._pair_order[p].size)
         outcome = self._outcome[p]
         diff = float(d.mean()) if n_common else 0.0
-        rec = {"a": a, "b": b, "outcome": outcome, "p_order": _p_order(d, pop), "difference": diff,
+        rec = {"a": a, "b": b, "outcome": outcome, "p_order": p_order(d, pop), "difference": diff,
                "lower": lo, "upper": hi, "se": (hi - lo) / 2, "common_items": n_common, "population": pop,
                "beyond_policy": False, "items_to_settle": 0, "items_to_settle_range": [0, 0],
                "cost_to_settle_usd": 0.0, "cost_to_settle_usd_range": [0.0, 0.0]}
@@ -468,22 +464,6 @@ class BankFreeRanker:
             items += int(need.size)
             usd += float(np.sum(self._costs[m][need]))
         return items, usd
-
-
-def _p_order(d: np.ndarray, pop: int) -> float:
-    """P(a > b) by the normal approximation of the paired mean with its finite-population correction
-    (a display figure, as the banked ranker's; the decisions are the confidence sequences')."""
-    n = d.size
-    if n == 0:
-        return 0.5
-    mean = float(d.mean())
-    fpc = max(0.0, 1.0 - n / pop) if pop else 0.0
-    if n < 2 or fpc == 0.0:
-        return 0.5 if mean == 0 or n < 2 else float(mean > 0)
-    se = float(d.std(ddof=1)) * math.sqrt(fpc / n)
-    if se == 0.0:
-        return 0.5 if mean == 0 else float(mean > 0)
-    return float(norm.cdf(mean / se))
 
 
 def ranking_from_pairs(models: Sequence[str], est: Mapping[str, dict], pair_stats: Callable, ahead: Callable) -> list:

@@ -71,7 +71,7 @@ def _truth(raw_h: np.ndarray, hold: Sequence[str]) -> tuple[list, dict]:
 
 
 def cold_start_fold(table, plan: BacktestPlan, f: int, *, score_range: tuple[float, float],
-                    allocation: str = "settle") -> list[dict]:
+                    allocation: str = "steer-settle") -> list[dict]:
     """Fold ``f`` of ``plan`` ranked by the bank-free ranker, one run per seed (see the module docstring)."""
     config = plan.config
     hold = list(plan.sets[f])
@@ -115,7 +115,7 @@ def _baselines(runs: list, hold, raw_h, costs, truth, f: int, perms=None) -> Non
 
 
 def banked_fold(table, plan: BacktestPlan, f: int, n_history, *, fallback: bool = True,
-                score_range: tuple[float, float] | None = None, allocation: str = "settle") -> list[dict]:
+                score_range: tuple[float, float] | None = None, allocation: str = "steer-settle") -> list[dict]:
     """Fold ``f`` ranked by the banked ranker with a bank from ``n_history`` of the other models
     (``"all"``: every one), through :func:`~lm_eval_adaptive.engine.evaluation.backtest.backtest_fold`;
     with ``fallback``, by the bank-free ranker (:func:`cold_start_fold`, ``score_range``) when the bank's
@@ -148,7 +148,7 @@ def banked_fold(table, plan: BacktestPlan, f: int, n_history, *, fallback: bool 
 
 
 def history_backtest(table, *, config: BacktestConfig = BacktestConfig(), history: Sequence = (0,),
-                     prices: Mapping[str, Price] | None = None, progress=None, allocation: str = "settle",
+                     prices: Mapping[str, Price] | None = None, progress=None, allocation: str = "steer-settle",
                      fallback: bool = True) -> dict:
     """The history curve of one table: for each N of ``history``, every fold × seed run and its summary
     (:func:`summarise`). ``progress(done, total)`` after each fold. ``fallback``: a bank from too few models
