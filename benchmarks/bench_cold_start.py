@@ -1,12 +1,8 @@
 """Cold start on the dev tables (issue 31): the history curve, tuning half and report half apart.
 
     python benchmarks/bench_cold_start.py --half tuning|report [--history 0[,2,5,all]] [--seeds 3]
-<<<<<<< HEAD
         [--tables NAME ...] [--json out.json] [--no-fallback] [--bank-use-margin M]
-=======
-        [--tables NAME ...] [--json out.json] [--no-fallback] [--allocation settle|uncertainty|steer|steer-settle]
-        [--target-items 20]
->>>>>>> bankfree
+        [--allocation settle|uncertainty|steer|steer-settle] [--target-items 20]
 
 The halves are benchmarks/bench_honesty.py's; uniform prices, 5 folds of 4 hold-out models, the
 backtest's budget (20 items per model). Per N (0: the bank-free ranker; N > 0 a bank from N of the
@@ -55,11 +51,7 @@ def main() -> None:
     a = ap.parse_args()
     names = a.tables or (TUNING if a.half == "tuning" else REPORT)
     history = parse_history(a.history)
-<<<<<<< HEAD
-    config = BacktestConfig(seeds=a.seeds, bank_use_margin=a.bank_use_margin)
-=======
-    config = BacktestConfig(seeds=a.seeds, target_items=a.target_items)
->>>>>>> bankfree
+    config = BacktestConfig(seeds=a.seeds, bank_use_margin=a.bank_use_margin, target_items=a.target_items)
     results = []
     print(f"{'table':<28}{'N':>5}{'tau':>8}{'random':>8}{'shared':>8}{'items':>8}{'conf acc':>10}{'pairs':>7}{'coverage':>10}")
     for name in names:
@@ -83,11 +75,9 @@ def main() -> None:
         se = float(np.std(gaps, ddof=1) / np.sqrt(len(gaps))) if len(gaps) > 1 else float("nan")
         print(f"  tau - shared random: {float(np.mean(gaps)):+.4f} (standard error over the tables {se:.4f})")
     if a.json:
-<<<<<<< HEAD
-        Path(a.json).write_text(json.dumps({"half": a.half, "allocation": a.allocation, "fallback": not a.no_fallback, "bank_use_margin": a.bank_use_margin, "seeds": a.seeds, "history": [str(h) for h in history],
-=======
-        Path(a.json).write_text(json.dumps({"half": a.half, "allocation": a.allocation, "fallback": not a.no_fallback, "seeds": a.seeds, "target_items": a.target_items, "history": [str(h) for h in history],
->>>>>>> bankfree
+        Path(a.json).write_text(json.dumps({"half": a.half, "allocation": a.allocation, "fallback": not a.no_fallback,
+                                            "bank_use_margin": a.bank_use_margin, "seeds": a.seeds,
+                                            "target_items": a.target_items, "history": [str(h) for h in history],
                                             "tables": results, "pooled": pooled}, indent=1))
 
 
