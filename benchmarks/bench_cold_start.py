@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 from bench_honesty import REPORT, TUNING  # noqa: E402
 from lm_eval_adaptive.data.prices import uniform_prices  # noqa: E402
 from lm_eval_adaptive.data.tables import load_any_table  # noqa: E402
-from lm_eval_adaptive.engine.anytime.pair_worth import ALLOCATIONS  # noqa: E402
+from lm_eval_adaptive.engine.anytime.pair_worth import ALLOCATIONS, DEFAULT_ALLOCATION  # noqa: E402
 from lm_eval_adaptive.engine.anytime.history_backtest import history_backtest, parse_history, pooled_history  # noqa: E402
 from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig  # noqa: E402
 
@@ -42,7 +42,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--tables", nargs="*", default=None)
     ap.add_argument("--json", default=None)
-    ap.add_argument("--allocation", default="steer-settle", choices=ALLOCATIONS)
+    ap.add_argument("--allocation", default=DEFAULT_ALLOCATION, choices=ALLOCATIONS)
     ap.add_argument("--target-items", type=int, default=20, help="the budget: items per model (the backtest's 20)")
     ap.add_argument("--no-fallback", action="store_true", help="rank with a bank from too few models regardless")
     ap.add_argument("--bank-use-margin", type=float, default=None,

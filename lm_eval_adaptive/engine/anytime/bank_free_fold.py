@@ -14,6 +14,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from lm_eval_adaptive.engine.anytime.pair_worth import DEFAULT_ALLOCATION
 from lm_eval_adaptive.engine.anytime.bank_free_ranker import BankFreeRanker
 from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
 from lm_eval_adaptive.engine.evaluation.backtest_figures import confident_counts, kendall_tau, tie_metrics
@@ -26,7 +27,7 @@ __all__ = ["bank_free_rankings", "covered_models", "fallback_runs"]
 def bank_free_rankings(hold: Sequence[str], item_ids: Sequence[str], raw_h: np.ndarray,
                        costs: Mapping[str, np.ndarray], config: BacktestConfig, f: int, *,
                        score_range: tuple[float, float], budget: float, margin: float,
-                       allocation: str = "settle") -> list:
+                       allocation: str = DEFAULT_ALLOCATION) -> list:
     """Per seed of ``config``, (the ranker, its result without the cost-to-settle simulation) of the bank-free
     ranker on ``hold`` (rows of ``raw_h``: raw scores per table document, NaN = no score) in fold ``f``."""
     hold = list(hold)

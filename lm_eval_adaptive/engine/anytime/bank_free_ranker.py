@@ -44,7 +44,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from lm_eval_adaptive.engine.anytime.confidence_sequence import DEFAULT_GRID, WorBettingCS
-from lm_eval_adaptive.engine.anytime.pair_worth import ALLOCATIONS, p_order, pair_weight
+from lm_eval_adaptive.engine.anytime.pair_worth import ALLOCATIONS, DEFAULT_ALLOCATION, p_order, pair_weight
 from lm_eval_adaptive.engine.ranking.pairs.outcomes import equivalence_groups
 from lm_eval_adaptive.engine.anytime.pair_decisions import (
     EQUIVALENT,
@@ -93,7 +93,7 @@ class BankFreeRanker:
                  tie_margin: float = 0.0, family_wise: bool = False, budget: float | None = None,
                  n_max: int | None = None, exclude: Mapping[str, Sequence[int]] | None = None, seed=0,
                  max_in_flight: int = 1, grid: int = DEFAULT_GRID, settle_paths: int = SETTLE_PATHS,
-                 allocation: str = "steer-settle"):
+                 allocation: str = DEFAULT_ALLOCATION):
         models = [str(m) for m in models]
         if allocation not in ALLOCATIONS:
             raise ValueError(f"allocation must be one of {ALLOCATIONS}, got {allocation!r}")

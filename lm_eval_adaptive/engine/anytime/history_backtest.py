@@ -32,6 +32,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from lm_eval_adaptive.data.prices import Price
+from lm_eval_adaptive.engine.anytime.pair_worth import DEFAULT_ALLOCATION
 from lm_eval_adaptive.engine.anytime.bank_free_fold import bank_free_rankings, covered_models
 from lm_eval_adaptive.engine.anytime.small_bank import bank_use
 from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
@@ -71,7 +72,7 @@ def _truth(raw_h: np.ndarray, hold: Sequence[str]) -> tuple[list, dict]:
 
 
 def cold_start_fold(table, plan: BacktestPlan, f: int, *, score_range: tuple[float, float],
-                    allocation: str = "steer-settle") -> list[dict]:
+                    allocation: str = DEFAULT_ALLOCATION) -> list[dict]:
     """Fold ``f`` of ``plan`` ranked by the bank-free ranker, one run per seed (see the module docstring)."""
     config = plan.config
     hold = list(plan.sets[f])
@@ -115,7 +116,7 @@ def _baselines(runs: list, hold, raw_h, costs, truth, f: int, perms=None) -> Non
 
 
 def banked_fold(table, plan: BacktestPlan, f: int, n_history, *, fallback: bool = True,
-                score_range: tuple[float, float] | None = None, allocation: str = "steer-settle") -> list[dict]:
+                score_range: tuple[float, float] | None = None, allocation: str = DEFAULT_ALLOCATION) -> list[dict]:
     """Fold ``f`` ranked by the banked ranker with a bank from ``n_history`` of the other models
     (``"all"``: every one), through :func:`~lm_eval_adaptive.engine.evaluation.backtest.backtest_fold`;
     with ``fallback``, by the bank-free ranker (:func:`cold_start_fold`, ``score_range``) when the bank's
@@ -148,7 +149,7 @@ def banked_fold(table, plan: BacktestPlan, f: int, n_history, *, fallback: bool 
 
 
 def history_backtest(table, *, config: BacktestConfig = BacktestConfig(), history: Sequence = (0,),
-                     prices: Mapping[str, Price] | None = None, progress=None, allocation: str = "steer-settle",
+                     prices: Mapping[str, Price] | None = None, progress=None, allocation: str = DEFAULT_ALLOCATION,
                      fallback: bool = True) -> dict:
     """The history curve of one table: for each N of ``history``, every fold × seed run and its summary
     (:func:`summarise`). ``progress(done, total)`` after each fold. ``fallback``: a bank from too few models

@@ -29,10 +29,13 @@ import numpy as np
 from scipy.special import stdtr
 from scipy.stats import norm
 
-__all__ = ["ALLOCATIONS", "STEER_WARMUP", "pair_weight", "p_order", "about_to_settle"]
+__all__ = ["ALLOCATIONS", "DEFAULT_ALLOCATION", "STEER_WARMUP", "pair_weight", "p_order", "about_to_settle"]
 
 #: How a pair's worth is weighed (module docstring).
 ALLOCATIONS = ("settle", "uncertainty", "steer", "steer-settle")
+#: The bank-free ranker's allocation, in ``rank`` and in every backtest (docs/cold-start.md: chosen by rules stated
+#: before their runs).
+DEFAULT_ALLOCATION = "steer-settle"
 #: Common documents a pair needs before ``steer`` weighs it by its t-statistic (weight 1 until then).
 STEER_WARMUP = 5
 #: The least weight of an open pair (it never drops out of the allocation for good).
