@@ -108,21 +108,27 @@ def _subprocess(args):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=str(REPO))
 
 
-def test_a_killed_bank_free_rank_resumes_to_the_same_result(server, task_dir, clean_rank, tmp_path):
-    out = tmp_path / "killed"
+def _kill_after_scores(server, args, out, n: int):
+    """Run ``rank`` (``args``) in a subprocess against ``server`` with some latency and SIGKILL it once its
+    journal holds ``n`` scores: a run stopped mid-way, nothing of its result written."""
     server.latency = 0.05
     try:
-        proc = _subprocess(rank_args(task_dir, out))
+        proc = _subprocess(args)
         path, t0 = out / "journal.jsonl", time.monotonic()
-        while not (path.exists() and path.read_bytes().count(b'"type":"score"') >= 60):
+        while not (path.exists() and path.read_bytes().count(b'"type":"score"') >= n):
             assert proc.poll() is None, proc.stdout.read().decode()[-2000:]
             assert time.monotonic() - t0 < 300, "no progress"
-            time.sleep(0.1)
+            time.sleep(0.05)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)
     finally:
         server.latency = 0.0
     assert not (out / "ranking.json").exists()
+
+
+def test_a_killed_bank_free_rank_resumes_to_the_same_result(server, task_dir, clean_rank, tmp_path):
+    out = tmp_path / "killed"
+    _kill_after_scores(server, rank_args(task_dir, out), out, 60)
     # the journal holds the run's prices (issue 28): prices that changed since are refused on resume, as in a
     # banked run, before anything is asked
     import dataclasses
@@ -323,19 +329,7 @@ def test_a_killed_rank_that_fell_back_resumes_bank_free(server, task_dir, clean_
     whole = tmp_path / "whole"
     assert main(args(whole)) == 0
     out = tmp_path / "killed"
-    server.latency = 0.05
-    try:
-        proc = _subprocess(args(out))
-        path, t0 = out / "journal.jsonl", time.monotonic()
-        while not (path.exists() and path.read_bytes().count(b'"type":"score"') >= 8):
-            assert proc.poll() is None, proc.stdout.read().decode()[-2000:]
-            assert time.monotonic() - t0 < 300, "no progress"
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=60)
-    finally:
-        server.latency = 0.0
-    assert not (out / "ranking.json").exists()
+    _kill_after_scores(server, args(out), out, 8)
     assert main(["rank", "--resume", str(out), "--no-progress"]) == 0
     r, ref = read(out), read(whole)
     assert r["mode"] == ref["mode"] == "bank-free"
