@@ -58,6 +58,9 @@ class BacktestConfig:
     # "fixed": today's metric-scale intervals; "anytime": anytime-valid with the bank as control variate,
     # "anytime-plain": without it (engine/anytime/banked_intervals.py)
     intervals: str = "fixed"
+    # the bank calibrated on every model of the table, the hold-out set's included: an in-sample bound, never a
+    # product figure (issue 32: what this response model can buy on a table with a perfect bank)
+    oracle_bank: bool = False
 
     def folds_that_fit(self, n_models: int) -> int:
         """Complete hold-out sets that fit, ``n_models // holdout_size`` as the paper's code (at most
