@@ -91,7 +91,8 @@ def print_calibration(console, bank, out_path) -> None:
 def print_backtest(console, results) -> None:
     t = Table(title="Backtest: adaptive ranking vs random sampling and shared random documents (matched $) "
                     "vs fixed-length CAT (the busiest model's items per model, and matched: the adaptive items)")
-    for col in ("table", "items", "models", "a", "adaptive τ", "random τ", "shared τ", "fixed τ", "fixed τ (matched)", "items/set",
+    for col in ("table", "items", "models", "a", "adaptive τ", "random τ", "shared τ", "fixed τ", "fixed τ (matched)",
+                "items/set",
                 "% pairs", "conf. acc.", "any wrong", "ties % (true %)", "tie P/R/F1", "saved vs fixed (items/$)",
                 "full-task cover", "|z|>1.96", "misfit", "s"):
         t.add_column(col, justify="right" if col != "table" else "left",

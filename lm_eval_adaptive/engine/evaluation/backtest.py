@@ -2,11 +2,11 @@
 
 For each of ``folds`` disjoint hold-out sets of ``holdout_size`` models (a fixed random
 partition): calibrate a bank on the other models; for each seed rank the hold-out models
-with the adaptive ranker, with fixed-length CAT (every model gets as many items as the
-adaptive run's busiest model, the paper's ``fixed``; and ``fixed_matched``, as many as the adaptive run's items of
-the set over its models, :func:`matched_fixed_length`: the comparison at equal spend), with random sampling at the adaptive runs' mean spend (documents drawn
-apart per model) and with ``shared_random`` at that spend (every model answers the same random
-documents, ranked by its mean: the paired design a user would try first, issue 32);
+with the adaptive ranker, with fixed-length CAT (every model gets as many items as the adaptive run's busiest
+model, the paper's ``fixed``; and ``fixed_matched``, as many as the adaptive run's items of the set over its
+models, :func:`matched_fixed_length`: the comparison at equal spend), with random sampling at the adaptive runs'
+mean spend (documents drawn apart per model) and with ``shared_random`` at that spend (every model answers the
+same random documents, ranked by its mean: the paired design a user would try first, issue 32);
 compare each ranking with the full-data ranking (mean raw score over every item) by
 Kendall τ. Hold-out scores are mapped into [0, 1] with the ranges stored in the bank and clipped,
 exactly as a live model's would be, and told to the ranker with their raw values. With ``oracle_bank`` the bank is
@@ -63,7 +63,8 @@ from lm_eval_adaptive.engine.evaluation.run_records import (
     ability_on_every_item, confident_pair_records, honesty_record, pair_claims, settle_check_records,
 )
 
-__all__ = ["METHODS", "matched_fixed_length", "BacktestResult", "MethodSummary", "TieSummary", "backtest", "backtest_signature",
+__all__ = ["METHODS", "matched_fixed_length", "BacktestResult", "MethodSummary", "TieSummary", "backtest",
+           "backtest_signature",
            "BacktestPlan", "FoldOutcome", "plan_backtest", "plan_for_models", "backtest_fold", "assemble_backtest",
            "fold_bank", "pooled", "settle_summary", "self_check_backtest", "self_check_correction",
            "SELF_CHECK_MIN_MODELS"]
@@ -418,14 +419,16 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
         fx = fixed_length_cat(bank, hold, n_fixed, scaled_score, item_costs=bank_costs,
                               rng=np.random.default_rng(seed), selector=selector, exclude=missing)
         fm = fixed_length_cat(bank, hold, matched_fixed_length(res.total_items, H), scaled_score,
-                              item_costs=bank_costs, rng=np.random.default_rng(seed), selector=selector, exclude=missing)
+                              item_costs=bank_costs, rng=np.random.default_rng(seed), selector=selector,
+                              exclude=missing)
         fold_runs.append(_Run(
             fold=f, seed=seed, adaptive_tau=kendall_tau(res.ranking, truth),
             adaptive_items=res.total_items, adaptive_cost=res.total_cost,
             adaptive_ties=len(pred_ties), stopped_because=res.stopped_because,
             fixed_tau=kendall_tau(fx.ranking, truth), fixed_items=fx.total_items,
             fixed_cost=fx.total_cost, fixed_matched_tau=kendall_tau(fm.ranking, truth),
-            fixed_matched_items=fm.total_items, fixed_matched_cost=fm.total_cost, confident_accuracy=right / confident if confident else None,
+            fixed_matched_items=fm.total_items, fixed_matched_cost=fm.total_cost,
+            confident_accuracy=right / confident if confident else None,
             truth_ties=len(gt["ties"]), tie_precision=prec, tie_recall=rec, tie_f1=f1,
             cost_share=res.total_cost / full_run_cost if full_run_cost > 0 else float("nan"),
             confident=(right, confident),

@@ -94,7 +94,8 @@ def pooled(results) -> dict:
             "theta_full_task_coverage": ratio(extra["covered_theta"], c["models"]),
             "metric_full_task_coverage": ratio(extra["covered_metric"], c["models"]),
             # the metric-scale interval where the residual variance was at its floor, and elsewhere
-            "models_ranked": c["models"], "floored_stops": extra["floored"], "floored_coverage": ratio(extra["floored_covered"], extra["floored"]),
+            "models_ranked": c["models"], "floored_stops": extra["floored"],
+            "floored_coverage": ratio(extra["floored_covered"], extra["floored"]),
             "unfloored_coverage": ratio(extra["covered_metric"] - extra["floored_covered"],
                                          c["models"] - extra["floored"]),
             "share_abs_z_over_1_96": share("z_over_1_96", "z"),
