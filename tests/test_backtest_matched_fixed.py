@@ -85,3 +85,17 @@ def test_the_oracle_bank_calibrates_on_every_model_and_is_named_in_the_signature
     plain_plan, plain = _outcomes(table)
     assert all(o.summary["calibration_models"] == table.n_models - H for o in plain)
     assert "oracle_bank" not in assemble_backtest(table, plain_plan, plain, seconds=0.0).signature
+
+
+def test_the_self_check_of_an_oracle_bank_stays_out_of_sample():
+    from dataclasses import replace
+
+    from lm_eval_adaptive.engine.evaluation.backtest import self_check_backtest
+
+    table = _table(n_models=8)
+    config = BacktestConfig(seeds=1, folds=1, holdout_size=H, bootstrap=200, min_items=5, target_items=10,
+                            self_check_seeds=1, settle_seeds=0)
+    oracle, plain = (self_check_backtest(table, replace(config, oracle_bank=o)) for o in (True, False))
+    assert oracle.settings["oracle_bank"] is False
+    assert all(f["calibration_models"] < table.n_models for f in oracle.folds)
+    assert oracle.signature == plain.signature

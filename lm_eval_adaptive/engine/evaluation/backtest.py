@@ -233,10 +233,11 @@ def self_check_backtest(table, config: BacktestConfig) -> BacktestResult | None:
     if n < SELF_CHECK_MIN_MODELS:
         return None
     # the self-check ranks with the judgement the product ranks with (the metric scale, its default stopping
-    # policy): the misses it measures are those of the runs the bank will serve
+    # policy): the misses it measures are those of the runs the bank will serve; always out of sample (an oracle
+    # bank's correction is measured as any bank's: on models its inner banks did not see)
     inner = replace(config, holdout_size=min(config.holdout_size, n - 2), seeds=config.self_check_seeds,
                     bootstrap=200, partition_seed=BacktestConfig.partition_seed, self_check=False, family_wise=False,
-                    settle_seeds=0, tie_margin_share=None, intervals="fixed")
+                    settle_seeds=0, tie_margin_share=None, intervals="fixed", oracle_bank=False)
     return backtest(table, config=inner)
 
 
