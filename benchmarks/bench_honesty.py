@@ -16,8 +16,14 @@ fold the stated cost to settle against the measured one (run on until settled).
         [--full-run-share S|off] [--budget-share R|off] [--optimism K]
         [--floor-items N|off] [--pair-share S|off] [--random-share S]
         [--tie-margin DELTA | --tie-margin-share SHARE] [--settle-seeds N] [--settle-runs N]
-        [--family-wise] [--intervals fixed|anytime|anytime-plain] [--bank-use-margin M|off] [--holdout-size K] [--target-items N] [--tables NAME ...]
-        [--jobs N | --ray ADDRESS]
+        [--family-wise] [--intervals fixed|anytime|anytime-plain] [--order prediction|point] [--bank-use-margin M|off]
+        [--holdout-size K] [--target-items N] [--tables NAME ...] [--oracle-bank] [--jobs N | --ray ADDRESS]
+
+``fixed tau`` is the paper's fixed-length CAT (every model as many items as the adaptive run's busiest model,
+``fixed items`` per set); ``fixed= tau`` is fixed-length CAT at the adaptive run's spend (every model
+round-half-up(adaptive items of the set / models) items, ``fixed= items`` per set). ``--oracle-bank`` calibrates
+each fold's bank on every model of the table, the hold-out set's included: an in-sample BOUND on what this
+response model can buy on the table, never a product figure (its title says so).
 
 Uniform prices (the paper-comparison setting); 5 folds of 4 hold-out models. Every table × fold
 runs in --jobs processes (default: the CPUs this process may use) or as Ray tasks (--ray auto);
@@ -48,10 +54,13 @@ TUNING = ([f"wmt25/{p}/{m}" for p in ("en-de", "en-ja", "en-zh", "en-ko") for m 
           + [f"wmt24/{p}/{m}" for p in WMT24_PAIRS for m in WMT24_METRICS] + ["alpaca_eval/judge"])
 REPORT = [f"wmt25/{p}/{m}" for p in ("cs-de", "en-ar", "en-et", "en-it") for m in WMT25_METRICS]
 
-COLS = ("adaptive_tau", "random_tau", "shared_random_tau", "fixed_tau", "items", "confident_accuracy", "any_wrong_share",
+COLS = ("adaptive_tau", "random_tau", "shared_random_tau", "fixed_tau", "fixed_matched_tau", "items", "fixed_items",
+        "fixed_matched_items", "confident_accuracy", "any_wrong_share",
         "equivalence_accuracy", "tied_pairs_ordered_share", "tie_recall",
         "metric_full_task_coverage", "theta_full_task_coverage", "share_abs_z_over_1_96", "cost_share_of_full_run")
-SHORT = {"adaptive_tau": "tau", "random_tau": "random tau", "shared_random_tau": "shared tau", "fixed_tau": "fixed tau", "items": "items",
+SHORT = {"adaptive_tau": "tau", "random_tau": "random tau", "shared_random_tau": "shared tau", "fixed_tau": "fixed tau",
+         "fixed_matched_tau": "fixed= tau", "items": "items", "fixed_items": "fixed items",
+         "fixed_matched_items": "fixed= items",
          "confident_accuracy": "conf acc", "any_wrong_share": "any wrong", "equivalence_accuracy": "equiv acc",
          "tied_pairs_ordered_share": "tied ordered", "tie_recall": "tie recall", "metric_full_task_coverage": "coverage",
          "theta_full_task_coverage": "theta cov", "share_abs_z_over_1_96": "|z|>1.96",
@@ -67,6 +76,10 @@ def show(rows, title):
     print(f"{'table':<26}" + "".join(f"{SHORT[c]:>13}" for c in COLS))
     for x in rows:
         print(f"{x['table']:<26}" + "".join(f"{x[c]:>13.3f}" for c in COLS))
+    tables = rows[:-1]
+    print("adaptive tau >= " + ", ".join(
+        f"{SHORT[c]}: {sum(x['adaptive_tau'] >= x[c] for x in tables)} of {len(tables)} tables"
+        for c in ("fixed_matched_tau", "fixed_tau", "shared_random_tau", "random_tau")))
     st = rows[-1].get("settle") or {}
     if st.get("pairs"):
         print(f"cost to settle, {st['pairs']} unresolved pairs run on: mean stated {st['mean_stated']:.0f} items, "
@@ -131,6 +144,9 @@ def main(argv=None) -> int:
     ap.add_argument("--bank-use-margin", type=_share_or_off, default=None,
                     help="the bank-use rule's m (engine/anytime/small_bank.py): a fold whose bank's self-check τ is "
                          "below its shared-random τ − m is ranked bank-free (default off: never fall back)")
+    ap.add_argument("--oracle-bank", action="store_true",
+                    help="a BOUND, not a product figure: each fold's bank calibrated on every model, the hold-out "
+                         "set's included (in-sample)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--jobs", type=int, default=None, help="processes (default: the CPUs this process may use)")
     ap.add_argument("--ray", default=None, metavar="ADDRESS", help="run on a Ray cluster instead (auto, local, HOST:PORT)")
@@ -143,7 +159,7 @@ def main(argv=None) -> int:
                             settle_floor_items=a.floor_items, pair_share=a.pair_share,
                             random_share=a.random_share, design=a.design,
                             settle_seeds=a.settle_seeds, settle_runs=a.settle_runs, intervals=a.intervals, order=a.order,
-                            bank_use_margin=a.bank_use_margin,
+                            bank_use_margin=a.bank_use_margin, oracle_bank=a.oracle_bank,
                             **({} if a.optimism is None else {"optimism": a.optimism}),
                             **({} if a.holdout_size is None else {"holdout_size": a.holdout_size}),
                             **({} if a.target_items is None else {"target_items": a.target_items}))
@@ -156,14 +172,17 @@ def main(argv=None) -> int:
                         "pair_share": config.pair_share, "random_share": config.random_share,
                         "settle_seeds": config.settle_seeds,
                         "settle_runs": config.settle_runs, "design": config.design, "intervals": config.intervals,
-                        "order": config.order, "bank_use_margin": config.bank_use_margin}}
+                        "order": config.order, "bank_use_margin": config.bank_use_margin,
+                        "oracle_bank": config.oracle_bank}}
     t0 = time.perf_counter()
     for half, names in halves.items():
         results = run_backtests([load_any_table(n) for n in names], config=config, jobs=a.jobs,
                                 ray_address=a.ray, progress=[done_line(n, t0) for n in names])
         rows = [row(name, r) for name, r in zip(names, results)]
         pool = {"table": f"POOLED {half}", **pooled(results)}
-        show(rows + [pool], f"{half} half ({len(names)} tables, {a.seeds} seeds)")
+        bound = " — ORACLE BANK (calibrated in-sample on every model): a bound, not a product figure" \
+            if a.oracle_bank else ""
+        show(rows + [pool], f"{half} half ({len(names)} tables, {a.seeds} seeds){bound}")
         out[half] = {"tables": rows, "pooled": pool}
     print(f"\n{time.perf_counter() - t0:.0f} s", file=sys.stderr)
     if a.json:

@@ -135,15 +135,18 @@ def test_backtest_json_keys(tmp_path, capsys):
     d = json.loads(js.read_text())
     for key in ("n_items", "n_models", "discrimination", "seconds", "confident_accuracy",
                 "item_savings_vs_fixed", "cost_savings_vs_fixed", "ties", "adaptive", "random", "shared_random",
-                "fixed"):
+                "fixed", "fixed_matched"):
         assert key in d, key
     assert d["n_items"] == 40 and d["n_models"] == 10
     assert set(d["ties"]) >= {"adaptive_pct", "truth_pct", "precision", "recall", "f1"}
-    for meth in ("adaptive", "random", "shared_random", "fixed"):
+    for meth in ("adaptive", "random", "shared_random", "fixed", "fixed_matched"):
         assert set(d[meth]) >= {"tau", "tau_std", "items", "pct_used", "cost"}
         assert -1.0 <= d[meth]["tau"] <= 1.0
         assert 0 < d[meth]["pct_used"] <= 100
     assert d["runs"] == 4
+    # fixed-length CAT at matched spend: the adaptive run's items within rounding (half a item per model of 3)
+    assert abs(d["fixed_matched"]["items"] - d["adaptive"]["items"]) <= 1.5
+    assert d["fixed"]["items"] >= d["fixed_matched"]["items"]
     assert d["discrimination"] > 0
     assert "adaptive" in capsys.readouterr().out.lower()
 

@@ -85,7 +85,7 @@ def test_backtest_plot_and_progress_on_a_pipe(tmp_path, capsys, monkeypatch):
     assert f"wrote {png}" in out
     assert_png(png)
     r = json.loads(js.read_text())
-    assert {"adaptive", "random", "shared_random", "fixed"} <= set(r)
+    assert {"adaptive", "random", "shared_random", "fixed", "fixed_matched"} <= set(r)
 
 
 def test_backtest_progress_counts_tables_folds_and_seeds():

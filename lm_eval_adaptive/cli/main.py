@@ -179,9 +179,11 @@ def _mean_block(results) -> dict:
     """Means over tables of each method's figures (the ``mean`` block of ``--json``)."""
     import numpy as np
 
+    from lm_eval_adaptive.engine.evaluation.backtest import METHODS
+
     out = {meth: {k: float(np.mean([getattr(r.method(meth), k) for r in results]))
                   for k in ("tau", "items", "pct_used", "cost")}
-           for meth in ("adaptive", "random", "shared_random", "fixed")}
+           for meth in METHODS}
     return out | {"confident_accuracy": float(np.mean([r.confident_accuracy for r in results])),
                   "any_wrong_share": pooled_any_wrong(results),
                   "discrimination": float(np.mean([r.discrimination for r in results])),

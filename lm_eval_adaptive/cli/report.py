@@ -90,8 +90,9 @@ def print_calibration(console, bank, out_path) -> None:
 
 def print_backtest(console, results) -> None:
     t = Table(title="Backtest: adaptive ranking vs random sampling and shared random documents (matched $) "
-                    "vs fixed-length CAT")
-    for col in ("table", "items", "models", "a", "adaptive τ", "random τ", "shared τ", "fixed τ", "items/set",
+                    "vs fixed-length CAT (the busiest model's items per model, and matched: the adaptive items)")
+    for col in ("table", "items", "models", "a", "adaptive τ", "random τ", "shared τ", "fixed τ", "fixed τ (matched)",
+                "items/set",
                 "% pairs", "conf. acc.", "any wrong", "ties % (true %)", "tie P/R/F1", "saved vs fixed (items/$)",
                 "full-task cover", "|z|>1.96", "misfit", "s"):
         t.add_column(col, justify="right" if col != "table" else "left",
@@ -100,7 +101,7 @@ def print_backtest(console, results) -> None:
         a, rd, fx, ti = r.adaptive, r.random, r.fixed, r.ties
         t.add_row(shown(r.table), str(r.n_items), str(r.n_models), f"{r.discrimination:.2f}",
                   f"{a.tau:.3f}±{a.tau_std:.2f}", f"{rd.tau:.3f}", f"{r.method('shared_random').tau:.3f}",
-                  f"{fx.tau:.3f}",
+                  f"{fx.tau:.3f}", f"{r.method('fixed_matched').tau:.3f}",
                   f"{a.items:.0f}", f"{a.pct_used:.1f}%", _f(r.confident_accuracy), _f(r.any_wrong_share),
                   f"{ti.adaptive_pct:.0f} ({ti.truth_pct:.0f})",
                   f"{ti.precision:.2f}/{ti.recall:.2f}/{ti.f1:.2f}",
@@ -114,7 +115,7 @@ def print_backtest(console, results) -> None:
 
         t.add_row("mean", "", "", "", f"{m(lambda r: r.adaptive.tau):.3f}",
                   f"{m(lambda r: r.random.tau):.3f}", f"{m(lambda r: r.method('shared_random').tau):.3f}",
-                  f"{m(lambda r: r.fixed.tau):.3f}",
+                  f"{m(lambda r: r.fixed.tau):.3f}", f"{m(lambda r: r.method('fixed_matched').tau):.3f}",
                   f"{m(lambda r: r.adaptive.items):.0f}", f"{m(lambda r: r.adaptive.pct_used):.1f}%",
                   _f(m(lambda r: r.confident_accuracy)), _f(pooled_any_wrong(results)), "", "", "",
                   _f(m(lambda r: r.full_task_coverage), 2),

@@ -2,13 +2,16 @@
 
 For each of ``folds`` disjoint hold-out sets of ``holdout_size`` models (a fixed random
 partition): calibrate a bank on the other models; for each seed rank the hold-out models
-with the adaptive ranker, with fixed-length CAT (every model gets as many items as the
-adaptive run's busiest model), with random sampling at the adaptive runs' mean spend (documents drawn
-apart per model) and with ``shared_random`` at that spend (every model answers the same random
-documents, ranked by its mean: the paired design a user would try first, issue 32);
+with the adaptive ranker, with fixed-length CAT (every model gets as many items as the adaptive run's busiest
+model, the paper's ``fixed``; and ``fixed_matched``, as many as the adaptive run's items of the set over its
+models, :func:`matched_fixed_length`: the comparison at equal spend), with random sampling at the adaptive runs'
+mean spend (documents drawn apart per model) and with ``shared_random`` at that spend (every model answers the
+same random documents, ranked by its mean: the paired design a user would try first, issue 32);
 compare each ranking with the full-data ranking (mean raw score over every item) by
 Kendall τ. Hold-out scores are mapped into [0, 1] with the ranges stored in the bank and clipped,
-exactly as a live model's would be, and told to the ranker with their raw values.
+exactly as a live model's would be, and told to the ranker with their raw values. With ``oracle_bank`` the bank is
+calibrated on every model of the table, the hold-out set's included (in-sample): a bound on what this response
+model can buy on the table, never a product figure.
 
 The ground truth of a pair (issue 21): it is *truly tied at δ* when its full-task means differ by less
 than δ = ``truth_margin_share`` × the range of the table's full-task means (every model's). Reported
@@ -58,12 +61,14 @@ from lm_eval_adaptive.engine.evaluation.fold_parts import (
     table_positions,
     table_range,
 )
+from lm_eval_adaptive.engine.evaluation.backtest_pooling import pooled, ratio, settle_summary, share_of, z_summary
 from lm_eval_adaptive.engine.evaluation.run_records import (
     ability_on_every_item, confident_pair_records, honesty_record, pair_claims, settle_check_records,
 )
 
-__all__ = ["BacktestResult", "MethodSummary", "TieSummary", "backtest", "backtest_signature",
-           "BacktestPlan", "FoldOutcome", "FoldRun", "plan_backtest", "plan_for_models", "backtest_fold", "assemble_backtest",
+__all__ = ["METHODS", "matched_fixed_length", "BacktestResult", "MethodSummary", "TieSummary", "backtest",
+           "backtest_signature", "BacktestPlan", "FoldOutcome", "FoldRun", "plan_backtest", "plan_for_models",
+           "backtest_fold", "assemble_backtest",
            "fold_bank", "pooled", "settle_summary", "self_check_backtest", "self_check_correction",
            "self_check_outcome", "self_check_taus",
            "SELF_CHECK_MIN_MODELS"]
@@ -135,10 +140,11 @@ class BacktestResult:
     confident_pairs: list = field(default_factory=list, repr=False)  # per pair reported ordered (confident_pair_records)
     shared_random: MethodSummary | None = None  # every model on the same random documents, at the adaptive spend
     folds_fallen_back: int = 0  # folds whose bank the bank-use rule rejected (ranked bank-free; bank_use_margin)
+    fixed_matched: MethodSummary | None = None  # fixed-length CAT at the adaptive run's items (matched_fixed_length)
 
     def method(self, name: str) -> MethodSummary:
-        """The summary of ``adaptive``, ``random``, ``shared_random`` or ``fixed``."""
-        if name not in ("adaptive", "random", "shared_random", "fixed"):
+        """The summary of ``adaptive``, ``random``, ``shared_random``, ``fixed`` or ``fixed_matched``."""
+        if name not in METHODS:
             raise KeyError(name)
         return getattr(self, name)
 
@@ -153,6 +159,8 @@ class BacktestResult:
 def backtest_signature(config: BacktestConfig, prices) -> str:
     """``key:value|...`` naming every setting behind a backtest's figures and the versions used."""
     c = asdict(config)
+    if not c["oracle_bank"]:  # named only when set (older signatures stay as they were)
+        del c["oracle_bank"]
     for key in ("response_model", "guessing"):  # named only when set (older signatures stay as they were)
         if c[key] is None:
             del c[key]
@@ -163,6 +171,18 @@ def backtest_signature(config: BacktestConfig, prices) -> str:
     if c["bank_use_margin"] is None:  # likewise: named only when the bank-use rule applies
         del c["bank_use_margin"]
     return format_signature({k: c[k] for k in sorted(c)} | {"prices": list(prices)} | versions())
+
+
+#: The methods a backtest compares (:meth:`BacktestResult.method`).
+METHODS = ("adaptive", "random", "shared_random", "fixed", "fixed_matched")
+
+
+def matched_fixed_length(adaptive_items: int, n_models: int) -> int:
+    """Items per model of fixed-length CAT at the adaptive run's spend: its items of the set over the set's
+    models, rounded half up (``floor(x + 0.5)``). A model with fewer bank items it has scores for (the
+    excluded ones never given) gets fewer, so the set's items are the adaptive run's within ± ``n_models``/2
+    unless a model runs out."""
+    return int(np.floor(adaptive_items / n_models + 0.5))
 
 
 #: Fewest models a self-check can run on: a hold-out pair and two to calibrate on.
@@ -178,11 +198,12 @@ def self_check_backtest(table, config: BacktestConfig) -> BacktestResult | None:
     if n < SELF_CHECK_MIN_MODELS:
         return None
     # the self-check ranks with the judgement the product ranks with (the metric scale, its default stopping
-    # policy): the misses it measures are those of the runs the bank will serve
+    # policy): the misses it measures are those of the runs the bank will serve; always out of sample (an oracle
+    # bank's correction is measured as any bank's: on models its inner banks did not see)
     inner = replace(config, holdout_size=min(config.holdout_size, n - 2), seeds=config.self_check_seeds,
                     bootstrap=200, partition_seed=BacktestConfig.partition_seed, self_check=False, family_wise=False,
-                    settle_seeds=0, tie_margin_share=None, intervals="fixed",
-                    bank_use_margin=None)
+                    settle_seeds=0, tie_margin_share=None, intervals="fixed", bank_use_margin=None,
+                    oracle_bank=False)
     return backtest(table, config=inner)
 
 
@@ -318,8 +339,9 @@ def fold_bank(table, config: BacktestConfig, calib):
 
 def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
     """Fold ``f`` of ``plan`` on ``table``: calibrate a bank on the other models (and correct it by
-    its own self-check), then for each seed rank the hold-out set adaptively, with fixed-length
-    CAT and with random sampling at the adaptive runs' mean spend."""
+    its own self-check; on every model with ``oracle_bank``), then for each seed rank the hold-out set adaptively,
+    with fixed-length CAT (the busiest model's items, and the adaptive run's per model) and with random sampling
+    and shared random documents at the adaptive runs' mean spend."""
     t0 = time.perf_counter()
     config = plan.config
     models = list(plan.models)
@@ -328,7 +350,8 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
     raw_all = table.mean_matrix()  # (M, N) raw mean score per pair, NaN = missing
     in_tok, out_tok, no_tokens = table_item_tokens(table)
     H = config.holdout_size
-    calib = [m for m in models if m not in hold]
+    # the oracle bank (a bound, never a product figure): calibrated on every model, the hold-out set's included
+    calib = list(models) if config.oracle_bank else [m for m in models if m not in hold]
     bank = fold_bank(table, config, calib)
     tpos = table_positions(table, bank)  # table index of each bank item
     hidx = [models.index(m) for m in hold]
@@ -370,8 +393,13 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
         if fallen:  # fixed-length CAT still runs on the bank, as many items per model as the busiest one had
             fx = fixed_length_cat(bank, hold, fold_runs[seed].busiest_items, scaled_score, item_costs=bank_costs,
                                   rng=np.random.default_rng(seed), selector=selector, exclude=missing)
-            fold_runs[seed].fixed_tau = kendall_tau(fx.ranking, truth)
-            fold_runs[seed].fixed_items, fold_runs[seed].fixed_cost = fx.total_items, fx.total_cost
+            fm = fixed_length_cat(bank, hold, matched_fixed_length(fold_runs[seed].adaptive_items, H), scaled_score,
+                                  item_costs=bank_costs, rng=np.random.default_rng(seed), selector=selector,
+                                  exclude=missing)
+            r = fold_runs[seed]
+            r.fixed_tau, r.fixed_items, r.fixed_cost = kendall_tau(fx.ranking, truth), fx.total_items, fx.total_cost
+            r.fixed_matched_tau = kendall_tau(fm.ranking, truth)
+            r.fixed_matched_items, r.fixed_matched_cost = fm.total_items, fm.total_cost
             continue
         res = drive(ranker, scaled_score, raw=lambda m, i: float(raw_bank[row[m], i]))
         honesty = honesty_record(ranker, res, bank, raw_bank, row, truth_mean, se_all, bank_mean)
@@ -388,12 +416,17 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
         n_fixed = max(res.items.values())
         fx = fixed_length_cat(bank, hold, n_fixed, scaled_score, item_costs=bank_costs,
                               rng=np.random.default_rng(seed), selector=selector, exclude=missing)
+        fm = fixed_length_cat(bank, hold, matched_fixed_length(res.total_items, H), scaled_score,
+                              item_costs=bank_costs, rng=np.random.default_rng(seed), selector=selector,
+                              exclude=missing)
         fold_runs.append(FoldRun(
             fold=f, seed=seed, adaptive_tau=kendall_tau(res.ranking, truth),
             adaptive_items=res.total_items, adaptive_cost=res.total_cost,
             adaptive_ties=len(pred_ties), stopped_because=res.stopped_because,
             fixed_tau=kendall_tau(fx.ranking, truth), fixed_items=fx.total_items,
-            fixed_cost=fx.total_cost, confident_accuracy=right / confident if confident else None,
+            fixed_cost=fx.total_cost, fixed_matched_tau=kendall_tau(fm.ranking, truth),
+            fixed_matched_items=fm.total_items, fixed_matched_cost=fm.total_cost,
+            confident_accuracy=right / confident if confident else None,
             truth_ties=len(gt["ties"]), tie_precision=prec, tie_recall=rec, tie_f1=f1,
             cost_share=res.total_cost / full_run_cost if full_run_cost > 0 else float("nan"),
             confident=(right, confident),
@@ -425,6 +458,7 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
                "random_tau": _summary(r.random_tau for r in fold_runs)[0],
                "shared_random_tau": _summary(r.shared_random_tau for r in fold_runs)[0],
                "fixed_tau": _summary(r.fixed_tau for r in fold_runs)[0],
+               "fixed_matched_tau": _summary(r.fixed_matched_tau for r in fold_runs)[0],
                "bank_used": not fallen, "bank_use_reason": use.reason if fallen else None,
                "self_check_taus": bank.diagnostics.get("self_check")}
     return FoldOutcome(fold=f, runs=fold_runs, summary=summary, seconds=time.perf_counter() - t0)
@@ -475,18 +509,18 @@ def assemble_backtest(table, plan: BacktestPlan, outcomes, *, seconds: float) ->
         adaptive=block("adaptive"), random=block("random"), fixed=block("fixed"),
         stopped_because=stops, settings=settings, folds=folds,
         signature=backtest_signature(config, settings["prices"]),
-        full_task_coverage=_share(c for r in runs for c in r.covered),
-        theta_full_task_coverage=_share(c for r in runs for c in r.covered_theta),
-        metric_full_task_coverage=_share(c for r in runs for c in r.covered_metric),
-        equivalence_accuracy=_ratio(sum(r.equivalent[0] for r in runs), sum(r.equivalent[1] for r in runs)),
-        tied_pairs_ordered_share=_ratio(sum(r.tied[0] for r in runs), sum(r.tied[1] for r in runs)),
+        full_task_coverage=share_of(c for r in runs for c in r.covered),
+        theta_full_task_coverage=share_of(c for r in runs for c in r.covered_theta),
+        metric_full_task_coverage=share_of(c for r in runs for c in r.covered_metric),
+        equivalence_accuracy=ratio(sum(r.equivalent[0] for r in runs), sum(r.equivalent[1] for r in runs)),
+        tied_pairs_ordered_share=ratio(sum(r.tied[0] for r in runs), sum(r.tied[1] for r in runs)),
         settle=settle_summary([x for r in runs for x in r.settle]),
-        se_calibration=_z_summary([z for r in runs for z in r.z]),
-        person_misfit_flags={"share": _share(x for r in runs for x in r.misfit),
+        se_calibration=z_summary([z for r in runs for z in r.z]),
+        person_misfit_flags={"share": share_of(x for r in runs for x in r.misfit),
                              "n": int(sum(len(r.misfit) for r in runs))},
         cost_share_of_full_run=_summary(r.cost_share for r in runs)[0],
         folds_run=plan.n_folds, folds_fallen_back=sum(not f.get("bank_used", True) for f in folds),
-        any_wrong_share=_share(r.confident[0] < r.confident[1] for r in runs),
+        any_wrong_share=share_of(r.confident[0] < r.confident[1] for r in runs),
         records=[x for r in runs for x in r.records],
         counts={"confident_right": sum(r.confident[0] for r in runs), "confident": sum(r.confident[1] for r in runs),
                 "ties_tp": sum(r.tie_counts[0] for r in runs), "ties_fp": sum(r.tie_counts[1] for r in runs),
@@ -503,94 +537,5 @@ def assemble_backtest(table, plan: BacktestPlan, outcomes, *, seconds: float) ->
                 "tied_ordered": sum(r.tied[0] for r in runs), "tied": sum(r.tied[1] for r in runs)},
         settle_records=[x for r in runs for x in r.settle],
         confident_pairs=[x for r in runs for x in r.confident_pairs], shared_random=block("shared_random"),
+        fixed_matched=block("fixed_matched"),
     )
-
-
-def _ratio(a: float, b: float) -> float:
-    return a / b if b else float("nan")
-
-
-def settle_summary(records: list) -> dict:
-    """The stated cost to settle of the unresolved pairs run on against the measured one: pairs, the
-    mean stated and measured items (one continuation: the run's own), the share within a factor 2 of the
-    one continuation and of the median of several (``median``), and the median ratio."""
-    if not records:
-        return {"pairs": 0}
-    st = np.array([max(r["stated"], 1) for r in records], dtype=float)
-    one = np.array([max(r["measured"], 1) for r in records], dtype=float)
-    med = np.array([max(r["median"], 1) for r in records], dtype=float)
-
-    def within(x):
-        ratio = st / x
-        return float(np.mean((ratio <= 2) & (ratio >= 0.5)))
-
-    out = {"pairs": len(records), "mean_stated": float(st.mean()), "mean_measured": float(one.mean()),
-           "mean_measured_median": float(med.mean()), "within_2x": within(one), "within_2x_median": within(med),
-           "median_ratio": float(np.median(st / one)), "median_ratio_median": float(np.median(st / med)),
-           "runs_per_pair": int(max(len(r["runs"]) for r in records))}
-    ranges = [r.get("range") for r in records]
-    if all(r is not None for r in ranges):  # the stated 80% range: the share of continuations inside it
-        inside = [lo <= m <= hi for r, (lo, hi) in zip(records, ranges) for m in r["runs"]]
-        out["within_range"] = float(np.mean(inside))
-        out["range_level"] = 0.8
-        out["median_range_ratio"] = float(np.median([max(hi, 1) / max(lo, 1) for lo, hi in ranges]))
-    oracle = [r.get("oracle") for r in records]
-    if all(o is not None for o in oracle):  # the same projection at the true gap: what D̂'s noise costs
-        orc = np.maximum(np.array(oracle, dtype=float), 1)
-        out["oracle_within_2x"] = float(np.mean((orc / one <= 2) & (orc / one >= 0.5)))
-        out["oracle_within_2x_median"] = float(np.mean((orc / med <= 2) & (orc / med >= 0.5)))
-        out["mean_oracle"] = float(orc.mean())
-    return out
-
-
-def _share(flags) -> float:
-    a = np.asarray(list(flags), dtype=float)
-    return float(a.mean()) if a.size else float("nan")
-
-
-def _z_summary(zs) -> dict:
-    z = np.asarray(zs, dtype=float)
-    if not z.size:
-        return {"share_abs_z_over_1_96": float("nan"), "mean_z": float("nan"), "sd_z": float("nan"), "n": 0}
-    return {"share_abs_z_over_1_96": float(np.mean(np.abs(z) > Z95)), "mean_z": float(z.mean()),
-            "sd_z": float(z.std()), "n": int(z.size)}
-
-
-def pooled(results) -> dict:
-    """Figures pooled over several tables' results: shares from the summed counts, means of τ and items."""
-    c = {k: sum(r.counts.get(k, 0) for r in results) for k in
-         ("confident_right", "confident", "ties_tp", "ties_fp", "ties_fn", "covered", "models", "z_over_1_96", "z",
-          "runs_any_wrong", "runs")}
-
-    def share(a, b):
-        return c[a] / c[b] if c[b] else float("nan")
-
-    tp, fp, fn = c["ties_tp"], c["ties_fp"], c["ties_fn"]
-    extra = {k: sum(r.counts.get(k, 0) for r in results) for k in
-             ("covered_theta", "covered_metric", "equivalent_right", "equivalent", "tied_ordered", "tied",
-              "floored", "floored_covered")}
-    settle = settle_summary([x for r in results for x in r.settle_records])
-    return {"tables": len(results), "folds": sum(r.folds_run for r in results),
-            "folds_fallen_back": sum(r.folds_fallen_back for r in results),
-            "adaptive_tau": float(np.mean([r.adaptive.tau for r in results])),
-            "random_tau": float(np.mean([r.random.tau for r in results])),
-            "shared_random_tau": float(np.mean([r.method("shared_random").tau for r in results])),
-            "fixed_tau": float(np.mean([r.fixed.tau for r in results])),
-            "items": float(np.mean([r.adaptive.items for r in results])),
-            "confident_accuracy": share("confident_right", "confident"), "confident_pairs": c["confident"],
-            "any_wrong_share": share("runs_any_wrong", "runs"), "runs": c["runs"],
-            "tie_precision": tp / (tp + fp) if tp + fp else float("nan"),
-            "tie_recall": tp / (tp + fn) if tp + fn else float("nan"),
-            "full_task_coverage": share("covered", "models"),
-            "theta_full_task_coverage": _ratio(extra["covered_theta"], c["models"]),
-            "metric_full_task_coverage": _ratio(extra["covered_metric"], c["models"]),
-            # the metric-scale interval where the residual variance was at its floor, and elsewhere
-            "models_ranked": c["models"], "floored_stops": extra["floored"], "floored_coverage": _ratio(extra["floored_covered"], extra["floored"]),
-            "unfloored_coverage": _ratio(extra["covered_metric"] - extra["floored_covered"],
-                                         c["models"] - extra["floored"]),
-            "share_abs_z_over_1_96": share("z_over_1_96", "z"),
-            "equivalence_accuracy": _ratio(extra["equivalent_right"], extra["equivalent"]),
-            "equivalent_claims": extra["equivalent"],
-            "tied_pairs_ordered_share": _ratio(extra["tied_ordered"], extra["tied"]), "tied_pairs": extra["tied"],
-            "settle": settle,
-            "cost_share_of_full_run": float(np.mean([r.cost_share_of_full_run for r in results]))}

@@ -65,6 +65,9 @@ class BacktestConfig:
     # the bank-use rule (engine/anytime/small_bank.py): a fold whose bank's self-check τ is below its shared-random
     # τ by more than this (or whose bank comes from too few models) is ranked bank-free; None: never fall back
     bank_use_margin: float | None = None
+    # the bank calibrated on every model of the table, the hold-out set's included: an in-sample bound, never a
+    # product figure (issue 32: what this response model can buy on a table with a perfect bank)
+    oracle_bank: bool = False
 
     def folds_that_fit(self, n_models: int) -> int:
         """Complete hold-out sets that fit, ``n_models // holdout_size`` as the paper's code (at most

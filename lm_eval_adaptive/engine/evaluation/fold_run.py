@@ -30,6 +30,9 @@ class FoldRun:
     shared_random_tau: float = float("nan")
     shared_random_items: int = 0
     shared_random_cost: float = 0.0
+    fixed_matched_tau: float = float("nan")
+    fixed_matched_items: int = 0
+    fixed_matched_cost: float = 0.0
     confident_accuracy: float | None = None
     truth_ties: int = 0
     tie_precision: float = 0.0
