@@ -26,8 +26,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import stdtr
-from scipy.stats import norm
+from scipy.special import ndtr, stdtr
 
 __all__ = ["ALLOCATIONS", "DEFAULT_ALLOCATION", "STEER_WARMUP", "pair_weight", "p_order", "about_to_settle"]
 
@@ -68,7 +67,7 @@ def p_order(d: np.ndarray, pop: int) -> float:
     if t is None:
         mean = float(d.mean())
         return 0.5 if mean == 0 or n < 2 else float(mean > 0)
-    return float(norm.cdf(t))
+    return float(ndtr(t))
 
 
 def about_to_settle(d: np.ndarray, interval: tuple[float, float] | None) -> bool:
