@@ -141,6 +141,8 @@ def main(argv=None) -> int:
                          "as control variate (anytime) or without (anytime-plain; engine/anytime/banked_intervals.py)")
     ap.add_argument("--order", choices=("prediction", "point"), default="prediction",
                     help="what the final report orders the pairs it leaves unordered by (point: before stop 31)")
+    ap.add_argument("--steer", action="store_true", help="the banked allocation weighs each open pair by its chance "
+                    "of being in the wrong order (an experiment of stop 31)")
     ap.add_argument("--bank-use-margin", type=_share_or_off, default=None,
                     help="the bank-use rule's m (engine/anytime/small_bank.py): a fold whose bank's self-check τ is "
                          "below its shared-random τ − m is ranked bank-free (default off: never fall back)")
@@ -158,7 +160,7 @@ def main(argv=None) -> int:
                             full_run_share=a.full_run_share, budget_share=a.budget_share,
                             settle_floor_items=a.floor_items, pair_share=a.pair_share,
                             random_share=a.random_share, design=a.design,
-                            settle_seeds=a.settle_seeds, settle_runs=a.settle_runs, intervals=a.intervals, order=a.order,
+                            settle_seeds=a.settle_seeds, settle_runs=a.settle_runs, intervals=a.intervals, order=a.order, steer=a.steer,
                             bank_use_margin=a.bank_use_margin, oracle_bank=a.oracle_bank,
                             **({} if a.optimism is None else {"optimism": a.optimism}),
                             **({} if a.holdout_size is None else {"holdout_size": a.holdout_size}),
@@ -172,7 +174,7 @@ def main(argv=None) -> int:
                         "pair_share": config.pair_share, "random_share": config.random_share,
                         "settle_seeds": config.settle_seeds,
                         "settle_runs": config.settle_runs, "design": config.design, "intervals": config.intervals,
-                        "order": config.order, "bank_use_margin": config.bank_use_margin,
+                        "order": config.order, "steer": config.steer, "bank_use_margin": config.bank_use_margin,
                         "oracle_bank": config.oracle_bank}}
     t0 = time.perf_counter()
     for half, names in halves.items():

@@ -62,6 +62,7 @@ class BacktestConfig:
     # what the final report orders the pairs it leaves unordered by: "prediction" or "point"
     # (engine/ranking/pairs/metric_judgement.py DEFAULT_ORDER)
     order: str = DEFAULT_ORDER
+    steer: bool = False  # the banked allocation weighs each open pair by its chance of being in the wrong order
     # the bank-use rule (engine/anytime/small_bank.py): a fold whose bank's self-check τ is below its shared-random
     # τ by more than this (or whose bank comes from too few models) is ranked bank-free; None: never fall back
     bank_use_margin: float | None = None

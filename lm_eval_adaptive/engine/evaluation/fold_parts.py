@@ -76,10 +76,10 @@ def judgement_for(config: BacktestConfig, score_range=None):
     if config.intervals != "fixed":
         if score_range is None:
             raise ValueError("anytime-valid intervals need the score range")
-        return functools.partial(MetricScaleJudgement, policy=policy, order=config.order,
+        return functools.partial(MetricScaleJudgement, policy=policy, order=config.order, steer=config.steer,
                                  intervals=BankedAnytimeIntervals.factory(
                                      score_range, control_variate=config.intervals == "anytime"))
-    return functools.partial(MetricScaleJudgement, policy=policy, order=config.order)
+    return functools.partial(MetricScaleJudgement, policy=policy, order=config.order, steer=config.steer)
 
 
 def table_range(raw_all: np.ndarray) -> float:

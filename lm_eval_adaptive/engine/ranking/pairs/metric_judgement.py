@@ -56,7 +56,7 @@ from lm_eval_adaptive.engine.cat.selection import DEFAULT_RANDOM_SHARE
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy, most_items
 
 __all__ = ["MetricScaleJudgement", "ranking_order", "selector_permutation", "anytime_outcomes", "ORDERS",
-           "DEFAULT_ORDER"]
+           "DEFAULT_ORDER", "order_key", "steer_weight"]
 
 #: What the final report sorts the models by, within the order its ``ordered`` pairs fix: ``"prediction"`` (the
 #: response model's estimate of the full-task mean: the observed scores plus the bank's predictions at θ̂ for
@@ -104,10 +104,10 @@ class MetricScaleJudgement:
 
     def __init__(self, examinees: Mapping[str, object], rule, metric: str | None = None, *,
                  policy: SettlePolicy | None = None, random_share: float | None = None,
-                 intervals: Callable | None = None, order: str = DEFAULT_ORDER):
+                 intervals: Callable | None = None, order: str = DEFAULT_ORDER, steer: bool = False):
         if order not in ORDERS:
             raise ValueError(f"order is one of {', '.join(ORDERS)}, got {order!r}")
-        self.order = order
+        self.order, self.steer = order, bool(steer)
         self._examinees = examinees
         self.rule = rule
         self.metric = metric
@@ -150,7 +150,7 @@ class MetricScaleJudgement:
     def signature(self) -> dict:
         """What this judgement adds to a run's signature."""
         extra = {} if self._intervals is None else self._intervals.signature()
-        order = {} if self.order == DEFAULT_ORDER else {"order": self.order}
+        order = ({} if self.order == DEFAULT_ORDER else {"order": self.order}) | ({"steer": True} if self.steer else {})
         return {"judgement": self.name, "settle_policy": self.policy.name, **order, **extra}
 
     def _refresh(self, k: int) -> None:
@@ -362,7 +362,7 @@ class MetricScaleJudgement:
         idx = self._current(models)
         self._run = self._run_cost(idx)
         outcomes = self._outcomes(idx)
-        order = ranking_order([self._order_key(self._parts[k]) for k in idx],
+        order = ranking_order([order_key(self.order, self._parts[k]) for k in idx],
                               [p for p, o in outcomes.items() if o == ORDERED])
         unresolved = [p for p, o in outcomes.items() if o == UNRESOLVED]
         level = settle_level(self.confidence, sum(o != ORDERED for o in outcomes.values()), self.family)
@@ -400,7 +400,8 @@ class MetricScaleJudgement:
             if pt.n_unseen == 0 or j not in partners:
                 return 0.0
             step = shrink_one(pt.n_unseen, pt.n_random, k, share) - shrink_one(pt.n_unseen, pt.n_random, k + 1, share)
-            return step * sum(weight(j, p) for p in partners[j])
+            return step * sum(weight(j, p) * (steer_weight(*self._pair(idx[j], idx[p])) if self.steer else 1.0)
+                              for p in partners[j])
 
         def futile(j: int, p: int) -> bool:
             """Items for model j alone cannot settle its pair with p (p's own part of the variance stays)."""
@@ -414,10 +415,6 @@ class MetricScaleJudgement:
 
         return OpenPairs(order, pairs, worth, futile, self.metric, stopped)
 
-    def _order_key(self, part) -> float:
-        """What a model is ordered by among the pairs left unordered (``order``; a full run's is its exact mean)."""
-        return part.prediction if self.order == "prediction" else part.point
-
     # ----------------------------------------------------------------- report
     def scale(self, models: Sequence[str]) -> MetricScale:
         """The :class:`~lm_eval_adaptive.engine.ranking.pairs.metric_scale.MetricScale` of ``models`` now."""
@@ -430,7 +427,7 @@ class MetricScaleJudgement:
         self._run = self._run_cost(idx)
         sc, j = self._judge_now(models, idx)
         K = len(models)
-        order = ranking_order([self._order_key(p) for p in sc.parts],
+        order = ranking_order([order_key(self.order, p) for p in sc.parts],
                               [(int(a), int(b)) for a, b, o in zip(j.a, j.b, j.outcome) if o == ORDERED])
         ranking = [models[u] for u in order]
         pos = {u: r for r, u in enumerate(order)}
@@ -500,6 +497,19 @@ def _settles_within(lim: float, pi, pj, unit_i: float, unit_j: float, d: float, 
                          pj.n_unseen, pj.n_random, pj.method == "design", level, margin, random_share, vsum):
             return True
     return False
+
+
+def order_key(order: str, part) -> float:
+    """What a model is ordered by among the pairs left unordered (``order``; a full run's is its exact mean)."""
+    return part.prediction if order == "prediction" else part.point
+
+
+def steer_weight(d: float, v: float, df: float) -> float:
+    """A pair's share of the allocation under ``allocation="steer"``: 2·P(T_df > |D̂|/SE), the chance its order is
+    the other one (1 while its difference has no variance estimate). It steers only: it decides nothing."""
+    if not v > 0 or not math.isfinite(v):
+        return 1.0
+    return float(2.0 * stdtr(df, -abs(d) / math.sqrt(v)))
 
 
 def selector_permutation(selector, n_items: int) -> np.ndarray:
