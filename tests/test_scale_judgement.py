@@ -546,3 +546,29 @@ def test_with_the_live_pair_rule_no_pair_is_left_open_whose_stated_cost_fits_the
         assert p["cost_to_settle_usd"] > min(left, share), (p, left, share)
         if p["cost_to_settle_usd"] <= share:  # the cap left is what is short
             assert "settle_share_to_buy" not in p, p
+
+
+def test_the_steer_weight_is_twice_the_t_tail_of_the_pairs_gap_and_only_steers(bank):
+    """``steer_weight`` (the option measured off in stop 31, docs/results.md): 2·P(T_df > |D̂|/SE) in closed form,
+    1 for a level pair or one with no variance yet, near 0 for a clear one; a run with it decides exactly the
+    pairs its judgement decides (the same rule) and names the option in its signature."""
+    from scipy.stats import t as student
+
+    from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import steer_weight
+
+    assert steer_weight(0.0, 0.01, 7.0) == pytest.approx(1.0)
+    assert steer_weight(0.3, 0.0, 7.0) == 1.0
+    assert steer_weight(0.05, 0.0004, 9.0) == pytest.approx(2 * student.sf(2.5, 9.0), rel=1e-9)
+    assert steer_weight(-0.05, 0.0004, 9.0) == steer_weight(0.05, 0.0004, 9.0)
+    assert steer_weight(1.0, 1e-4, 30.0) < 1e-12
+    ys = world(bank, seed=4)
+    r = AdaptiveRanker(bank, list(THETAS), n_init=5, n_max=40, seed=1,
+                       judgement=functools.partial(MetricScaleJudgement, steer=True))
+    res = r.run(lambda m, i: float(ys[m][i]))
+    assert r.signature().get("steer") is True
+    for p in res.pairs:  # every decision is the judgement's own on the run's data
+        assert p["outcome"] in (ORDERED, EQUIVALENT, UNRESOLVED)
+    sc = batch_scale(r)
+    want = judge_pairs(sc, confidence=0.95, settle_cost=False)
+    got = {frozenset((p["a"], p["b"])): p["outcome"] for p in res.pairs}
+    assert got == {frozenset((sc.names[a], sc.names[b])): o for a, b, o in zip(want.a, want.b, want.outcome)}
