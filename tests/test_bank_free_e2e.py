@@ -64,6 +64,13 @@ def rank_args(task_dir, out, *extra):
             "0.05", "--no-progress", *extra]
 
 
+def two_model_rank(task_dir, bank, out) -> list:
+    """``rank`` of two of the systems with ``bank``, 12 items each at most, under a $1 cap."""
+    return ["rank", "--models", *[f"{s}=litellm:model=openai/{s}" for s in ("CycleL", "TranssionMT")], "--tasks",
+            TASK, "--include_path", str(task_dir), "--apply_chat_template", "--bank", str(bank), "--max-items", "12",
+            "--budget-usd", "1", "--price", "default=1,3", "--output", str(out), "--backoff", "0.05", "--no-progress"]
+
+
 def read(out) -> dict:
     return json.loads((Path(out) / "ranking.json").read_text())
 
@@ -290,10 +297,7 @@ def test_a_bank_from_too_few_models_is_not_used_and_the_runs_say_why(server, tas
     why = f"bank from {len(SYSTEMS)} models, too few to use (a bank needs at least {MIN_BANK_MODELS} calibration models)"
     why_run = why.replace(f"at least {MIN_BANK_MODELS} ", f"at least {MIN_BANK_MODELS_ESTIMATE} ")
     out = tmp_path / "rank"
-    assert main(["rank", "--models", *[f"{s}=litellm:model=openai/{s}" for s in ("CycleL", "TranssionMT")], "--tasks",
-                 TASK, "--include_path", str(task_dir), "--apply_chat_template", "--bank", str(bank), "--max-items",
-                 "12", "--budget-usd", "1", "--price", "default=1,3", "--output", str(out), "--backoff", "0.05",
-                 "--no-progress"]) == 0
+    assert main(two_model_rank(task_dir, bank, out)) == 0
     r = read(out)
     assert r["mode"] == "bank-free" and r["mode_note"].startswith(why + ": ranking without it")
     assert r["metric"] == "bleu"  # the bank's metric, no --metric given
@@ -321,10 +325,7 @@ def test_a_killed_rank_that_fell_back_resumes_bank_free(server, task_dir, clean_
                  "--no-self-check"]) == 0
 
     def args(out):
-        return ["rank", "--models", *[f"{s}=litellm:model=openai/{s}" for s in ("CycleL", "TranssionMT")],
-                "--tasks", TASK, "--include_path", str(task_dir), "--apply_chat_template", "--bank", str(bank),
-                "--max-items", "12", "--budget-usd", "1", "--price", "default=1,3", "--output", str(out),
-                "--backoff", "0.05", "--no-progress"]
+        return two_model_rank(task_dir, bank, out)
 
     whole = tmp_path / "whole"
     assert main(args(whole)) == 0
@@ -356,15 +357,12 @@ def test_a_bank_whose_self_check_ranks_below_shared_random_is_not_used_by_rank(s
     if small_bank.BANK_USE_MARGIN is None:  # the rule's m as shipped; a margin for the rule to apply at all
         monkeypatch.setattr(small_bank, "BANK_USE_MARGIN", 0.10)
     bank = load_bank("wmt24_en-de.bleu")
-    assert small_bank.bank_use_of(bank).use_bank  # as shipped (no shared-random figure): used
+    assert small_bank.bank_use_of(bank).use_bank  # as shipped (the rule is off by default): used
     bank.diagnostics["self_check"] |= {"mean_tau": 0.30, "shared_random_tau": 0.70, "tau_runs": 40}
     path = tmp_path / "bank.json"
     bank.save(path)
     out = tmp_path / "rank"
-    assert main(["rank", "--models", *[f"{s}=litellm:model=openai/{s}" for s in ("CycleL", "TranssionMT")], "--tasks",
-                 TASK, "--include_path", str(task_dir), "--apply_chat_template", "--bank", str(path), "--max-items",
-                 "12", "--budget-usd", "1", "--price", "default=1,3", "--output", str(out), "--backoff", "0.05",
-                 "--no-progress"]) == 0
+    assert main(two_model_rank(task_dir, path, out)) == 0
     r = read(out)
     assert r["mode"] == "bank-free"
     assert r["mode_note"].startswith("the bank's self-check ranked its held-out models worse than shared random "
