@@ -33,6 +33,7 @@ from lm_eval_adaptive.data.tables import load_any_table  # noqa: E402
 from lm_eval_adaptive.engine.anytime.pair_worth import ALLOCATIONS, DEFAULT_ALLOCATION  # noqa: E402
 from lm_eval_adaptive.engine.anytime.history_backtest import history_backtest, parse_history, pooled_history  # noqa: E402
 from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig  # noqa: E402
+from lm_eval_adaptive.engine.anytime.small_bank import BANK_USE_MARGIN  # noqa: E402
 
 
 def main() -> None:
@@ -45,9 +46,9 @@ def main() -> None:
     ap.add_argument("--allocation", default=DEFAULT_ALLOCATION, choices=ALLOCATIONS)
     ap.add_argument("--target-items", type=int, default=20, help="the budget: items per model (the backtest's 20)")
     ap.add_argument("--no-fallback", action="store_true", help="rank with a bank from too few models regardless")
-    ap.add_argument("--bank-use-margin", type=float, default=None,
+    ap.add_argument("--bank-use-margin", type=lambda v: None if v == "off" else float(v), default=BANK_USE_MARGIN,
                     help="the bank-use rule's m (engine/anytime/small_bank.py): a bank whose self-check τ is below "
-                         "its shared-random τ − m is not used (default: never fall back on the self-check)")
+                         f"its shared-random τ − m is not used (default {BANK_USE_MARGIN}, rank's; off: never)")
     a = ap.parse_args()
     names = a.tables or (TUNING if a.half == "tuning" else REPORT)
     history = parse_history(a.history)

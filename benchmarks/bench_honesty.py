@@ -46,6 +46,7 @@ from lm_eval_adaptive.data.wmt24 import WMT24_METRICS, WMT24_PAIRS  # noqa: E402
 from lm_eval_adaptive.data.wmt25 import WMT25_METRICS  # noqa: E402
 from lm_eval_adaptive.data.tables import load_any_table  # noqa: E402
 from lm_eval_adaptive.engine.evaluation.backtest_config import INTERVALS, BacktestConfig  # noqa: E402
+from lm_eval_adaptive.engine.anytime.small_bank import BANK_USE_MARGIN  # noqa: E402
 from lm_eval_adaptive.engine.ranking.paired_design import DESIGNS  # noqa: E402
 from lm_eval_adaptive.engine.evaluation.backtest import pooled  # noqa: E402
 from lm_eval_adaptive.sweep import run_backtests  # noqa: E402
@@ -143,9 +144,10 @@ def main(argv=None) -> int:
                     help="what the final report orders the pairs it leaves unordered by (point: before stop 31)")
     ap.add_argument("--steer", action="store_true", help="the banked allocation weighs each open pair by its chance "
                     "of being in the wrong order (an experiment of stop 31)")
-    ap.add_argument("--bank-use-margin", type=_share_or_off, default=None,
+    ap.add_argument("--bank-use-margin", type=_share_or_off, default=BANK_USE_MARGIN,
                     help="the bank-use rule's m (engine/anytime/small_bank.py): a fold whose bank's self-check τ is "
-                         "below its shared-random τ − m is ranked bank-free (default off: never fall back)")
+                         f"below its shared-random τ − m is ranked bank-free (default {BANK_USE_MARGIN}, rank's; "
+                         "off: never fall back, as before stop 31)")
     ap.add_argument("--oracle-bank", action="store_true",
                     help="a BOUND, not a product figure: each fold's bank calibrated on every model, the hold-out "
                          "set's included (in-sample)")

@@ -25,6 +25,8 @@ each model's interval holds its full-task mean.
 
 from __future__ import annotations
 
+import dataclasses
+
 import time
 from dataclasses import replace
 from typing import Mapping, Sequence
@@ -120,7 +122,8 @@ def banked_fold(table, plan: BacktestPlan, f: int, n_history, *, fallback: bool 
     """Fold ``f`` ranked by the banked ranker with a bank from ``n_history`` of the other models
     (``"all"``: every one), through :func:`~lm_eval_adaptive.engine.evaluation.backtest.backtest_fold`;
     with ``fallback``, by the bank-free ranker (:func:`cold_start_fold`, ``score_range``) when the bank's
-    models are too few to be used (:func:`~lm_eval_adaptive.engine.anytime.small_bank.bank_use`)."""
+    models are too few to be used (:func:`~lm_eval_adaptive.engine.anytime.small_bank.bank_use`) or its self-check
+    rejects it (the backtest's own rule, ``bank_use_margin``); without it, neither rule applies."""
     hold = list(plan.sets[f])
     others = [m for m in plan.models if m not in hold]
     if n_history != "all" and n_history < len(others):
@@ -131,7 +134,9 @@ def banked_fold(table, plan: BacktestPlan, f: int, n_history, *, fallback: bool 
         runs = cold_start_fold(table, plan, f, score_range=score_range, allocation=allocation)
         return [r | {"calibration_models": len(others), "mode": "bank-free"} for r in runs]
     sub = table.select_models(hold + others)
-    sub_plan = BacktestPlan(config=plan.config, models=tuple(str(m) for m in sub.models),
+    # without the fallback no rule moves a fold off its bank: the model count's nor the self-check's
+    config = plan.config if fallback else dataclasses.replace(plan.config, bank_use_margin=None)
+    sub_plan = BacktestPlan(config=config, models=tuple(str(m) for m in sub.models),
                             price={m: plan.price[m] for m in hold + others}, sets=plan.sets)
     outcome = backtest_fold(sub, sub_plan, f)
     raw_all = table.mean_matrix()

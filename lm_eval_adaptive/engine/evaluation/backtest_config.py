@@ -8,6 +8,7 @@ from lm_eval_adaptive.engine.irt.calibration import DEFAULT_METHOD, DEFAULT_SCAL
 from lm_eval_adaptive.engine.cat.selection import DEFAULT_RANDOM_SHARE
 from lm_eval_adaptive.engine.ranking.paired_design import DEFAULT_DESIGN, DESIGNS
 from lm_eval_adaptive.engine.ranking.pairs.metric_judgement import DEFAULT_ORDER, ORDERS
+from lm_eval_adaptive.engine.anytime.small_bank import BANK_USE_MARGIN
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import (
     DEFAULT_BUDGET_SHARE,
     DEFAULT_FLOOR_ITEMS,
@@ -64,8 +65,9 @@ class BacktestConfig:
     order: str = DEFAULT_ORDER
     steer: bool = False  # the banked allocation weighs each open pair by its chance of being in the wrong order
     # the bank-use rule (engine/anytime/small_bank.py): a fold whose bank's self-check τ is below its shared-random
-    # τ by more than this (or whose bank comes from too few models) is ranked bank-free; None: never fall back
-    bank_use_margin: float | None = None
+    # τ by more than this (or whose bank comes from too few models) is ranked bank-free; None: never fall back.
+    # Default: rank's own m (small_bank.BANK_USE_MARGIN), so the backtest measures what rank does
+    bank_use_margin: float | None = BANK_USE_MARGIN
     # the bank calibrated on every model of the table, the hold-out set's included: an in-sample bound, never a
     # product figure (issue 32: what this response model can buy on a table with a perfect bank)
     oracle_bank: bool = False
