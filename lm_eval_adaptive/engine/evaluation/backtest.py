@@ -386,20 +386,25 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
     fallen = use is not None and not use.use_bank  # the rule rejects the bank: ranked bank-free, as `rank` would
     fold_runs = fallback_runs(hold, table.items, raw_h, all_costs, config, f, gt=gt, score_range=score_range,
                               budget=budget, margin=margin, delta=delta) if fallen else []
+    def fixed_figures(seed: int, selector, busiest: int, items: int) -> dict:
+        """Fixed-length CAT on the bank for seed ``seed``: as many items per model as the busiest model had
+        (``fixed``) and at the run's own items (``fixed_matched``), as :class:`FoldRun` fields."""
+        out = {}
+        for name, n in (("fixed", busiest), ("fixed_matched", matched_fixed_length(items, H))):
+            run = fixed_length_cat(bank, hold, n, scaled_score, item_costs=bank_costs, rng=np.random.default_rng(seed),
+                                   selector=selector, exclude=missing)
+            out |= {f"{name}_tau": kendall_tau(run.ranking, truth), f"{name}_items": run.total_items,
+                    f"{name}_cost": run.total_cost}
+        return out
+
     for seed in range(config.seeds):
         ranker = fold_ranker(bank, hold, config, f, seed, item_costs=bank_costs, budget=budget, exclude=missing,
                              pair_rule=pair_rule, score_range=score_range)
         selector = ranker.selector
-        if fallen:  # fixed-length CAT still runs on the bank, as many items per model as the busiest one had
-            fx = fixed_length_cat(bank, hold, fold_runs[seed].busiest_items, scaled_score, item_costs=bank_costs,
-                                  rng=np.random.default_rng(seed), selector=selector, exclude=missing)
-            fm = fixed_length_cat(bank, hold, matched_fixed_length(fold_runs[seed].adaptive_items, H), scaled_score,
-                                  item_costs=bank_costs, rng=np.random.default_rng(seed), selector=selector,
-                                  exclude=missing)
+        if fallen:  # fixed-length CAT still runs on the bank
             r = fold_runs[seed]
-            r.fixed_tau, r.fixed_items, r.fixed_cost = kendall_tau(fx.ranking, truth), fx.total_items, fx.total_cost
-            r.fixed_matched_tau = kendall_tau(fm.ranking, truth)
-            r.fixed_matched_items, r.fixed_matched_cost = fm.total_items, fm.total_cost
+            for k, v in fixed_figures(seed, selector, r.busiest_items, r.adaptive_items).items():
+                setattr(r, k, v)
             continue
         res = drive(ranker, scaled_score, raw=lambda m, i: float(raw_bank[row[m], i]))
         honesty = honesty_record(ranker, res, bank, raw_bank, row, truth_mean, se_all, bank_mean)
@@ -413,19 +418,11 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
         right, confident = confident_counts(res.ranking, truth, pred_ties)
         pairs = [p | {"fold": f, "seed": seed}
                  for p in confident_pair_records(ranker, res, bank, truth, pred_ties, truth_mean, bank_mean)]
-        n_fixed = max(res.items.values())
-        fx = fixed_length_cat(bank, hold, n_fixed, scaled_score, item_costs=bank_costs,
-                              rng=np.random.default_rng(seed), selector=selector, exclude=missing)
-        fm = fixed_length_cat(bank, hold, matched_fixed_length(res.total_items, H), scaled_score,
-                              item_costs=bank_costs, rng=np.random.default_rng(seed), selector=selector,
-                              exclude=missing)
         fold_runs.append(FoldRun(
             fold=f, seed=seed, adaptive_tau=kendall_tau(res.ranking, truth),
             adaptive_items=res.total_items, adaptive_cost=res.total_cost,
             adaptive_ties=len(pred_ties), stopped_because=res.stopped_because,
-            fixed_tau=kendall_tau(fx.ranking, truth), fixed_items=fx.total_items,
-            fixed_cost=fx.total_cost, fixed_matched_tau=kendall_tau(fm.ranking, truth),
-            fixed_matched_items=fm.total_items, fixed_matched_cost=fm.total_cost,
+            **fixed_figures(seed, selector, max(res.items.values()), res.total_items),
             confident_accuracy=right / confident if confident else None,
             truth_ties=len(gt["ties"]), tie_precision=prec, tie_recall=rec, tie_f1=f1,
             cost_share=res.total_cost / full_run_cost if full_run_cost > 0 else float("nan"),
