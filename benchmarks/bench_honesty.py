@@ -17,6 +17,7 @@ fold the stated cost to settle against the measured one (run on until settled).
         [--floor-items N|off] [--pair-share S|off] [--random-share S]
         [--tie-margin DELTA | --tie-margin-share SHARE] [--settle-seeds N] [--settle-runs N]
         [--family-wise] [--intervals fixed|anytime|anytime-plain] [--order prediction|point] [--bank-use-margin M|off]
+        [--fallback-order bank|pairs]
         [--holdout-size K] [--target-items N] [--tables NAME ...] [--oracle-bank] [--jobs N | --ray ADDRESS]
 
 ``fixed tau`` is the paper's fixed-length CAT (every model as many items as the adaptive run's busiest model,
@@ -45,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lm_eval_adaptive.data.wmt24 import WMT24_METRICS, WMT24_PAIRS  # noqa: E402
 from lm_eval_adaptive.data.wmt25 import WMT25_METRICS  # noqa: E402
 from lm_eval_adaptive.data.tables import load_any_table  # noqa: E402
-from lm_eval_adaptive.engine.evaluation.backtest_config import INTERVALS, BacktestConfig  # noqa: E402
+from lm_eval_adaptive.engine.evaluation.backtest_config import FALLBACK_ORDERS, INTERVALS, BacktestConfig  # noqa: E402
 from lm_eval_adaptive.engine.anytime.small_bank import BANK_USE_MARGIN  # noqa: E402
 from lm_eval_adaptive.engine.ranking.paired_design import DESIGNS  # noqa: E402
 from lm_eval_adaptive.engine.evaluation.backtest import pooled  # noqa: E402
@@ -148,6 +149,9 @@ def main(argv=None) -> int:
                     help="the bank-use rule's m (engine/anytime/small_bank.py): a fold whose bank's self-check τ is "
                          f"below its shared-random τ − m is ranked bank-free (default {BANK_USE_MARGIN}, rank's; "
                          "off: never fall back, as before stop 31)")
+    ap.add_argument("--fallback-order", choices=FALLBACK_ORDERS, default="pairs",
+                    help="what orders the pairs a fallen-back fold leaves open: the bank-free ranker's paired "
+                         "differences (pairs, rank's) or the rejected bank's prediction (bank: an experiment of stop 32)")
     ap.add_argument("--oracle-bank", action="store_true",
                     help="a BOUND, not a product figure: each fold's bank calibrated on every model, the hold-out "
                          "set's included (in-sample)")
@@ -164,6 +168,7 @@ def main(argv=None) -> int:
                             random_share=a.random_share, design=a.design,
                             settle_seeds=a.settle_seeds, settle_runs=a.settle_runs, intervals=a.intervals, order=a.order, steer=a.steer,
                             bank_use_margin=a.bank_use_margin, oracle_bank=a.oracle_bank,
+                            fallback_order=a.fallback_order,
                             **({} if a.optimism is None else {"optimism": a.optimism}),
                             **({} if a.holdout_size is None else {"holdout_size": a.holdout_size}),
                             **({} if a.target_items is None else {"target_items": a.target_items}))
@@ -177,7 +182,7 @@ def main(argv=None) -> int:
                         "settle_seeds": config.settle_seeds,
                         "settle_runs": config.settle_runs, "design": config.design, "intervals": config.intervals,
                         "order": config.order, "steer": config.steer, "bank_use_margin": config.bank_use_margin,
-                        "oracle_bank": config.oracle_bank}}
+                        "oracle_bank": config.oracle_bank, "fallback_order": config.fallback_order}}
     t0 = time.perf_counter()
     for half, names in halves.items():
         results = run_backtests([load_any_table(n) for n in names], config=config, jobs=a.jobs,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
+from typing import NamedTuple
 
 from lm_eval_adaptive.data.shipped_banks import (
     read_bank_json,
@@ -31,12 +32,12 @@ from lm_eval_adaptive.data.shipped_banks import (
     shipped_for_task,
     shipped_names,
 )
-from lm_eval_adaptive.engine.anytime.small_bank import bank_use_of
+from lm_eval_adaptive.engine.anytime.small_bank import BankUse, bank_use_of
 from lm_eval_adaptive.engine.irt.bank import ItemBank
 from lm_eval_adaptive.errors import BankError, InputError
 from lm_eval_adaptive.harness.task_files import yaml_task_metrics
 
-__all__ = ["parse_banks", "load_bank", "small_bank", "bank_reference", "unknown_bank", "check_task_metric"]
+__all__ = ["parse_banks", "load_bank", "small_bank", "RejectedBank", "bank_reference", "unknown_bank", "check_task_metric"]
 
 
 def unknown_bank(spec: str) -> str:
@@ -158,8 +159,16 @@ def load_bank(spec) -> ItemBank:
     return ItemBank.load(path)
 
 
-def small_bank(specs, *, what: str = "estimating"):
-    """(:class:`~lm_eval_adaptive.engine.anytime.small_bank.BankUse`, the bank's metric) when ``specs`` is one
+class RejectedBank(NamedTuple):
+    """A bank the bank-use rule rejects: the rule's :class:`~lm_eval_adaptive.engine.anytime.small_bank.BankUse`
+    (why) and the bank's metric (what the bank-free run ranks by, unless ``--metric`` says)."""
+
+    use: BankUse
+    metric: str | None
+
+
+def small_bank(specs, *, what: str = "estimating") -> RejectedBank | None:
+    """A :class:`RejectedBank` (the rule's verdict and the bank's metric) when ``specs`` is one
     bank the bank-use rule rejects (calibrated from too few models, or for ``rank`` a self-check that ranked below
     shared random documents: docs/cold-start.md, *A small history*), else None
     (several banks, one per metric, are used as given)."""
@@ -168,7 +177,7 @@ def small_bank(specs, *, what: str = "estimating"):
         return None
     bank = load_bank(specs[0])
     use = bank_use_of(bank, what=what)
-    return None if use.use_bank else (use, bank.metric)
+    return None if use.use_bank else RejectedBank(use, bank.metric)
 
 
 def bank_reference(spec) -> str:

@@ -232,7 +232,7 @@ def plan_adaptive_run(hargs: HarnessArgs, config: AdaptiveRunConfig, *, note=Non
             continue
         small = None if config.use_small_bank else small_bank(specs)
         if small is not None:  # a bank from too few models: the bank-free run, and why
-            use, metric = small[0], config.metric or small[1]
+            use, metric = small.use, config.metric or small.metric
             bound.append((tname, task_obj, bank_free_binding(tname, task_obj, metric, config.score_range,
                                                              why=use.reason)))
             refs[tname] = [None]

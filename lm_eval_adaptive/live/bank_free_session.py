@@ -67,8 +67,8 @@ class BankFreeSetup(PricedSession):
                                 system_instruction=a.system_instruction, metadata=a.task_metadata)
         loaded = self.task.load()
         small = small_bank(a.bank, what="ranking") if a.bank is not None else None  # a bank too small to use
-        self.why = small[0].reason if small else None
-        self.metric = task_metric(loaded[0], loaded[1], a.metric or (small[1] if small else None))
+        self.why = small.use.reason if small else None
+        self.metric = task_metric(loaded[0], loaded[1], a.metric or (small.metric if small else None))
         self.score_range = score_range_for(self.metric, a.score_range)
         self.mode_note = mode_line(loaded[0], self.metric, self.score_range, why=self.why)
         n_docs = len(list(loaded[1].eval_docs))

@@ -27,9 +27,10 @@ __all__ = ["bank_free_rankings", "covered_models", "fallback_runs"]
 def bank_free_rankings(hold: Sequence[str], item_ids: Sequence[str], raw_h: np.ndarray,
                        costs: Mapping[str, np.ndarray], config: BacktestConfig, f: int, *,
                        score_range: tuple[float, float], budget: float, margin: float,
-                       allocation: str = DEFAULT_ALLOCATION) -> list:
+                       allocation: str = DEFAULT_ALLOCATION, order_key=None) -> list:
     """Per seed of ``config``, (the ranker, its result without the cost-to-settle simulation) of the bank-free
-    ranker on ``hold`` (rows of ``raw_h``: raw scores per table document, NaN = no score) in fold ``f``."""
+    ranker on ``hold`` (rows of ``raw_h``: raw scores per table document, NaN = no score) in fold ``f``;
+    ``order_key``: the ranker's (what orders the pairs left open; None: its own fit)."""
     hold = list(hold)
     row = {m: j for j, m in enumerate(hold)}
     missing = {m: np.flatnonzero(np.isnan(raw_h[j])) for j, m in enumerate(hold)}
@@ -38,7 +39,8 @@ def bank_free_rankings(hold: Sequence[str], item_ids: Sequence[str], raw_h: np.n
         ranker = BankFreeRanker(hold, [str(i) for i in item_ids], score_range=score_range, item_costs=costs,
                                 confidence=config.confidence, tie_margin=margin or 0.0,
                                 family_wise=config.family_wise, budget=budget, n_max=config.max_items,
-                                exclude=missing, seed=[config.partition_seed, f, seed], allocation=allocation)
+                                exclude=missing, seed=[config.partition_seed, f, seed], allocation=allocation,
+                                order_key=order_key)
         while (req := ranker.ask()) is not None:
             ranker.tell(req, float(raw_h[row[req.model], req.item]))
         out.append((ranker, ranker.result(settle_costs=False)))
@@ -53,16 +55,18 @@ def covered_models(res, truth_mean: Mapping[str, float]) -> list:
 
 def fallback_runs(hold: Sequence[str], item_ids: Sequence[str], raw_h: np.ndarray, costs: Mapping[str, np.ndarray],
                   config: BacktestConfig, f: int, *, gt: dict, score_range: tuple[float, float], budget: float,
-                  margin: float, delta: float) -> list:
+                  margin: float, delta: float, order_key=None) -> list:
     """The :class:`FoldRun` of each seed of fold ``f`` ranked bank-free (the fold's bank rejected): the
     bank-free ranker's τ, items, dollars, confident pairs, ties and coverage in the "adaptive" fields (its
     interval is every coverage figure's: it has no θ scale); fixed-length CAT and the random baselines are
-    filled in by the backtest as for any fold. ``gt``: the fold's ground truth (its ranking and ties)."""
+    filled in by the backtest as for any fold. ``gt``: the fold's ground truth (its ranking and ties);
+    ``order_key``: what orders the pairs left open (the rejected bank's prediction; None: the ranker's own fit)."""
     truth = gt["ranking"]
     truth_mean = {m: float(np.nanmean(raw_h[j])) for j, m in enumerate(hold)}
     runs = []
     for seed, (_, res) in enumerate(bank_free_rankings(hold, item_ids, raw_h, costs, config, f,
-                                                       score_range=score_range, budget=budget, margin=margin)):
+                                                       score_range=score_range, budget=budget, margin=margin,
+                                                       order_key=order_key)):
         pred_ties = {frozenset(p) for p in res.ties}
         prec, rec, f1 = tie_metrics(pred_ties, gt["ties"])
         right, confident = confident_counts(res.ranking, truth, pred_ties)

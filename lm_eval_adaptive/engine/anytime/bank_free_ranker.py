@@ -86,6 +86,9 @@ class BankFreeRanker:
         Per model, document indices it has no score for (outside its population).
     seed:
         Seeds the shared permutation (anything ``numpy.random.default_rng`` takes).
+    order_key:
+        ``(model, item log) → number`` ordering the pairs left open (it decides nothing), e.g. a bank's
+        prediction (:class:`~lm_eval_adaptive.engine.cat.bank_prediction.BankPrediction`); None: the fit.
     """
 
     def __init__(self, models: Sequence[str], item_ids: Sequence, *, score_range: tuple[float, float],
@@ -93,8 +96,10 @@ class BankFreeRanker:
                  tie_margin: float = 0.0, family_wise: bool = False, budget: float | None = None,
                  n_max: int | None = None, exclude: Mapping[str, Sequence[int]] | None = None, seed=0,
                  max_in_flight: int = 1, grid: int = DEFAULT_GRID, settle_paths: int = SETTLE_PATHS,
-                 allocation: str = DEFAULT_ALLOCATION):
+                 allocation: str = DEFAULT_ALLOCATION,
+                 order_key: Callable[[str, list], float] | None = None):
         models = [str(m) for m in models]
+        self._order_key = order_key
         if allocation not in ALLOCATIONS:
             raise ValueError(f"allocation must be one of {ALLOCATIONS}, got {allocation!r}")
         self._allocation = allocation
@@ -202,7 +207,9 @@ class BankFreeRanker:
         return {"ranker": "bank-free", "design": "shared-random-order", "interval": "wor-betting-cs",
                 "confidence": self._confidence, "family_wise": self._family_wise, "tie_margin": self._margin,
                 "range": [self._lo, self._hi], "documents": len(self._ids), "grid": self._grid,
-                "seed": _seed_value(self._seed), "allocation": self._allocation} | versions()
+                "seed": _seed_value(self._seed), "allocation": self._allocation,
+                "open_pair_order": getattr(self._order_key, "name", "order key") if self._order_key is not None
+                else "paired differences"} | versions()
 
     def items(self, m: str) -> int:
         """Documents ``m`` has been scored on."""
@@ -382,7 +389,10 @@ class BankFreeRanker:
         cost to settle (off: None, for speed)."""
         act = self.active
         est = {m: self._estimate(m) for m in act}
-        ranking = ranking_from_pairs(act, est, self._pair_stats, self._settled_ahead)
+        for m in act if self._order_key is not None else ():  # the open pairs' order (it decides nothing)
+            est[m]["order_key"] = float(self._order_key(m, self._log(m)))
+        ranking = ranking_from_pairs(act, est, self._pair_stats, self._settled_ahead,
+                                     key="order_key" if self._order_key is not None else None)
         pairs = [self._pair_record(a, b, settle_costs) for i, a in enumerate(ranking) for b in ranking[i + 1:]]
         K = len(ranking)
         rank_range, P = _ranges_and_pairwise(ranking, pairs)
@@ -398,11 +408,14 @@ class BankFreeRanker:
             adjacent_confidence=[float(P[i, i + 1]) for i in range(K - 1)],
             stopped_because=self._stopped or "running", confidence=self._confidence, budget=self._budget,
             total_cost=self._spent,
-            item_log={m: [(self._ids[i], float(self._scores[m][i])) for i in self._order[m]
-                          if not np.isnan(self._scores[m][i])] for m in ranking},
+            item_log={m: self._log(m) for m in ranking},
             failed=dict(self._failed), signature=self.signature, equivalent=equivalent,
             open_pairs=[(p["a"], p["b"]) for p in pairs if p["outcome"] == UNRESOLVED],
             pairs=pairs, rank_range=rank_range, estimates=est, judgement="anytime")
+
+    def _log(self, m: str) -> list:
+        """(document id, score) of each document ``m`` answered, in the shared order."""
+        return [(self._ids[i], float(self._scores[m][i])) for i in self._order[m] if not np.isnan(self._scores[m][i])]
 
     def _estimate(self, m: str) -> dict:
         cs = self._cs[m]
@@ -447,32 +460,25 @@ class BankFreeRanker:
                                      self._models.index(a), self._models.index(b)])
         steps = settle_projection(self._pair_cs[p], d * sign, self._margin, rng, self._paths)
         q = np.quantile(steps, [0.1, 0.5, 0.9])
-        items = [self._items_for(p, int(np.ceil(s))) for s in q]
+        common = self._pair_order[p]  # its common prefix grown by each quantile's documents, paid by each model
+        items = [_prefix_cost(common[: self._pair_pos[p] + int(np.ceil(s))], self._scores, self._costs, p) for s in q]
         rec.update(items_to_settle=items[1][0], items_to_settle_range=[items[0][0], items[2][0]],
                    cost_to_settle_usd=items[1][1], cost_to_settle_usd_range=[items[0][1], items[2][1]],
                    documents_to_settle=int(np.ceil(q[1])))
         return rec
 
-    def _items_for(self, p: tuple[str, str], steps: int) -> tuple[int, float]:
-        """(items, dollars) for the pair's common prefix to grow by ``steps`` documents: each model pays
-        for the common documents it has not answered yet."""
-        common = self._pair_order[p]
-        upto = common[: min(common.size, self._pair_pos[p] + steps)]
-        items, usd = 0, 0.0
-        for m in p:
-            need = upto[np.isnan(self._scores[m][upto])]
-            items += int(need.size)
-            usd += float(np.sum(self._costs[m][need]))
-        return items, usd
 
-
-def ranking_from_pairs(models: Sequence[str], est: Mapping[str, dict], pair_stats: Callable, ahead: Callable) -> list:
+def ranking_from_pairs(models: Sequence[str], est: Mapping[str, dict], pair_stats: Callable, ahead: Callable,
+                       key: str | None = None) -> list:
     """Models best first: a least-squares fit s of the pairs' mean differences on their common documents
-    (min Σ n_ab (s_a − s_b − d̄_ab)², Σ s = 0; models sharing no document fall back on their own means),
-    then a stable topological order that keeps every ordered pair's order (``ahead(a, b)``: a is settled
-    above b)."""
+    (min Σ n_ab (s_a − s_b − d̄_ab)², Σ s = 0; models sharing no document fall back on their own means), or
+    with ``key`` each model's ``est[m][key]`` instead of the fit, then a stable topological order that keeps
+    every ordered pair's order (``ahead(a, b)``: a is settled above b)."""
     ms = list(models)
     K = len(ms)
+    if key is not None:
+        est = {m: {"estimate": est[m][key]} for m in ms}
+        pair_stats = _no_pairs
     A = np.zeros((K, K))
     r = np.zeros(K)
     for i in range(K):
@@ -503,6 +509,21 @@ def ranking_from_pairs(models: Sequence[str], est: Mapping[str, dict], pair_stat
         out.append(ms[i])
         left.remove(i)
     return out
+
+
+def _prefix_cost(upto: np.ndarray, scores: Mapping[str, np.ndarray], costs: Mapping[str, np.ndarray],
+                 models: Sequence[str]) -> tuple[int, float]:
+    """(items, dollars) for each of ``models`` to answer the documents ``upto`` it has not answered yet."""
+    items, usd = 0, 0.0
+    for m in models:
+        need = upto[np.isnan(scores[m][upto])]
+        items += int(need.size)
+        usd += float(np.sum(costs[m][need]))
+    return items, usd
+
+
+def _no_pairs(a: str, b: str) -> tuple[float, int]:
+    return 0.0, 0
 
 
 def _ranges_and_pairwise(ranking: Sequence[str], pairs: list) -> tuple[dict, np.ndarray]:

@@ -37,6 +37,7 @@ import numpy as np
 
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE, Price
 from lm_eval_adaptive.engine.anytime.bank_free_fold import fallback_runs
+from lm_eval_adaptive.engine.cat.bank_prediction import BankPrediction
 from lm_eval_adaptive.engine.anytime.small_bank import bank_use_of
 from lm_eval_adaptive.engine.evaluation.baselines import fixed_length_cat, random_sampling, shared_random
 from lm_eval_adaptive.engine.irt.calibration import calibrate, resolve_response_model
@@ -169,7 +170,7 @@ def backtest_signature(config: BacktestConfig, prices) -> str:
     if c["intervals"] == "fixed":  # named only when not today's (older signatures stay as they were)
         del c["intervals"]
     if c["bank_use_margin"] is None:  # likewise: named only when the bank-use rule applies
-        del c["bank_use_margin"]
+        del c["bank_use_margin"], c["fallback_order"]
     return format_signature({k: c[k] for k in sorted(c)} | {"prices": list(prices)} | versions())
 
 
@@ -385,7 +386,9 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
     use = None if config.bank_use_margin is None else bank_use_of(bank, margin=config.bank_use_margin)
     fallen = use is not None and not use.use_bank  # the rule rejects the bank: ranked bank-free, as `rank` would
     fold_runs = fallback_runs(hold, table.items, raw_h, all_costs, config, f, gt=gt, score_range=score_range,
-                              budget=budget, margin=margin, delta=delta) if fallen else []
+                              budget=budget, margin=margin, delta=delta,
+                              order_key=BankPrediction(bank) if config.fallback_order == "bank" else None) \
+        if fallen else []
     def fixed_figures(seed: int, selector, busiest: int, items: int) -> dict:
         """Fixed-length CAT on the bank for seed ``seed``: as many items per model as the busiest model had
         (``fixed``) and at the run's own items (``fixed_matched``), as :class:`FoldRun` fields."""

@@ -19,10 +19,12 @@ from lm_eval_adaptive.engine.ranking.pairs.settle_policy import (
 from lm_eval_adaptive.errors import InputError
 
 
-__all__ = ["BacktestConfig", "INTERVALS"]
+__all__ = ["BacktestConfig", "INTERVALS", "FALLBACK_ORDERS"]
 
 #: The banked ranker's intervals (:attr:`BacktestConfig.intervals`).
 INTERVALS = ("fixed", "anytime", "anytime-plain")
+#: What may order the pairs a fallen-back fold leaves open (:attr:`BacktestConfig.fallback_order`).
+FALLBACK_ORDERS = ("pairs", "bank")
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,10 @@ class BacktestConfig:
     # τ by more than this (or whose bank comes from too few models) is ranked bank-free; None: never fall back.
     # Default: rank's own m (small_bank.BANK_USE_MARGIN), so the backtest measures what rank does
     bank_use_margin: float | None = BANK_USE_MARGIN
+    # what orders the pairs a fallen-back fold leaves open: "pairs", the bank-free ranker's fit of its paired
+    # differences (rank's), or "bank", the rejected bank's prediction (engine/cat/bank_prediction.py; an experiment
+    # of stop 32 that the rule in docs/cold-start.md, *The open pairs' order*, did not adopt)
+    fallback_order: str = "pairs"
     # the bank calibrated on every model of the table, the hold-out set's included: an in-sample bound, never a
     # product figure (issue 32: what this response model can buy on a table with a perfect bank)
     oracle_bank: bool = False
@@ -96,5 +102,7 @@ class BacktestConfig:
             raise InputError(f"the design is one of {', '.join(DESIGNS)}, got {self.design!r}")
         if self.order not in ORDERS:
             raise InputError(f"the order is one of {', '.join(ORDERS)}, got {self.order!r}")
+        if self.fallback_order not in FALLBACK_ORDERS:
+            raise InputError(f"the fallback order is one of {', '.join(FALLBACK_ORDERS)}, got {self.fallback_order!r}")
         if self.intervals not in INTERVALS:
             raise InputError(f"the intervals are one of {', '.join(INTERVALS)}, got {self.intervals!r}")
