@@ -484,9 +484,16 @@ def test_a_pair_given_up_states_the_share_of_a_full_run_that_would_buy_it():
     assert given_up and res.stopped_because == "cost_to_settle"
     for p in given_up:
         assert 0.15 < p["settle_share_to_buy"] <= 1.0  # beyond the run's share (15 items of 100 per model)
-        spent = res.total_cost + 2 * min(p["items_to_settle"], 100) * 0.002
+        # its items to settle count both models together: the share adds them once (it stated twice them before)
+        spent = res.total_cost + p["items_to_settle"] * 0.002
         assert p["settle_share_to_buy"] == pytest.approx(min(1.0, spent / full), abs=2e-3)
     assert all("settle_share_to_buy" not in p for p in res.pairs if not p.get("beyond_policy"))
+    # a run allowed the smallest stated share (the same seed: the same run up to the first stop) buys on
+    share = min(p["settle_share_to_buy"] for p in given_up)
+    more = AdaptiveRanker(small, list(near), item_costs=costs, budget=2 * full, n_init=10, seed=0,
+                          judgement=functools.partial(MetricScaleJudgement, policy=SettlePolicy(
+                              share, floor_items=15, pair_share=None))).run(lambda m, i: float(ys[m][i]))
+    assert more.total_cost > res.total_cost
 
 
 @pytest.mark.parametrize("order", ["prediction", "point"])

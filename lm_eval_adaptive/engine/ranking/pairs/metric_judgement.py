@@ -347,15 +347,17 @@ class MetricScaleJudgement:
         return sc, j
 
     def _share_to_buy(self, i: int, j: int, items) -> float | None:
-        """The run's spend with ``items`` more of each model of the pair (i, j), as a share of a full run (at
-        most 1): the stopping policy's ``full_run_share`` that would have bought the pair (issue 32)."""
+        """The run's spend with the pair's ``items`` to settle (both models together: m more of each, up to its
+        unseen items, as the cost to settle counts them) added, as a share of a full run (at most 1): the
+        stopping policy's ``full_run_share`` that would have bought the pair (issue 32)."""
         spent, full, dollars, _ = self._run
         if items is None or full <= 0:
             return None
-        pi, pj = self._parts[i], self._parts[j]
-        more = sum(min(int(items), p.n_unseen) * (self._unit[k] if dollars else 1.0)
-                   for k, p in ((i, pi), (j, pj)))
-        return round(min(1.0, (spent + more) / full), 3)
+        unseen = [(k, self._parts[k].n_unseen) for k in (i, j)]
+        low = min(u for _, u in unseen)  # the fewest items per model whose sum over the pair reaches ``items``:
+        m = -(-int(items) // 2) if int(items) <= 2 * low else int(items) - low  # half each, or the rest after one's
+        more = sum(min(m, u) * (self._unit[k] if dollars else 1.0) for k, u in unseen)
+        return min(1.0, math.ceil((spent + more) / full * 1000 - 1e-9) / 1000)  # up: a share that buys it
 
     def open_pairs(self, models: Sequence[str], remaining: float | None = None) -> OpenPairs:
         """The order of ``models`` by their estimates and the unresolved pairs the policy still buys items
