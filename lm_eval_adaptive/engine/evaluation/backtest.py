@@ -37,8 +37,8 @@ import numpy as np
 
 from lm_eval_adaptive.data.prices import DEFAULT_PRICE, Price
 from lm_eval_adaptive.engine.anytime.bank_free_fold import fallback_runs
-from lm_eval_adaptive.engine.cat.bank_prediction import BankPrediction
 from lm_eval_adaptive.engine.anytime.small_bank import bank_use_of
+from lm_eval_adaptive.engine.cat.bank_prediction import BankPrediction
 from lm_eval_adaptive.engine.evaluation.baselines import fixed_length_cat, random_sampling, shared_random
 from lm_eval_adaptive.engine.irt.calibration import calibrate, resolve_response_model
 from lm_eval_adaptive.engine.cat.estimation import Z95
