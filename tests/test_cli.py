@@ -34,14 +34,14 @@ def _synthetic_csv(path, n_models=6, n_items=40, seed=0, extra_rows=""):
 
 
 def test_calibrate_writes_a_loadable_bank(tmp_path, capsys):
-    csv = _synthetic_csv(tmp_path / "runs.csv")
+    csv = _synthetic_csv(tmp_path / "runs.csv", n_models=12)  # enough models for rank to use (small_bank.py)
     out = tmp_path / "banks" / "bank.json"
     rc = main(["calibrate", str(csv), "--out", str(out), "--task", "toy", "--metric", "chrf"])
     assert rc == 0
     bank = ItemBank.load(out)
     assert bank.task == "toy" and bank.metric == "chrf"
     assert 2 <= bank.n_items <= 40
-    assert bank.diagnostics["n_models"] == 6
+    assert bank.diagnostics["n_models"] == 12
     assert bank.k is not None and bank.k > 0
     text = capsys.readouterr().out
     assert "noise k" in text and "discrimination" in text

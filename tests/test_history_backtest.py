@@ -24,16 +24,19 @@ def _csv(path, n_models=10, n_items=60, seed=0):
 
 def test_history_curve_bank_free_and_a_small_bank(tmp_path, capsys):
     """N = 3: a bank too small to use (engine/anytime/small_bank.py), so the bank-free ranker's runs, and said;
-    N = 5: the banked ranker."""
-    csv = _csv(tmp_path / "h.csv")
+    N = MIN_BANK_MODELS: the banked ranker."""
+    from lm_eval_adaptive.engine.anytime.small_bank import MIN_BANK_MODELS
+
+    n = MIN_BANK_MODELS
+    csv = _csv(tmp_path / "h.csv", n_models=n + 3)  # a hold-out set of 3 and n others to calibrate on
     js = tmp_path / "h.json"
-    rc = main(["backtest", str(csv), "--history-models", "0,3,5", "--folds", "2", "--seeds", "2", "--holdout-size", "3",
+    rc = main(["backtest", str(csv), "--history-models", f"0,3,{n}", "--folds", "2", "--seeds", "2", "--holdout-size", "3",
                "--prices", "uniform", "--no-self-check", "--json", str(js)])
     assert rc == 0
     d = json.loads(js.read_text())
     curve = d["tables"][0]["curve"]
-    assert set(curve) == {"0", "3", "5"}
-    assert curve["3"]["modes"] == {"bank-free": 4} and curve["5"]["modes"] == {"banked": 4}
+    assert set(curve) == {"0", "3", str(n)}
+    assert curve["3"]["modes"] == {"bank-free": 4} and curve[str(n)]["modes"] == {"banked": 4}
     assert curve["3"]["tau"] == curve["0"]["tau"] and curve["3"]["covered"] == curve["0"]["covered"]
     for c in curve.values():
         assert c["runs"] == 4 and -1 <= c["tau"] <= 1 and -1 <= c["shared_random_tau"] <= 1
@@ -43,7 +46,7 @@ def test_history_curve_bank_free_and_a_small_bank(tmp_path, capsys):
     assert zero["covered"] >= 0.9 * zero["models"]  # anytime-valid intervals at 95% each
     printed = " ".join(capsys.readouterr().out.split())
     assert "shared" in printed
-    assert "N = 3: 4 of 4 runs bank-free: a bank from fewer than 5 models is not used" in printed
+    assert f"N = 3: 4 of 4 runs bank-free: a bank from fewer than {n} models is not used" in printed
 
 
 def test_history_models_refuses_a_bad_entry(tmp_path, capsys):
