@@ -55,14 +55,16 @@ def covered_models(res, truth_mean: Mapping[str, float]) -> list:
 
 def fallback_runs(hold: Sequence[str], item_ids: Sequence[str], raw_h: np.ndarray, costs: Mapping[str, np.ndarray],
                   config: BacktestConfig, f: int, *, gt: dict, score_range: tuple[float, float], budget: float,
-                  margin: float, delta: float, order_key=None) -> list:
+                  margin: float, delta: float, truth_mean: Mapping[str, float], full_run_cost: float,
+                  order_key=None) -> list:
     """The :class:`FoldRun` of each seed of fold ``f`` ranked bank-free (the fold's bank rejected): the
     bank-free ranker's τ, items, dollars, confident pairs, ties and coverage in the "adaptive" fields (its
     interval is every coverage figure's: it has no θ scale); fixed-length CAT and the random baselines are
     filled in by the backtest as for any fold. ``gt``: the fold's ground truth (its ranking and ties);
-    ``order_key``: what orders the pairs left open (the rejected bank's prediction; None: the ranker's own fit)."""
+    ``truth_mean``: each model's full-task mean; ``full_run_cost``: a full run of the hold-out set, in dollars (the
+    fold's own figures); ``order_key``: what orders the pairs left open (the rejected bank's prediction; None: the
+    ranker's own fit)."""
     truth = gt["ranking"]
-    truth_mean = {m: float(np.nanmean(raw_h[j])) for j, m in enumerate(hold)}
     runs = []
     for seed, (_, res) in enumerate(bank_free_rankings(hold, item_ids, raw_h, costs, config, f,
                                                        score_range=score_range, budget=budget, margin=margin,
@@ -72,7 +74,6 @@ def fallback_runs(hold: Sequence[str], item_ids: Sequence[str], raw_h: np.ndarra
         right, confident = confident_counts(res.ranking, truth, pred_ties)
         claims = pair_claims(res, truth_mean, margin or 0.0, delta)
         covered = covered_models(res, truth_mean)
-        full_run_cost = float(sum(np.nansum(np.where(np.isnan(raw_h[j]), 0.0, costs[m])) for j, m in enumerate(hold)))
         runs.append(FoldRun(
             fold=f, seed=seed, adaptive_tau=kendall_tau(res.ranking, truth), adaptive_items=res.total_items,
             adaptive_cost=res.total_cost, adaptive_ties=len(pred_ties), stopped_because=res.stopped_because,

@@ -386,8 +386,8 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
     use = None if config.bank_use_margin is None else bank_use_of(bank, margin=config.bank_use_margin)
     fallen = use is not None and not use.use_bank  # the rule rejects the bank: ranked bank-free, as `rank` would
     fold_runs = fallback_runs(hold, table.items, raw_h, all_costs, config, f, gt=gt, score_range=score_range,
-                              budget=budget, margin=margin, delta=delta,
-                              order_key=BankPrediction(bank) if config.fallback_order == "bank" else None) \
+                              budget=budget, margin=margin, delta=delta, truth_mean=truth_mean,
+                              full_run_cost=full_run_cost, order_key=BankPrediction(bank) if config.fallback_order == "bank" else None) \
         if fallen else []
     def fixed_figures(seed: int, selector, busiest: int, items: int) -> dict:
         """Fixed-length CAT on the bank for seed ``seed``: as many items per model as the busiest model had
