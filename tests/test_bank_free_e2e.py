@@ -371,3 +371,57 @@ def test_a_bank_whose_self_check_ranks_below_shared_random_is_not_used_by_rank(s
     full = truth("bleu")
     for e in r["ranking"]:
         assert 0.0 <= e["metric_estimate"]["lower"] <= full[e["model"]] <= e["metric_estimate"]["upper"] <= 1.0
+
+
+def test_rank_anytime_with_a_bank_decides_as_bank_free_and_the_bank_orders_only_open_pairs(server, task_dir,
+                                                                                          clean_rank, tmp_path):
+    """Issue 31 item 2 (docs/cold-start.md, *The anytime-valid ranker with a bank*): ``rank --anytime`` given a
+    usable bank (the shipped WMT24 en-de BLEU bank, 26 models, made this task's) runs the anytime-valid ranker.
+    Its bank decides nothing: the same documents are asked, and every pair outcome, estimate and interval is
+    the no-bank run's; only the order of the pairs left open may differ, and the report names what set it."""
+    from lm_eval_adaptive.engine.irt.bank import ItemBank
+    from lm_eval_adaptive.harness.bank_source import load_bank
+
+    made = load_bank("wmt24_en-de.bleu").to_dict() | {"task": TASK}  # the same bank, made for this task
+    path = tmp_path / "bank.json"
+    ItemBank.from_dict(made).save(path)
+    out = tmp_path / "anytime"
+    assert main(rank_args(task_dir, out, "--bank", str(path), "--anytime")) == 0
+    r, ref = read(out), read(clean_rank)
+    assert r["mode"] == "bank-free"
+    assert r["mode_note"].startswith(f"anytime-valid ranking asked (--anytime; the bank '{TASK}/bleu'")
+    assert "every model answers the same random documents; intervals hold whenever the run stops" in r["mode_note"]
+    assert r["open_pair_order"].startswith("bank prediction") and ref["open_pair_order"] is None
+    saved = json.loads((out / "run.json").read_text())["settings"]
+    assert saved["anytime"] is True and saved["bank"] == str(path.resolve())
+
+    def scored(run):
+        j = [json.loads(x) for x in (Path(run) / "journal.jsonl").read_text().splitlines() if x.strip()]
+        return sorted((x["model"], x["item_id"]) for x in j if x.get("type") == "score")
+
+    assert scored(out) == scored(clean_rank)  # the same documents: the bank chose none of them
+    outcome = {frozenset((p["a"], p["b"])): (p["outcome"], round(abs(p["lower"]), 12)) for p in r["pairs"]}
+    assert outcome == {frozenset((p["a"], p["b"])): (p["outcome"], round(abs(p["lower"]), 12)) for p in ref["pairs"]}
+    full = truth("bleu")
+    want = {e["model"]: e["metric_estimate"] for e in ref["ranking"]}
+    for e in r["ranking"]:
+        est = e["metric_estimate"]
+        assert est["anytime_valid"] and (est["lower"], est["upper"]) == pytest.approx(
+            (want[e["model"]]["lower"], want[e["model"]]["upper"]), abs=1e-12)
+        assert 0.0 <= est["lower"] <= full[e["model"]] <= est["upper"] <= 1.0
+    ranked = [e["model"] for e in r["ranking"]]
+    for p in r["pairs"]:  # the decided pairs fix the order as in the no-bank run
+        if p["outcome"] == "ordered":
+            first, second = (p["a"], p["b"]) if p["lower"] > 0 else (p["b"], p["a"])
+            assert ranked.index(first) < ranked.index(second)
+
+
+def test_rank_anytime_with_several_banks_is_one_error_line(task_dir, tmp_path, capsys):
+    """``--anytime`` ranks on one metric: several banks (one per metric) are refused before anything is asked."""
+    args = ["rank", "--models", "a=litellm:model=openai/CycleL", "b=litellm:model=openai/TSU-HITs", "--tasks",
+            "wmt24_en-de", "--include_path", str(REPO / "task_configs"), "--bank", "wmt24_en-de.bleu",
+            "wmt24_en-de.chrf", "--anytime", "--output", str(tmp_path / "x"), "--no-progress"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--anytime: task 'wmt24_en-de' is given 2 banks" in " ".join(err.split())
+    assert not (tmp_path / "x").exists()

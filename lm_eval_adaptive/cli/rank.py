@@ -209,6 +209,11 @@ def add_rank_parser(sub) -> argparse.ArgumentParser:
                    help="stop buying for a pair once settling it would take the run past this share of a full "
                         f"run of every model (default {DEFAULT_FULL_RUN_SHARE:g}; 1: up to a full run, which settles "
                         "every pair; the budget cap still holds)")
+    p.add_argument("--anytime", action="store_true",
+                   help="with a bank: rank with the anytime-valid ranker (every model answers the same random "
+                        "documents; every interval and pair decision holds whenever the run stops); the bank only "
+                        "orders the pairs left open. Without it a bank runs the adaptive ranker, whose fixed-time "
+                        "intervals settle more pairs per item (docs/cold-start.md, What each mode guarantees)")
     add_model_arguments(p, adds_to="--models")
     add_task_arguments(p)
     add_live_arguments(p)
@@ -309,6 +314,9 @@ def rank_settings(args) -> tuple[list[LiveSettings], bool]:
         if isinstance(v, list) and args.metric:
             raise InputError(f"--metric {args.metric}: task {t!r} is given {len(v)} banks (one per metric); each "
                              "bank says its metric, --metric is for a single bank")
+        if isinstance(v, list) and args.anytime:
+            raise InputError(f"--anytime: task {t!r} is given {len(v)} banks (one per metric); the anytime-valid "
+                             "ranker ranks on one metric: give one bank")
         if isinstance(v, list) and args.dry_run:
             raise InputError(f"--dry-run: task {t!r} is given {len(v)} banks; the cost forecast of a several-bank "
                              "rank is not available yet (forecast each bank alone for an upper bound)")
@@ -330,9 +338,9 @@ def rank_settings(args) -> tuple[list[LiveSettings], bool]:
 
 
 def runs_bank_free(a: LiveSettings) -> bool:
-    """Whether ``rank`` runs ``a`` bank-free: no bank, or one bank calibrated from too few models to be used
-    (docs/cold-start.md, *A small history*)."""
-    return a.bank is None or small_bank(a.bank, what="ranking") is not None
+    """Whether ``rank`` runs ``a`` with the bank-free (anytime-valid) ranker: no bank, one bank calibrated from too
+    few models to be used (docs/cold-start.md, *A small history*), or ``--anytime`` (the bank orders the open pairs)."""
+    return a.bank is None or a.anytime or small_bank(a.bank, what="ranking") is not None
 
 
 def _bank_free():

@@ -19,6 +19,7 @@ import os
 import numpy as np
 
 from lm_eval_adaptive.engine.anytime.driven_ranker import DrivenBankFreeRanker, IndexedReplayError
+from lm_eval_adaptive.engine.cat.bank_prediction import BankPrediction
 from lm_eval_adaptive.engine.ranking.replay import ReplayError
 from lm_eval_adaptive.errors import InputError
 from lm_eval_adaptive.harness.bank_free_run import (
@@ -30,7 +31,7 @@ from lm_eval_adaptive.harness.bank_free_run import (
     task_metric,
 )
 from lm_eval_adaptive.harness.bank_source import small_bank
-from lm_eval_adaptive.harness.binding import DOC_ID
+from lm_eval_adaptive.harness.binding import DOC_ID, bind_bank
 from lm_eval_adaptive.harness.judge_pricing import JudgePricing
 from lm_eval_adaptive.harness.scorer import HarnessItemScorer, HarnessTask
 from lm_eval_adaptive.live.ledger import BudgetLedger
@@ -42,7 +43,8 @@ from lm_eval_adaptive.live.session import (
 )
 from lm_eval_adaptive.redaction import redact as redact_all
 
-__all__ = ["BANK_FREE", "parse_score_range", "mode_line", "BankFreeSetup", "LiveBankFreeRanker", "bank_free_ranker", "build_bank_free_report"]
+__all__ = ["BANK_FREE", "parse_score_range", "mode_line", "BankFreeSetup", "LiveBankFreeRanker", "bank_free_ranker", "build_bank_free_report",
+           "open_pair_order"]
 
 
 class BankFreeSetup(PricedSession):
@@ -68,7 +70,12 @@ class BankFreeSetup(PricedSession):
         loaded = self.task.load()
         small = small_bank(a.bank, what="ranking") if a.bank is not None else None  # a bank too small to use
         self.why = small.use.reason if small else None
-        self.metric = task_metric(loaded[0], loaded[1], a.metric or (small.metric if small else None))
+        self.order_key, order_metric = None, None
+        if a.anytime and a.bank is not None and small is None:  # --anytime: the bank orders the open pairs only
+            self.order_key, order_metric = open_pair_order(a, loaded)
+            self.why = (f"anytime-valid ranking asked (--anytime; the bank {self.order_key.bank.describe()} orders "
+                        "only the pairs left open)")
+        self.metric = task_metric(loaded[0], loaded[1], a.metric or order_metric or (small.metric if small else None))
         self.score_range = score_range_for(self.metric, a.score_range)
         self.mode_note = mode_line(loaded[0], self.metric, self.score_range, why=self.why)
         n_docs = len(list(loaded[1].eval_docs))
@@ -103,6 +110,15 @@ class BankFreeSetup(PricedSession):
         return y
 
 
+def open_pair_order(a: LiveSettings, loaded) -> tuple[BankPrediction, str]:
+    """``rank --anytime`` with a bank: (the bank's full-task prediction keyed by harness doc id, its metric). The
+    bank is bound to the task as a banked run binds it (its item ids matched to documents, ``--item-field``), and
+    is read for nothing else: no interval, pair decision or allocation reads the order key."""
+    binding = bind_bank(a.bank, loaded[0], loaded[1], metric=a.metric, item_field=a.item_field)
+    ids = {str(doc): item for item, doc in binding.doc_of.items()}
+    return BankPrediction(binding.bank, ids), binding.metric
+
+
 class LiveBankFreeRanker(DrivenBankFreeRanker):
     """The driven bank-free ranker whose replay errors name the journal line (as the banked ranker's)."""
 
@@ -119,7 +135,8 @@ def bank_free_ranker(setup: BankFreeSetup, a: LiveSettings) -> LiveBankFreeRanke
     return LiveBankFreeRanker([s.name for s in setup.specs], setup.item_ids, score_range=setup.score_range,
                               item_costs=setup.planned_costs, confidence=a.confidence,
                               tie_margin=a.tie_margin or 0.0, family_wise=a.family_wise, budget=None,
-                              n_max=a.max_items, seed=a.seed, max_in_flight=a.concurrency)
+                              n_max=a.max_items, seed=a.seed, max_in_flight=a.concurrency,
+                              order_key=setup.order_key)
 
 
 def build_bank_free_report(live, setup: BankFreeSetup, a: LiveSettings, *, command: str = "rank") -> dict:
@@ -154,6 +171,7 @@ def build_bank_free_report(live, setup: BankFreeSetup, a: LiveSettings, *, comma
     stopped = "interrupted" if live.interrupted else (d["stopped_because"] if ranked else "failed")
     d.update({
         "command": command, "mode": BANK_FREE, "mode_note": setup.mode_note,
+        "open_pair_order": getattr(getattr(setup, "order_key", None), "name", None),
         "score_range": list(setup.score_range), "task": setup.task_name, "metric": setup.metric,
         "task_docs": setup.n_docs, "bank_id": None, "rows": rows, "ranked": ranked, "stopped_because": stopped,
         "total_cost_usd": snap["spent"], "budget_usd": a.budget_usd,

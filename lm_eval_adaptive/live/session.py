@@ -68,7 +68,7 @@ PLOT_FILE = "ranking.png"
 RUN_KEYS = ("models", "tasks", "bank", "confidence", "budget_usd", "min_items", "max_items", "concurrency",
             "price", "metric", "item_field", "include_path", "num_fewshot", "apply_chat_template",
             "fewshot_as_multiturn", "gen_kwargs", "system_instruction", "seed", "metadata", "tie_margin",
-            "family_wise", "settle_share", "score_range")
+            "family_wise", "settle_share", "score_range", "anytime")
 
 #: A judge call's part of an item's reservation: its prompt is taken as at most twice the
 #: model's prompt plus four bytes per output token of the model plus this many bytes (rubric,
@@ -123,6 +123,8 @@ class LiveSettings:
     family_wise: bool = False  # γ for the whole ranking (pair_rules.FamilyWise)
     settle_share: float | None = None  # rank: the stopping policy's share of a full run (None: its default)
     score_range: str | None = None  # rank with no bank: LO,HI of one document's score (live/bank_free_session.py)
+    # rank with a bank: the anytime-valid (bank-free) ranker, the bank ordering only the pairs it leaves open
+    anytime: bool = False
     max_attempts: int = 6
     max_failures: int = 3
     backoff: float = 0.5
