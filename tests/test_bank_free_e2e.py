@@ -416,12 +416,16 @@ def test_rank_anytime_with_a_bank_decides_as_bank_free_and_the_bank_orders_only_
             assert ranked.index(first) < ranked.index(second)
 
 
-def test_rank_anytime_with_several_banks_is_one_error_line(task_dir, tmp_path, capsys):
-    """``--anytime`` ranks on one metric: several banks (one per metric) are refused before anything is asked."""
-    args = ["rank", "--models", "a=litellm:model=openai/CycleL", "b=litellm:model=openai/TSU-HITs", "--tasks",
-            "wmt24_en-de", "--include_path", str(REPO / "task_configs"), "--bank", "wmt24_en-de.bleu",
-            "wmt24_en-de.chrf", "--anytime", "--output", str(tmp_path / "x"), "--no-progress"]
-    assert main(args) == 2
-    err = capsys.readouterr().err
-    assert "--anytime: task 'wmt24_en-de' is given 2 banks" in " ".join(err.split())
+def test_rank_anytime_refusals_are_one_error_line(task_dir, tmp_path, capsys):
+    """``--anytime`` ranks on one metric: several banks (one per metric) are refused before anything is asked; a
+    ``--dry-run`` of it is refused saying why (no forecast for the anytime-valid ranker)."""
+    base = ["rank", "--models", "a=litellm:model=openai/CycleL", "b=litellm:model=openai/TSU-HITs", "--tasks",
+            "wmt24_en-de", "--include_path", str(REPO / "task_configs"), "--anytime", "--price", "default=1,3",
+            "--no-progress"]
+    assert main([*base, "--bank", "wmt24_en-de.bleu", "wmt24_en-de.chrf", "--output", str(tmp_path / "x")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "--anytime: task 'wmt24_en-de' is given 2 banks" in err and err.count("error:") == 1
     assert not (tmp_path / "x").exists()
+    assert main([*base, "--bank", "wmt24_en-de.bleu", "--dry-run"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "runs with the anytime-valid ranker (--anytime), which has no forecast yet" in err

@@ -52,10 +52,10 @@ def check_bank_free_settings(a: LiveSettings) -> None:
     if not a.tasks or "," in a.tasks:
         raise InputError(f"--tasks {a.tasks!r}: rank runs on one task at a time")
     if a.dry_run:
-        why = "has no item bank" if a.bank is None else "runs with the anytime-valid ranker (--anytime)" \
-            if a.anytime else "runs without its bank (too few calibration models)"
-        raise InputError(f"--dry-run: task {a.tasks!r} {why}, so there are no token counts to forecast "
-                         "from; run with a small --budget-usd instead (the cap holds)")
+        why = "has no item bank, so there are no token counts to forecast from" if a.bank is None else \
+            "runs with the anytime-valid ranker (--anytime), which has no forecast yet" if a.anytime else \
+            "runs without its bank (too few calibration models), so there are no token counts to forecast from"
+        raise InputError(f"--dry-run: task {a.tasks!r} {why}; run with a small --budget-usd instead (the cap holds)")
     check_live_settings(a)
     parse_score_range(a.score_range)
     if a.output and not a.resume:
