@@ -17,7 +17,7 @@ fold the stated cost to settle against the measured one (run on until settled).
         [--floor-items N|off] [--pair-share S|off] [--random-share S]
         [--tie-margin DELTA | --tie-margin-share SHARE] [--settle-seeds N] [--settle-runs N]
         [--family-wise] [--intervals fixed|anytime|anytime-plain] [--order prediction|point] [--bank-use-margin M|off]
-        [--fallback-order bank|pairs]
+        [--fallback-order bank|pairs] [--anytime]
         [--holdout-size K] [--target-items N] [--tables NAME ...] [--oracle-bank] [--jobs N | --ray ADDRESS]
 
 ``fixed tau`` is the paper's fixed-length CAT (every model as many items as the adaptive run's busiest model,
@@ -152,6 +152,8 @@ def main(argv=None) -> int:
     ap.add_argument("--fallback-order", choices=FALLBACK_ORDERS, default="pairs",
                     help="what orders the pairs a fallen-back fold leaves open: the bank-free ranker's paired "
                          "differences (pairs, rank's) or the rejected bank's prediction (bank: an experiment of stop 32)")
+    ap.add_argument("--anytime", action="store_true",
+                    help="every fold ranked as rank --anytime: the bank-free ranker, the bank ordering open pairs")
     ap.add_argument("--oracle-bank", action="store_true",
                     help="a BOUND, not a product figure: each fold's bank calibrated on every model, the hold-out "
                          "set's included (in-sample)")
@@ -167,7 +169,7 @@ def main(argv=None) -> int:
                             settle_floor_items=a.floor_items, pair_share=a.pair_share,
                             random_share=a.random_share, design=a.design,
                             settle_seeds=a.settle_seeds, settle_runs=a.settle_runs, intervals=a.intervals, order=a.order, steer=a.steer,
-                            bank_use_margin=a.bank_use_margin, oracle_bank=a.oracle_bank,
+                            bank_use_margin=a.bank_use_margin, oracle_bank=a.oracle_bank, anytime=a.anytime,
                             fallback_order=a.fallback_order,
                             **({} if a.optimism is None else {"optimism": a.optimism}),
                             **({} if a.holdout_size is None else {"holdout_size": a.holdout_size}),
@@ -182,7 +184,8 @@ def main(argv=None) -> int:
                         "settle_seeds": config.settle_seeds,
                         "settle_runs": config.settle_runs, "design": config.design, "intervals": config.intervals,
                         "order": config.order, "steer": config.steer, "bank_use_margin": config.bank_use_margin,
-                        "oracle_bank": config.oracle_bank, "fallback_order": config.fallback_order}}
+                        "oracle_bank": config.oracle_bank, "fallback_order": config.fallback_order,
+                        "anytime": config.anytime}}
     t0 = time.perf_counter()
     for half, names in halves.items():
         results = run_backtests([load_any_table(n) for n in names], config=config, jobs=a.jobs,

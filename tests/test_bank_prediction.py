@@ -13,7 +13,7 @@ from lm_eval_adaptive.data.tables import load_any_table
 from lm_eval_adaptive.engine.anytime.bank_free_ranker import BankFreeRanker
 from lm_eval_adaptive.engine.anytime.pair_decisions import ORDERED
 from lm_eval_adaptive.engine.cat.bank_prediction import BankPrediction, bank_full_task_mean
-from lm_eval_adaptive.engine.evaluation.backtest import backtest
+from lm_eval_adaptive.engine.evaluation.backtest import backtest, backtest_signature
 from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
 from lm_eval_adaptive.engine.irt.calibration import calibrate
 from lm_eval_adaptive.errors import InputError
@@ -129,3 +129,21 @@ def test_the_backtest_orders_a_fallen_back_folds_open_pairs_by_its_bank():
     assert "fallback_order:bank" in by_bank.signature and "fallback_order:pairs" in by_pairs.signature
     with pytest.raises(InputError, match="fallback order"):
         replace(config, fallback_order="sideways").validate(len(t.models))
+
+
+def test_backtest_anytime_ranks_every_fold_as_rank_anytime_does():
+    """``BacktestConfig(anytime=True)`` (``backtest --anytime``): every fold ranked by the bank-free ranker with its
+    bank's prediction ordering the open pairs, whatever the bank-use rule says; the very runs of a fold whose bank
+    the rule rejected under ``fallback_order="bank"`` (same τ, items, coverage), the reason in each fold's record
+    and the setting in the signature; the default backtest is untouched (no ``anytime`` in its signature)."""
+    t = load_any_table(TABLE)
+    prices = uniform_prices(t.models)
+    config = BacktestConfig(seeds=1, settle_seeds=0, folds=2)
+    anytime = backtest(t, config=replace(config, anytime=True), prices=prices)
+    rejected = backtest(t, config=replace(config, bank_use_margin=-1.0, fallback_order="bank"), prices=prices)
+    assert anytime.folds_fallen_back == 2
+    assert anytime.adaptive.tau == rejected.adaptive.tau and anytime.adaptive.items == rejected.adaptive.items
+    assert anytime.counts["covered"] == rejected.counts["covered"]
+    assert all(f["bank_use_reason"].startswith("anytime") for f in anytime.folds)
+    assert "anytime:True" in anytime.signature.split("|")
+    assert not any(part.startswith("anytime:") for part in backtest_signature(config, prices).split("|"))

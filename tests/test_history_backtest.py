@@ -65,3 +65,23 @@ def test_history_models_refuses_a_plot(tmp_path, capsys):
     cap = capsys.readouterr()
     assert rc == 2 and cap.err.startswith("error:") and "--plot" in cap.err
     assert not png.exists()
+
+
+def test_backtest_anytime_through_the_command_line(tmp_path, capsys):
+    """``backtest --anytime``: every fold ranked as ``rank --anytime`` ranks (the folds' records say so), its
+    full-task intervals anytime-valid (at least 90% of 12 models covered at 95% each); with ``--history-models``
+    one error line, nothing written."""
+    csv = _csv(tmp_path / "h.csv", n_models=13)
+    js = tmp_path / "a.json"
+    rc = main(["backtest", str(csv), "--anytime", "--folds", "2", "--seeds", "2", "--holdout-size", "3",
+               "--prices", "uniform", "--no-self-check", "--no-progress", "--json", str(js)])
+    assert rc == 0
+    d = json.loads(js.read_text())
+    assert d["folds_fallen_back"] == 2 and "anytime:True" in d["signature"].split("|")
+    assert all(f["bank_use_reason"].startswith("anytime") for f in d["folds"])
+    assert d["counts"]["covered"] >= 0.9 * d["counts"]["models"]
+    capsys.readouterr()
+    bad = tmp_path / "b.json"
+    rc = main(["backtest", str(csv), "--anytime", "--history-models", "0", "--json", str(bad)])
+    cap = capsys.readouterr()
+    assert rc == 2 and cap.err.startswith("error:") and "--anytime" in cap.err and not bad.exists()

@@ -133,7 +133,10 @@ def cmd_backtest(args) -> int:
                             partition_seed=args.partition_seed, bootstrap=args.bootstrap,
                             tie_margin=args.tie_margin, self_check=not args.no_self_check,
                             response_model=args.response_model, guessing=args.guessing,
-                            family_wise=args.family_wise)
+                            family_wise=args.family_wise, anytime=args.anytime)
+    if args.anytime and (args.history_models is not None or any(metric_table_specs(t) for t in args.table)):
+        raise InputError("--anytime backtests one metric's ranking as rank --anytime runs it; it does not go with "
+                         "--history-models or a joint multi-metric TABLE spec")
     if args.ray is not None and args.jobs is not None:
         raise InputError("give --jobs (local processes) or --ray (a Ray cluster), not both")
     if args.ray is not None:
@@ -355,6 +358,9 @@ def build_parser(with_run: bool = False) -> argparse.ArgumentParser:
                    help="the history curve: rank each hold-out set with a bank from only N of the other models "
                         "(0: no bank, the bank-free ranker; all: every other model), per N: tau against random "
                         "and shared random documents at the same spend, items, confident-pair accuracy, coverage")
+    b.add_argument("--anytime", action="store_true",
+                   help="rank each hold-out set as rank --anytime does: the anytime-valid (bank-free) ranker, the "
+                        "fold's bank only ordering the pairs it leaves open (fixed-length CAT still runs on the bank)")
     b.add_argument("--json", default=None, help="write the summary as JSON here")
     b.add_argument("--plot", default=None, metavar="FILE.png",
                    help="write a PNG here: per table, Kendall τ of adaptive, random, shared random documents and fixed-length "

@@ -210,10 +210,9 @@ def add_rank_parser(sub) -> argparse.ArgumentParser:
                         f"run of every model (default {DEFAULT_FULL_RUN_SHARE:g}; 1: up to a full run, which settles "
                         "every pair; the budget cap still holds)")
     p.add_argument("--anytime", action="store_true",
-                   help="with a bank: rank with the anytime-valid ranker (every model answers the same random "
-                        "documents; every interval and pair decision holds whenever the run stops); the bank only "
-                        "orders the pairs left open. Without it a bank runs the adaptive ranker, whose fixed-time "
-                        "intervals settle more pairs per item (docs/cold-start.md, What each mode guarantees)")
+                   help="with a bank: the anytime-valid ranker (shared random documents; every interval and pair "
+                        "decision holds whenever the run stops), the bank only ordering the pairs left open; without "
+                        "it a bank runs the adaptive ranker, which settles more pairs per item (docs/cold-start.md)")
     add_model_arguments(p, adds_to="--models")
     add_task_arguments(p)
     add_live_arguments(p)
@@ -315,8 +314,7 @@ def rank_settings(args) -> tuple[list[LiveSettings], bool]:
             raise InputError(f"--metric {args.metric}: task {t!r} is given {len(v)} banks (one per metric); each "
                              "bank says its metric, --metric is for a single bank")
         if isinstance(v, list) and args.anytime:
-            raise InputError(f"--anytime: task {t!r} is given {len(v)} banks (one per metric); the anytime-valid "
-                             "ranker ranks on one metric: give one bank")
+            raise InputError(f"--anytime: task {t!r} is given {len(v)} banks (one per metric); it ranks one: give one")
         if isinstance(v, list) and args.dry_run:
             raise InputError(f"--dry-run: task {t!r} is given {len(v)} banks; the cost forecast of a several-bank "
                              "rank is not available yet (forecast each bank alone for an upper bound)")

@@ -140,7 +140,7 @@ class BacktestResult:
     settle_records: list = field(default_factory=list, repr=False)  # per unresolved pair run on (for pooling)
     confident_pairs: list = field(default_factory=list, repr=False)  # per pair reported ordered (confident_pair_records)
     shared_random: MethodSummary | None = None  # every model on the same random documents, at the adaptive spend
-    folds_fallen_back: int = 0  # folds whose bank the bank-use rule rejected (ranked bank-free; bank_use_margin)
+    folds_fallen_back: int = 0  # folds ranked bank-free: the bank-use rule rejected the bank (bank_use_margin), or anytime
     fixed_matched: MethodSummary | None = None  # fixed-length CAT at the adaptive run's items (matched_fixed_length)
 
     def method(self, name: str) -> MethodSummary:
@@ -171,6 +171,8 @@ def backtest_signature(config: BacktestConfig, prices) -> str:
         del c["intervals"]
     if c["bank_use_margin"] is None:  # likewise: named only when the bank-use rule applies
         del c["bank_use_margin"], c["fallback_order"]
+    if not c["anytime"]:  # likewise: named only when set
+        del c["anytime"]
     return format_signature({k: c[k] for k in sorted(c)} | {"prices": list(prices)} | versions())
 
 
@@ -204,7 +206,7 @@ def self_check_backtest(table, config: BacktestConfig) -> BacktestResult | None:
     inner = replace(config, holdout_size=min(config.holdout_size, n - 2), seeds=config.self_check_seeds,
                     bootstrap=200, partition_seed=BacktestConfig.partition_seed, self_check=False, family_wise=False,
                     settle_seeds=0, tie_margin_share=None, intervals="fixed", bank_use_margin=None,
-                    oracle_bank=False)
+                    oracle_bank=False, anytime=False)
     return backtest(table, config=inner)
 
 
@@ -384,11 +386,12 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
 
     score_range = (float(np.nanmin(raw_all)), float(np.nanmax(raw_all)))
     use = None if config.bank_use_margin is None else bank_use_of(bank, margin=config.bank_use_margin)
-    fallen = use is not None and not use.use_bank  # the rule rejects the bank: ranked bank-free, as `rank` would
+    # ranked bank-free, as `rank` would: the rule rejects the bank, or `anytime` (the bank orders the open pairs)
+    fallen = config.anytime or (use is not None and not use.use_bank)
+    order_key = BankPrediction(bank) if config.anytime or config.fallback_order == "bank" else None
     fold_runs = fallback_runs(hold, table.items, raw_h, all_costs, config, f, gt=gt, score_range=score_range,
                               budget=budget, margin=margin, delta=delta, truth_mean=truth_mean,
-                              full_run_cost=full_run_cost, order_key=BankPrediction(bank) if config.fallback_order == "bank" else None) \
-        if fallen else []
+                              full_run_cost=full_run_cost, order_key=order_key) if fallen else []
     def fixed_figures(seed: int, selector, busiest: int, items: int) -> dict:
         """Fixed-length CAT on the bank for seed ``seed``: as many items per model as the busiest model had
         (``fixed``) and at the run's own items (``fixed_matched``), as :class:`FoldRun` fields."""
@@ -459,7 +462,9 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
                "shared_random_tau": _summary(r.shared_random_tau for r in fold_runs)[0],
                "fixed_tau": _summary(r.fixed_tau for r in fold_runs)[0],
                "fixed_matched_tau": _summary(r.fixed_matched_tau for r in fold_runs)[0],
-               "bank_used": not fallen, "bank_use_reason": use.reason if fallen else None,
+               "bank_used": not fallen,
+               "bank_use_reason": ("anytime: the bank orders the open pairs only" if config.anytime else use.reason)
+               if fallen else None,
                "self_check_taus": bank.diagnostics.get("self_check")}
     return FoldOutcome(fold=f, runs=fold_runs, summary=summary, seconds=time.perf_counter() - t0)
 

@@ -77,6 +77,10 @@ class BacktestConfig:
     # the bank calibrated on every model of the table, the hold-out set's included: an in-sample bound, never a
     # product figure (issue 32: what this response model can buy on a table with a perfect bank)
     oracle_bank: bool = False
+    # every fold ranked as `rank --anytime` ranks: the bank-free ranker (anytime-valid intervals and decisions), the
+    # fold's bank's prediction ordering only the pairs it leaves open (docs/cold-start.md, *The anytime-valid ranker
+    # with a bank*); fixed-length CAT still runs on the bank
+    anytime: bool = False
 
     def folds_that_fit(self, n_models: int) -> int:
         """Complete hold-out sets that fit, ``n_models // holdout_size`` as the paper's code (at most
