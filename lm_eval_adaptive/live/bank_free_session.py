@@ -171,7 +171,7 @@ def build_bank_free_report(live, setup: BankFreeSetup, a: LiveSettings, *, comma
     stopped = "interrupted" if live.interrupted else (d["stopped_because"] if ranked else "failed")
     d.update({
         "command": command, "mode": BANK_FREE, "mode_note": setup.mode_note,
-        "open_pair_order": getattr(getattr(setup, "order_key", None), "name", None),
+        "open_pair_order": setup.order_key.name if setup.order_key is not None else None,
         "score_range": list(setup.score_range), "task": setup.task_name, "metric": setup.metric,
         "task_docs": setup.n_docs, "bank_id": None, "rows": rows, "ranked": ranked, "stopped_because": stopped,
         "total_cost_usd": snap["spent"], "budget_usd": a.budget_usd,
