@@ -373,20 +373,32 @@ def test_a_bank_whose_self_check_ranks_below_shared_random_is_not_used_by_rank(s
         assert 0.0 <= e["metric_estimate"]["lower"] <= full[e["model"]] <= e["metric_estimate"]["upper"] <= 1.0
 
 
-def test_rank_anytime_with_a_bank_decides_as_bank_free_and_the_bank_orders_only_open_pairs(server, task_dir,
-                                                                                          clean_rank, tmp_path):
-    """Issue 31 item 2 (docs/cold-start.md, *The anytime-valid ranker with a bank*): ``rank --anytime`` given a
-    usable bank (the shipped WMT24 en-de BLEU bank, 26 models, made this task's) runs the anytime-valid ranker.
-    Its bank decides nothing: the same documents are asked, and every pair outcome, estimate and interval is
-    the no-bank run's; only the order of the pairs left open may differ, and the report names what set it."""
+@pytest.fixture(scope="module")
+def anytime_bank(tmp_path_factory):
+    """The shipped WMT24 en-de BLEU bank (26 models), made this task's: a bank ``rank`` would use."""
     from lm_eval_adaptive.engine.irt.bank import ItemBank
     from lm_eval_adaptive.harness.bank_source import load_bank
 
     made = load_bank("wmt24_en-de.bleu").to_dict() | {"task": TASK}  # the same bank, made for this task
-    path = tmp_path / "bank.json"
+    path = tmp_path_factory.mktemp("bank") / "bank.json"
     ItemBank.from_dict(made).save(path)
-    out = tmp_path / "anytime"
-    assert main(rank_args(task_dir, out, "--bank", str(path), "--anytime")) == 0
+    return path
+
+
+@pytest.fixture(scope="module")
+def anytime_rank(server, task_dir, anytime_bank, tmp_path_factory):
+    out = tmp_path_factory.mktemp("anytime") / "run"
+    assert main(rank_args(task_dir, out, "--bank", str(anytime_bank), "--anytime")) == 0
+    return out
+
+
+def test_rank_anytime_with_a_bank_decides_as_bank_free_and_the_bank_orders_only_open_pairs(anytime_rank, anytime_bank,
+                                                                                          clean_rank):
+    """Issue 31 item 2 (docs/cold-start.md, *The anytime-valid ranker with a bank*): ``rank --anytime`` given a
+    usable bank (the shipped WMT24 en-de BLEU bank, 26 models, made this task's) runs the anytime-valid ranker.
+    Its bank decides nothing: the same documents are asked, and every pair outcome, estimate and interval is
+    the no-bank run's; only the order of the pairs left open may differ, and the report names what set it."""
+    out, path = anytime_rank, anytime_bank
     r, ref = read(out), read(clean_rank)
     assert r["mode"] == "bank-free"
     assert r["mode_note"].startswith(f"anytime-valid ranking asked (--anytime; the bank '{TASK}/bleu'")
@@ -400,8 +412,14 @@ def test_rank_anytime_with_a_bank_decides_as_bank_free_and_the_bank_orders_only_
         return sorted((x["model"], x["item_id"]) for x in j if x.get("type") == "score")
 
     assert scored(out) == scored(clean_rank)  # the same documents: the bank chose none of them
-    outcome = {frozenset((p["a"], p["b"])): (p["outcome"], round(abs(p["lower"]), 12)) for p in r["pairs"]}
-    assert outcome == {frozenset((p["a"], p["b"])): (p["outcome"], round(abs(p["lower"]), 12)) for p in ref["pairs"]}
+    def outcomes(run):  # each pair's outcome and interval, written with its two models in name order
+        out = {}
+        for p in run["pairs"]:
+            lo, hi = (p["lower"], p["upper"]) if p["a"] < p["b"] else (-p["upper"], -p["lower"])
+            out[tuple(sorted((p["a"], p["b"])))] = (p["outcome"], round(lo, 12), round(hi, 12))
+        return out
+
+    assert outcomes(r) == outcomes(ref)
     full = truth("bleu")
     want = {e["model"]: e["metric_estimate"] for e in ref["ranking"]}
     for e in r["ranking"]:
@@ -429,3 +447,22 @@ def test_rank_anytime_refusals_are_one_error_line(task_dir, tmp_path, capsys):
     assert main([*base, "--bank", "wmt24_en-de.bleu", "--dry-run"]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "runs with the anytime-valid ranker (--anytime), which has no forecast yet" in err
+
+
+def test_a_killed_rank_anytime_resumes_with_its_bank_order(server, task_dir, anytime_bank, anytime_rank, tmp_path):
+    """``rank --anytime`` killed (``kill -9``) mid-run and resumed: the journal's settings bring back the mode and
+    the bank that orders the open pairs, no document is asked twice, and the result is the uninterrupted run's."""
+    out = tmp_path / "killed"
+    _kill_after_scores(server, rank_args(task_dir, out, "--bank", str(anytime_bank), "--anytime"), out, 60)
+    assert main(["rank", "--resume", str(out), "--no-progress"]) == 0
+    r, ref = read(out), read(anytime_rank)
+    assert r["mode_note"] == ref["mode_note"] and r["mode_note"].startswith("anytime-valid ranking asked")
+    assert r["open_pair_order"] == ref["open_pair_order"] is not None
+    j = [json.loads(x) for x in (out / "journal.jsonl").read_text().splitlines() if x.strip()]
+    scored = Counter((x["model"], x["item_id"]) for x in j if x.get("type") == "score")
+    assert max(scored.values()) == 1  # nothing scored twice
+    assert [e["model"] for e in r["ranking"]] == [e["model"] for e in ref["ranking"]]
+    got = {e["model"]: e["metric_estimate"] for e in r["ranking"]}
+    for e in ref["ranking"]:
+        assert (got[e["model"]]["lower"], got[e["model"]]["upper"]) == pytest.approx(
+            (e["metric_estimate"]["lower"], e["metric_estimate"]["upper"]), abs=1e-12)

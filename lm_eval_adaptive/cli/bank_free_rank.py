@@ -80,7 +80,8 @@ def start_bank_free(r):
     settings["bank"] = bank_reference(a.bank) if isinstance(a.bank, str) else None  # a bank too small to use
     settings["metric"] = setup.metric
     settings["include_path"] = str(Path(a.include_path).resolve()) if a.include_path else None
-    settings["item_field"] = DOC_ID
+    # the journal names documents by doc id; --anytime keeps the option as given: it binds the bank's ids on resume
+    settings["item_field"] = a.item_field if a.anytime else DOC_ID
     return start_run(r.out_dir, "rank", settings, {"command": "rank", "bank_id": BANK_FREE, "mode": BANK_FREE,
                                                    "models": [s.name for s in setup.specs],
                                                    "task": setup.task_name, "budget_usd": a.budget_usd,
