@@ -26,7 +26,7 @@ PASS/FAIL line per criterion (issue 21):
 4. no impossibility claim (no pair "inseparable") and every unresolved pair with its cost to settle.
 
     python benchmarks/bench_near_tie.py [--case benchmarks/near_tie_case.json] [--json out.json]
-        [--tie-margin DELTA] [--seed S ...] [--settle-share S]
+        [--tie-margin DELTA] [--seed S ...] [--settle-share S] [--anytime]
 
 ``--seed``: run the case with each of these ranking seeds (``rank --seed``; default 0) and print each.
 """
@@ -140,6 +140,17 @@ def billed_usage(case: dict, item_ids) -> dict[str, dict[str, tuple[int, int]]]:
     return out
 
 
+def task_doc_ids(case: dict) -> list[str]:
+    """The task's documents in harness order (doc id = position), as the segment ids the bank and the data use:
+    what a bank-free run (``--anytime``) journals by doc id is billed by these."""
+    import importlib.util  # noqa: PLC0415
+
+    spec = importlib.util.spec_from_file_location("wmt24_task_utils", TASK_CONFIGS / "wmt24" / "utils.py")
+    utils = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(utils)
+    return [d["id"] for d in utils.wmt24_docs(pair_of(case))]
+
+
 def full_run_cost(usage: dict, prices: dict[str, Price]) -> dict[str, float]:
     return {m: float(sum(p * prices[m].input_per_token + c * prices[m].output_per_token for p, c in u.values()))
             for m, u in usage.items()}
@@ -147,7 +158,7 @@ def full_run_cost(usage: dict, prices: dict[str, Price]) -> dict[str, float]:
 
 # ----------------------------------------------------------------------------- the live run
 def run_case(case: dict, workdir: Path, *, server: ReplayServer, tie_margin: float | None = None,
-             seed: int | None = None, settle_share: float | None = None) -> dict:
+             seed: int | None = None, settle_share: float | None = None, anytime: bool = False) -> dict:
     """Calibrate the bank without the case's systems, rank them live, and collect the figures.
 
     ``server`` is a running ReplayServer that litellm already reaches (OPENAI_API_BASE); ``tie_margin``,
@@ -163,14 +174,19 @@ def run_case(case: dict, workdir: Path, *, server: ReplayServer, tie_margin: flo
     bank = ItemBank.load(bank_path)
     item_ids = [str(i) for i in bank.item_ids]
     prices = prices_of(case)
-    usage = billed_usage(case, item_ids)
+    if anytime:  # the anytime-valid ranker draws from every document of the task and journals doc ids
+        ids = task_doc_ids(case)
+        by_segment = billed_usage(case, ids)
+        usage = {m: {str(d): by_segment[m][i] for d, i in enumerate(ids)} for m in case["systems"]}
+    else:
+        usage = billed_usage(case, item_ids)
     full = full_run_cost(usage, prices)
     full_total = sum(full.values())
     cap = round(case["cap_over_full_run"] * full_total, 6)
-    out = workdir / f"rank-{seed}-{tie_margin}-{settle_share}"
+    out = workdir / f"rank-{seed}-{tie_margin}-{settle_share}-{anytime}"
     extra = ([] if tie_margin is None else ["--tie-margin", str(tie_margin)]) + \
         ([] if seed is None else ["--seed", str(seed)]) + \
-        ([] if settle_share is None else ["--settle-share", str(settle_share)])
+        ([] if settle_share is None else ["--settle-share", str(settle_share)]) + (["--anytime"] if anytime else [])
     server.reset_stats()
     t1 = time.perf_counter()
     rc = cli(["rank", "--models", *[f"{m}=litellm:model=openai/{m}" for m in case["systems"]],
@@ -250,7 +266,7 @@ def show(result: dict, truth: dict, verdict: dict) -> None:
     print("prices per M tokens (in, out): " + "; ".join(f"{m} ${i:g}/${o:g}" for m, (i, o) in result["prices"].items()))
     print(f"bank: {result['bank_items']} items, calibrated without the four; cap ${result['cap_usd']:.4f} "
           f"({case['cap_over_full_run']:g} × a full run)")
-    print(f"full-run cost (every bank item, each system, usage as billed): ${result['full_run_cost_total_usd']:.4f} "
+    print(f"full-run cost (every document the ranking can draw from, each system, usage as billed): ${result['full_run_cost_total_usd']:.4f} "
           f"(" + ", ".join(f"{m} ${c:.4f}" for m, c in result["full_run_cost_usd"].items())
           + f"); the report's own estimate from the bank's mean tokens: ${result['report_full_run_cost_usd']:.4f}")
     print(f"journal usage vs the usage counted here: {result['n_usage_mismatches']} mismatches; "
@@ -303,6 +319,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="write the figures here")
     ap.add_argument("--tie-margin", type=float, default=None, help="rank --tie-margin (metric units)")
     ap.add_argument("--seed", type=int, nargs="+", default=[None], help="rank --seed, one run each")
+    ap.add_argument("--anytime", action="store_true", help="rank --anytime: the anytime-valid ranker, the bank "
+                    "ordering the pairs it leaves open (it has no stopping policy on the cost to settle)")
     ap.add_argument("--settle-share", type=float, default=None,
                     help="rank --settle-share (the stopping policy's share of a full run; the spend criterion then)")
     a = ap.parse_args(argv)
@@ -314,7 +332,7 @@ def main(argv=None) -> int:
         os.environ["OPENAI_API_KEY"] = "replay"
         for seed in a.seed:
             result = run_case(case, Path(tmp), server=srv, tie_margin=a.tie_margin, seed=seed,
-                              settle_share=a.settle_share)
+                              settle_share=a.settle_share, anytime=a.anytime)
             verdict = judge(result, truth)
             if len(a.seed) > 1:
                 print(f"\n=== rank --seed {seed} ===")
