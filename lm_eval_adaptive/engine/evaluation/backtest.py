@@ -58,6 +58,7 @@ from lm_eval_adaptive.engine.evaluation.fold_parts import (
     fold_bank_costs,
     fold_ground_truth,
     fold_ranker,
+    fold_selector,
     table_item_tokens,
     table_positions,
     table_range,
@@ -404,14 +405,15 @@ def backtest_fold(table, plan: BacktestPlan, f: int) -> FoldOutcome:
         return out
 
     for seed in range(config.seeds):
+        if fallen:  # ranked bank-free; fixed-length CAT still runs on the bank, with the seed's selector
+            r = fold_runs[seed]
+            for k, v in fixed_figures(seed, fold_selector(bank, config, f, seed), r.busiest_items,
+                                      r.adaptive_items).items():
+                setattr(r, k, v)
+            continue
         ranker = fold_ranker(bank, hold, config, f, seed, item_costs=bank_costs, budget=budget, exclude=missing,
                              pair_rule=pair_rule, score_range=score_range)
         selector = ranker.selector
-        if fallen:  # fixed-length CAT still runs on the bank
-            r = fold_runs[seed]
-            for k, v in fixed_figures(seed, selector, r.busiest_items, r.adaptive_items).items():
-                setattr(r, k, v)
-            continue
         res = drive(ranker, scaled_score, raw=lambda m, i: float(raw_bank[row[m], i]))
         honesty = honesty_record(ranker, res, bank, raw_bank, row, truth_mean, se_all, bank_mean)
         honesty["covered"] = honesty["covered_metric"]

@@ -20,7 +20,7 @@ from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy
 from lm_eval_adaptive.engine.evaluation.backtest_config import BacktestConfig
 from lm_eval_adaptive.engine.evaluation.backtest_figures import ground_truth
 
-__all__ = ["table_item_tokens", "fold_bank_costs", "fold_ground_truth", "fold_ranker", "judgement_for",
+__all__ = ["table_item_tokens", "fold_bank_costs", "fold_ground_truth", "fold_ranker", "fold_selector", "judgement_for",
            "table_range", "table_positions"]
 
 
@@ -57,14 +57,20 @@ def fold_ranker(bank, hold: list, config: BacktestConfig, f: int, seed: int, *, 
     seeded by (partition seed, fold, seed); ``kwargs`` (item costs, budget, exclude, pair rule) go to
     :class:`AdaptiveRanker`; ``score_range``: the bounds of the raw scores, which anytime-valid intervals need
     (``config.intervals``)."""
-    seed_ = [config.partition_seed, f, seed]
-    selector = default_selector(bank.b, top_k=config.top_k, seed=seed_, information=bank.selection_information) \
-        if config.random_share == DEFAULT_RANDOM_SHARE else \
-        RandomShareSelector(bank.b, config.top_k, share=config.random_share, seed=seed_,
-                            information=bank.selection_information)
     return AdaptiveRanker(bank, hold, confidence=config.confidence, n_init=config.min_items,
-                          n_max=config.max_items, top_k=config.top_k, seed=seed, selector=selector,
+                          n_max=config.max_items, top_k=config.top_k, seed=seed,
+                          selector=fold_selector(bank, config, f, seed),
                           judgement=judgement_for(config, score_range), design=config.design, **kwargs)
+
+
+def fold_selector(bank, config: BacktestConfig, f: int, seed: int):
+    """The item selector of seed ``seed`` in fold ``f`` (:func:`fold_ranker`'s): the default one with the bank's
+    selection information, or ``config``'s random share, seeded by (partition seed, fold, seed)."""
+    seed_ = [config.partition_seed, f, seed]
+    if config.random_share == DEFAULT_RANDOM_SHARE:
+        return default_selector(bank.b, top_k=config.top_k, seed=seed_, information=bank.selection_information)
+    return RandomShareSelector(bank.b, config.top_k, share=config.random_share, seed=seed_,
+                               information=bank.selection_information)
 
 
 def judgement_for(config: BacktestConfig, score_range=None):
