@@ -32,13 +32,12 @@ def bank_full_task_mean(bank: ItemBank, item_log: Sequence[tuple[str, float]],
     prediction of every other bank item (and the calibration means of the items calibration dropped). Documents
     the bank does not hold are left out; with none answered it is the bank's prediction at the prior. ``ids``:
     document id → the bank's item id, where the two differ (a harness run names documents by doc id)."""
-    index = {str(v): i for i, v in enumerate(bank.item_ids.tolist())}
+    answered = [(str(doc) if ids is None else ids.get(str(doc)), float(raw)) for doc, raw in item_log]
+    answered = [(doc, raw) for doc, raw in answered if doc is not None and np.isfinite(raw)]
     seen: dict[int, float] = {}
-    for doc, raw in item_log:
-        doc = str(doc) if ids is None else ids.get(str(doc))
-        i = index.get(doc) if doc is not None else None
-        if i is not None and np.isfinite(raw):
-            seen[i] = float(raw)
+    for i, (_, raw) in zip(bank.positions([doc for doc, _ in answered]), answered):
+        if i >= 0:
+            seen[int(i)] = raw
     items = np.fromiter(seen.keys(), dtype=np.int64, count=len(seen))
     raws = np.fromiter(seen.values(), dtype=float, count=len(seen))
     examinee = Examinee(bank, shared_default_selector(bank, seed=0))

@@ -190,12 +190,17 @@ class ItemBank:
             cached = self._prior_mean = (self.b, float(np.median(self.b)))
         return cached[1]
 
-    def index_of(self, ids) -> np.ndarray:
-        """Bank positions of item ids; a BankError names ids the bank does not hold."""
+    def positions(self, ids) -> np.ndarray:
+        """Bank positions of item ids, −1 for an id the bank does not hold."""
         if self._index is None:
             self._index = {v: i for i, v in enumerate(self.item_ids.tolist())}
         ids = [str(x) for x in np.atleast_1d(np.asarray(ids, dtype=object))]
-        out = np.fromiter((self._index.get(x, -1) for x in ids), dtype=np.int64, count=len(ids))
+        return np.fromiter((self._index.get(x, -1) for x in ids), dtype=np.int64, count=len(ids))
+
+    def index_of(self, ids) -> np.ndarray:
+        """Bank positions of item ids; a BankError names ids the bank does not hold."""
+        ids = [str(x) for x in np.atleast_1d(np.asarray(ids, dtype=object))]
+        out = self.positions(ids)
         if np.any(out < 0):
             missing = [ids[i] for i in np.flatnonzero(out < 0)[:5]]
             reason = {d["id"]: d["reason"] for d in self.dropped}
