@@ -30,7 +30,7 @@ from lm_eval_adaptive.harness.bank_free_run import (
     score_range_for,
     task_metric,
 )
-from lm_eval_adaptive.harness.bank_source import small_bank
+from lm_eval_adaptive.harness.bank_source import load_bank, small_bank
 from lm_eval_adaptive.harness.binding import DOC_ID, bind_bank
 from lm_eval_adaptive.harness.judge_pricing import JudgePricing
 from lm_eval_adaptive.harness.scorer import HarnessItemScorer, HarnessTask
@@ -68,11 +68,12 @@ class BankFreeSetup(PricedSession):
                                 fewshot_as_multiturn=a.fewshot_as_multiturn,
                                 system_instruction=a.system_instruction, metadata=a.task_metadata)
         loaded = self.task.load()
-        small = small_bank(a.bank, what="ranking") if a.bank is not None else None  # a bank too small to use
+        bank = load_bank(a.bank) if a.bank is not None else None  # read once: the checks and the binding below
+        small = small_bank(bank, what="ranking") if bank is not None else None  # a bank too small to use
         self.why = small.use.reason if small else None
         self.order_key, order_metric = None, None
-        if a.anytime and a.bank is not None and small is None:  # --anytime: the bank orders the open pairs only
-            self.order_key, order_metric = open_pair_order(a, loaded)
+        if a.anytime and bank is not None and small is None:  # --anytime: the bank orders the open pairs only
+            self.order_key, order_metric = open_pair_order(a, bank, loaded)
             self.why = (f"anytime-valid ranking asked (--anytime; the bank {self.order_key.bank.describe()} orders "
                         "only the pairs left open)")
         self.metric = task_metric(loaded[0], loaded[1], a.metric or order_metric or (small.metric if small else None))
@@ -110,11 +111,11 @@ class BankFreeSetup(PricedSession):
         return y
 
 
-def open_pair_order(a: LiveSettings, loaded) -> tuple[BankPrediction, str]:
-    """``rank --anytime`` with a bank: (the bank's full-task prediction keyed by harness doc id, its metric). The
-    bank is bound to the task as a banked run binds it (its item ids matched to documents, ``--item-field``), and
-    is read for nothing else: no interval, pair decision or allocation reads the order key."""
-    binding = bind_bank(a.bank, loaded[0], loaded[1], metric=a.metric, item_field=a.item_field)
+def open_pair_order(a: LiveSettings, bank, loaded) -> tuple[BankPrediction, str]:
+    """``rank --anytime`` with ``bank`` (loaded): (the bank's full-task prediction keyed by harness doc id, its
+    metric). The bank is bound to the task as a banked run binds it (its item ids matched to documents,
+    ``--item-field``), and is read for nothing else: no interval, pair decision or allocation reads the order key."""
+    binding = bind_bank(bank, loaded[0], loaded[1], metric=a.metric, item_field=a.item_field)
     ids = {str(doc): item for item, doc in binding.doc_of.items()}
     return BankPrediction(binding.bank, ids), binding.metric
 
