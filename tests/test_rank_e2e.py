@@ -140,12 +140,15 @@ def test_no_secret_reaches_a_file(clean_run):
 
 def test_faults_on_20_percent_of_calls_same_ranking_nothing_charged_twice(server, bank, clean_run, tmp_path):
     out = tmp_path / "faults"
+    # the fault generator's seed: seed 31 draws 5 faults of all 3 kinds within the first 14 calls (at the default
+    # seed 0 the fifth comes at the 47th call, which a short run on a loaded machine did not reach)
+    seed, server.seed = server.seed, 31
     server.reset_stats()
     server.fail_rate = 0.2
     try:
         assert main(rank_args(bank, out)) == 0
     finally:
-        server.fail_rate = 0.0
+        server.fail_rate, server.seed = 0.0, seed
     stats = server.stats()
     r, ref = read(out), read(clean_run[0])
     assert same_settled_order(r, ref)
