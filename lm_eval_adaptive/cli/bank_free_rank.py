@@ -123,7 +123,3 @@ def announce(console, setup: BankFreeSetup, a: LiveSettings) -> None:
         console.print(f"  {s.name}: {s.type}:{s.model_id}, ${p.input_per_mtok:g}/${p.output_per_mtok:g} per M tokens "
                       f"({p.source})")
     note_default_prices(console, setup.priced_by_default, setup.prices, setup.judges.prices)
-    if setup.order_key is not None and a.budget_usd is None and a.max_items is None:
-        console.print("note: --anytime has no stopping policy on the cost to settle: with no --budget-usd and no "
-                      "--max-items a pair the documents cannot settle is bought up to the last document (a full run)",
-                      highlight=False)

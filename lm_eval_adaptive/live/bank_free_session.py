@@ -35,6 +35,7 @@ from lm_eval_adaptive.harness.binding import DOC_ID, bind_bank
 from lm_eval_adaptive.harness.judge_pricing import JudgePricing
 from lm_eval_adaptive.harness.scorer import HarnessItemScorer, HarnessTask
 from lm_eval_adaptive.live.ledger import BudgetLedger
+from lm_eval_adaptive.live.stopping_policy import largest_reservation, live_policy, mark_cap_to_buy
 from lm_eval_adaptive.live.session import (
     CHARS_PER_TOKEN,
     LiveSettings,
@@ -132,12 +133,14 @@ class LiveBankFreeRanker(DrivenBankFreeRanker):
 
 def bank_free_ranker(setup: BankFreeSetup, a: LiveSettings) -> LiveBankFreeRanker:
     """A fresh bank-free ranker for the run: the settings' γ, tie margin, family-wise rule, item cap and seed;
-    the dollar cap is the ledger's (each call reserved at its upper cost before it is made)."""
+    the dollar cap is the ledger's (each call reserved at its upper cost before it is made); the stopping policy
+    on the cost to settle is a live run's (``--settle-share``, and with ``--budget-usd`` the pair's own cost rule:
+    live/stopping_policy.py)."""
     return LiveBankFreeRanker([s.name for s in setup.specs], setup.item_ids, score_range=setup.score_range,
                               item_costs=setup.planned_costs, confidence=a.confidence,
                               tie_margin=a.tie_margin or 0.0, family_wise=a.family_wise, budget=None,
                               n_max=a.max_items, seed=a.seed, max_in_flight=a.concurrency,
-                              order_key=setup.order_key)
+                              order_key=setup.order_key, settle_policy=live_policy(a.settle_share, a.budget_usd))
 
 
 def build_bank_free_report(live, setup: BankFreeSetup, a: LiveSettings, *, command: str = "rank") -> dict:
@@ -148,6 +151,7 @@ def build_bank_free_report(live, setup: BankFreeSetup, a: LiveSettings, *, comma
     res = r.result()
     snap = setup.ledger.snapshot()
     d = res.to_dict()
+    mark_cap_to_buy(d["pairs"], spent=snap["spent"], cap=a.budget_usd, reservation=largest_reservation(setup))
     full = {m: float(np.sum(r.expected_cost(m))) for m in r.models}
     rows = []
     for m in list(res.ranking) + list(res.failed):
@@ -188,6 +192,7 @@ def build_bank_free_report(live, setup: BankFreeSetup, a: LiveSettings, *, comma
         "ledger": {k: snap[k] for k in ("spent", "reserved", "n_settled", "n_refused", "overshoot_usd")},
         "settings": {"confidence": a.confidence, "max_items": a.max_items, "concurrency": a.concurrency,
                      "seed": a.seed, "tie_margin": a.tie_margin, "family_wise": a.family_wise,
+                     "settle_share": a.settle_share,
                      "timeout_s": {m: sc.timeout for m, sc in setup.scorers.items()},
                      "max_attempts": a.max_attempts, "backoff_s": a.backoff, "item_field": DOC_ID},
     })

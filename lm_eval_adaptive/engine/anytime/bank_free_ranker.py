@@ -27,8 +27,10 @@ Design (docs/cold-start.md):
    (:mod:`~lm_eval_adaptive.engine.ranking.allocation`) weighs the same way: what an item does for the model's
    open pairs, per dollar.
 4. **Stop** when every pair is settled (``settled``), the next item would overrun the budget
-   (``budget``), a model in every open pair reached ``n_max`` (``max_items``) or no document is left
-   (``exhausted``: then every interval is exact).
+   (``budget``), a model in every open pair reached ``n_max`` (``max_items``), no document is left
+   (``exhausted``: then every interval is exact) or, with a ``settle_policy``, the policy gives every open
+   pair up on its cost to settle (``cost_to_settle``; :mod:`~lm_eval_adaptive.engine.anytime.cost_to_settle`:
+   the banked ranker's policy, judged by this ranker's projection).
 
 The ranking lists the models by a least-squares fit of the pairs' mean differences on their common
 documents (weights: the common documents), keeping every ``ordered`` pair in its order; each model's
@@ -44,8 +46,10 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from lm_eval_adaptive.engine.anytime.confidence_sequence import DEFAULT_GRID, WorBettingCS
+from lm_eval_adaptive.engine.anytime.cost_to_settle import PolicyJudge, share_to_buy, stated_cost
 from lm_eval_adaptive.engine.anytime.pair_worth import ALLOCATIONS, DEFAULT_ALLOCATION, p_order, pair_weight
 from lm_eval_adaptive.engine.ranking.pairs.outcomes import equivalence_groups
+from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy
 from lm_eval_adaptive.engine.anytime.pair_decisions import (
     EQUIVALENT,
     ORDERED,
@@ -53,7 +57,6 @@ from lm_eval_adaptive.engine.anytime.pair_decisions import (
     UNRESOLVED,
     decide,
     pair_alpha,
-    settle_projection,
 )
 from lm_eval_adaptive.engine.irt.checks import check_cost
 from lm_eval_adaptive.engine.ranking.result import RankingResult
@@ -63,7 +66,7 @@ from lm_eval_adaptive.engine.signature import versions
 __all__ = ["BankFreeRanker", "BANK_FREE_STOP_REASONS", "ALLOCATIONS", "ranking_from_pairs"]
 
 #: Why a bank-free run ended.
-BANK_FREE_STOP_REASONS = ("settled", "budget", "max_items", "exhausted", "failed")
+BANK_FREE_STOP_REASONS = ("settled", "cost_to_settle", "budget", "max_items", "exhausted", "failed")
 
 
 class BankFreeRanker:
@@ -89,6 +92,9 @@ class BankFreeRanker:
     order_key:
         ``(model, item log) → number`` ordering the pairs left open (it decides nothing), e.g. a bank's
         prediction (:class:`~lm_eval_adaptive.engine.cat.bank_prediction.BankPrediction`); None: the fit.
+    settle_policy:
+        Gives up a pair whose cost to settle it does not allow (None: no pair is given up; a live run's
+        policy: live/stopping_policy.py).
     """
 
     def __init__(self, models: Sequence[str], item_ids: Sequence, *, score_range: tuple[float, float],
@@ -97,9 +103,9 @@ class BankFreeRanker:
                  n_max: int | None = None, exclude: Mapping[str, Sequence[int]] | None = None, seed=0,
                  max_in_flight: int = 1, grid: int = DEFAULT_GRID, settle_paths: int = SETTLE_PATHS,
                  allocation: str = DEFAULT_ALLOCATION,
-                 order_key: Callable[[str, list], float] | None = None):
+                 order_key: Callable[[str, list], float] | None = None, settle_policy: SettlePolicy | None = None):
         models = [str(m) for m in models]
-        self._order_key = order_key
+        self._order_key, self._judge = order_key, PolicyJudge(settle_policy)
         if allocation not in ALLOCATIONS:
             raise ValueError(f"allocation must be one of {ALLOCATIONS}, got {allocation!r}")
         self._allocation = allocation
@@ -208,6 +214,7 @@ class BankFreeRanker:
                 "confidence": self._confidence, "family_wise": self._family_wise, "tie_margin": self._margin,
                 "range": [self._lo, self._hi], "documents": len(self._ids), "grid": self._grid,
                 "seed": _seed_value(self._seed), "allocation": self._allocation,
+                "settle_policy": self._judge.policy.name if self._judge.policy is not None else None,
                 "open_pair_order": getattr(self._order_key, "name", "order key") if self._order_key is not None
                 else "paired differences"} | versions()
 
@@ -254,6 +261,9 @@ class BankFreeRanker:
         open_pairs = self._open_pairs()
         if not open_pairs:
             self._stop_if_idle("settled")
+            return None
+        if not (open_pairs := [p for p in open_pairs if not self._beyond(p)]):
+            self._stop_if_idle("cost_to_settle")
             return None
         worth: dict[str, float] = {}
         for a, b in open_pairs:
@@ -393,7 +403,7 @@ class BankFreeRanker:
             est[m]["order_key"] = float(self._order_key(m, self._log(m)))
         ranking = ranking_from_pairs(act, est, self._pair_stats, self._settled_ahead,
                                      key="order_key" if self._order_key is not None else None)
-        pairs = [self._pair_record(a, b, settle_costs) for i, a in enumerate(ranking) for b in ranking[i + 1:]]
+        pairs = [_pair_record(self, a, b, settle_costs) for i, a in enumerate(ranking) for b in ranking[i + 1:]]
         K = len(ranking)
         rank_range, P = _ranges_and_pairwise(ranking, pairs)
         unsettled = [(p["a"], p["b"]) for p in pairs if p["outcome"] != ORDERED]
@@ -410,7 +420,7 @@ class BankFreeRanker:
             total_cost=self._spent,
             item_log={m: self._log(m) for m in ranking},
             failed=dict(self._failed), signature=self.signature, equivalent=equivalent,
-            open_pairs=[(p["a"], p["b"]) for p in pairs if p["outcome"] == UNRESOLVED],
+            open_pairs=[(p["a"], p["b"]) for p in pairs if p["outcome"] == UNRESOLVED and not p["beyond_policy"]],
             pairs=pairs, rank_range=rank_range, estimates=est, judgement="anytime")
 
     def _log(self, m: str) -> list:
@@ -438,34 +448,55 @@ class BankFreeRanker:
         mean = float(np.mean(d))
         return (mean if p == (a, b) else -mean), len(d)
 
-    def _pair_record(self, a: str, b: str, settle_costs: bool) -> dict:
-        p = (a, b) if (a, b) in self._pair_cs else (b, a)
-        sign = 1.0 if p == (a, b) else -1.0
-        lo, hi = self.pair_interval(a, b)
-        d = np.asarray(self._pair_d[p], dtype=float) * sign
-        n_common, pop = int(d.size), int(self._pair_order[p].size)
-        outcome = self._outcome[p]
-        diff = float(d.mean()) if n_common else 0.0
-        rec = {"a": a, "b": b, "outcome": outcome, "p_order": p_order(d, pop), "difference": diff,
-               "lower": lo, "upper": hi, "se": (hi - lo) / 2, "common_items": n_common, "population": pop,
-               "beyond_policy": False, "items_to_settle": 0, "items_to_settle_range": [0, 0],
-               "cost_to_settle_usd": 0.0, "cost_to_settle_usd_range": [0.0, 0.0]}
-        if outcome != UNRESOLVED:
-            return rec
-        if not settle_costs:
-            rec.update(items_to_settle=None, items_to_settle_range=None, cost_to_settle_usd=None,
-                       cost_to_settle_usd_range=None)
-            return rec
-        rng = np.random.default_rng([*np.atleast_1d(_seed_value(self._seed) or 0).tolist(),
-                                     self._models.index(a), self._models.index(b)])
-        steps = settle_projection(self._pair_cs[p], d * sign, self._margin, rng, self._paths)
-        q = np.quantile(steps, [0.1, 0.5, 0.9])
-        common = self._pair_order[p]  # its common prefix grown by each quantile's documents, paid by each model
-        items = [_prefix_cost(common[: self._pair_pos[p] + int(np.ceil(s))], self._scores, self._costs, p) for s in q]
-        rec.update(items_to_settle=items[1][0], items_to_settle_range=[items[0][0], items[2][0]],
-                   cost_to_settle_usd=items[1][1], cost_to_settle_usd_range=[items[0][1], items[2][1]],
-                   documents_to_settle=int(np.ceil(q[1])))
+    def _pair_rng(self, p: tuple[str, str], *more: int) -> np.random.Generator:
+        """The seeded generator of the pair ``p``'s projections (``more``: what else it depends on)."""
+        return np.random.default_rng([*np.atleast_1d(_seed_value(self._seed) or 0).tolist(),
+                                      self._models.index(p[0]), self._models.index(p[1]), *more])
+
+    def _full(self) -> dict:
+        """Each active model's full run in dollars (every one of its documents, at today's cost estimates)."""
+        return {m: float(np.sum(self._costs[m][self._order[m]])) for m in self.active}
+
+    def _beyond(self, p: tuple[str, str]) -> bool:
+        """Does the stopping policy give the unresolved pair ``p`` no more documents now (cost_to_settle.py)?"""
+        if self._judge.policy is None or self._outcome[p] != UNRESOLVED:
+            return False
+        d = self._pair_d[p]
+        return self._judge.beyond(p, cs=self._pair_cs[p], d=np.asarray(d, dtype=float), margin=self._margin,
+                                  rng=lambda: self._pair_rng(p, len(d)), common=self._pair_order[p],
+                                  pos=self._pair_pos[p], scores=self._scores, costs=self._costs,
+                                  spent=self._spent + self._reserved, full=self._full(),
+                                  full_run_items=float(np.mean([self._order[m].size for m in self.active])),
+                                  remaining=None if self._budget is None
+                                  else self._budget - self._spent - self._reserved)
+
+
+def _pair_record(r: BankFreeRanker, a: str, b: str, settle_costs: bool) -> dict:
+    """The record of the pair (a, b) of ``r`` now: its outcome, interval, and, unresolved, its cost to settle
+    (``settle_costs``; off: None) and whether the stopping policy gave it up."""
+    p = (a, b) if (a, b) in r._pair_cs else (b, a)
+    sign = 1.0 if p == (a, b) else -1.0
+    lo, hi = r.pair_interval(a, b)
+    d = np.asarray(r._pair_d[p], dtype=float) * sign
+    n_common, pop = int(d.size), int(r._pair_order[p].size)
+    outcome = r._outcome[p]
+    diff = float(d.mean()) if n_common else 0.0
+    rec = {"a": a, "b": b, "outcome": outcome, "p_order": p_order(d, pop), "difference": diff,
+           "lower": lo, "upper": hi, "se": (hi - lo) / 2, "common_items": n_common, "population": pop,
+           "beyond_policy": False, "items_to_settle": 0, "items_to_settle_range": [0, 0],
+           "cost_to_settle_usd": 0.0, "cost_to_settle_usd_range": [0.0, 0.0]}
+    if outcome != UNRESOLVED:
         return rec
+    rec["beyond_policy"] = r._beyond(p)
+    if not settle_costs:
+        rec.update(items_to_settle=None, items_to_settle_range=None, cost_to_settle_usd=None,
+                   cost_to_settle_usd_range=None)
+        return rec
+    rec.update(stated_cost(r._pair_cs[p], d * sign, r._margin, r._pair_rng(p), r._paths,
+                           r._pair_order[p], r._pair_pos[p], r._scores, r._costs, p))
+    if rec["beyond_policy"]:  # the --settle-share that buys it
+        rec["settle_share_to_buy"] = share_to_buy(r._spent, rec["cost_to_settle_usd"], sum(r._full().values()))
+    return rec
 
 
 def ranking_from_pairs(models: Sequence[str], est: Mapping[str, dict], pair_stats: Callable, ahead: Callable,
@@ -509,17 +540,6 @@ def ranking_from_pairs(models: Sequence[str], est: Mapping[str, dict], pair_stat
         out.append(ms[i])
         left.remove(i)
     return out
-
-
-def _prefix_cost(upto: np.ndarray, scores: Mapping[str, np.ndarray], costs: Mapping[str, np.ndarray],
-                 models: Sequence[str]) -> tuple[int, float]:
-    """(items, dollars) for each of ``models`` to answer the documents ``upto`` it has not answered yet."""
-    items, usd = 0, 0.0
-    for m in models:
-        need = upto[np.isnan(scores[m][upto])]
-        items += int(need.size)
-        usd += float(np.sum(costs[m][need]))
-    return items, usd
 
 
 def _no_pairs(a: str, b: str) -> tuple[float, int]:

@@ -52,13 +52,15 @@ def pair_alpha(confidence: float, n_pairs: int, family_wise: bool) -> float:
 
 
 def settle_projection(cs: WorBettingCS, seen: np.ndarray, margin: float, rng: np.random.Generator,
-                      paths: int = SETTLE_PATHS) -> np.ndarray:
+                      paths: int = SETTLE_PATHS, most: int | None = None, enough: int | None = None) -> np.ndarray:
     """Further common documents at which a pair's confidence sequence ``cs`` (one sequence, over the
     pair's differences; ``seen`` the differences taken so far) settles, in ``paths`` simulated
     continuations: each draws the unseen differences by resampling ``seen`` (a bootstrap of the pair at
     its current estimate) and runs the sequence on until the pair is ordered or equivalent; a path that
     reaches the last document is exact and settled there. Returns the documents of each path, each at
-    most the documents left (``cs.n − cs.t``)."""
+    most the documents left (``cs.n − cs.t``). ``most``: simulate no further than that many documents (a
+    path not settled by then reads as the documents left: a question of "within ``most``?" needs no more);
+    ``enough``: stop once that many paths settled (the others read as the documents left)."""
     left = int(cs.n - cs.t)
     if left <= 0:
         return np.zeros(paths, dtype=np.int64)
@@ -69,6 +71,8 @@ def settle_projection(cs: WorBettingCS, seen: np.ndarray, margin: float, rng: np
     steps = np.full(paths, left, dtype=np.int64)
     pool = seen if seen.size else np.array([0.0])
     for k in range(1, left + 1):
+        if most is not None and k > most:
+            break
         x = pool[rng.integers(pool.size, size=paths)]
         sim.update(x, mask=~done)
         if k == left:
@@ -77,6 +81,6 @@ def settle_projection(cs: WorBettingCS, seen: np.ndarray, margin: float, rng: np
         now = ~done & ((lo > 0) | (hi < 0) | ((lo >= -margin) & (hi <= margin)))
         steps[now] = k
         done |= now
-        if done.all():
+        if done.all() or (enough is not None and int(done.sum()) >= enough):
             break
     return steps
