@@ -2,7 +2,7 @@
 
     python benchmarks/bench_cold_start.py --half tuning|report [--history 0[,2,5,all]] [--seeds 3]
         [--tables NAME ...] [--json out.json] [--no-fallback] [--bank-use-margin M]
-        [--allocation settle|uncertainty|steer|steer-settle] [--target-items 20]
+        [--allocation settle|uncertainty|steer|steer-settle] [--target-items 20] [--anytime]
 
 The halves are benchmarks/bench_honesty.py's; uniform prices, 5 folds of 4 hold-out models, the
 backtest's budget (20 items per model). Per N (0: the bank-free ranker; N > 0 a bank from N of the
@@ -11,6 +11,7 @@ items, confident-pair accuracy, full-task coverage; pooled per half. A bank from
 engine/anytime/small_bank.py's MIN_BANK_MODELS is not used (the runs fall back to the bank-free ranker, as
 rank does live); --no-fallback ranks with it regardless (the curve before the fallback). --bank-use-margin M
 applies the self-check rule too (a bank whose self-check τ is below its shared-random τ − M is not used).
+--anytime ranks a fold whose bank is used as rank --anytime does (the bank orders the open pairs only).
 """
 
 from __future__ import annotations
@@ -49,10 +50,12 @@ def main() -> None:
     ap.add_argument("--bank-use-margin", type=lambda v: None if v == "off" else float(v), default=BANK_USE_MARGIN,
                     help="the bank-use rule's m (engine/anytime/small_bank.py): a bank whose self-check τ is below "
                          f"its shared-random τ − m is not used (default {BANK_USE_MARGIN}, rank's; off: never)")
+    ap.add_argument("--anytime", action="store_true", help="a used bank's folds ranked as rank --anytime ranks")
     a = ap.parse_args()
     names = a.tables or (TUNING if a.half == "tuning" else REPORT)
     history = parse_history(a.history)
-    config = BacktestConfig(seeds=a.seeds, bank_use_margin=a.bank_use_margin, target_items=a.target_items)
+    config = BacktestConfig(seeds=a.seeds, bank_use_margin=a.bank_use_margin, target_items=a.target_items,
+                            anytime=a.anytime)
     results = []
     print(f"{'table':<28}{'N':>5}{'tau':>8}{'random':>8}{'shared':>8}{'items':>8}{'conf acc':>10}{'pairs':>7}{'coverage':>10}")
     for name in names:
@@ -78,7 +81,7 @@ def main() -> None:
     if a.json:
         Path(a.json).write_text(json.dumps({"half": a.half, "allocation": a.allocation, "fallback": not a.no_fallback,
                                             "bank_use_margin": a.bank_use_margin, "seeds": a.seeds,
-                                            "target_items": a.target_items, "history": [str(h) for h in history],
+                                            "target_items": a.target_items, "anytime": a.anytime, "history": [str(h) for h in history],
                                             "tables": results, "pooled": pooled}, indent=1))
 
 

@@ -69,8 +69,7 @@ def test_history_models_refuses_a_plot(tmp_path, capsys):
 
 def test_backtest_anytime_through_the_command_line(tmp_path, capsys):
     """``backtest --anytime``: every fold ranked as ``rank --anytime`` ranks (the folds' records say so), its
-    full-task intervals anytime-valid (at least 90% of 12 models covered at 95% each); with ``--history-models``
-    one error line, nothing written."""
+    full-task intervals anytime-valid (at least 90% of 12 models covered at 95% each)."""
     csv = _csv(tmp_path / "h.csv", n_models=13)
     js = tmp_path / "a.json"
     rc = main(["backtest", str(csv), "--anytime", "--folds", "2", "--seeds", "2", "--holdout-size", "3",
@@ -80,8 +79,28 @@ def test_backtest_anytime_through_the_command_line(tmp_path, capsys):
     assert d["folds_fallen_back"] == 2 and "anytime:True" in d["signature"].split("|")
     assert all(f["bank_use_reason"].startswith("anytime") for f in d["folds"])
     assert d["counts"]["covered"] >= 0.9 * d["counts"]["models"]
+
+
+def test_history_curve_with_anytime(tmp_path, capsys):
+    """``backtest --history-models N --anytime``: a fold whose bank is used (N >= MIN_BANK_MODELS) is ranked as
+    ``rank --anytime`` ranks it (mode ``anytime``: the bank-free ranker's documents and intervals, the bank ordering
+    the open pairs only); N below falls back to the bank-free ranker as without the flag; with a joint multi-metric
+    spec, one error line and nothing written."""
+    from lm_eval_adaptive.engine.anytime.small_bank import MIN_BANK_MODELS
+
+    n = MIN_BANK_MODELS
+    csv = _csv(tmp_path / "h.csv", n_models=n + 3)
+    js = tmp_path / "h.json"
+    common = ["--folds", "2", "--seeds", "2", "--holdout-size", "3", "--prices", "uniform", "--no-self-check"]
+    assert main(["backtest", str(csv), "--history-models", f"0,3,{n}", *common, "--anytime", "--json", str(js)]) == 0
+    curve = json.loads(js.read_text())["tables"][0]["curve"]
+    assert curve["3"]["modes"] == {"bank-free": 4} and curve[str(n)]["modes"] == {"anytime": 4}
+    # the anytime-valid ranker asks what the bank-free one asks: the same items and coverage; the bank moves
+    # only the order of the pairs left open
+    assert curve[str(n)]["items"] == curve["0"]["items"] and curve[str(n)]["covered"] == curve["0"]["covered"]
+    assert curve[str(n)]["confident"] == curve["0"]["confident"]
     capsys.readouterr()
     bad = tmp_path / "b.json"
-    rc = main(["backtest", str(csv), "--anytime", "--history-models", "0", "--json", str(bad)])
+    rc = main(["backtest", f"{csv}/a,b", "--anytime", "--history-models", "0", "--json", str(bad)])
     cap = capsys.readouterr()
-    assert rc == 2 and cap.err.startswith("error:") and "--anytime" in cap.err and not bad.exists()
+    assert rc == 2 and cap.err.startswith("error:") and "joint multi-metric" in cap.err and not bad.exists()

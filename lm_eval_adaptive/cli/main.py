@@ -134,9 +134,9 @@ def cmd_backtest(args) -> int:
                             tie_margin=args.tie_margin, self_check=not args.no_self_check,
                             response_model=args.response_model, guessing=args.guessing,
                             family_wise=args.family_wise, anytime=args.anytime)
-    if args.anytime and (args.history_models is not None or any(metric_table_specs(t) for t in args.table)):
+    if args.anytime and any(metric_table_specs(t) for t in args.table):
         raise InputError("--anytime backtests one metric's ranking as rank --anytime runs it; it does not go with "
-                         "--history-models or a joint multi-metric TABLE spec")
+                         "a joint multi-metric TABLE spec")
     if args.ray is not None and args.jobs is not None:
         raise InputError("give --jobs (local processes) or --ray (a Ray cluster), not both")
     if args.ray is not None:

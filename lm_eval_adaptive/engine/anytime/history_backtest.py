@@ -15,6 +15,8 @@ and seed, with the backtest's budget (``target_items`` items per model at the me
   ``fallback=False`` (the banked ranker on the small bank regardless: the curve before the fallback). With
   ``config.bank_use_margin`` set, a fold whose bank's self-check ranks below shared random by more than that is
   ranked bank-free inside ``backtest_fold`` (mode ``"bank-free (self-check)"``; engine/anytime/small_bank.py).
+  With ``config.anytime`` a fold whose bank is used is ranked as ``rank --anytime`` ranks it (mode ``"anytime"``:
+  the bank-free ranker, the bank's prediction ordering only the pairs it leaves open).
 
 Each run's figures: Kendall τ against the full-task ranking, random sampling at the fold's mean spend
 (the backtest's ``random``), ``shared_random`` (every hold-out model answering the same random documents
@@ -145,7 +147,8 @@ def banked_fold(table, plan: BacktestPlan, f: int, n_history, *, fallback: bool 
     in_tok, out_tok, _ = table_item_tokens(table)
     costs = {m: plan.price[m].item_costs(in_tok, out_tok) for m in hold}
     truth, _ = _truth(raw_h, hold)
-    mode = "banked" if outcome.summary.get("bank_used", True) else "bank-free (self-check)"
+    mode = "anytime" if plan.config.anytime else \
+        "banked" if outcome.summary.get("bank_used", True) else "bank-free (self-check)"
     runs = [{"fold": f, "seed": r.seed, "tau": r.adaptive_tau, "items": r.adaptive_items, "cost": r.adaptive_cost,
              "confident": tuple(r.confident), "covered": list(r.covered), "stopped_because": r.stopped_because,
              "calibration_models": len(others), "mode": mode} for r in outcome.runs]
