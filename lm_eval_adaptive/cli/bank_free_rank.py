@@ -18,8 +18,9 @@ from lm_eval_adaptive.cli.live_output import LiveProgress, note_default_prices
 from lm_eval_adaptive.cli.report import plot_ranking
 from lm_eval_adaptive.cli.terminal import styled
 from lm_eval_adaptive.errors import InputError
-from lm_eval_adaptive.harness.bank_source import bank_reference
+from lm_eval_adaptive.harness.bank_source import bank_reference, small_bank
 from lm_eval_adaptive.harness.binding import DOC_ID
+from lm_eval_adaptive.live.bank_free_forecast import forecast_anytime_rank
 from lm_eval_adaptive.live.bank_free_session import (
     BANK_FREE,
     BankFreeSetup,
@@ -41,7 +42,16 @@ from lm_eval_adaptive.live.session import (
     start_run,
 )
 
-__all__ = ["check_bank_free_settings", "bank_free_setup", "start_bank_free", "run_bank_free"]
+__all__ = ["check_bank_free_settings", "forecast_anytime", "forecast_anytime_rank", "bank_free_setup", "start_bank_free",
+           "run_bank_free"]
+
+
+def forecast_anytime(a: LiveSettings) -> bool:
+    """Whether ``rank --dry-run`` forecasts ``a`` with the anytime-valid ranker (live/bank_free_forecast.py):
+    ``--anytime`` with one bank calibrated from enough models to be used (its token counts and response model
+    simulate the run)."""
+    return bool(a.anytime) and a.bank is not None and not isinstance(a.bank, list) and \
+        small_bank(a.bank, what="ranking") is None
 
 
 def check_bank_free_settings(a: LiveSettings) -> None:
@@ -51,9 +61,8 @@ def check_bank_free_settings(a: LiveSettings) -> None:
         raise InputError("--models needs at least 2 model specs")
     if not a.tasks or "," in a.tasks:
         raise InputError(f"--tasks {a.tasks!r}: rank runs on one task at a time")
-    if a.dry_run:
+    if a.dry_run and not forecast_anytime(a):  # rank --anytime with a bank it uses: forecast from the bank
         why = "has no item bank, so there are no token counts to forecast from" if a.bank is None else \
-            "runs with the anytime-valid ranker (--anytime), which has no forecast yet" if a.anytime else \
             "runs without its bank (too few calibration models), so there are no token counts to forecast from"
         raise InputError(f"--dry-run: task {a.tasks!r} {why}; run with a small --budget-usd instead (the cap holds)")
     check_live_settings(a)

@@ -159,6 +159,11 @@ def print_forecast(console, fc: CostForecast) -> None:
     stops = ", ".join(f"{k} {v}" for k, v in sorted(fc.stopped_because.items(), key=lambda kv: -kv[1]))
     bound = ("the cap" if fc.budget_usd is not None and not per_task and fc.bound_usd >= fc.budget_usd
              else f"${fc.bound_usd:.4f}")
+    if fc.settings.get("anytime"):  # rank --anytime: which ranker, on which documents (live/bank_free_forecast.py)
+        console.print(f"simulated: the anytime-valid ranker (--anytime) with its stopping policy, on the "
+                      f"{fc.settings.get('documents')} documents the bank covers (the task has "
+                      f"{fc.settings.get('task_documents')}), the bank's response model giving the scores.",
+                      highlight=False)
     console.print(f"typical: {fc.draws} runs simulated on bank {fc.bank_id} (abilities: {fc.abilities}; the runs "
                   f"ended: {stops}). The typical runs are those within {TOLERANCE:.0%} of the total most runs come "
                   f"within {TOLERANCE:.0%} of; every typical figure, the total's and each row's, is the median of "

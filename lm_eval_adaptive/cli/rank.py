@@ -247,8 +247,8 @@ def cmd_rank(args) -> int:
         if settings[0].dry_run:  # expected items and dollars per task; no call made, nothing written but the forecast
             prices = settings[0].prices
             note_default_prices(notes, priced_by_default(prices), prices)
-            for a in settings:
-                fc = forecast_rank(a)
+            for a in settings:  # rank --anytime with a bank: the anytime-valid ranker's forecast
+                fc = _bank_free().forecast_anytime_rank(a) if runs_bank_free(a) else forecast_rank(a)
                 print_forecast(out, fc)  # the report, on stdout; the notes above on stderr
                 print_forecast_written(out, write_forecast(fc, a.output))
             return 0

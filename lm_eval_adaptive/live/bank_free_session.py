@@ -140,7 +140,8 @@ def bank_free_ranker(setup: BankFreeSetup, a: LiveSettings) -> LiveBankFreeRanke
                               item_costs=setup.planned_costs, confidence=a.confidence,
                               tie_margin=a.tie_margin or 0.0, family_wise=a.family_wise, budget=None,
                               n_max=a.max_items, seed=a.seed, max_in_flight=a.concurrency,
-                              order_key=setup.order_key, settle_policy=live_policy(a.settle_share, a.budget_usd))
+                              order_key=setup.order_key, settle_policy=live_policy(a.settle_share, a.budget_usd,
+                                                                                         bank_free=True))
 
 
 def build_bank_free_report(live, setup: BankFreeSetup, a: LiveSettings, *, command: str = "rank") -> dict:

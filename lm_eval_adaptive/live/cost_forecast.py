@@ -72,8 +72,8 @@ from lm_eval_adaptive.live.session import (
 
 __all__ = ["DRAWS", "RANKING_DRAWS", "TOLERANCE", "FORECAST_FILE", "Spread", "ModelForecast", "CostForecast",
            "SimulatedAnswer", "most_likely_within", "spreads", "simulated_live_run", "forecast_ranking",
-           "forecast_test", "forecast_rank", "forecast_refresh", "forecast_adaptive_run", "adaptive_run_forecast_folder",
-           "write_forecast"]
+           "forecast_test", "forecast_rank", "forecast_refresh", "live_arrays", "live_settings",
+           "forecast_adaptive_run", "adaptive_run_forecast_folder", "write_forecast"]
 
 #: Simulated runs per task of a ``run --adaptive`` forecast (its spends are narrow: one model, one stop rule).
 DRAWS = 30
@@ -301,22 +301,25 @@ def simulated_live_run(ranker, score: Callable[[str, int], float], cost: Mapping
     (at most its upper estimate ``upper[m][i]``, which the driver reserves in a ledger of ``cap``
     before the call). A call answers the raw metric value (the scaled score mapped back through the
     bank's range when ``score`` gives none) and the driver scales it back to that same scaled score,
-    as a live run tells both. Returns items and dollars per model of ``cost`` and why the run stopped."""
-    bank = ranker.bank
-    index = {str(x): k for k, x in enumerate(bank.item_ids)}
+    as a live run tells both. A ranker with no bank (the bank-free ranker: scores in metric units) is told
+    ``score(m, i)`` as both. Returns items and dollars per model of ``cost`` and why the run stopped."""
+    bank = getattr(ranker, "bank", None)
+    index = {str(x): k for k, x in enumerate(bank.item_ids)} if bank is not None else None
     scaled_of: dict[tuple[int, float], float] = {}  # (item, raw answered) -> its scaled score (the same for every model)
 
     def caller(m):
         def call(item_id):
-            i = index[str(item_id)]
+            i = index[str(item_id)] if index is not None else ranker.item_index(item_id)
             y = score(m, i)
-            y, raw = (float(y[0]), float(y[1])) if isinstance(y, tuple) else (float(y), float(bank.unscale(i, y)))
+            y, raw = (float(y[0]), float(y[1])) if isinstance(y, tuple) else \
+                (float(y), float(y) if bank is None else float(bank.unscale(i, y)))
             scaled_of[(i, raw)] = y
             return SimulatedAnswer(raw=raw, usd=min(float(cost[m][i]), float(upper[m][i])))
         return call
 
     live = LiveRun(ranker, {m: caller(m) for m in ranker.models},
-                   upper_cost=lambda m, item_id: float(upper[m][index[str(item_id)]]),
+                   upper_cost=lambda m, item_id: float(upper[m][index[str(item_id)] if index is not None
+                                                                 else ranker.item_index(item_id)]),
                    actual_cost=lambda m, answer: answer.usd,
                    scale=lambda i, raw: scaled_of[(i, raw)], ledger=BudgetLedger(cap))
     live.run(pool=_AnsweringPool())
@@ -372,25 +375,29 @@ def _simulated_runs(first, scores, models, cost, upper, cap) -> list:
 def forecast_ranking(new_ranker: Callable[[], object], models: Sequence[str], *, prices: Mapping[str, Price],
                      cost: Mapping[str, np.ndarray], upper: Mapping[str, np.ndarray], full_run: Mapping[str, float],
                      cap: float | None, task: str, command: str, seed: int = 0, draws: int | None = None,
-                     settings: dict | None = None) -> CostForecast:
+                     settings: dict | None = None, bank=None, n_max: int | None = None,
+                     to_metric: Callable[[np.ndarray], np.ndarray] | None = None) -> CostForecast:
     """Forecast a ``rank`` or ``refresh`` run: ``new_ranker()`` builds the run's ranker (anchors placed),
     ``models`` are the ones to be called; ``cost``/``upper`` give per model the expected and the
     upper USD of each bank item, ``full_run`` a full run's USD; ``draws`` simulated runs (default
-    :data:`RANKING_DRAWS`), each run by :func:`simulated_live_run`."""
+    :data:`RANKING_DRAWS`), each run by :func:`simulated_live_run`. A ranker with no bank of its own (the bank-free
+    ranker, its documents the bank's items) is forecast with ``bank`` (its response model simulates the scores),
+    ``n_max`` (its most items per model) and ``to_metric`` (the simulated scores mapped to what the ranker is told)."""
     first = new_ranker()  # built once (a refresh places its anchors here), copied for each draw
-    bank = first.bank
+    bank = first.bank if bank is None else bank
     population = AbilityPopulation.of_bank(bank)
     rng = np.random.default_rng(seed)
     scores = []
     for _ in range(RANKING_DRAWS if draws is None else draws):  # drawn here, in order: the same runs however run
         thetas = population.draw(len(models), rng)
-        scores.append(bank_scores(bank, thetas[:, None], rng))  # one simulated full run per model
+        y = bank_scores(bank, thetas[:, None], rng)  # one simulated full run per model
+        scores.append(y if to_metric is None else to_metric(y))
     runs = _simulated_runs(first, scores, models, {m: cost[m] for m in models}, upper, cap)
     usd, cols = spreads([sum(r["usd"].values()) for r in runs],
                         {"items": [sum(r["items"].values()) for r in runs],
                          **{("items", m): [r["items"][m] for r in runs] for m in models},
                          **{("usd", m): [r["usd"][m] for r in runs] for m in models}})
-    n_max = first.n_max
+    n_max = first.n_max if n_max is None else n_max
     rows = []
     for m in models:
         full = float(full_run[m])
@@ -449,7 +456,7 @@ def forecast_test(new_test: Callable[[], object], *, model: str, task: str, pric
 
 
 # ------------------------------------------------------------------------- commands
-def _live_arrays(setup: Setup, models: Sequence[str]) -> tuple[dict, dict, dict]:
+def live_arrays(setup: Setup, models: Sequence[str]) -> tuple[dict, dict, dict]:
     """Per model, the expected USD of each bank item and a full run's (the session's, as the real
     report shows them), and the upper estimate the live ledger reserves for each item."""
     ids = [str(x) for x in setup.bank.item_ids]
@@ -458,7 +465,7 @@ def _live_arrays(setup: Setup, models: Sequence[str]) -> tuple[dict, dict, dict]
     return cost, upper, {m: setup.full_cost[m] for m in models}
 
 
-def _live_settings(a: LiveSettings) -> dict:
+def live_settings(a: LiveSettings) -> dict:
     return {"confidence": a.confidence, "budget_usd": a.budget_usd, "min_items": a.min_items,
             "max_items": a.max_items, "concurrency": a.concurrency, "seed": a.seed, "tie_margin": a.tie_margin,
             "family_wise": a.family_wise, "settle_share": a.settle_share}
@@ -471,20 +478,20 @@ def forecast_rank(a: LiveSettings) -> CostForecast:
         raise InputError("--dry-run forecasts a new run; it does not go with --resume")
     setup = Setup(a, a.bank)
     names = [s.name for s in setup.specs]
-    cost, upper, full = _live_arrays(setup, names)
+    cost, upper, full = live_arrays(setup, names)
     fc = forecast_ranking(lambda: rank_ranker(setup, a), names, prices=setup.prices, cost=cost, upper=upper,
                           full_run=full, cap=a.budget_usd, task=setup.task_name, command="rank",
-                          seed=a.seed, settings=_live_settings(a))
+                          seed=a.seed, settings=live_settings(a))
     return fc
 
 
 def forecast_refresh(settings: LiveSettings, setup: Setup, new_ranker: Callable[[], object]) -> CostForecast:
     """``refresh --dry-run``: the new models of ``setup`` placed by ``new_ranker()`` (anchors included), forecast."""
     names = [s.name for s in setup.specs]
-    cost, upper, full = _live_arrays(setup, names)
+    cost, upper, full = live_arrays(setup, names)
     fc = forecast_ranking(new_ranker, names, prices=setup.prices, cost=cost, upper=upper,
                           full_run=full, cap=settings.budget_usd, task=setup.task_name,
-                          command="refresh", seed=settings.seed, settings=_live_settings(settings))
+                          command="refresh", seed=settings.seed, settings=live_settings(settings))
     return fc
 
 

@@ -31,6 +31,7 @@ import functools
 import math
 from collections.abc import Callable, Iterable
 
+from lm_eval_adaptive.engine.anytime.cost_to_settle import BANK_FREE_FLOOR_ITEMS
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import DEFAULT_FULL_RUN_SHARE, SettlePolicy
 from lm_eval_adaptive.engine.ranking.ranker import default_judgement
 
@@ -44,11 +45,13 @@ LIVE_PAIR_COST_SHARE = 0.1
 LIVE_MIN_ITEMS = 15
 
 
-def live_policy(settle_share: float | None, budget_usd: float | None) -> SettlePolicy:
+def live_policy(settle_share: float | None, budget_usd: float | None, *, bank_free: bool = False) -> SettlePolicy:
     """The stopping policy of a live run with ``--settle-share`` ``settle_share`` (None: the default share) and
-    ``--budget-usd`` ``budget_usd`` (None: no cap, no pair rule)."""
+    ``--budget-usd`` ``budget_usd`` (None: no cap, no pair rule); ``bank_free``: the bank-free ranker's, whose floor of
+    documents per model is its own (:data:`~lm_eval_adaptive.engine.anytime.cost_to_settle.BANK_FREE_FLOOR_ITEMS`)."""
     return SettlePolicy(full_run_share=DEFAULT_FULL_RUN_SHARE if settle_share is None else settle_share,
-                        pair_cost_share=None if budget_usd is None else LIVE_PAIR_COST_SHARE)
+                        pair_cost_share=None if budget_usd is None else LIVE_PAIR_COST_SHARE,
+                        **({"floor_items": BANK_FREE_FLOOR_ITEMS} if bank_free else {}))
 
 
 def live_judgement(settle_share: float | None, budget_usd: float | None) -> Callable:

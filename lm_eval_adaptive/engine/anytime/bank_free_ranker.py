@@ -463,7 +463,7 @@ class BankFreeRanker:
             return False
         d = self._pair_d[p]
         return self._judge.beyond(p, cs=self._pair_cs[p], d=np.asarray(d, dtype=float), margin=self._margin,
-                                  rng=lambda: self._pair_rng(p, len(d)), common=self._pair_order[p],
+                                  rng=lambda g: self._pair_rng(p, g), common=self._pair_order[p],
                                   pos=self._pair_pos[p], scores=self._scores, costs=self._costs,
                                   spent=self._spent + self._reserved, full=self._full(),
                                   full_run_items=float(np.mean([self._order[m].size for m in self.active])),

@@ -16,10 +16,15 @@ same shares and the same pair rules (a live run with a dollar cap buys a pair wh
 * **bought** while that cost fits the policy's limit (``SettlePolicy.limit``: its share of a full run of every
   model, less what the run has spent; the budget left) or its pair rules' (``SettlePolicy.pair_limit``);
 * a pair is judged from its :data:`MIN_COMMON`-th common document on: a bootstrap of fewer differences says
-  little (after a few equal answers every difference is 0 and no continuation settles).
+  little (after a few equal answers every difference is 0 and no continuation settles);
+* **projected at points** :data:`JUDGE_RATIO` apart in its common documents (10, 12, 15, 18, 22, ...): at n common
+  documents the projection is the one made at the last such point g ≤ n (from the pair's sequence and
+  differences at g), less the n − g documents taken since; a projection costs up to a few hundred updates of a
+  batch of sequences, and one per document would slow a run (a simulated forecast most of all) for little.
 
-It is judged afresh at every ask from the run's state alone (each projection seeded by the run's seed, the pair
-and its documents so far), so a resumed run decides as the uninterrupted one did. A pair given up is reported
+It is judged at every ask from the run's state alone (the projection at g from the first g differences, seeded
+by the run's seed, the pair and g; the limit from what the run has spent), so a resumed run decides as the
+uninterrupted one did. A pair given up is reported
 ``unresolved`` with its cost to settle, marked ``beyond_policy``, with the share of a full run that would buy it
 (:func:`share_to_buy`): a cost, never an impossibility. Without a policy (None) nothing is given up: a pair is
 bought until it settles, the budget or the item cap ends the run, or the documents run out.
@@ -36,10 +41,16 @@ from lm_eval_adaptive.engine.anytime.confidence_sequence import WorBettingCS
 from lm_eval_adaptive.engine.anytime.pair_decisions import settle_projection
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy
 
-__all__ = ["MIN_COMMON", "POLICY_PATHS", "prefix_cost", "stated_cost", "PolicyJudge", "share_to_buy"]
+__all__ = ["MIN_COMMON", "BANK_FREE_FLOOR_ITEMS", "JUDGE_RATIO", "POLICY_PATHS", "judged_at", "prefix_cost", "stated_cost", "PolicyJudge", "share_to_buy"]
 
 #: A pair is judged by the policy from this many common documents on (module docstring).
 MIN_COMMON = 10
+#: The bank-free ranker's floor of documents per model in its live stopping policy (``SettlePolicy.floor_items``:
+#: the share of a full run is at least this many documents per model); chosen on the tuning half by
+#: docs/results/stop34_rules.txt, rule 3 (the banked ranker's is 15).
+BANK_FREE_FLOOR_ITEMS = 50
+#: The points at which a pair's cost to settle is projected grow by this ratio (module docstring).
+JUDGE_RATIO = 1.2
 #: Continuations behind the policy's judgement of one pair (odd: their median is one of them; the stated cost
 #: uses the report's number).
 POLICY_PATHS = 33
@@ -82,12 +93,12 @@ class PolicyJudge:
         self._known: dict = {}  # (pair, documents taken) -> (most projected to, median documents or None: beyond it)
 
     def beyond(self, pair: Sequence[str], *, cs: WorBettingCS, d: np.ndarray, margin: float,
-               rng: Callable[[], np.random.Generator], common: np.ndarray, pos: int, scores: Mapping[str, np.ndarray],
+               rng: Callable[[int], np.random.Generator], common: np.ndarray, pos: int, scores: Mapping[str, np.ndarray],
                costs: Mapping[str, np.ndarray], spent: float, full: Mapping[str, float], full_run_items: float,
                remaining: float | None) -> bool:
         """Does the policy give the pair (its two models; ``cs``, ``d``: its sequence and differences, in the
         sequence's orientation; ``common``, ``pos``: its documents in the shared order and how many are taken) no
-        more documents? ``rng``: its projection's seeded generator; ``spent``: the run's dollars; ``full``: each
+        more documents? ``rng(g)``: its projection's seeded generator at g documents; ``spent``: the run's dollars; ``full``: each
         model's full run in dollars (a full run: all of them); ``full_run_items``: the documents of a full run per
         model; ``remaining``: the budget left (None: no budget). See the module docstring."""
         policy = self.policy
@@ -103,12 +114,34 @@ class PolicyJudge:
             return False
         if most <= 0:
             return True
-        key = (tuple(pair), int(d.size))
+        g = judged_at(d.size)
+        since = int(d.size) - g  # documents taken since the pair was last projected
+        key, cap = (tuple(pair), g), most + since
         seen = self._known.get(key)
-        if seen is None or (seen[1] is None and most > seen[0]):
-            seen = (most, _median_documents(cs, d, margin, rng(), policy.optimism, rest.size, most))
+        if seen is None or (seen[1] is None and cap > seen[0]):
+            at = cs if since == 0 else _rebuilt(cs, d[:g])
+            seen = (cap, _median_documents(at, d[:g], margin, rng(g), policy.optimism, rest.size + since, cap))
             self._known[key] = seen
-        return seen[1] is None or seen[1] > most
+        return seen[1] is None or seen[1] - since > most
+
+
+def judged_at(n: int) -> int:
+    """The last point at or before ``n`` common documents at which a pair is projected (module docstring): the
+    points are ⌈MIN_COMMON · JUDGE_RATIOᵏ⌉, each at least one past the one before."""
+    g, k = MIN_COMMON, 0
+    while True:
+        k += 1
+        nxt = max(math.ceil(MIN_COMMON * JUDGE_RATIO ** k - 1e-9), g + 1)
+        if nxt > n:
+            return g
+        g = nxt
+
+
+def _rebuilt(cs: WorBettingCS, d: np.ndarray) -> WorBettingCS:
+    """The pair's sequence ``cs`` as it stood after the differences ``d`` (it is a function of them, in order)."""
+    out = WorBettingCS(cs.n, cs.lo, cs.hi, cs.alpha, grid=cs.m.size)
+    out.update_many(d)
+    return out
 
 
 def _median_documents(cs: WorBettingCS, d: np.ndarray, margin: float, rng: np.random.Generator, optimism: float,
