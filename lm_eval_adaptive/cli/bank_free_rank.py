@@ -42,8 +42,8 @@ from lm_eval_adaptive.live.session import (
     start_run,
 )
 
-__all__ = ["check_bank_free_settings", "forecast_anytime", "forecast_anytime_rank", "bank_free_setup", "start_bank_free",
-           "run_bank_free"]
+__all__ = ["check_bank_free_settings", "forecast_anytime", "forecast_anytime_rank", "bank_free_setup",
+           "start_bank_free", "run_bank_free"]
 
 
 def forecast_anytime(a: LiveSettings) -> bool:

@@ -17,16 +17,16 @@ same shares and the same pair rules (a live run with a dollar cap buys a pair wh
   model, less what the run has spent; the budget left) or its pair rules' (``SettlePolicy.pair_limit``);
 * a pair is judged from its :data:`MIN_COMMON`-th common document on: a bootstrap of fewer differences says
   little (after a few equal answers every difference is 0 and no continuation settles);
-* **projected at points** :data:`JUDGE_RATIO` apart in its common documents (10, 12, 15, 18, 22, ...): at n common
+* **projected at points** :data:`JUDGE_RATIO` apart in its common documents (10, 12, 15, 18, 21, 25, ...): at n common
   documents the projection is the one made at the last such point g ≤ n (from the pair's sequence and
   differences at g), less the n − g documents taken since; a projection costs up to a few hundred updates of a
   batch of sequences, and one per document would slow a run (a simulated forecast most of all) for little.
 
 It is judged at every ask from the run's state alone (the projection at g from the first g differences, seeded
 by the run's seed, the pair and g; the limit from what the run has spent), so a resumed run decides as the
-uninterrupted one did. A pair given up is reported
-``unresolved`` with its cost to settle, marked ``beyond_policy``, with the share of a full run that would buy it
-(:func:`share_to_buy`): a cost, never an impossibility. Without a policy (None) nothing is given up: a pair is
+uninterrupted one did. A pair given up is reported ``unresolved`` with its cost to settle, marked
+``beyond_policy``, with the share of a full run that would buy it (:func:`share_to_buy`): a cost, never an
+impossibility. Without a policy (None) nothing is given up: a pair is
 bought until it settles, the budget or the item cap ends the run, or the documents run out.
 """
 
@@ -41,7 +41,8 @@ from lm_eval_adaptive.engine.anytime.confidence_sequence import WorBettingCS
 from lm_eval_adaptive.engine.anytime.pair_decisions import settle_projection
 from lm_eval_adaptive.engine.ranking.pairs.settle_policy import SettlePolicy
 
-__all__ = ["MIN_COMMON", "BANK_FREE_FLOOR_ITEMS", "JUDGE_RATIO", "POLICY_PATHS", "judged_at", "prefix_cost", "stated_cost", "PolicyJudge", "share_to_buy"]
+__all__ = ["MIN_COMMON", "BANK_FREE_FLOOR_ITEMS", "JUDGE_RATIO", "POLICY_PATHS", "judged_at", "prefix_cost",
+           "stated_cost", "PolicyJudge", "share_to_buy"]
 
 #: A pair is judged by the policy from this many common documents on (module docstring).
 MIN_COMMON = 10
@@ -84,23 +85,24 @@ def stated_cost(cs: WorBettingCS, d: np.ndarray, margin: float, rng: np.random.G
 
 class PolicyJudge:
     """Judges the pairs of one bank-free run under ``policy`` (:meth:`beyond`; None: nothing is given up), keeping
-    each pair's projection at its documents so far: the median continuation's documents to settle are exact once
-    known, so a later judgement at the same documents (the run has spent more, the limit moved) needs no new
-    projection unless the limit grew past the one it was projected to."""
+    each pair's projection at its last projection point: the median continuation's documents to settle are exact
+    once known, so a later judgement from the same point (more documents taken, the limit moved) needs no new
+    projection unless it must look further than the projection did."""
 
     def __init__(self, policy: SettlePolicy | None):
         self.policy = policy
-        self._known: dict = {}  # (pair, documents taken) -> (most projected to, median documents or None: beyond it)
+        self._known: dict = {}  # (pair, projection point) -> (documents projected to, median documents or None)
 
     def beyond(self, pair: Sequence[str], *, cs: WorBettingCS, d: np.ndarray, margin: float,
-               rng: Callable[[int], np.random.Generator], common: np.ndarray, pos: int, scores: Mapping[str, np.ndarray],
-               costs: Mapping[str, np.ndarray], spent: float, full: Mapping[str, float], full_run_items: float,
-               remaining: float | None) -> bool:
+               rng: Callable[[int], np.random.Generator], common: np.ndarray, pos: int,
+               scores: Mapping[str, np.ndarray], costs: Mapping[str, np.ndarray], spent: float,
+               full: Mapping[str, float], full_run_items: float, remaining: float | None) -> bool:
         """Does the policy give the pair (its two models; ``cs``, ``d``: its sequence and differences, in the
         sequence's orientation; ``common``, ``pos``: its documents in the shared order and how many are taken) no
-        more documents? ``rng(g)``: its projection's seeded generator at g documents; ``spent``: the run's dollars; ``full``: each
-        model's full run in dollars (a full run: all of them); ``full_run_items``: the documents of a full run per
-        model; ``remaining``: the budget left (None: no budget). See the module docstring."""
+        more documents? ``rng(g)``: its projection's seeded generator at the projection point g; ``spent``: the
+        run's dollars; ``full``: each model's full run in dollars (a full run: all of them); ``full_run_items``: the
+        documents of a full run per model; ``remaining``: the budget left (None: no budget). See the module
+        docstring."""
         policy = self.policy
         if policy is None or d.size < MIN_COMMON:
             return False
