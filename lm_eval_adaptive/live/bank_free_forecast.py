@@ -26,7 +26,11 @@ from lm_eval_adaptive.live.cost_forecast import CostForecast, forecast_ranking, 
 from lm_eval_adaptive.live.session import LiveSettings, Setup
 from lm_eval_adaptive.live.stopping_policy import live_policy
 
-__all__ = ["forecast_anytime_rank"]
+__all__ = ["ANYTIME_DRAWS", "forecast_anytime_rank"]
+
+#: Simulated runs behind the forecast: each projects its open pairs' costs to settle, as the live run's stopping
+#: policy does, and costs several times a banked run's simulation (``rank``'s banked forecast makes 100).
+ANYTIME_DRAWS = 50
 
 
 def forecast_anytime_rank(a: LiveSettings) -> CostForecast:
@@ -55,4 +59,4 @@ def forecast_anytime_rank(a: LiveSettings) -> CostForecast:
                                    "task_documents": int(setup.n_docs)}
     return forecast_ranking(new_ranker, names, prices=setup.prices, cost=cost, upper=upper, full_run=full,
                             cap=a.budget_usd, task=setup.task_name, command="rank", seed=a.seed, settings=settings,
-                            bank=bank, n_max=a.max_items or len(ids), to_metric=to_metric)
+                            draws=ANYTIME_DRAWS, bank=bank, n_max=a.max_items or len(ids), to_metric=to_metric)
