@@ -51,8 +51,14 @@ def truth(case):
 
 
 @pytest.fixture(scope="module")
-def measured(replay_server, case, truth, tmp_path_factory):
-    result = bench.run_case(case, tmp_path_factory.mktemp("near_tie"), server=replay_server)
+def workdir(tmp_path_factory):
+    """One folder for the module's runs: the bank is calibrated once (bench.run_case) and each run has its own."""
+    return tmp_path_factory.mktemp("near_tie")
+
+
+@pytest.fixture(scope="module")
+def measured(replay_server, case, truth, workdir):
+    result = bench.run_case(case, workdir, server=replay_server)
     return result, bench.judge(result, truth)
 
 
@@ -114,8 +120,8 @@ def test_with_the_cap_the_live_pair_rule_is_on_and_every_model_gets_15_items(mea
 
 
 @pytest.fixture(scope="module")
-def measured_anytime(replay_server, case, truth, tmp_path_factory):
-    result = bench.run_case(case, tmp_path_factory.mktemp("near_tie_anytime"), server=replay_server, anytime=True)
+def measured_anytime(replay_server, case, truth, workdir):
+    result = bench.run_case(case, workdir, server=replay_server, anytime=True)
     return result, bench.judge(result, truth)
 
 
