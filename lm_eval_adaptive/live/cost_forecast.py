@@ -305,11 +305,15 @@ def simulated_live_run(ranker, score: Callable[[str, int], float], cost: Mapping
     ``score(m, i)`` as both. Returns items and dollars per model of ``cost`` and why the run stopped."""
     bank = getattr(ranker, "bank", None)
     index = {str(x): k for k, x in enumerate(bank.item_ids)} if bank is not None else None
+
+    def position(item_id) -> int:  # the item's index in ``cost``, ``upper`` and ``score``
+        return index[str(item_id)] if index is not None else ranker.item_index(item_id)
+
     scaled_of: dict[tuple[int, float], float] = {}  # (item, raw answered) -> its scaled score (the same for every model)
 
     def caller(m):
         def call(item_id):
-            i = index[str(item_id)] if index is not None else ranker.item_index(item_id)
+            i = position(item_id)
             y = score(m, i)
             y, raw = (float(y[0]), float(y[1])) if isinstance(y, tuple) else \
                 (float(y), float(y) if bank is None else float(bank.unscale(i, y)))
@@ -318,8 +322,7 @@ def simulated_live_run(ranker, score: Callable[[str, int], float], cost: Mapping
         return call
 
     live = LiveRun(ranker, {m: caller(m) for m in ranker.models},
-                   upper_cost=lambda m, item_id: float(upper[m][index[str(item_id)] if index is not None
-                                                                 else ranker.item_index(item_id)]),
+                   upper_cost=lambda m, item_id: float(upper[m][position(item_id)]),
                    actual_cost=lambda m, answer: answer.usd,
                    scale=lambda i, raw: scaled_of[(i, raw)], ledger=BudgetLedger(cap))
     live.run(pool=_AnsweringPool())
