@@ -32,7 +32,11 @@ import math
 from collections.abc import Callable, Iterable
 
 from lm_eval_adaptive.engine.anytime.cost_to_settle import BANK_FREE_FLOOR_ITEMS
-from lm_eval_adaptive.engine.ranking.pairs.settle_policy import DEFAULT_FULL_RUN_SHARE, SettlePolicy
+from lm_eval_adaptive.engine.ranking.pairs.settle_policy import (
+    DEFAULT_FLOOR_ITEMS,
+    DEFAULT_FULL_RUN_SHARE,
+    SettlePolicy,
+)
 from lm_eval_adaptive.engine.ranking.ranker import default_judgement
 
 __all__ = ["LIVE_PAIR_COST_SHARE", "LIVE_MIN_ITEMS", "live_policy", "live_judgement", "mark_cap_to_buy",
@@ -51,7 +55,7 @@ def live_policy(settle_share: float | None, budget_usd: float | None, *, bank_fr
     documents per model is its own (:data:`~lm_eval_adaptive.engine.anytime.cost_to_settle.BANK_FREE_FLOOR_ITEMS`)."""
     return SettlePolicy(full_run_share=DEFAULT_FULL_RUN_SHARE if settle_share is None else settle_share,
                         pair_cost_share=None if budget_usd is None else LIVE_PAIR_COST_SHARE,
-                        **({"floor_items": BANK_FREE_FLOOR_ITEMS} if bank_free else {}))
+                        floor_items=BANK_FREE_FLOOR_ITEMS if bank_free else DEFAULT_FLOOR_ITEMS)
 
 
 def live_judgement(settle_share: float | None, budget_usd: float | None) -> Callable:
