@@ -320,7 +320,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tie-margin", type=float, default=None, help="rank --tie-margin (metric units)")
     ap.add_argument("--seed", type=int, nargs="+", default=[None], help="rank --seed, one run each")
     ap.add_argument("--anytime", action="store_true", help="rank --anytime: the anytime-valid ranker, the bank "
-                    "ordering the pairs it leaves open (it has no stopping policy on the cost to settle)")
+                    "ordering the pairs it leaves open; its stopping policy is the bank-free one (docs/cold-start.md)")
     ap.add_argument("--settle-share", type=float, default=None,
                     help="rank --settle-share (the stopping policy's share of a full run; the spend criterion then)")
     a = ap.parse_args(argv)
