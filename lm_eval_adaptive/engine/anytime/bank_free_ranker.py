@@ -45,7 +45,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from lm_eval_adaptive.engine.anytime.confidence_sequence import DEFAULT_GRID, WorBettingCS
+from lm_eval_adaptive.engine.anytime.confidence_sequence import DEFAULT_GRID, PAIR_TRUNCATION, WorBettingCS
 from lm_eval_adaptive.engine.anytime.cost_to_settle import PolicyJudge, share_to_buy, stated_cost
 from lm_eval_adaptive.engine.anytime.pair_worth import ALLOCATIONS, DEFAULT_ALLOCATION, p_order, pair_weight
 from lm_eval_adaptive.engine.ranking.pairs.outcomes import equivalence_groups
@@ -129,17 +129,13 @@ class BankFreeRanker:
         self._confidence, self._margin, self._family_wise = float(confidence), float(tie_margin), bool(family_wise)
         self._budget = None if budget is None else float(budget)
         self._n_max = n if n_max is None else int(n_max)
-        self._most = int(max_in_flight)
-        self._seed = seed
-        self._grid, self._paths = int(grid), int(settle_paths)
+        self._most, self._seed, self._grid, self._paths = int(max_in_flight), seed, int(grid), int(settle_paths)
         self._costs = {m: np.ones(n) if item_costs is None else np.asarray(item_costs[m], dtype=float) for m in models}
         mean_cost = {m: float(np.mean(c)) for m, c in self._costs.items()}
         overall = float(np.mean(list(mean_cost.values()))) or 1.0
         self._relcost = {m: (mean_cost[m] / overall) or 1.0 for m in models}
         self._perm = np.random.default_rng(seed).permutation(n)
-        rank = np.empty(n, dtype=np.int64)
-        rank[self._perm] = np.arange(n)
-        self._rank_of = rank  # position of each document in the shared order
+        self._rank_of = np.argsort(self._perm)  # position of each document in the shared order
         has = {m: np.ones(n, dtype=bool) for m in models}
         for m, idx in (exclude or {}).items():
             has[str(m)][np.asarray(list(idx), dtype=np.int64)] = False
@@ -156,7 +152,8 @@ class BankFreeRanker:
         for a, b in self._pairs:
             common = self._perm[has[a][self._perm] & has[b][self._perm]]
             self._pair_order[(a, b)] = common
-            self._pair_cs[(a, b)] = WorBettingCS(max(1, common.size), lo - hi, hi - lo, alpha_pair, grid=self._grid)
+            self._pair_cs[(a, b)] = WorBettingCS(max(1, common.size), lo - hi, hi - lo, alpha_pair, grid=self._grid,
+                                                  truncation=PAIR_TRUNCATION)
             self._pair_pos[(a, b)] = 0
             self._pair_d[(a, b)] = []
             self._outcome[(a, b)] = UNRESOLVED if common.size else EQUIVALENT  # no common document: nothing to compare

@@ -15,7 +15,8 @@ Two capital processes bet on the score being above or below it,
     K⁺_t(m) = Π (1 + λ⁺_i (x_i − μ_i(m))),   K⁻_t(m) = Π (1 − λ⁻_i (x_i − μ_i(m))),
 
 with predictable bets (the predictable-mixture empirical-Bernstein size, λ_i = √(2 log(1/(α/2)) /
-(σ̂²_{i−1} · i · log(1 + i))), truncated at ½/μ_i(m) and ½/(1 − μ_i(m))). At the true mean both are
+(σ̂²_{i−1} · i · log(1 + i))), truncated at c/μ_i(m) and c/(1 − μ_i(m)): c = :data:`TRUNCATION`, confseq's ½, for a
+mean, :data:`PAIR_TRUNCATION` for a pair's paired differences). At the true mean both are
 non-negative martingales, so by Ville's inequality P(∃t: ½K⁺_t ≥ 1/α or ½K⁻_t ≥ 1/α) ≤ α: the set of
 m not yet rejected, {m: max(½K⁺_t(m), ½K⁻_t(m)) < 1/α}, holds the population mean at every t with
 probability ≥ 1 − α, whenever the run stops, however often it looks.
@@ -41,12 +42,20 @@ import math
 
 import numpy as np
 
-__all__ = ["WorBettingCS", "wor_betting_cs", "DEFAULT_GRID", "TRUNCATION", "HEDGE"]
+__all__ = ["WorBettingCS", "wor_betting_cs", "DEFAULT_GRID", "TRUNCATION", "PAIR_TRUNCATION", "HEDGE"]
 
 #: Candidate means on [0, 1] (grid points): 0.1% of the range between two.
 DEFAULT_GRID = 1001
-#: Bets are truncated at this share of the largest bet that keeps the capital positive (confseq's 1/2).
+#: Bets are truncated at this share of the largest bet that keeps the capital positive (confseq's 1/2). Any share
+#: below 1 keeps every capital process a non-negative martingale: the guarantee is the same at every share, only the
+#: width changes.
 TRUNCATION = 0.5
+#: The share for a sequence of paired differences (the rankers' pairs), chosen on the tuning half
+#: (docs/results/stop35_rules.txt, rule 3): a pair's differences spread far less than their stated range
+#: [lo − hi, hi − lo], and the bets that order it quickly are larger than 1/2 allows (docs/cold-start.md,
+#: *The confidence sequence*). A model's own scores keep 1/2: with 0.9 a single model's interval on a real table
+#: narrowed later, not sooner (`--ci-width 0.06` on wmt24/en-de/chrf: 379 documents instead of 266).
+PAIR_TRUNCATION = 0.9
 #: Weight of the "above" capital process in the hedge (confseq's θ = 1/2).
 HEDGE = 0.5
 
@@ -61,7 +70,8 @@ class WorBettingCS:
     """
 
     def __init__(self, n: int, lo: float, hi: float, alpha: float = 0.05, *, shape=(), grid: int = DEFAULT_GRID,
-                 prior_mean: float = 0.5, prior_variance: float = 0.25, fake_obs: float = 1.0):
+                 prior_mean: float = 0.5, prior_variance: float = 0.25, fake_obs: float = 1.0,
+                 truncation: float = TRUNCATION):
         if int(n) < 1:
             raise ValueError(f"the population needs at least 1 document, got {n}")
         if not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):
@@ -70,6 +80,9 @@ class WorBettingCS:
             raise ValueError(f"alpha must be in (0, 1), got {alpha}")
         if int(grid) < 3:
             raise ValueError(f"the grid needs at least 3 points, got {grid}")
+        if not (0.0 < truncation < 1.0):
+            raise ValueError(f"the truncation must be in (0, 1) (1 or more lets the capital reach 0), got {truncation}")
+        self.truncation = float(truncation)
         self.n, self.lo, self.hi, self.alpha = int(n), float(lo), float(hi), float(alpha)
         self.shape = tuple(np.shape(np.empty(shape)))
         self.m = np.linspace(0.0, 1.0, int(grid))
@@ -102,7 +115,7 @@ class WorBettingCS:
         faster. The predictions must be fixed before the draw (predictable). ``spread`` = (a, b), metric
         units: how far the shift can reach on either side, max ŷ − ĉ and ĉ − min ŷ over the documents
         not yet drawn, so that z ∈ [lo − a, hi + b] and the bets are truncated to keep the capital
-        positive there (½/(μ + a) and ½/(1 + b − μ) in units of the range). The interval's logical
+        positive there (c/(μ + a) and c/(1 + b − μ) in units of the range, c the truncation). The interval's logical
         bounds and the exact end at t = N are x's, unchanged."""
         x = np.broadcast_to(np.asarray(x, dtype=float), self.shape)
         take = np.ones(self.shape, dtype=bool) if mask is None else np.broadcast_to(np.asarray(mask, bool), self.shape)
@@ -128,8 +141,8 @@ class WorBettingCS:
             mu = (self.n * self.m - self.s[..., None]) / (self.n - t)[..., None]  # (..., grid)
             sigma2 = self._var_sum / (t + self._fake)  # σ̂² of the documents before (predictable)
             base = np.sqrt(1.0 / (sigma2 * i * np.log1p(i)))
-            lam_up = np.minimum((math.sqrt(self._c_up) * base)[..., None], TRUNCATION / (mu + below))
-            lam_down = np.minimum((math.sqrt(self._c_down) * base)[..., None], TRUNCATION / (1.0 + above - mu))
+            lam_up = np.minimum((math.sqrt(self._c_up) * base)[..., None], self.truncation / (mu + below))
+            lam_down = np.minimum((math.sqrt(self._c_down) * base)[..., None], self.truncation / (1.0 + above - mu))
             dx = z01[..., None] - mu
             step_up = np.log1p(lam_up * dx)
             step_down = np.log1p(-lam_down * dx)
@@ -231,12 +244,13 @@ class WorBettingCS:
         self.log_down = self.log_down[..., keep]
 
 
-def wor_betting_cs(x, n: int, lo: float, hi: float, alpha: float = 0.05, *, grid: int = DEFAULT_GRID):
+def wor_betting_cs(x, n: int, lo: float, hi: float, alpha: float = 0.05, *, grid: int = DEFAULT_GRID,
+                   truncation: float = TRUNCATION):
     """(lower, upper): the confidence sequence's interval after each of the scores ``x`` (in the order
     drawn, without replacement, from a population of ``n``); ``x`` of shape (T,) or (runs, T)."""
     x = np.asarray(x, dtype=float)
     batch = x.shape[:-1]
-    cs = WorBettingCS(n, lo, hi, alpha, shape=batch, grid=grid)
+    cs = WorBettingCS(n, lo, hi, alpha, shape=batch, grid=grid, truncation=truncation)
     lower = np.empty(x.shape)
     upper = np.empty(x.shape)
     for j in range(x.shape[-1]):
