@@ -42,7 +42,9 @@ def runs_of(case: str, mode: str, seeds: list[int], out: Path) -> list[dict]:
     if not path.is_file():
         cmd = [sys.executable, str(REPO / "benchmarks" / "bench_near_tie.py"), "--case", str(CASES[case]),
                "--json", str(path), "--seed", *map(str, seeds)] + (["--anytime"] if mode == "anytime" else [])
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        done = subprocess.run(cmd, capture_output=True, text=True)  # the runs' own report and notes: in the JSON
+        if done.returncode != 0:
+            raise SystemExit(f"{' '.join(cmd)} failed (exit {done.returncode}):\n{done.stderr[-4000:]}")
     data = json.loads(path.read_text())
     return data["runs"] if "runs" in data else [data]
 
