@@ -45,7 +45,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from lm_eval_adaptive.engine.anytime.confidence_sequence import DEFAULT_GRID, PAIR_TRUNCATION, WorBettingCS
+from lm_eval_adaptive.engine.anytime.confidence_sequence import DEFAULT_GRID, PAIR_TRUNCATION, TRUNCATION, WorBettingCS
 from lm_eval_adaptive.engine.anytime.cost_to_settle import PolicyJudge, share_to_buy, stated_cost
 from lm_eval_adaptive.engine.anytime.pair_worth import ALLOCATIONS, DEFAULT_ALLOCATION, p_order, pair_weight
 from lm_eval_adaptive.engine.ranking.pairs.outcomes import equivalence_groups
@@ -208,7 +208,8 @@ class BankFreeRanker:
     @property
     def signature(self) -> dict:
         return {"ranker": "bank-free", "design": "shared-random-order", "interval": "wor-betting-cs",
-                "confidence": self._confidence, "family_wise": self._family_wise, "tie_margin": self._margin,
+                "truncation": f"mean={TRUNCATION:g},pair={PAIR_TRUNCATION:g}", "confidence": self._confidence,
+                "family_wise": self._family_wise, "tie_margin": self._margin,
                 "range": [self._lo, self._hi], "documents": len(self._ids), "grid": self._grid,
                 "seed": _seed_value(self._seed), "allocation": self._allocation,
                 "settle_policy": self._judge.policy.name if self._judge.policy is not None else None,

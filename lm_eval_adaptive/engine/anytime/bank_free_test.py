@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from lm_eval_adaptive.engine.anytime.confidence_sequence import DEFAULT_GRID, WorBettingCS
+from lm_eval_adaptive.engine.anytime.confidence_sequence import DEFAULT_GRID, TRUNCATION, WorBettingCS
 from lm_eval_adaptive.engine.irt.checks import check_cost
 from lm_eval_adaptive.engine.signature import versions
 
@@ -172,7 +172,8 @@ class BankFreeTest:
             n_items=len(taken), population=int(self._order.size), spent=self._spent,
             stopped_because=self._stopped or "running", items=[self._ids[i] for i in taken],
             scores=[float(self._scores[i]) for i in taken],
-            signature={"test": "bank-free", "interval": "wor-betting-cs", "confidence": self._confidence,
-                       "ci_width": self._width, "range": [self._lo, self._hi], "documents": int(self._order.size),
+            signature={"test": "bank-free", "interval": "wor-betting-cs", "truncation": TRUNCATION,
+                       "confidence": self._confidence, "ci_width": self._width, "range": [self._lo, self._hi],
+                       "documents": int(self._order.size),
                        "seed": self._seed if isinstance(self._seed, (int, type(None))) else str(self._seed)}
             | versions())

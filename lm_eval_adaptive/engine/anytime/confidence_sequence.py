@@ -50,10 +50,10 @@ DEFAULT_GRID = 1001
 #: below 1 keeps every capital process a non-negative martingale: the guarantee is the same at every share, only the
 #: width changes.
 TRUNCATION = 0.5
-#: The share for a sequence of paired differences (the rankers' pairs), chosen on the tuning half
+#: The share for a sequence of paired differences (the bank-free ranker's pairs), chosen on the tuning half
 #: (docs/results/stop35_rules.txt, rule 3): a pair's differences spread far less than their stated range
-#: [lo − hi, hi − lo], and the bets that order it quickly are larger than 1/2 allows (docs/cold-start.md,
-#: *The confidence sequence*). A model's own scores keep 1/2: with 0.9 a single model's interval on a real table
+#: [lo − hi, hi − lo], and the bets that order it quickly are larger than 1/2 allows (docs/cold-start.md, *The
+#: truncation of a pair's bets*). A model's own scores keep 1/2: with 0.9 a single model's interval on a real table
 #: narrowed later, not sooner (`--ci-width 0.06` on wmt24/en-de/chrf: 379 documents instead of 266).
 PAIR_TRUNCATION = 0.9
 #: Weight of the "above" capital process in the hedge (confseq's θ = 1/2).
