@@ -114,6 +114,20 @@ def test_a_pairs_truncation_narrows_differences_that_spread_far_less_than_their_
         WorBettingCS(10, 0.0, 1.0, truncation=1.0)
 
 
+def test_a_restarted_sequence_retraces_the_same_intervals():
+    """``restarted()`` is the sequence as made (range, level, grid, truncation): fed the same scores, the same path."""
+    rng = np.random.default_rng(4)
+    d = np.clip(rng.normal(0.05, 0.2, 40), -1.0, 1.0)
+    cs = WorBettingCS(200, -1.0, 1.0, 0.1, grid=301, truncation=PAIR_TRUNCATION)
+    cs.update_many(d)
+    again = cs.restarted()
+    assert again.t == 0 and again.truncation == PAIR_TRUNCATION and again.m.size == 301
+    again.update_many(d)
+    assert float(again.lower) == float(cs.lower) and float(again.upper) == float(cs.upper)
+    cs.narrow_grid(most=50)  # a narrowed sequence restarts on the grid it was made with
+    assert cs.restarted().m.size == 301
+
+
 def test_paired_decisions_stopped_at_the_first_claim_are_right_by_simulation():
     """1,000 runs of two models on the same random documents, judged after every document and stopped
     at the first look that claims anything (ordered or equivalent): the share of wrong order claims (a

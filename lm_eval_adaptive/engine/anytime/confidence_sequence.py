@@ -83,6 +83,9 @@ class WorBettingCS:
         if not (0.0 < truncation < 1.0):
             raise ValueError(f"the truncation must be in (0, 1) (1 or more lets the capital reach 0), got {truncation}")
         self.truncation = float(truncation)
+        # what :meth:`restarted` builds the same sequence from
+        self._made_with = {"grid": int(grid), "prior_mean": float(prior_mean), "prior_variance": float(prior_variance),
+                           "fake_obs": float(fake_obs), "truncation": self.truncation}
         self.n, self.lo, self.hi, self.alpha = int(n), float(lo), float(hi), float(alpha)
         self.shape = tuple(np.shape(np.empty(shape)))
         self.m = np.linspace(0.0, 1.0, int(grid))
@@ -210,6 +213,11 @@ class WorBettingCS:
     @property
     def exact(self) -> np.ndarray:
         return self.t >= self.n
+
+    def restarted(self) -> WorBettingCS:
+        """A single sequence as this one was made (population, range, level, grid, prior, truncation), before any
+        score."""
+        return WorBettingCS(self.n, self.lo, self.hi, self.alpha, **self._made_with)
 
     def copy_batch(self, shape) -> WorBettingCS:
         """This one-run sequence (``shape`` ``()``) repeated over a batch of ``shape`` runs (its

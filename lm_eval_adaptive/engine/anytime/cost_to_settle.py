@@ -141,7 +141,7 @@ def judged_at(n: int) -> int:
 
 def _rebuilt(cs: WorBettingCS, d: np.ndarray) -> WorBettingCS:
     """The pair's sequence ``cs`` as it stood after the differences ``d`` (it is a function of them, in order)."""
-    out = WorBettingCS(cs.n, cs.lo, cs.hi, cs.alpha, grid=cs.m.size, truncation=cs.truncation)
+    out = cs.restarted()
     out.update_many(d)
     return out
 
